@@ -1,0 +1,1 @@
+//! Validated broker configuration (units in names); defaults from `constants`.

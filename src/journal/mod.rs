@@ -1,0 +1,1 @@
+//! The memory-mapped state journal (see schemas/FORMAT.md).

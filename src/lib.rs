@@ -1,0 +1,25 @@
+//! Lockstep: a Kafka-wire-compatible broker whose reason to exist is share groups
+//! (KIP-932) with transactional acknowledgements.
+//!
+//! Layout (see README.md, "Architecture"):
+//! - [`constants`]: every limit in one place; [`config`]: validated configuration.
+//! - [`model`]: newtypes shared across modules.
+//! - [`storage`]: the on-disk frame format shared by the partition logs and the state journal,
+//!   the file abstraction (real files and an in-memory crash double), and the only `unsafe`
+//!   (memory maps).
+//! - [`log`]: segmented, CRC-framed partition logs of Kafka record batches.
+//! - [`journal`]: the memory-mapped state journal (share-partition state, transactions).
+//! - [`protocol`]: the Kafka wire codec; [`server`]: request handling.
+//! - [`runtime`]: the only module that touches glommio.
+//! - [`metrics`]: counters and histograms, Prometheus text.
+
+pub mod config;
+pub mod constants;
+pub mod journal;
+pub mod log;
+pub mod metrics;
+pub mod model;
+pub mod protocol;
+pub mod runtime;
+pub mod server;
+pub mod storage;

@@ -1,0 +1,1 @@
+//! Segmented, CRC-framed partition logs (see schemas/FORMAT.md).

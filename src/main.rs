@@ -1,0 +1,4 @@
+//! The `lockstep` broker binary.
+fn main() {
+    println!("lockstep: broker not yet built");
+}

@@ -1,0 +1,1 @@
+//! Per-shard counters and HdrHistograms, rendered as Prometheus text.

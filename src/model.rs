@@ -1,0 +1,1 @@
+//! Newtypes shared across modules: offsets, topic-partitions, shard ids.

@@ -1,0 +1,1 @@
+//! Wire codec: Kafka framing, request/response headers, error codes, record-batch validation.

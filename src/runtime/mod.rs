@@ -1,0 +1,1 @@
+//! The only module that touches glommio: executors, the cross-shard mesh, the clock, files.

@@ -1,0 +1,1 @@
+//! Connections and request dispatch; one handler file per API family.

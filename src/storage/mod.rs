@@ -1,0 +1,7 @@
+//! On-disk building blocks shared by the partition logs and the state journal.
+//!
+//! - [`frame`]: the segment header and CRC-framed entries, and the recovery scan rule.
+//!
+//! Nothing here knows about Kafka, shards or the runtime.
+
+pub mod frame;

@@ -1,0 +1,2 @@
+//! `lockstep-inspect`: read-only inspector of segment logs and the state journal.
+fn main() {}
