@@ -1,1 +1,557 @@
 //! Validated broker configuration (units in names); defaults from `constants`.
+//!
+//! Two kinds of configuration live here:
+//! - [`BrokerConfig`]: what the process is started with (listener, data directory, shards);
+//!   fixed for the life of the process.
+//! - Named Kafka configs ([`TOPIC_CONFIGS`], [`BROKER_CONFIGS`]): the key/value settings that
+//!   CreateTopics, DescribeConfigs and IncrementalAlterConfigs speak about. Only keys the broker
+//!   honours are accepted; every value is validated by its definition before it is stored, so
+//!   [`TopicSettings::resolve`] never sees an invalid value. Topic overrides fall back to the
+//!   broker's dynamic value of the synonym key, then to the static default.
+//!
+//! The stored overrides are owned by the topic registry (`server::registry`), which every shard
+//! holds a copy of; this module is pure data and validation.
+
+use crate::constants::{
+    DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
+    RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, TOPIC_PARTITIONS_DEFAULT, TOPIC_PARTITIONS_MAX,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+/// Why a configuration was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    BadAddress { flag: &'static str, value: String, reason: String },
+    BadShards { requested: usize, max: usize },
+    UnknownKey { key: String },
+    BadValue { key: String, value: String, reason: String },
+    ReadOnly { key: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::BadAddress {
+                flag,
+                value,
+                reason,
+            } => write!(f, "{flag} {value:?}: {reason}"),
+            ConfigError::BadShards { requested, max } => {
+                write!(f, "--shards {requested}: must be between 1 and {max}")
+            }
+            ConfigError::UnknownKey { key } => write!(f, "unknown or unsupported config {key:?}"),
+            ConfigError::BadValue { key, value, reason } => {
+                write!(f, "invalid value {value:?} for config {key:?}: {reason}")
+            }
+            ConfigError::ReadOnly { key } => write!(f, "config {key:?} cannot be changed"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The process configuration, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerConfig {
+    /// Address every shard binds (SO_REUSEPORT) for the Kafka protocol.
+    pub listen: SocketAddr,
+    /// Root of all persistent state.
+    pub data_dir: PathBuf,
+    /// Number of shards (executors, one per core).
+    pub shards: usize,
+    /// Where Prometheus text is served, if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl BrokerConfig {
+    /// Validates raw settings. `shards = None` means one shard per available core.
+    pub fn new(
+        listen: Option<&str>,
+        data_dir: Option<PathBuf>,
+        shards: Option<usize>,
+        metrics_listen: Option<&str>,
+        available_cores: usize,
+    ) -> Result<BrokerConfig, ConfigError> {
+        let listen = resolve_addr("--listen", listen.unwrap_or(LISTEN_ADDR_DEFAULT))?;
+        let metrics_listen = match metrics_listen {
+            Some(addr) => Some(resolve_addr("--metrics-listen", addr)?),
+            None => None,
+        };
+        let shards = shards.unwrap_or(available_cores.clamp(1, SHARDS_MAX));
+        if shards == 0 || shards > SHARDS_MAX {
+            return Err(ConfigError::BadShards {
+                requested: shards,
+                max: SHARDS_MAX,
+            });
+        }
+        Ok(BrokerConfig {
+            listen,
+            data_dir: data_dir.unwrap_or_else(|| PathBuf::from(DATA_DIR_DEFAULT)),
+            shards,
+            metrics_listen,
+        })
+    }
+}
+
+fn resolve_addr(flag: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
+    let bad = |reason: String| ConfigError::BadAddress {
+        flag,
+        value: value.to_string(),
+        reason,
+    };
+    let mut addrs = value
+        .to_socket_addrs()
+        .map_err(|e| bad(format!("not HOST:PORT ({e})")))?;
+    addrs
+        .next()
+        .ok_or_else(|| bad("resolves to no address".to_string()))
+}
+
+/// Kafka's config value types, as DescribeConfigs v3+ reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Long = 5,
+    List = 7,
+}
+
+/// How a value is checked before it is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigRule {
+    /// An integer in `min ..= max`.
+    Range { min: i64, max: i64 },
+    /// One of the listed strings.
+    OneOf(&'static [&'static str]),
+    /// Cannot be set at all.
+    ReadOnly,
+}
+
+/// One named config the broker understands.
+#[derive(Clone, Copy, Debug)]
+pub struct ConfigDef {
+    pub name: &'static str,
+    pub config_type: ConfigType,
+    pub default: &'static str,
+    pub rule: ConfigRule,
+    /// For a topic config: the broker config that provides its default.
+    pub synonym: Option<&'static str>,
+    pub doc: &'static str,
+}
+
+impl ConfigDef {
+    /// Checks `value` for this key; returns it in canonical form.
+    pub fn validate(&self, value: &str) -> Result<String, ConfigError> {
+        let bad = |reason: &str| ConfigError::BadValue {
+            key: self.name.to_string(),
+            value: value.to_string(),
+            reason: reason.to_string(),
+        };
+        match self.rule {
+            ConfigRule::ReadOnly => Err(ConfigError::ReadOnly {
+                key: self.name.to_string(),
+            }),
+            ConfigRule::Range { min, max } => {
+                let parsed: i64 = value.trim().parse().map_err(|_| bad("not an integer"))?;
+                if parsed < min || parsed > max {
+                    return Err(bad(&format!("must be between {min} and {max}")));
+                }
+                Ok(parsed.to_string())
+            }
+            ConfigRule::OneOf(allowed) => {
+                let trimmed = value.trim();
+                if allowed.contains(&trimmed) {
+                    Ok(trimmed.to_string())
+                } else {
+                    Err(bad(&format!("supported values: {}", allowed.join(", "))))
+                }
+            }
+        }
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.rule == ConfigRule::ReadOnly
+    }
+}
+
+const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
+const SEGMENT_BYTES_DEFAULT_STR: &str = "268435456";
+const SEGMENT_MS_DEFAULT_STR: &str = "604800000";
+const MAX_MESSAGE_BYTES_DEFAULT_STR: &str = "1048588";
+const _: () = assert!(LOG_SEGMENT_BYTES_DEFAULT == 268_435_456);
+const _: () = assert!(LOG_SEGMENT_MS_DEFAULT == 604_800_000);
+const _: () = assert!(RECORD_BATCH_BYTES_MAX_DEFAULT == 1_048_588);
+const _: () = assert!(TOPIC_PARTITIONS_DEFAULT == 1);
+
+/// Topic configs the broker honours.
+pub const TOPIC_CONFIGS: &[ConfigDef] = &[
+    ConfigDef {
+        name: "retention.ms",
+        config_type: ConfigType::Long,
+        default: "604800000",
+        rule: ConfigRule::Range {
+            min: -1,
+            max: i64::MAX,
+        },
+        synonym: Some("log.retention.ms"),
+        doc: "Age after which closed segments are deleted; -1 keeps them forever.",
+    },
+    ConfigDef {
+        name: "retention.bytes",
+        config_type: ConfigType::Long,
+        default: "-1",
+        rule: ConfigRule::Range {
+            min: -1,
+            max: i64::MAX,
+        },
+        synonym: Some("log.retention.bytes"),
+        doc: "Size above which the oldest closed segments are deleted; -1 means no limit.",
+    },
+    ConfigDef {
+        name: "segment.bytes",
+        config_type: ConfigType::Int,
+        default: SEGMENT_BYTES_DEFAULT_STR,
+        rule: ConfigRule::Range {
+            min: SEGMENT_BYTES_MIN,
+            max: i32::MAX as i64,
+        },
+        synonym: Some("log.segment.bytes"),
+        doc: "Size at which the active segment is rolled.",
+    },
+    ConfigDef {
+        name: "segment.ms",
+        config_type: ConfigType::Long,
+        default: SEGMENT_MS_DEFAULT_STR,
+        rule: ConfigRule::Range {
+            min: 1,
+            max: i64::MAX,
+        },
+        synonym: Some("log.roll.ms"),
+        doc: "Age at which the active segment is rolled.",
+    },
+    ConfigDef {
+        name: "max.message.bytes",
+        config_type: ConfigType::Int,
+        default: MAX_MESSAGE_BYTES_DEFAULT_STR,
+        rule: ConfigRule::Range {
+            min: 0,
+            max: crate::constants::FRAME_PAYLOAD_BYTES_MAX as i64,
+        },
+        synonym: Some("message.max.bytes"),
+        doc: "Largest record batch a produce may append.",
+    },
+    ConfigDef {
+        name: "cleanup.policy",
+        config_type: ConfigType::List,
+        default: "delete",
+        rule: ConfigRule::OneOf(&["delete"]),
+        synonym: Some("log.cleanup.policy"),
+        doc: "Only delete (retention) is supported; compaction is not.",
+    },
+    ConfigDef {
+        name: "min.insync.replicas",
+        config_type: ConfigType::Int,
+        default: "1",
+        rule: ConfigRule::Range { min: 1, max: 1 },
+        synonym: Some("min.insync.replicas"),
+        doc: "Single-node broker: always 1; acks=all waits for the durable flush.",
+    },
+];
+
+/// Broker configs (resource type BROKER). Dynamic ones give topics their defaults.
+pub const BROKER_CONFIGS: &[ConfigDef] = &[
+    ConfigDef {
+        name: "log.retention.ms",
+        config_type: ConfigType::Long,
+        default: "604800000",
+        rule: ConfigRule::Range {
+            min: -1,
+            max: i64::MAX,
+        },
+        synonym: None,
+        doc: "Default retention.ms of topics.",
+    },
+    ConfigDef {
+        name: "log.retention.bytes",
+        config_type: ConfigType::Long,
+        default: "-1",
+        rule: ConfigRule::Range {
+            min: -1,
+            max: i64::MAX,
+        },
+        synonym: None,
+        doc: "Default retention.bytes of topics.",
+    },
+    ConfigDef {
+        name: "log.segment.bytes",
+        config_type: ConfigType::Int,
+        default: SEGMENT_BYTES_DEFAULT_STR,
+        rule: ConfigRule::Range {
+            min: SEGMENT_BYTES_MIN,
+            max: i32::MAX as i64,
+        },
+        synonym: None,
+        doc: "Default segment.bytes of topics.",
+    },
+    ConfigDef {
+        name: "log.roll.ms",
+        config_type: ConfigType::Long,
+        default: SEGMENT_MS_DEFAULT_STR,
+        rule: ConfigRule::Range {
+            min: 1,
+            max: i64::MAX,
+        },
+        synonym: None,
+        doc: "Default segment.ms of topics.",
+    },
+    ConfigDef {
+        name: "message.max.bytes",
+        config_type: ConfigType::Int,
+        default: MAX_MESSAGE_BYTES_DEFAULT_STR,
+        rule: ConfigRule::Range {
+            min: 0,
+            max: crate::constants::FRAME_PAYLOAD_BYTES_MAX as i64,
+        },
+        synonym: None,
+        doc: "Default max.message.bytes of topics.",
+    },
+    ConfigDef {
+        name: "log.cleanup.policy",
+        config_type: ConfigType::List,
+        default: "delete",
+        rule: ConfigRule::OneOf(&["delete"]),
+        synonym: None,
+        doc: "Default cleanup.policy of topics (only delete).",
+    },
+    ConfigDef {
+        name: "min.insync.replicas",
+        config_type: ConfigType::Int,
+        default: "1",
+        rule: ConfigRule::Range { min: 1, max: 1 },
+        synonym: None,
+        doc: "Single-node broker: always 1.",
+    },
+    ConfigDef {
+        name: "num.partitions",
+        config_type: ConfigType::Int,
+        default: "1",
+        rule: ConfigRule::Range {
+            min: 1,
+            max: TOPIC_PARTITIONS_MAX as i64,
+        },
+        synonym: None,
+        doc: "Partitions of a topic created without a partition count.",
+    },
+    ConfigDef {
+        name: "auto.create.topics.enable",
+        config_type: ConfigType::Boolean,
+        default: "false",
+        rule: ConfigRule::ReadOnly,
+        synonym: None,
+        doc: "Topics are created only through CreateTopics.",
+    },
+    ConfigDef {
+        name: "broker.id",
+        config_type: ConfigType::Int,
+        default: "0",
+        rule: ConfigRule::ReadOnly,
+        synonym: None,
+        doc: "Node id of this single-node broker.",
+    },
+];
+
+/// The definition of topic config `name`, if the broker honours it.
+pub fn topic_config_def(name: &str) -> Option<&'static ConfigDef> {
+    TOPIC_CONFIGS.iter().find(|def| def.name == name)
+}
+
+/// The definition of broker config `name`, if the broker knows it.
+pub fn broker_config_def(name: &str) -> Option<&'static ConfigDef> {
+    BROKER_CONFIGS.iter().find(|def| def.name == name)
+}
+
+/// Validates a topic override; returns the canonical value.
+pub fn validate_topic_config(name: &str, value: &str) -> Result<String, ConfigError> {
+    topic_config_def(name)
+        .ok_or_else(|| ConfigError::UnknownKey {
+            key: name.to_string(),
+        })?
+        .validate(value)
+}
+
+/// Validates a dynamic broker config; returns the canonical value.
+pub fn validate_broker_config(name: &str, value: &str) -> Result<String, ConfigError> {
+    broker_config_def(name)
+        .ok_or_else(|| ConfigError::UnknownKey {
+            key: name.to_string(),
+        })?
+        .validate(value)
+}
+
+/// Where an effective config value came from (Kafka's DescribeConfigs `config_source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    DynamicTopic = 1,
+    DynamicDefaultBroker = 4,
+    Default = 5,
+}
+
+/// The value of topic config `def` given the topic's and the broker's overrides.
+pub fn effective_topic_value(
+    def: &ConfigDef,
+    topic: &BTreeMap<String, String>,
+    broker: &BTreeMap<String, String>,
+) -> (String, ConfigSource) {
+    if let Some(value) = topic.get(def.name) {
+        return (value.clone(), ConfigSource::DynamicTopic);
+    }
+    if let Some(value) = def.synonym.and_then(|syn| broker.get(syn)) {
+        return (value.clone(), ConfigSource::DynamicDefaultBroker);
+    }
+    (def.default.to_string(), ConfigSource::Default)
+}
+
+/// The value of broker config `def` given the broker's overrides.
+pub fn effective_broker_value(
+    def: &ConfigDef,
+    broker: &BTreeMap<String, String>,
+) -> (String, ConfigSource) {
+    match broker.get(def.name) {
+        Some(value) => (value.clone(), ConfigSource::DynamicDefaultBroker),
+        None => (def.default.to_string(), ConfigSource::Default),
+    }
+}
+
+/// The settings a partition log runs with, resolved from overrides and defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopicSettings {
+    pub segment_bytes: u64,
+    pub segment_ms: u64,
+    /// `None`: keep forever.
+    pub retention_ms: Option<u64>,
+    /// `None`: no size limit.
+    pub retention_bytes: Option<u64>,
+    pub max_message_bytes: u64,
+}
+
+impl TopicSettings {
+    /// Resolves the settings of a topic. Stored values were validated when set; a value that
+    /// still does not parse (a hand-edited file) falls back to the default and is reported.
+    pub fn resolve(
+        topic: &BTreeMap<String, String>,
+        broker: &BTreeMap<String, String>,
+    ) -> (TopicSettings, Vec<ConfigError>) {
+        let mut errors = Vec::new();
+        let mut long = |name: &str| -> i64 {
+            let def = topic_config_def(name).expect("known topic config");
+            let (value, _) = effective_topic_value(def, topic, broker);
+            match def.validate(&value).ok().and_then(|v| v.parse::<i64>().ok()) {
+                Some(parsed) => parsed,
+                None => {
+                    errors.push(ConfigError::BadValue {
+                        key: name.to_string(),
+                        value,
+                        reason: "stored value invalid; using the default".to_string(),
+                    });
+                    def.default.parse().expect("defaults parse")
+                }
+            }
+        };
+        let non_negative = |v: i64| u64::try_from(v).ok();
+        let settings = TopicSettings {
+            segment_bytes: long("segment.bytes") as u64,
+            segment_ms: long("segment.ms") as u64,
+            retention_ms: non_negative(long("retention.ms")),
+            retention_bytes: non_negative(long("retention.bytes")),
+            max_message_bytes: long("max.message.bytes") as u64,
+        };
+        (settings, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_without_arguments() {
+        let config = BrokerConfig::new(None, None, None, None, 2).unwrap();
+        assert_eq!(config.listen, "127.0.0.1:9092".parse().unwrap());
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.shards, 2);
+        assert_eq!(config.metrics_listen, None);
+    }
+
+    #[test]
+    fn rejects_bad_shards_and_addresses() {
+        assert!(matches!(
+            BrokerConfig::new(None, None, Some(0), None, 2),
+            Err(ConfigError::BadShards { .. })
+        ));
+        assert!(matches!(
+            BrokerConfig::new(None, None, Some(SHARDS_MAX + 1), None, 2),
+            Err(ConfigError::BadShards { .. })
+        ));
+        assert!(matches!(
+            BrokerConfig::new(Some("nonsense"), None, None, None, 2),
+            Err(ConfigError::BadAddress { .. })
+        ));
+        assert!(matches!(
+            BrokerConfig::new(None, None, None, Some("1.2.3.4"), 2),
+            Err(ConfigError::BadAddress { .. })
+        ));
+    }
+
+    #[test]
+    fn every_default_passes_its_own_rule() {
+        for def in TOPIC_CONFIGS.iter().chain(BROKER_CONFIGS) {
+            if !def.is_read_only() {
+                assert_eq!(def.validate(def.default).unwrap(), def.default, "{}", def.name);
+            }
+        }
+        for def in TOPIC_CONFIGS {
+            let synonym = def.synonym.expect("every topic config has a broker synonym");
+            let broker = broker_config_def(synonym).expect("synonym is a broker config");
+            assert_eq!(broker.default, def.default, "{}", def.name);
+        }
+    }
+
+    #[test]
+    fn validation_rejects_bad_values_and_unknown_keys() {
+        assert_eq!(validate_topic_config("retention.ms", " 1000 ").unwrap(), "1000");
+        assert!(validate_topic_config("retention.ms", "-2").is_err());
+        assert!(validate_topic_config("retention.ms", "soon").is_err());
+        assert!(validate_topic_config("segment.bytes", "100").is_err());
+        assert!(validate_topic_config("cleanup.policy", "compact").is_err());
+        assert!(matches!(
+            validate_topic_config("no.such.key", "1"),
+            Err(ConfigError::UnknownKey { .. })
+        ));
+        assert!(matches!(
+            validate_broker_config("auto.create.topics.enable", "true"),
+            Err(ConfigError::ReadOnly { .. })
+        ));
+    }
+
+    #[test]
+    fn topic_overrides_win_over_broker_overrides_over_defaults() {
+        let mut topic = BTreeMap::new();
+        let mut broker = BTreeMap::new();
+        let (s, errors) = TopicSettings::resolve(&topic, &broker);
+        assert!(errors.is_empty());
+        assert_eq!(s.retention_ms, Some(604_800_000));
+        assert_eq!(s.retention_bytes, None);
+        broker.insert("log.retention.ms".to_string(), "5000".to_string());
+        assert_eq!(TopicSettings::resolve(&topic, &broker).0.retention_ms, Some(5000));
+        topic.insert("retention.ms".to_string(), "-1".to_string());
+        assert_eq!(TopicSettings::resolve(&topic, &broker).0.retention_ms, None);
+        topic.insert("segment.bytes".to_string(), "garbage".to_string());
+        let (s, errors) = TopicSettings::resolve(&topic, &broker);
+        assert_eq!(s.segment_bytes, LOG_SEGMENT_BYTES_DEFAULT);
+        assert_eq!(errors.len(), 1);
+    }
+}

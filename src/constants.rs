@@ -25,3 +25,100 @@ const _: () = assert!(SEGMENT_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!((FRAME_PAYLOAD_BYTES_MAX as u64) < JOURNAL_SEGMENT_BYTES_DEFAULT * 2);
+
+// ---- Broker: network, requests, shards (issue 3) ----
+
+/// Default Kafka listener when `--listen` is not given.
+pub const LISTEN_ADDR_DEFAULT: &str = "127.0.0.1:9092";
+/// Default data directory when `--data-dir` is not given.
+pub const DATA_DIR_DEFAULT: &str = "./data";
+/// Most shards (executors) one broker runs; shard ids fit in a `u16`.
+pub const SHARDS_MAX: usize = 256;
+/// Largest Kafka request frame accepted (size prefix excluded), as Kafka's `socket.request.max.bytes`.
+pub const REQUEST_FRAME_BYTES_MAX: usize = 100 * 1024 * 1024;
+/// Largest response frame the broker builds (fetch responses are capped to fit).
+pub const RESPONSE_FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Requests read from one connection whose responses have not been written yet.
+pub const CONNECTION_INFLIGHT_REQUESTS_MAX: usize = 32;
+/// Bytes of request frames read from one connection whose responses have not been written yet.
+/// A frame larger than the remaining budget waits until earlier responses are written.
+pub const CONNECTION_INFLIGHT_BYTES_MAX: usize = 2 * REQUEST_FRAME_BYTES_MAX;
+/// Open client connections per shard; further connections are accepted and closed at once.
+pub const SHARD_CONNECTIONS_MAX: usize = 4096;
+/// Bytes read from a socket in one read call while assembling a frame.
+pub const SOCKET_READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Messages queued on one cross-shard channel before senders wait.
+pub const SHARD_MESH_CHANNEL_MESSAGES: usize = 1024;
+/// Memory glommio may lock for io_uring buffers per shard (the machine's memlock limit is small).
+pub const SHARD_IO_MEMORY_BYTES: usize = 512 * 1024;
+/// How often each shard polls the shutdown flag set by the signal handler.
+pub const SHUTDOWN_POLL_MS: u64 = 50;
+/// After a shutdown signal, how long in-flight requests may take before connections are dropped.
+pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
+/// How often each shard rolls and applies retention to its partition logs.
+pub const LOG_HOUSEKEEPING_INTERVAL_MS: u64 = 30_000;
+
+/// Kafka node id of this (single-node) broker.
+pub const BROKER_NODE_ID: i32 = 0;
+/// Topics one broker holds.
+pub const TOPICS_MAX: usize = 10_000;
+/// Partitions one topic may have.
+pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
+/// Partitions over all topics of one broker (each holds open files).
+pub const BROKER_PARTITIONS_MAX: usize = 20_000;
+/// Kafka's limit on topic name length.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Partitions a topic gets when CreateTopics asks for the default (-1); Kafka's `num.partitions`.
+pub const TOPIC_PARTITIONS_DEFAULT: i32 = 1;
+/// Producer ids reserved durably at a time; ids of a reserved block are never handed out twice.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+/// Batches remembered per producer and partition to answer retried (duplicate) batches, as Kafka.
+pub const PRODUCER_BATCHES_REMEMBERED: usize = 5;
+/// Largest record batch accepted by produce by default (Kafka `message.max.bytes`, 1 MiB + overhead).
+pub const RECORD_BATCH_BYTES_MAX_DEFAULT: u64 = 1024 * 1024 + 12;
+
+/// Bytes a fetch response may carry at most, whatever the client asks.
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 32 * 1024 * 1024;
+/// Longest long-poll wait a fetch may ask for.
+pub const FETCH_WAIT_MS_MAX: u64 = 60_000;
+/// Longest a produce with acks=all waits for its durable flush before timing out is reported.
+pub const PRODUCE_TIMEOUT_MS_MAX: u64 = 300_000;
+
+/// Samples kept exactly by each latency histogram: values up to this many microseconds.
+pub const METRICS_LATENCY_US_MAX: u64 = 60_000_000;
+/// Significant figures kept by latency histograms.
+pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
+/// Largest HTTP request the metrics endpoint reads before answering.
+pub const METRICS_HTTP_REQUEST_BYTES_MAX: usize = 8 * 1024;
+
+const _: () = assert!(REQUEST_FRAME_BYTES_MAX <= i32::MAX as usize);
+const _: () = assert!(CONNECTION_INFLIGHT_BYTES_MAX >= REQUEST_FRAME_BYTES_MAX);
+const _: () = assert!(FETCH_RESPONSE_BYTES_MAX < RESPONSE_FRAME_BYTES_MAX);
+const _: () = assert!(SHARDS_MAX <= u16::MAX as usize);
+const _: () = assert!(TOPIC_PARTITIONS_MAX as usize <= BROKER_PARTITIONS_MAX);
+const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
+
+// ---- Partition log (issue 2) ----
+
+/// Bytes in the fixed header of a partition-log index file (`{base_offset:020}.index`).
+pub const LOG_INDEX_HEADER_BYTES: usize = 32;
+/// Bytes in one sparse-index entry (offset, position, max timestamp before, frame CRC, CRC).
+pub const LOG_INDEX_ENTRY_BYTES: usize = 32;
+/// Smallest `segment_bytes` a partition log accepts: a header and one smallest frame.
+pub const LOG_SEGMENT_BYTES_MIN: u64 = 1024;
+/// Smallest `index_interval_bytes` a partition log accepts.
+pub const LOG_INDEX_INTERVAL_BYTES_MIN: u64 = 64;
+/// Bytes in the log-start-offset checkpoint file: two slots of 32 bytes, each in its own 4 KiB
+/// page so a torn write of one never damages the other.
+pub const LOG_CHECKPOINT_SLOT_BYTES: usize = 32;
+/// Distance between the two checkpoint slots.
+pub const LOG_CHECKPOINT_SLOT_STRIDE_BYTES: u64 = 4096;
+/// Bytes a read in `offset_for_timestamp` and index rebuilds takes from a segment at once.
+pub const LOG_SCAN_CHUNK_BYTES: usize = 1024 * 1024;
+
+const _: () = assert!(LOG_INDEX_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
+const _: () = assert!(LOG_INDEX_ENTRY_BYTES % FRAME_ALIGN_BYTES == 0);
+const _: () = assert!(LOG_SEGMENT_BYTES_MIN >= (SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES) as u64);
+const _: () = assert!(LOG_INDEX_INTERVAL_BYTES >= LOG_INDEX_INTERVAL_BYTES_MIN);
+const _: () = assert!(LOG_SEGMENT_BYTES_DEFAULT >= LOG_SEGMENT_BYTES_MIN);
+const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES >= LOG_CHECKPOINT_SLOT_BYTES as u64);

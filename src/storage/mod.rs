@@ -4,4 +4,6 @@
 //!
 //! Nothing here knows about Kafka, shards or the runtime.
 
+pub mod file;
 pub mod frame;
+pub mod mmap;

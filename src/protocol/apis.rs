@@ -1,0 +1,251 @@
+//! The APIs this broker serves: keys, version ranges, and which versions are "flexible".
+//!
+//! [`SUPPORTED_APIS`] is the single source of truth: ApiVersions advertises exactly this table,
+//! and dispatch refuses anything outside it. An API is listed only when it is implemented.
+//! The table is open to API keys the `kafka-protocol` crate does not know (the project's own keys
+//! 1000–1005, DESIGN.md §2): header versions come from `flexible_min`, not from the crate.
+
+use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use kafka_protocol::ResponseError;
+
+/// One served API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiSpec {
+    pub key: i16,
+    pub name: &'static str,
+    pub min_version: i16,
+    pub max_version: i16,
+    /// First version that uses flexible (tagged-field) encoding; `i16::MAX` if none.
+    pub flexible_min: i16,
+}
+
+impl ApiSpec {
+    pub fn supports(&self, version: i16) -> bool {
+        version >= self.min_version && version <= self.max_version
+    }
+
+    pub fn is_flexible(&self, version: i16) -> bool {
+        version >= self.flexible_min
+    }
+
+    /// Request header version: 2 for flexible versions, 1 otherwise
+    /// (ApiVersions and ControlledShutdown v0 use header v0 in Kafka; header v1 only adds the
+    /// client id, which ApiVersions v0–2 requests carry too).
+    pub fn request_header_version(&self, version: i16) -> i16 {
+        if self.is_flexible(version) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Response header version: 1 for flexible versions, 0 otherwise; ApiVersions always 0
+    /// (a client must be able to read it before it knows what the broker supports).
+    pub fn response_header_version(&self, version: i16) -> i16 {
+        if self.key != API_VERSIONS && self.is_flexible(version) {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+pub const PRODUCE: i16 = 0;
+pub const FETCH: i16 = 1;
+pub const LIST_OFFSETS: i16 = 2;
+pub const METADATA: i16 = 3;
+pub const FIND_COORDINATOR: i16 = 10;
+pub const API_VERSIONS: i16 = 18;
+pub const CREATE_TOPICS: i16 = 19;
+pub const DELETE_TOPICS: i16 = 20;
+pub const INIT_PRODUCER_ID: i16 = 22;
+pub const DESCRIBE_CONFIGS: i16 = 32;
+pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+
+/// Every API this broker implements, sorted by key.
+pub const SUPPORTED_APIS: &[ApiSpec] = &[
+    ApiSpec {
+        key: PRODUCE,
+        name: "Produce",
+        min_version: 3,
+        max_version: 13,
+        flexible_min: 9,
+    },
+    ApiSpec {
+        key: FETCH,
+        name: "Fetch",
+        min_version: 4,
+        max_version: 18,
+        flexible_min: 12,
+    },
+    ApiSpec {
+        key: LIST_OFFSETS,
+        name: "ListOffsets",
+        min_version: 1,
+        max_version: 10,
+        flexible_min: 6,
+    },
+    ApiSpec {
+        key: METADATA,
+        name: "Metadata",
+        min_version: 0,
+        max_version: 13,
+        flexible_min: 9,
+    },
+    ApiSpec {
+        key: FIND_COORDINATOR,
+        name: "FindCoordinator",
+        min_version: 0,
+        max_version: 6,
+        flexible_min: 3,
+    },
+    ApiSpec {
+        key: API_VERSIONS,
+        name: "ApiVersions",
+        min_version: 0,
+        max_version: 4,
+        flexible_min: 3,
+    },
+    ApiSpec {
+        key: CREATE_TOPICS,
+        name: "CreateTopics",
+        min_version: 2,
+        max_version: 7,
+        flexible_min: 5,
+    },
+    ApiSpec {
+        key: DELETE_TOPICS,
+        name: "DeleteTopics",
+        min_version: 1,
+        max_version: 6,
+        flexible_min: 4,
+    },
+    ApiSpec {
+        key: INIT_PRODUCER_ID,
+        name: "InitProducerId",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 2,
+    },
+    ApiSpec {
+        key: DESCRIBE_CONFIGS,
+        name: "DescribeConfigs",
+        min_version: 1,
+        max_version: 4,
+        flexible_min: 4,
+    },
+    ApiSpec {
+        key: INCREMENTAL_ALTER_CONFIGS,
+        name: "IncrementalAlterConfigs",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: 1,
+    },
+];
+
+/// The spec of `key`, if served.
+pub fn api_spec(key: i16) -> Option<&'static ApiSpec> {
+    SUPPORTED_APIS.iter().find(|spec| spec.key == key)
+}
+
+/// Name of an API key for logs and metrics (`"unknown"` when not served).
+pub fn api_name(key: i16) -> &'static str {
+    api_spec(key).map_or("unknown", |spec| spec.name)
+}
+
+fn advertised_keys() -> Vec<ApiVersion> {
+    SUPPORTED_APIS
+        .iter()
+        .map(|spec| {
+            let mut entry = ApiVersion::default();
+            entry.api_key = spec.key;
+            entry.min_version = spec.min_version;
+            entry.max_version = spec.max_version;
+            entry
+        })
+        .collect()
+}
+
+/// The ApiVersions response for a supported request version.
+pub fn api_versions_response() -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    response.error_code = 0;
+    response.api_keys = advertised_keys();
+    response
+}
+
+/// The body sent when a client asks ApiVersions with a version this broker does not serve:
+/// encoded as version 0 (whatever was asked), error UNSUPPORTED_VERSION, and the supported
+/// keys, so the client can retry with a version both sides know. This is what Kafka does;
+/// the Java client parses exactly this shape.
+pub fn api_versions_unsupported_response() -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    response.error_code = ResponseError::UnsupportedVersion.code();
+    response.api_keys = advertised_keys();
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::ApiKey;
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    #[test]
+    fn table_is_sorted_and_unique() {
+        for pair in SUPPORTED_APIS.windows(2) {
+            assert!(pair[0].key < pair[1].key);
+        }
+    }
+
+    #[test]
+    fn table_agrees_with_the_crate_for_kafka_keys() {
+        for spec in SUPPORTED_APIS {
+            let key = ApiKey::try_from(spec.key).expect("standard key");
+            let crate_range = key.valid_versions();
+            assert!(spec.min_version >= crate_range.min, "{}", spec.name);
+            assert!(spec.max_version <= crate_range.max, "{}", spec.name);
+            for version in spec.min_version..=spec.max_version {
+                assert_eq!(
+                    spec.request_header_version(version),
+                    key.request_header_version(version),
+                    "{} v{version} request header",
+                    spec.name
+                );
+                assert_eq!(
+                    spec.response_header_version(version),
+                    key.response_header_version(version),
+                    "{} v{version} response header",
+                    spec.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unsupported_body_is_v0_with_error_and_keys() {
+        let response = api_versions_unsupported_response();
+        let mut buf = bytes::BytesMut::new();
+        response.encode(&mut buf, 0).unwrap();
+        // v0 layout: error_code i16, array count i32, then (key, min, max) i16 triples.
+        assert_eq!(&buf[0..2], &35i16.to_be_bytes());
+        let count = i32::from_be_bytes([buf[2], buf[3], buf[4], buf[5]]);
+        assert_eq!(count as usize, SUPPORTED_APIS.len());
+        assert_eq!(buf.len(), 2 + 4 + 6 * SUPPORTED_APIS.len());
+        let decoded = ApiVersionsResponse::decode(&mut buf.freeze(), 0).unwrap();
+        assert!(decoded
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == API_VERSIONS && k.max_version == 4));
+    }
+
+    #[test]
+    fn full_response_encodes_at_every_version() {
+        for version in 0..=4 {
+            let mut buf = bytes::BytesMut::new();
+            api_versions_response().encode(&mut buf, version).unwrap();
+            let decoded = ApiVersionsResponse::decode(&mut buf.freeze(), version).unwrap();
+            assert_eq!(decoded.api_keys.len(), SUPPORTED_APIS.len());
+        }
+    }
+}

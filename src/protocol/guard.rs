@@ -1,0 +1,582 @@
+//! Structural pre-check of request bodies, run before the `kafka-protocol` decoder.
+//!
+//! Why: the crate decodes an array by reserving `Vec::with_capacity(count)` from the wire's
+//! count before reading any element. A 20-byte request declaring 2^31 elements would make the
+//! broker try to reserve hundreds of GiB and abort the process. Every encoded element takes at
+//! least one byte, so a count larger than the bytes left is malformed on its face.
+//!
+//! [`check_request`] walks a body by the message's schema (fields per version, compact or
+//! classic encodings, tagged-field buffers skipped by their sizes) and refuses it if any array
+//! count exceeds the bytes remaining, or if the body ends early. A body it accepts can allocate
+//! at most O(body bytes) in the decoder. The schemas mirror Kafka's JSON message specs for the
+//! versions in `apis::SUPPORTED_APIS`; a test encodes populated requests with the crate at every
+//! version and requires the walk to consume exactly the encoded bytes.
+//!
+//! Pure, no allocation, bounded by the body length.
+
+use super::apis;
+use std::fmt;
+
+/// Wire type of one field.
+#[derive(Clone, Copy, Debug)]
+enum Ty {
+    I8,
+    I16,
+    I32,
+    I64,
+    Bool,
+    Uuid,
+    /// String or nullable string.
+    Str,
+    /// Bytes, nullable bytes or records.
+    Bytes,
+    /// Array of structs.
+    Arr(&'static [Field]),
+    /// Array of int32.
+    ArrI32,
+    /// Array of strings.
+    ArrStr,
+}
+
+/// A field present in versions `min ..= max`.
+#[derive(Clone, Copy, Debug)]
+struct Field {
+    min: i16,
+    max: i16,
+    ty: Ty,
+}
+
+const fn f(min: i16, ty: Ty) -> Field {
+    Field {
+        min,
+        max: i16::MAX,
+        ty,
+    }
+}
+
+const fn fr(min: i16, max: i16, ty: Ty) -> Field {
+    Field { min, max, ty }
+}
+
+use Ty::*;
+
+// Produce v3–13 (flexible from 9).
+const PRODUCE_PARTITION: &[Field] = &[f(0, I32), f(0, Bytes)];
+const PRODUCE_TOPIC: &[Field] = &[fr(0, 12, Str), f(13, Uuid), f(0, Arr(PRODUCE_PARTITION))];
+const PRODUCE: &[Field] = &[f(3, Str), f(0, I16), f(0, I32), f(0, Arr(PRODUCE_TOPIC))];
+
+// Fetch v4–18 (flexible from 12).
+const FETCH_PARTITION: &[Field] = &[
+    f(0, I32),
+    f(9, I32),
+    f(0, I64),
+    f(12, I32),
+    f(5, I64),
+    f(0, I32),
+];
+const FETCH_TOPIC: &[Field] = &[fr(0, 12, Str), f(13, Uuid), f(0, Arr(FETCH_PARTITION))];
+const FORGOTTEN_TOPIC: &[Field] = &[fr(7, 12, Str), f(13, Uuid), f(7, ArrI32)];
+const FETCH: &[Field] = &[
+    fr(0, 14, I32),
+    f(0, I32),
+    f(0, I32),
+    f(3, I32),
+    f(4, I8),
+    f(7, I32),
+    f(7, I32),
+    f(0, Arr(FETCH_TOPIC)),
+    f(7, Arr(FORGOTTEN_TOPIC)),
+    f(11, Str),
+];
+
+// ListOffsets v1–10 (flexible from 6).
+const LIST_OFFSETS_PARTITION: &[Field] = &[f(0, I32), f(4, I32), f(0, I64), fr(0, 0, I32)];
+const LIST_OFFSETS_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(LIST_OFFSETS_PARTITION))];
+const LIST_OFFSETS: &[Field] = &[
+    f(0, I32),
+    f(2, I8),
+    f(0, Arr(LIST_OFFSETS_TOPIC)),
+    f(10, I32),
+];
+
+// Metadata v0–13 (flexible from 9).
+const METADATA_TOPIC: &[Field] = &[f(10, Uuid), f(0, Str)];
+const METADATA: &[Field] = &[
+    f(0, Arr(METADATA_TOPIC)),
+    f(4, Bool),
+    fr(8, 10, Bool),
+    f(8, Bool),
+];
+
+// FindCoordinator v0–6 (flexible from 3).
+const FIND_COORDINATOR: &[Field] = &[fr(0, 3, Str), f(1, I8), f(4, ArrStr)];
+
+// ApiVersions v0–4 (flexible from 3).
+const API_VERSIONS: &[Field] = &[f(3, Str), f(3, Str)];
+
+// CreateTopics v2–7 (flexible from 5).
+const CREATE_ASSIGNMENT: &[Field] = &[f(0, I32), f(0, ArrI32)];
+const CREATE_CONFIG: &[Field] = &[f(0, Str), f(0, Str)];
+const CREATE_TOPIC: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(0, I16),
+    f(0, Arr(CREATE_ASSIGNMENT)),
+    f(0, Arr(CREATE_CONFIG)),
+];
+const CREATE_TOPICS: &[Field] = &[f(0, Arr(CREATE_TOPIC)), f(0, I32), f(1, Bool)];
+
+// DeleteTopics v1–6 (flexible from 4).
+const DELETE_TOPIC_STATE: &[Field] = &[f(6, Str), f(6, Uuid)];
+const DELETE_TOPICS: &[Field] = &[f(6, Arr(DELETE_TOPIC_STATE)), fr(0, 5, ArrStr), f(0, I32)];
+
+// InitProducerId v0–5 (flexible from 2).
+const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)];
+
+// DescribeConfigs v1–4 (flexible from 4).
+const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, ArrStr)];
+const DESCRIBE_CONFIGS: &[Field] = &[
+    f(0, Arr(DESCRIBE_CONFIGS_RESOURCE)),
+    f(1, Bool),
+    f(3, Bool),
+];
+
+// IncrementalAlterConfigs v0–1 (flexible from 1).
+const ALTERABLE_CONFIG: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
+const ALTER_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, Arr(ALTERABLE_CONFIG))];
+const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[f(0, Arr(ALTER_CONFIGS_RESOURCE)), f(0, Bool)];
+
+fn schema(api_key: i16) -> Option<&'static [Field]> {
+    Some(match api_key {
+        apis::PRODUCE => PRODUCE,
+        apis::FETCH => FETCH,
+        apis::LIST_OFFSETS => LIST_OFFSETS,
+        apis::METADATA => METADATA,
+        apis::FIND_COORDINATOR => FIND_COORDINATOR,
+        apis::API_VERSIONS => API_VERSIONS,
+        apis::CREATE_TOPICS => CREATE_TOPICS,
+        apis::DELETE_TOPICS => DELETE_TOPICS,
+        apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
+        apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
+        apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
+        _ => return None,
+    })
+}
+
+/// Why a body was refused before decoding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GuardError {
+    /// The body ended inside a field.
+    Truncated { at: usize },
+    /// An array declares more elements than bytes remain.
+    ArrayTooLong { at: usize, count: u64, remaining: usize },
+    /// A length prefix is negative (other than -1 for null) or a varint is malformed.
+    BadLength { at: usize },
+    /// No schema is known for this API key (a bug: dispatch checks keys first).
+    NoSchema { api_key: i16 },
+}
+
+impl fmt::Display for GuardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GuardError::Truncated { at } => write!(f, "body ends inside a field at byte {at}"),
+            GuardError::ArrayTooLong {
+                at,
+                count,
+                remaining,
+            } => write!(
+                f,
+                "array at byte {at} declares {count} elements but only {remaining} bytes remain"
+            ),
+            GuardError::BadLength { at } => write!(f, "invalid length prefix at byte {at}"),
+            GuardError::NoSchema { api_key } => write!(f, "no schema for API key {api_key}"),
+        }
+    }
+}
+
+impl std::error::Error for GuardError {}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    fn skip(&mut self, n: usize) -> Result<(), GuardError> {
+        if n > self.remaining() {
+            return Err(GuardError::Truncated { at: self.pos });
+        }
+        self.pos += n;
+        Ok(())
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], GuardError> {
+        let start = self.pos;
+        self.skip(N)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.bytes[start..start + N]);
+        Ok(out)
+    }
+
+    fn uvarint(&mut self) -> Result<u64, GuardError> {
+        let start = self.pos;
+        let mut value: u64 = 0;
+        for i in 0..5 {
+            let [byte] = self.take::<1>()?;
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(GuardError::BadLength { at: start })
+    }
+
+    /// Length of a string/bytes/array: `None` for null.
+    fn length(&mut self, flexible: bool, wide: bool) -> Result<Option<u64>, GuardError> {
+        let at = self.pos;
+        if flexible {
+            let n = self.uvarint()?;
+            return Ok(n.checked_sub(1));
+        }
+        let n = if wide {
+            i64::from(i32::from_be_bytes(self.take::<4>()?))
+        } else {
+            i64::from(i16::from_be_bytes(self.take::<2>()?))
+        };
+        match n {
+            -1 => Ok(None),
+            n if n >= 0 => Ok(Some(n as u64)),
+            _ => Err(GuardError::BadLength { at }),
+        }
+    }
+
+    fn array_count(&mut self, flexible: bool) -> Result<u64, GuardError> {
+        let at = self.pos;
+        let count = self.length(flexible, true)?.unwrap_or(0);
+        if count > self.remaining() as u64 {
+            return Err(GuardError::ArrayTooLong {
+                at,
+                count,
+                remaining: self.remaining(),
+            });
+        }
+        Ok(count)
+    }
+
+    fn string(&mut self, flexible: bool) -> Result<(), GuardError> {
+        if let Some(n) = self.length(flexible, false)? {
+            self.skip(usize::try_from(n).map_err(|_| GuardError::Truncated { at: self.pos })?)?;
+        }
+        Ok(())
+    }
+
+    fn bytes_field(&mut self, flexible: bool) -> Result<(), GuardError> {
+        if let Some(n) = self.length(flexible, true)? {
+            self.skip(usize::try_from(n).map_err(|_| GuardError::Truncated { at: self.pos })?)?;
+        }
+        Ok(())
+    }
+
+    fn tagged_fields(&mut self) -> Result<(), GuardError> {
+        let count = self.uvarint()?;
+        if count > self.remaining() as u64 {
+            return Err(GuardError::ArrayTooLong {
+                at: self.pos,
+                count,
+                remaining: self.remaining(),
+            });
+        }
+        for _ in 0..count {
+            let _tag = self.uvarint()?;
+            let size = self.uvarint()?;
+            self.skip(usize::try_from(size).map_err(|_| GuardError::Truncated { at: self.pos })?)?;
+        }
+        Ok(())
+    }
+
+    fn walk(
+        &mut self,
+        fields: &'static [Field],
+        version: i16,
+        flexible: bool,
+    ) -> Result<(), GuardError> {
+        for field in fields {
+            if version < field.min || version > field.max {
+                continue;
+            }
+            match field.ty {
+                I8 | Bool => self.skip(1)?,
+                I16 => self.skip(2)?,
+                I32 => self.skip(4)?,
+                I64 => self.skip(8)?,
+                Uuid => self.skip(16)?,
+                Str => self.string(flexible)?,
+                Bytes => self.bytes_field(flexible)?,
+                ArrI32 => {
+                    let count = self.array_count(flexible)?;
+                    self.skip(usize::try_from(count * 4).unwrap_or(usize::MAX))?;
+                }
+                ArrStr => {
+                    for _ in 0..self.array_count(flexible)? {
+                        self.string(flexible)?;
+                    }
+                }
+                Arr(inner) => {
+                    for _ in 0..self.array_count(flexible)? {
+                        self.walk(inner, version, flexible)?;
+                    }
+                }
+            }
+        }
+        if flexible {
+            self.tagged_fields()?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks `body` of request `api_key` at `version`; returns the bytes the message occupies.
+pub fn check_request(
+    api_key: i16,
+    version: i16,
+    flexible: bool,
+    body: &[u8],
+) -> Result<usize, GuardError> {
+    let fields = schema(api_key).ok_or(GuardError::NoSchema { api_key })?;
+    let mut cursor = Cursor {
+        bytes: body,
+        pos: 0,
+    };
+    cursor.walk(fields, version, flexible)?;
+    Ok(cursor.pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::apis::{api_spec, SUPPORTED_APIS};
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn s(text: &'static str) -> StrBytes {
+        StrBytes::from_static_str(text)
+    }
+
+    fn topic(text: &'static str) -> TopicName {
+        TopicName(s(text))
+    }
+
+    /// A request of `api_key` with every array holding two elements, encodable at `version`.
+    fn populated(api_key: i16, version: i16) -> Box<dyn Fn(&mut BytesMut) -> Result<(), String>> {
+        match api_key {
+            apis::PRODUCE => {
+                let mut partition = produce_request::PartitionProduceData::default();
+                partition.index = 3;
+                partition.records = Some(Bytes::from_static(b"0123456789"));
+                let mut t = produce_request::TopicProduceData::default();
+                if version <= 12 {
+                    t.name = topic("orders");
+                } else {
+                    t.topic_id = uuid::Uuid::from_u128(7);
+                }
+                t.partition_data = vec![partition.clone(), partition];
+                let mut r = ProduceRequest::default();
+                r.transactional_id = None;
+                r.acks = -1;
+                r.topic_data = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::FETCH => {
+                let mut p = fetch_request::FetchPartition::default();
+                p.partition = 1;
+                p.fetch_offset = 42;
+                p.partition_max_bytes = 1000;
+                let mut t = fetch_request::FetchTopic::default();
+                if version <= 12 {
+                    t.topic = topic("orders");
+                } else {
+                    t.topic_id = uuid::Uuid::from_u128(9);
+                }
+                t.partitions = vec![p.clone(), p];
+                let mut forgotten = fetch_request::ForgottenTopic::default();
+                if version >= 7 {
+                    if version <= 12 {
+                        forgotten.topic = topic("old");
+                    } else {
+                        forgotten.topic_id = uuid::Uuid::from_u128(10);
+                    }
+                    forgotten.partitions = vec![1, 2];
+                }
+                let mut r = FetchRequest::default();
+                r.topics = vec![t.clone(), t];
+                if version >= 7 {
+                    r.forgotten_topics_data = vec![forgotten.clone(), forgotten];
+                }
+                if version >= 11 {
+                    r.rack_id = s("rack");
+                }
+                if version >= 12 {
+                    r.cluster_id = Some(s("cluster"));
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::LIST_OFFSETS => {
+                let mut p = list_offsets_request::ListOffsetsPartition::default();
+                p.partition_index = 2;
+                p.timestamp = -1;
+                let mut t = list_offsets_request::ListOffsetsTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = ListOffsetsRequest::default();
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::METADATA => {
+                let mut t = metadata_request::MetadataRequestTopic::default();
+                t.name = Some(topic("orders"));
+                if version >= 10 {
+                    t.topic_id = uuid::Uuid::from_u128(5);
+                }
+                let mut r = MetadataRequest::default();
+                r.topics = Some(vec![t.clone(), t]);
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::FIND_COORDINATOR => {
+                let mut r = FindCoordinatorRequest::default();
+                if version <= 3 {
+                    r.key = s("group-a");
+                } else {
+                    r.coordinator_keys = vec![s("group-a"), s("group-b")];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::API_VERSIONS => {
+                let mut r = ApiVersionsRequest::default();
+                if version >= 3 {
+                    r.client_software_name = s("test");
+                    r.client_software_version = s("1.0");
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::CREATE_TOPICS => {
+                let mut a = create_topics_request::CreatableReplicaAssignment::default();
+                a.broker_ids = vec![0.into(), 1.into()];
+                let mut c = create_topics_request::CreatableTopicConfig::default();
+                c.name = s("retention.ms");
+                c.value = Some(s("1000"));
+                let mut t = create_topics_request::CreatableTopic::default();
+                t.name = topic("orders");
+                t.num_partitions = 3;
+                t.assignments = vec![a.clone(), a];
+                t.configs = vec![c.clone(), c];
+                let mut r = CreateTopicsRequest::default();
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DELETE_TOPICS => {
+                let mut r = DeleteTopicsRequest::default();
+                if version >= 6 {
+                    let mut t = delete_topics_request::DeleteTopicState::default();
+                    t.name = Some(topic("orders"));
+                    r.topics = vec![t.clone(), t];
+                } else {
+                    r.topic_names = vec![topic("a"), topic("b")];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::INIT_PRODUCER_ID => {
+                let mut r = InitProducerIdRequest::default();
+                r.transactional_id = Some(s("tx").into());
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_CONFIGS => {
+                let mut res = describe_configs_request::DescribeConfigsResource::default();
+                res.resource_type = 2;
+                res.resource_name = s("orders");
+                res.configuration_keys = Some(vec![s("retention.ms"), s("segment.bytes")]);
+                let mut r = DescribeConfigsRequest::default();
+                r.resources = vec![res.clone(), res];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::INCREMENTAL_ALTER_CONFIGS => {
+                let mut c = incremental_alter_configs_request::AlterableConfig::default();
+                c.name = s("retention.ms");
+                c.value = Some(s("1"));
+                let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+                res.resource_type = 2;
+                res.resource_name = s("orders");
+                res.configs = vec![c.clone(), c];
+                let mut r = IncrementalAlterConfigsRequest::default();
+                r.resources = vec![res.clone(), res];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            other => panic!("no populated request for key {other}"),
+        }
+    }
+
+    #[test]
+    fn crate_encoded_requests_walk_exactly_at_every_version() {
+        for spec in SUPPORTED_APIS {
+            for version in spec.min_version..=spec.max_version {
+                let mut buf = BytesMut::new();
+                populated(spec.key, version)(&mut buf)
+                    .unwrap_or_else(|e| panic!("{} v{version}: encode: {e}", spec.name));
+                let used = check_request(spec.key, version, spec.is_flexible(version), &buf)
+                    .unwrap_or_else(|e| panic!("{} v{version}: {e}", spec.name));
+                assert_eq!(used, buf.len(), "{} v{version}", spec.name);
+                // Every proper prefix is refused (never accepted as a whole message).
+                for cut in 0..buf.len() {
+                    assert!(
+                        check_request(spec.key, version, spec.is_flexible(version), &buf[..cut])
+                            .is_err(),
+                        "{} v{version} cut at {cut}",
+                        spec.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn huge_array_counts_are_refused() {
+        // Metadata v1: topics array count 2^31-1 in a 4-byte body.
+        let body = i32::MAX.to_be_bytes();
+        assert!(matches!(
+            check_request(apis::METADATA, 1, false, &body),
+            Err(GuardError::ArrayTooLong { .. })
+        ));
+        // Flexible: uvarint count 0xFFFFFFFF.
+        let body = [0xff, 0xff, 0xff, 0xff, 0x0f];
+        let spec = api_spec(apis::METADATA).unwrap();
+        assert!(matches!(
+            check_request(apis::METADATA, 12, spec.is_flexible(12), &body),
+            Err(GuardError::ArrayTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn negative_lengths_and_overlong_varints_are_refused() {
+        // CreateTopics v2: topics count 1, name length -2.
+        let mut body = 1i32.to_be_bytes().to_vec();
+        body.extend_from_slice(&(-2i16).to_be_bytes());
+        assert!(matches!(
+            check_request(apis::CREATE_TOPICS, 2, false, &body),
+            Err(GuardError::BadLength { .. })
+        ));
+        let body = [0x80u8; 6];
+        assert!(check_request(apis::METADATA, 12, true, &body).is_err());
+    }
+
+    #[test]
+    fn unknown_keys_have_no_schema() {
+        assert_eq!(
+            check_request(9999, 0, false, &[]),
+            Err(GuardError::NoSchema { api_key: 9999 })
+        );
+    }
+}

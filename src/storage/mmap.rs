@@ -1,0 +1,717 @@
+//! Preallocated, memory-mapped file regions, and an in-memory crash double with the same
+//! interface. This is the only file in Lockstep with `unsafe` for memory maps (and the two
+//! `libc` calls that go with them: `flock`, `fallocate`).
+//!
+//! - [`Region`]: one fixed-size, zero-filled byte region (a journal segment). Writes are
+//!   `memcpy`s into the map at an offset (bounds asserted); [`Region::flush_range`] makes a
+//!   byte range durable synchronously (`msync(MS_SYNC)`, which on Linux is an `fdatasync` of
+//!   that range). A runtime may instead `fdatasync` the region's *path* through io_uring (dirty
+//!   pages of a shared mapping live in the page cache, so an `fdatasync` of any descriptor of
+//!   the file writes them back) and then report it with [`Region::synced_externally`].
+//! - [`RegionDir`]: a directory of named regions: list, create (preallocated, durable before
+//!   it becomes visible), open, remove (durable).
+//! - [`MmapDir`] / [`MmapRegion`]: real files, `memmap2::MmapMut`.
+//! - [`MemDir`] / [`MemRegion`]: the crash double. Per file it keeps the bytes as written and
+//!   as last synced; [`MemDir::crash`] turns every file into its synced image plus a prefix of
+//!   its unsynced bytes (the tear point and optional junk after it chosen by the caller), which
+//!   is what a power loss leaves when pages are written back in order. It can also fail syncs.
+//!
+//! Invariants:
+//! - a region's length never changes while it is mapped (files are created at their final size;
+//!   nothing in Lockstep truncates a mapped file);
+//! - [`RegionDir::create`] writes the initial bytes, sizes the file, syncs it, and only then gives
+//!   it its name (rename from `NAME.tmp`) and syncs the directory: after a crash a region either
+//!   does not exist or exists whole with its initial bytes. Stale `*.tmp` files are the caller's
+//!   to remove;
+//! - an [`MmapDir`] holds an exclusive `flock` on its directory for its lifetime, so two writers
+//!   never map the same files. Read-only inspectors do not take the lock and never map.
+//!
+//! Ownership: a region directory and its regions belong to one shard's journal.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use memmap2::MmapMut;
+
+/// Suffix of a region file that is being created and has no name yet.
+pub const TMP_SUFFIX: &str = ".tmp";
+
+/// One fixed-size byte region. See the module docs.
+pub trait Region {
+    /// Bytes in the region (fixed).
+    fn len(&self) -> usize;
+
+    /// The whole region as last written by this process.
+    fn bytes(&self) -> &[u8];
+
+    /// Copies `data` into the region at `offset`. Panics if it does not fit (a caller bug).
+    fn write(&mut self, offset: usize, data: &[u8]);
+
+    /// Makes `[offset, offset + len)` durable before returning (`msync(MS_SYNC)`).
+    fn flush_range(&mut self, offset: usize, len: usize) -> io::Result<()>;
+
+    /// Records that the runtime made `[offset, offset + len)` durable by `fdatasync`-ing the
+    /// region's path itself. A no-op for real files; the double marks the bytes synced.
+    fn synced_externally(&mut self, offset: usize, len: usize);
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A directory of named [`Region`]s. See the module docs.
+pub trait RegionDir {
+    type Region: Region;
+
+    /// The path of the region called `name` (what a runtime opens to `fdatasync` it).
+    fn path(&self, name: &str) -> PathBuf;
+
+    /// Names of the regular files in the directory (regions and anything else), sorted.
+    fn list(&self) -> io::Result<Vec<String>>;
+
+    /// Creates region `name` of `len` zero bytes whose first bytes are `head`, durable before
+    /// it is visible under its name. Fails if `name` exists.
+    fn create(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<Self::Region>;
+
+    /// Maps the existing region `name` read-write.
+    fn open(&mut self, name: &str) -> io::Result<Self::Region>;
+
+    /// Removes file `name` (a region, or a stale `*.tmp`), durably.
+    fn remove(&mut self, name: &str) -> io::Result<()>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real files
+// ---------------------------------------------------------------------------------------------
+
+/// A directory of memory-mapped regions, exclusively locked for its lifetime.
+#[derive(Debug)]
+pub struct MmapDir {
+    dir: PathBuf,
+    /// The open directory: holds the `flock` and is `fsync`ed after entries change.
+    handle: File,
+}
+
+impl MmapDir {
+    /// Creates `dir` if needed and takes an exclusive lock on it. Fails with `WouldBlock` if
+    /// another process (or another `MmapDir` in this one) holds it.
+    pub fn open(dir: &Path) -> io::Result<MmapDir> {
+        fs::create_dir_all(dir)?;
+        let handle = File::open(dir)?;
+        // SAFETY: `handle` owns an open descriptor for the duration of the call; `flock` only
+        // reads its arguments.
+        let rc = unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let error = io::Error::last_os_error();
+            return Err(io::Error::new(
+                error.kind(),
+                format!(
+                    "cannot lock directory {} (is another broker using it?): {error}",
+                    dir.display()
+                ),
+            ));
+        }
+        Ok(MmapDir {
+            dir: dir.to_path_buf(),
+            handle,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        self.handle.sync_all()
+    }
+}
+
+/// Reserves the blocks of `file`'s first `len` bytes, so that writes through a mapping never
+/// hit `ENOSPC` (which a mapping reports as `SIGBUS`). File systems without `fallocate` keep
+/// a sparse file; that is logged, not an error.
+fn preallocate(file: &File, len: usize, path: &Path) -> io::Result<()> {
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "region length exceeds off_t"))?;
+    // SAFETY: `file` owns an open descriptor for the duration of the call; `fallocate` with
+    // mode 0 only allocates blocks and extends the size, it touches no memory of ours.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        tracing::warn!(
+            path = %path.display(),
+            "fallocate not supported; the region stays sparse (a full disk would fault writes)"
+        );
+        return Ok(());
+    }
+    Err(error)
+}
+
+impl RegionDir for MmapDir {
+    type Region = MmapRegion;
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                if let Some(name) = entry.file_name().to_str() {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn create(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MmapRegion> {
+        assert!(
+            head.len() <= len,
+            "initial bytes longer than the region ({} > {len})",
+            head.len()
+        );
+        assert!(len > 0, "empty region");
+        let path = self.path(name);
+        if path.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", path.display()),
+            ));
+        }
+        let tmp = self.path(&format!("{name}{TMP_SUFFIX}"));
+        {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            file.write_all(head)?;
+            file.set_len(len as u64)?;
+            preallocate(&file, len, &tmp)?;
+            file.sync_all()?;
+        }
+        fs::rename(&tmp, &path)?;
+        self.sync_dir()?;
+        self.open(name)
+    }
+
+    fn open(&mut self, name: &str) -> io::Result<MmapRegion> {
+        let path = self.path(name);
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "region larger than memory"))?;
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is empty; cannot map it", path.display()),
+            ));
+        }
+        // SAFETY: `MmapMut::map_mut` is unsafe because the mapping aliases the file: if another
+        // process truncated or wrote the file while it is mapped, our view would change under
+        // us (or fault). Lockstep's contract rules that out: this process holds an exclusive
+        // `flock` on the directory (see `MmapDir::open`), no Lockstep code truncates a mapped
+        // file, and the inspect tools only read with `read(2)`. The length was checked non-zero.
+        let map = unsafe { MmapMut::map_mut(&file)? };
+        assert_eq!(map.len(), len, "mapping length differs from the file's");
+        Ok(MmapRegion { path, file, map })
+    }
+
+    fn remove(&mut self, name: &str) -> io::Result<()> {
+        fs::remove_file(self.path(name))?;
+        self.sync_dir()
+    }
+}
+
+/// A memory-mapped region file.
+#[derive(Debug)]
+pub struct MmapRegion {
+    path: PathBuf,
+    /// Kept open for the lifetime of the mapping (and for `fdatasync` by path alternatives).
+    file: File,
+    map: MmapMut,
+}
+
+impl MmapRegion {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `fdatasync` of the whole file through its descriptor (what an io_uring path does).
+    pub fn sync_file(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+impl Region for MmapRegion {
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    fn write(&mut self, offset: usize, data: &[u8]) {
+        let end = offset
+            .checked_add(data.len())
+            .expect("region write end overflows");
+        assert!(
+            end <= self.map.len(),
+            "region write [{offset}, {end}) past the end ({}) of {}",
+            self.map.len(),
+            self.path.display()
+        );
+        self.map[offset..end].copy_from_slice(data);
+    }
+
+    fn flush_range(&mut self, offset: usize, len: usize) -> io::Result<()> {
+        assert!(offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.map.len()));
+        if len == 0 {
+            return Ok(());
+        }
+        self.map.flush_range(offset, len)
+    }
+
+    fn synced_externally(&mut self, offset: usize, len: usize) {
+        assert!(offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.map.len()));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The in-memory crash double
+// ---------------------------------------------------------------------------------------------
+
+/// An in-memory [`RegionDir`] that separates written from synced bytes. Clones share state, so
+/// a test keeps one clone to crash and inspect while the journal owns another.
+#[derive(Clone, Debug)]
+pub struct MemDir {
+    root: PathBuf,
+    state: Arc<Mutex<MemDirState>>,
+}
+
+#[derive(Debug, Default)]
+struct MemDirState {
+    files: BTreeMap<String, MemFile>,
+    /// Bumped by every crash; regions opened before it must not be used again.
+    generation: u64,
+    counters: SyncCounters,
+}
+
+#[derive(Debug, Default)]
+struct SyncCounters {
+    /// The next this many syncs fail.
+    failing: u32,
+    /// Successful syncs (flush_range calls that synced at least one byte).
+    done: u64,
+}
+
+#[derive(Clone, Debug)]
+struct MemFile {
+    written: Vec<u8>,
+    synced: Vec<u8>,
+    /// Bytes written and not yet known to be synced lie in `[lo, hi)` (a superset).
+    dirty: Option<(usize, usize)>,
+}
+
+/// What a crash leaves of one file's unsynced bytes `[lo, hi)`; chosen by the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tear {
+    /// Written bytes in `[lo, keep_until)` survive; the rest of `[lo, hi)` reverts to its
+    /// synced content. `lo <= keep_until <= hi`.
+    pub keep_until: usize,
+    /// Optionally one byte of junk at this position (in `[keep_until, hi)`): a torn sector.
+    pub junk: Option<(usize, u8)>,
+}
+
+impl Default for MemDir {
+    fn default() -> Self {
+        MemDir::new("/mem/journal")
+    }
+}
+
+impl MemDir {
+    /// An empty directory whose paths are reported under `root` (nothing is created there).
+    pub fn new(root: impl Into<PathBuf>) -> MemDir {
+        MemDir {
+            root: root.into(),
+            state: Arc::new(Mutex::new(MemDirState::default())),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemDirState> {
+        // A panic while holding the lock is a test failure already; keep the state readable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Simulates a power loss: every file becomes its synced image plus what `tear` keeps of
+    /// its unsynced range `(name, lo, hi)`. Regions opened before must not be used again.
+    pub fn crash(&self, mut tear: impl FnMut(&str, usize, usize) -> Tear) {
+        let mut state = self.lock();
+        state.generation += 1;
+        for (name, file) in state.files.iter_mut() {
+            let mut image = file.synced.clone();
+            if let Some((lo, hi)) = file.dirty {
+                let plan = tear(name, lo, hi);
+                assert!(
+                    lo <= plan.keep_until && plan.keep_until <= hi,
+                    "tear {plan:?} outside the dirty range [{lo}, {hi})"
+                );
+                image[lo..plan.keep_until].copy_from_slice(&file.written[lo..plan.keep_until]);
+                if let Some((at, byte)) = plan.junk {
+                    assert!(
+                        plan.keep_until <= at && at < hi,
+                        "junk outside the torn range"
+                    );
+                    image[at] = byte;
+                }
+            }
+            file.written = image.clone();
+            file.synced = image;
+            file.dirty = None;
+        }
+    }
+
+    /// A power loss that keeps nothing unsynced.
+    pub fn crash_losing_unsynced(&self) {
+        self.crash(|_, lo, _| Tear {
+            keep_until: lo,
+            junk: None,
+        });
+    }
+
+    /// A process crash: the page cache survives, so every written byte does.
+    pub fn crash_keeping_written(&self) {
+        self.crash(|_, _, hi| Tear {
+            keep_until: hi,
+            junk: None,
+        });
+    }
+
+    /// The next `count` syncs (`flush_range`) fail with an I/O error.
+    pub fn fail_next_syncs(&self, count: u32) {
+        self.lock().counters.failing = count;
+    }
+
+    /// Successful syncs so far.
+    pub fn syncs(&self) -> u64 {
+        self.lock().counters.done
+    }
+
+    /// Names of the files, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().files.keys().cloned().collect()
+    }
+
+    /// The written bytes of file `name`.
+    pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        self.lock().files.get(name).map(|f| f.written.clone())
+    }
+
+    /// Changes the bytes of file `name` as if on disk (both images): corruption for tests.
+    /// Regions opened before must not be used again (reopen the journal).
+    pub fn corrupt(&self, name: &str, edit: impl FnOnce(&mut Vec<u8>)) {
+        let mut state = self.lock();
+        state.generation += 1;
+        let file = state
+            .files
+            .get_mut(name)
+            .unwrap_or_else(|| panic!("no file {name}"));
+        let len = file.written.len();
+        let mut image = file.written.clone();
+        edit(&mut image);
+        assert_eq!(image.len(), len, "corrupt() must not change the length");
+        file.synced = image.clone();
+        file.written = image;
+        file.dirty = None;
+    }
+
+    /// Puts a file in place as if on disk (e.g. a leftover `*.tmp` or a foreign file).
+    pub fn put_file(&self, name: &str, bytes: Vec<u8>) {
+        let mut state = self.lock();
+        state.files.insert(
+            name.to_string(),
+            MemFile {
+                written: bytes.clone(),
+                synced: bytes,
+                dirty: None,
+            },
+        );
+    }
+}
+
+impl RegionDir for MemDir {
+    type Region = MemRegion;
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.names())
+    }
+
+    fn create(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MemRegion> {
+        assert!(head.len() <= len && len > 0);
+        let mut state = self.lock();
+        if state.files.contains_key(name) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", self.root.join(name).display()),
+            ));
+        }
+        let mut image = vec![0u8; len];
+        image[..head.len()].copy_from_slice(head);
+        state.files.insert(
+            name.to_string(),
+            MemFile {
+                written: image.clone(),
+                synced: image.clone(),
+                dirty: None,
+            },
+        );
+        Ok(MemRegion {
+            name: name.to_string(),
+            dir: self.clone(),
+            bytes: image,
+            generation: state.generation,
+        })
+    }
+
+    fn open(&mut self, name: &str) -> io::Result<MemRegion> {
+        let state = self.lock();
+        let file = state.files.get(name).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} not found", self.root.join(name).display()),
+            )
+        })?;
+        if file.written.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "empty region"));
+        }
+        Ok(MemRegion {
+            name: name.to_string(),
+            dir: self.clone(),
+            bytes: file.written.clone(),
+            generation: state.generation,
+        })
+    }
+
+    fn remove(&mut self, name: &str) -> io::Result<()> {
+        match self.lock().files.remove(name) {
+            Some(_) => Ok(()),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} not found", self.root.join(name).display()),
+            )),
+        }
+    }
+}
+
+/// A region of a [`MemDir`].
+#[derive(Debug)]
+pub struct MemRegion {
+    name: String,
+    dir: MemDir,
+    /// This region's view of the written bytes (mirrors the directory's `written`).
+    bytes: Vec<u8>,
+    generation: u64,
+}
+
+impl MemRegion {
+    fn with_file<R>(&self, f: impl FnOnce(&mut MemFile, &mut SyncCounters) -> R) -> R {
+        let mut guard = self.dir.lock();
+        assert_eq!(
+            guard.generation, self.generation,
+            "region {} used after a simulated crash or corruption",
+            self.name
+        );
+        let MemDirState {
+            files, counters, ..
+        } = &mut *guard;
+        let file = files
+            .get_mut(&self.name)
+            .unwrap_or_else(|| panic!("region {} was removed while open", self.name));
+        f(file, counters)
+    }
+
+    fn mark_synced(file: &mut MemFile, offset: usize, len: usize) {
+        let end = offset + len;
+        file.synced[offset..end].copy_from_slice(&file.written[offset..end]);
+        if let Some((lo, hi)) = file.dirty {
+            // Shrink the dirty range only from below; what remains is a superset (bytes in it
+            // that are synced equal their written value, so tearing them changes nothing).
+            if offset <= lo && end > lo {
+                file.dirty = if end >= hi { None } else { Some((end, hi)) };
+            }
+        }
+    }
+}
+
+impl Region for MemRegion {
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    fn write(&mut self, offset: usize, data: &[u8]) {
+        let end = offset
+            .checked_add(data.len())
+            .expect("region write end overflows");
+        assert!(
+            end <= self.bytes.len(),
+            "region write [{offset}, {end}) past the end ({}) of {}",
+            self.bytes.len(),
+            self.name
+        );
+        self.bytes[offset..end].copy_from_slice(data);
+        if data.is_empty() {
+            return;
+        }
+        self.with_file(|file, _| {
+            file.written[offset..end].copy_from_slice(data);
+            file.dirty = Some(match file.dirty {
+                None => (offset, end),
+                Some((lo, hi)) => (lo.min(offset), hi.max(end)),
+            });
+        });
+    }
+
+    fn flush_range(&mut self, offset: usize, len: usize) -> io::Result<()> {
+        assert!(offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.bytes.len()));
+        let name = self.name.clone();
+        self.with_file(|file, counters| {
+            if counters.failing > 0 {
+                counters.failing -= 1;
+                return Err(io::Error::other(format!("injected sync failure on {name}")));
+            }
+            if len > 0 {
+                counters.done += 1;
+                Self::mark_synced(file, offset, len);
+            }
+            Ok(())
+        })
+    }
+
+    fn synced_externally(&mut self, offset: usize, len: usize) {
+        assert!(offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.bytes.len()));
+        self.with_file(|file, _| Self::mark_synced(file, offset, len));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn double_tears_only_unsynced_bytes() {
+        let mut dir = MemDir::default();
+        let mut region = dir.create("a", 64, b"HEAD").unwrap();
+        region.write(8, b"synced..");
+        region.flush_range(8, 8).unwrap();
+        region.write(16, b"unsynced");
+        assert_eq!(&region.bytes()[16..24], b"unsynced");
+        let probe = dir.clone();
+        drop(region);
+        probe.crash(|name, lo, hi| {
+            assert_eq!((name, lo, hi), ("a", 16, 24));
+            Tear {
+                keep_until: 19,
+                junk: Some((21, 0xee)),
+            }
+        });
+        let bytes = probe.file_bytes("a").unwrap();
+        assert_eq!(&bytes[0..4], b"HEAD");
+        assert_eq!(&bytes[8..16], b"synced..");
+        assert_eq!(&bytes[16..24], &[b'u', b'n', b's', 0, 0, 0xee, 0, 0]);
+        // After the crash nothing is dirty: a second crash changes nothing.
+        probe.crash_losing_unsynced();
+        assert_eq!(probe.file_bytes("a").unwrap(), bytes);
+    }
+
+    #[test]
+    fn double_sync_failures_and_external_syncs() {
+        let mut dir = MemDir::default();
+        let mut region = dir.create("a", 32, b"").unwrap();
+        region.write(0, b"abcd");
+        dir.fail_next_syncs(1);
+        assert!(region.flush_range(0, 4).is_err());
+        region.synced_externally(0, 2);
+        region.flush_range(0, 4).unwrap();
+        assert_eq!(dir.syncs(), 1);
+        drop(region);
+        dir.crash_losing_unsynced();
+        assert_eq!(&dir.file_bytes("a").unwrap()[..4], b"abcd");
+    }
+
+    #[test]
+    #[should_panic(expected = "used after a simulated crash")]
+    fn double_rejects_stale_regions() {
+        let mut dir = MemDir::default();
+        let mut region = dir.create("a", 32, b"").unwrap();
+        dir.crash_keeping_written();
+        region.write(0, b"x");
+    }
+
+    #[test]
+    #[should_panic(expected = "past the end")]
+    fn writes_are_bounds_checked() {
+        let mut dir = MemDir::default();
+        let mut region = dir.create("a", 8, b"").unwrap();
+        region.write(4, b"12345");
+    }
+
+    #[test]
+    fn mmap_region_round_trip_and_exclusive_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut dir = MmapDir::open(tmp.path()).unwrap();
+        assert!(
+            MmapDir::open(tmp.path()).is_err(),
+            "a second writer must not lock the directory"
+        );
+        let mut region = dir.create("seg", 8192, b"HEADER").unwrap();
+        assert!(
+            dir.create("seg", 8192, b"").is_err(),
+            "create never overwrites"
+        );
+        assert_eq!(region.len(), 8192);
+        assert_eq!(&region.bytes()[..6], b"HEADER");
+        assert!(region.bytes()[6..].iter().all(|&b| b == 0));
+        region.write(4096, b"payload");
+        region.flush_range(4096, 7).unwrap();
+        region.sync_file().unwrap();
+        drop(region);
+        let on_disk = fs::read(tmp.path().join("seg")).unwrap();
+        assert_eq!(on_disk.len(), 8192);
+        assert_eq!(&on_disk[4096..4103], b"payload");
+        assert_eq!(dir.list().unwrap(), vec!["seg".to_string()]);
+        let reopened = dir.open("seg").unwrap();
+        assert_eq!(&reopened.bytes()[4096..4103], b"payload");
+        drop(reopened);
+        dir.remove("seg").unwrap();
+        assert!(dir.list().unwrap().is_empty());
+        drop(dir);
+        MmapDir::open(tmp.path()).expect("the lock is released on drop");
+    }
+}

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Apache Kafka 4.4 reference broker (one KRaft broker+controller on loopback), for the interop
+# tests (LOCKSTEP_INTEROP_TARGET=kafka) and the benchmarks that compare Lockstep with Kafka.
+#
+#   tools/kafka-reference.sh fetch                 org.apache.kafka:kafka_2.13:4.4.0 (+ kafka-tools) and
+#                                                  dependencies from Maven into target/test-deps/kafka/libs
+#   tools/kafka-reference.sh start DIR PORT        format DIR (first time) and start in the background;
+#                                                  returns once the broker is serving on 127.0.0.1:PORT
+#   tools/kafka-reference.sh run DIR PORT          same, but in the foreground (exec java: the caller's
+#                                                  child *is* the JVM, so SIGKILL of it kills Kafka)
+#   tools/kafka-reference.sh stop DIR [PORT]       SIGTERM (clean shutdown), SIGKILL after 60 s
+#   tools/kafka-reference.sh kill DIR [PORT]       SIGKILL (crash)
+#   tools/kafka-reference.sh status DIR [PORT]
+#   tools/kafka-reference.sh class CLASS ARGS...   run a Kafka tool class on the same classpath, e.g.
+#       org.apache.kafka.tools.consumer.group.ShareGroupCommand --bootstrap-server 127.0.0.1:PORT --list
+#       org.apache.kafka.tools.FeatureCommand --bootstrap-server 127.0.0.1:PORT describe
+#
+# Share groups: Kafka 4.4 needs the `share.version` feature >= 1 finalized (there is no broker config
+# for it any more). `kafka-storage format` at the latest stable metadata version (4.4-IV2) finalizes
+# share.version=2; we pass --feature share.version=2 explicitly so that it does not depend on defaults.
+# Share groups then start at the latest offset unless the GROUP config share.auto.offset.reset=earliest.
+#
+# Env: KAFKA_HEAP (default -Xms512m -Xmx1g), KAFKA_CONTROLLER_PORT (default: a free port, chosen once
+# per DIR and kept in DIR/server.properties), KAFKA_EXTRA_PROPS (extra lines for server.properties,
+# first start only), KAFKA_LOG_LEVEL (root log level, default INFO), KAFKA_REQUEST_LOG=1 (DEBUG
+# kafka.request.logger to DIR/request.log: every request with api key and version).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+KAFKA_HOME="$ROOT/target/test-deps/kafka"
+LIBS="$KAFKA_HOME/libs"
+KAFKA_VERSION=4.4.0
+JAVA="${JAVA:-/usr/bin/java}"
+[ -x "$JAVA" ] || JAVA="$(command -v java || true)"
+
+say() { echo "kafka-reference: $*" >&2; }
+die() { echo "kafka-reference: ERROR: $*" >&2; exit 1; }
+
+fetch() {
+  local stamp="$LIBS/.installed"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "kafka_2.13:$KAFKA_VERSION" ]; then
+    say "fetch: Kafka $KAFKA_VERSION already in $LIBS"
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+  mkdir -p "$KAFKA_HOME"
+  cat >"$KAFKA_HOME/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>lockstep.tests</groupId>
+  <artifactId>kafka-reference</artifactId>
+  <version>0</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <!-- command-line tools (kafka-share-groups, kafka-features, ...); Connect is not needed -->
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version>
+      <exclusions><exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion></exclusions>
+    </dependency>
+    <!-- Kafka logs through slf4j 1.7 -> log4j2, as the binary distribution does -->
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.25.5</version></dependency>
+  </dependencies>
+</project>
+EOF
+  say "fetch: org.apache.kafka:kafka_2.13:$KAFKA_VERSION and dependencies with mvn (log: $KAFKA_HOME/mvn.log)"
+  rm -rf "$LIBS"
+  mkdir -p "$LIBS"
+  if ! mvn -B -q -Dstyle.color=never -f "$KAFKA_HOME/pom.xml" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$LIBS" >"$KAFKA_HOME/mvn.log" 2>&1; then
+    tail -40 "$KAFKA_HOME/mvn.log" >&2
+    die "mvn dependency:copy-dependencies failed"
+  fi
+  [ -f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ] || die "kafka_2.13-$KAFKA_VERSION.jar missing after mvn"
+  echo "kafka_2.13:$KAFKA_VERSION" >"$stamp"
+  say "fetch: $(ls "$LIBS"/*.jar | wc -l) jars in $LIBS"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# prepare DIR PORT: writes config (first time only) and formats storage (first time only)
+prepare() {
+  local dir="$1" port="$2"
+  fetch
+  [ -n "$JAVA" ] || die "java not found"
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd)"
+  local props="$dir/server.properties"
+  if [ ! -f "$props" ]; then
+    local cport="${KAFKA_CONTROLLER_PORT:-$(free_port)}"
+    cat >"$props" <<EOF
+# generated by tools/kafka-reference.sh
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.num.partitions=4
+group.initial.rebalance.delay.ms=0
+${KAFKA_EXTRA_PROPS:-}
+EOF
+  else
+    grep -q "^listeners=PLAINTEXT://127.0.0.1:$port," "$props" \
+      || die "$props was written for another port; use a fresh DIR"
+  fi
+  local level="${KAFKA_LOG_LEVEL:-INFO}" reqlevel=INFO
+  [ "${KAFKA_REQUEST_LOG:-0}" = 1 ] && reqlevel=DEBUG
+  cat >"$dir/log4j2.yaml" <<EOF
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+    File:
+      name: REQUESTS
+      fileName: "$dir/request.log"
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: $level
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.request.logger
+        level: $reqlevel
+        additivity: false
+        AppenderRef:
+          - ref: REQUESTS
+      - name: org.apache.kafka.controller
+        level: WARN
+      - name: kafka.log.LogCleaner
+        level: WARN
+EOF
+  if [ ! -f "$dir/data/meta.properties" ]; then
+    local cid
+    cid="$("$JAVA" -cp "$LIBS/*" kafka.tools.StorageTool random-uuid)"
+    say "format: $dir/data (cluster $cid, share.version=2)"
+    "$JAVA" -Dlog4j2.configurationFile="$dir/log4j2.yaml" -cp "$LIBS/*" kafka.tools.StorageTool format \
+      -t "$cid" -c "$props" --standalone --feature share.version=2 >"$dir/format.log" 2>&1 \
+      || { cat "$dir/format.log" >&2; die "kafka-storage format failed"; }
+  fi
+  echo "$dir"
+}
+
+# sets JAVA_CMD (array) for the broker JVM of DIR
+java_cmd() {
+  local dir="$1" heap
+  read -r -a heap <<<"${KAFKA_HEAP:--Xms512m -Xmx1g}"
+  JAVA_CMD=("$JAVA" -server "${heap[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+    -Djava.awt.headless=true -Dlog4j2.configurationFile="$dir/log4j2.yaml"
+    -cp "$LIBS/*" kafka.Kafka "$dir/server.properties")
+}
+
+pid_of() {
+  local dir="$1"
+  [ -f "$dir/kafka.pid" ] || return 1
+  local pid
+  pid="$(cat "$dir/kafka.pid")"
+  kill -0 "$pid" 2>/dev/null || return 1
+  # make sure the pid is still our JVM
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $dir/server.properties" || return 1
+  echo "$pid"
+}
+
+cmd="${1:-}"
+case "$cmd" in
+  fetch)
+    fetch
+    ;;
+  start|run)
+    [ $# -ge 3 ] || die "usage: $0 $cmd DIR PORT"
+    dir="$(prepare "$2" "$3")"
+    port="$3"
+    if pid="$(pid_of "$dir")"; then die "already running in $dir (pid $pid)"; fi
+    if [ "$cmd" = run ]; then
+      echo $$ >"$dir/kafka.pid"   # exec keeps the pid
+      java_cmd "$dir"
+      exec "${JAVA_CMD[@]}"
+    fi
+    java_cmd "$dir"
+    [ -f "$dir/kafka.out" ] && cat "$dir/kafka.out" >>"$dir/kafka.out.old"
+    nohup "${JAVA_CMD[@]}" >"$dir/kafka.out" 2>&1 </dev/null &
+    echo $! >"$dir/kafka.pid"
+    pid=$!
+    say "start: pid $pid, log $dir/kafka.out"
+    for _ in $(seq 1 240); do
+      if ! kill -0 "$pid" 2>/dev/null; then tail -30 "$dir/kafka.out" >&2; die "Kafka exited during start-up"; fi
+      if grep -q "Kafka Server started" "$dir/kafka.out" 2>/dev/null \
+         && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        say "start: serving on 127.0.0.1:$port"
+        exit 0
+      fi
+      sleep 0.5
+    done
+    die "Kafka did not start within 120 s (see $dir/kafka.out)"
+    ;;
+  stop|kill)
+    [ $# -ge 2 ] || die "usage: $0 $cmd DIR [PORT]"
+    dir="$(cd "$2" && pwd)"
+    if ! pid="$(pid_of "$dir")"; then say "$cmd: not running in $dir"; exit 0; fi
+    if [ "$cmd" = kill ]; then
+      kill -KILL "$pid"
+    else
+      kill -TERM "$pid"
+      for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+      kill -0 "$pid" 2>/dev/null && { say "stop: still alive after 60 s, SIGKILL"; kill -KILL "$pid"; }
+    fi
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$dir/kafka.pid"
+    say "$cmd: pid $pid ended"
+    ;;
+  status)
+    [ $# -ge 2 ] || die "usage: $0 status DIR [PORT]"
+    dir="$(cd "$2" && pwd)"
+    if pid="$(pid_of "$dir")"; then echo "running (pid $pid)"; else echo "not running"; exit 3; fi
+    ;;
+  class)
+    [ $# -ge 2 ] || die "usage: $0 class CLASS ARGS..."
+    fetch >/dev/null 2>&1 || fetch
+    shift
+    exec "$JAVA" -Dlog4j2.level=WARN -cp "$LIBS/*" "$@"
+    ;;
+  *)
+    sed -n '2,27p' "$0" >&2
+    exit 2
+    ;;
+esac
