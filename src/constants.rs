@@ -122,3 +122,89 @@ const _: () = assert!(LOG_SEGMENT_BYTES_MIN >= (SEGMENT_HEADER_BYTES + FRAME_HEA
 const _: () = assert!(LOG_INDEX_INTERVAL_BYTES >= LOG_INDEX_INTERVAL_BYTES_MIN);
 const _: () = assert!(LOG_SEGMENT_BYTES_DEFAULT >= LOG_SEGMENT_BYTES_MIN);
 const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES >= LOG_CHECKPOINT_SLOT_BYTES as u64);
+
+// ---- Share partitions and share transactions (issues 4 and 5) ----
+
+/// Kafka `share.record.lock.duration.ms` default: how long an acquisition lock lasts.
+pub const SHARE_RECORD_LOCK_DURATION_MS_DEFAULT: u64 = 30_000;
+/// Smallest `share.record.lock.duration.ms` a group may set (Kafka's group-config minimum).
+pub const SHARE_RECORD_LOCK_DURATION_MS_MIN: u64 = 1_000;
+/// Largest `share.record.lock.duration.ms` a group may set (Kafka's group-config maximum).
+pub const SHARE_RECORD_LOCK_DURATION_MS_MAX: u64 = 3_600_000;
+/// Kafka `share.delivery.count.limit` default: deliveries before a record is archived.
+pub const SHARE_DELIVERY_COUNT_LIMIT_DEFAULT: u16 = 5;
+/// Smallest `share.delivery.count.limit` (Kafka's minimum).
+pub const SHARE_DELIVERY_COUNT_LIMIT_MIN: u16 = 2;
+/// Largest `share.delivery.count.limit` (Kafka's maximum).
+pub const SHARE_DELIVERY_COUNT_LIMIT_MAX: u16 = 10;
+/// Kafka `share.partition.max.record.locks` default: in-flight records (SPEO - SPSO + 1) cap.
+pub const SHARE_PARTITION_MAX_RECORD_LOCKS_DEFAULT: u32 = 2_000;
+/// Largest `share.partition.max.record.locks` Lockstep accepts (runs make large windows cheap).
+pub const SHARE_PARTITION_MAX_RECORD_LOCKS_MAX: u32 = 10_000_000;
+/// Kafka `share.transaction.timeout.ms` default: an ONGOING transaction older than this is aborted.
+pub const SHARE_TRANSACTION_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// Largest transaction timeout a begin may ask for (as Kafka's `transaction.max.timeout.ms`).
+pub const SHARE_TRANSACTION_TIMEOUT_MS_MAX: u64 = 900_000;
+/// `share.transaction.max.pending` default: ONGOING + PREPARE transactions per group.
+pub const SHARE_TRANSACTION_MAX_PENDING_DEFAULT: usize = 5;
+/// Largest `share.transaction.max.pending` a group may set.
+pub const SHARE_TRANSACTION_MAX_PENDING_MAX: usize = 1_000;
+/// How long a COMMITTED or ABORTED transaction is remembered (for idempotent retries).
+pub const SHARE_TRANSACTION_RETENTION_MS_DEFAULT: u64 = 3_600_000;
+/// Finished transactions remembered per group at most; the oldest are forgotten first.
+pub const SHARE_TRANSACTIONS_FINISHED_MAX: usize = 10_000;
+/// Longest transaction id accepted, in bytes.
+pub const SHARE_TRANSACTION_ID_BYTES_MAX: usize = 1_024;
+
+const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_MIN > 0);
+const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_MIN <= SHARE_RECORD_LOCK_DURATION_MS_DEFAULT);
+const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_DEFAULT <= SHARE_RECORD_LOCK_DURATION_MS_MAX);
+const _: () = assert!(SHARE_DELIVERY_COUNT_LIMIT_MIN >= 2);
+const _: () = assert!(SHARE_DELIVERY_COUNT_LIMIT_MIN <= SHARE_DELIVERY_COUNT_LIMIT_DEFAULT);
+const _: () = assert!(SHARE_DELIVERY_COUNT_LIMIT_DEFAULT <= SHARE_DELIVERY_COUNT_LIMIT_MAX);
+const _: () = assert!(SHARE_PARTITION_MAX_RECORD_LOCKS_DEFAULT <= SHARE_PARTITION_MAX_RECORD_LOCKS_MAX);
+const _: () = assert!(SHARE_TRANSACTION_TIMEOUT_MS_DEFAULT <= SHARE_TRANSACTION_TIMEOUT_MS_MAX);
+const _: () = assert!(SHARE_TRANSACTION_MAX_PENDING_DEFAULT >= 1);
+const _: () = assert!(SHARE_TRANSACTION_MAX_PENDING_DEFAULT <= SHARE_TRANSACTION_MAX_PENDING_MAX);
+
+// ---- State journal (issue 2) ----
+
+/// Smallest journal segment a journal accepts (tests use small segments to exercise rolls).
+pub const JOURNAL_SEGMENT_BYTES_MIN: u64 = 4096;
+/// Largest journal segment a journal accepts (one segment is mapped at a time).
+pub const JOURNAL_SEGMENT_BYTES_MAX: u64 = 1024 * 1024 * 1024;
+/// Largest payload of an ordinary (non-snapshot) journal entry; snapshots are chunked.
+pub const JOURNAL_ENTRY_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Default bytes of snapshot payload carried by one snapshot chunk entry.
+pub const JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT: usize = 1024 * 1024;
+/// Smallest snapshot chunk a journal accepts.
+pub const JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN: usize = 64;
+/// Upper bound of what a snapshot chunk entry adds around its data (FlatBuffers root offset,
+/// vtable, table, vector length, padding).
+pub const JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX: usize = 96;
+/// Largest snapshot payload (the shard's whole share and transaction state).
+pub const JOURNAL_SNAPSHOT_BYTES_MAX: u64 = 1024 * 1024 * 1024;
+
+const _: () = assert!(JOURNAL_SEGMENT_BYTES_MIN % FRAME_ALIGN_BYTES as u64 == 0);
+const _: () = assert!(JOURNAL_SEGMENT_BYTES_MIN <= JOURNAL_SEGMENT_BYTES_DEFAULT);
+const _: () = assert!(JOURNAL_SEGMENT_BYTES_DEFAULT <= JOURNAL_SEGMENT_BYTES_MAX);
+const _: () = assert!(JOURNAL_ENTRY_BYTES_MAX <= FRAME_PAYLOAD_BYTES_MAX);
+const _: () = assert!(
+    (SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES + JOURNAL_ENTRY_BYTES_MAX) as u64
+        <= JOURNAL_SEGMENT_BYTES_DEFAULT
+);
+const _: () = assert!(
+    (SEGMENT_HEADER_BYTES
+        + FRAME_HEADER_BYTES
+        + JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT
+        + JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX) as u64
+        <= JOURNAL_SEGMENT_BYTES_DEFAULT
+);
+const _: () = assert!(
+    (SEGMENT_HEADER_BYTES
+        + FRAME_HEADER_BYTES
+        + JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN
+        + JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX) as u64
+        <= JOURNAL_SEGMENT_BYTES_MIN
+);
+const _: () = assert!(JOURNAL_SNAPSHOT_BYTES_MAX <= u32::MAX as u64 * JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN as u64);

@@ -23,3 +23,4 @@ pub mod protocol;
 pub mod runtime;
 pub mod server;
 pub mod storage;
+pub mod share;

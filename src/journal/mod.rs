@@ -1,1 +1,940 @@
-//! The memory-mapped state journal (see schemas/FORMAT.md).
+//! The state journal of one shard: durable share-partition state and transaction records
+//! (Lockstep's `__share_group_state`), in memory-mapped, preallocated segments.
+//!
+//! # Format
+//! A journal is a directory of segments `{first_seq:020}.jnl`, each preallocated to
+//! `segment_bytes` (zero-filled), starting with a [`SegmentHeader`] of kind
+//! [`SegmentKind::Journal`] whose `base_id` is the segment's first sequence number, followed by
+//! frames of `src/storage/frame.rs` with `FrameMeta { id: seq, kind: entry kind, count: 0 }`.
+//! The rest of a segment is zeros. Payloads are FlatBuffers tables of `schemas/journal.fbs`
+//! ([`entries`]). Sequence numbers start at 0 and are contiguous across segments.
+//!
+//! # Writing
+//! [`Journal::append`] `memcpy`s one frame into the active segment's map; when it does not fit,
+//! the journal *rolls*: it syncs the active segment (sealing it) and creates the next one
+//! (written and synced under a temporary name, then renamed, then the directory synced).
+//! Because a segment is sealed durable before its successor exists, a crash can tear only the
+//! tail of the last segment; everything before it is whole. Sealing costs one synchronous sync
+//! per `segment_bytes` of journal.
+//!
+//! # Durability and group commit
+//! Flush state is the partition log's [`GroupCommit`]: at most one flush in flight, covering
+//! every entry appended before it began; entries appended meanwhile share the next one.
+//! [`Journal::begin_flush`] hands out a [`FlushTicket`] (the file to `fdatasync`, the byte
+//! range, the last sequence number it covers); the runtime syncs it through io_uring and calls
+//! [`Journal::complete_flush`]. [`Journal::flush`] does the same synchronously (`msync`). A
+//! failed flush poisons the journal: every later call fails with the original error, because
+//! after a failed `fsync` the page cache no longer says what is on disk. Restart to recover.
+//!
+//! # Snapshots and compaction
+//! [`Journal::write_snapshot`] writes a snapshot of the shard's state as it is before the call:
+//! `SnapshotBegin`, the payload in chunks of `snapshot_chunk_bytes` (so a snapshot may be far
+//! larger than one frame), `SnapshotEnd` with the payload's CRC-32 (rules: [`snapshot`]).
+//! Once the snapshot is durable, [`Journal::compact`] deletes, oldest first, every sealed
+//! segment whose entries all precede the snapshot's begin.
+//!
+//! # Recovery ([`Journal::open`])
+//! Stale `*.tmp` files (segments whose creation a crash interrupted) are removed. Segments are
+//! read in order; each header must be a journal header whose `base_id` matches the file name
+//! and continues the sequence. Frames are scanned with [`frame::scan`]: in the last segment a
+//! zero-filled tail is the end, a torn tail is cut (zeroed, synced, logged with `tracing`); a
+//! bad tail in a sealed segment, and a bad frame followed by a valid one anywhere, are errors
+//! naming the file and byte position, and nothing is cut. Every payload is verified and decoded.
+//! Replay ([`Recovered`]) is the latest complete snapshot, then every other entry after it, in
+//! sequence order. Recovery syncs what it read, so everything replayed is durable.
+//!
+//! Known limit: a power loss can write back unsynced pages of the last segment out of order,
+//! leaving a zero hole before surviving frames. No entry there was durable, but recovery
+//! cannot tell that hole from corruption of durable data, so it refuses to start and names the
+//! position (never silent loss); `lockstep-inspect journal` shows the damage.
+//!
+//! # Ownership
+//! One journal per shard, owned by that shard's thread; nothing is shared. The journal is
+//! synchronous and I/O-generic ([`RegionDir`]): real maps in production, [`MemDir`] in tests.
+//!
+//! [`MemDir`]: crate::storage::mmap::MemDir
+
+pub mod entries;
+mod error;
+pub mod inspect;
+pub mod snapshot;
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flatbuffers::FlatBufferBuilder;
+
+use crate::constants::{
+    JOURNAL_ENTRY_BYTES_MAX, JOURNAL_SEGMENT_BYTES_DEFAULT, JOURNAL_SEGMENT_BYTES_MAX,
+    JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SNAPSHOT_BYTES_MAX, JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT,
+    JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN, JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX,
+    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+};
+use crate::log::group_commit::GroupCommit;
+use crate::storage::frame::{
+    self, encode_frame, frame_total_bytes, FrameError, FrameMeta, ScanEnd, SegmentHeader,
+    SegmentKind,
+};
+use crate::storage::mmap::{Region, RegionDir, TMP_SUFFIX};
+
+use entries::{Entry, EntryKind, ShardSnapshot, SnapshotBegin, SnapshotEnd};
+pub use error::JournalError;
+use snapshot::{SnapshotAssembler, Step};
+
+/// File name suffix of journal segments.
+pub const SEGMENT_SUFFIX: &str = ".jnl";
+
+/// The file name of the segment whose first sequence number is `first_seq`.
+pub fn segment_name(first_seq: u64) -> String {
+    format!("{first_seq:020}{SEGMENT_SUFFIX}")
+}
+
+/// The first sequence number named by a segment file name, if it is one.
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Journal settings (validated by [`Journal::open`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalConfig {
+    /// Size of each preallocated segment, a multiple of 8 in
+    /// `JOURNAL_SEGMENT_BYTES_MIN ..= JOURNAL_SEGMENT_BYTES_MAX`.
+    pub segment_bytes: u64,
+    /// Snapshot payload bytes per chunk entry; a chunk entry must fit in an empty segment.
+    pub snapshot_chunk_bytes: usize,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            segment_bytes: JOURNAL_SEGMENT_BYTES_DEFAULT,
+            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT,
+        }
+    }
+}
+
+impl JournalConfig {
+    pub fn validate(&self) -> Result<(), JournalError> {
+        let fail = |reason: String| Err(JournalError::Config { reason });
+        if !(JOURNAL_SEGMENT_BYTES_MIN..=JOURNAL_SEGMENT_BYTES_MAX).contains(&self.segment_bytes)
+            || self.segment_bytes % FRAME_ALIGN_BYTES as u64 != 0
+        {
+            return fail(format!(
+                "segment_bytes {} must be a multiple of {FRAME_ALIGN_BYTES} in \
+                 {JOURNAL_SEGMENT_BYTES_MIN}..={JOURNAL_SEGMENT_BYTES_MAX}",
+                self.segment_bytes
+            ));
+        }
+        let chunk_entry = self.snapshot_chunk_bytes + JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX;
+        if self.snapshot_chunk_bytes < JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN
+            || chunk_entry > self.entry_bytes_max()
+        {
+            return fail(format!(
+                "snapshot_chunk_bytes {} must be at least {JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN} and \
+                 a chunk entry ({chunk_entry} bytes) must fit an entry (at most {} bytes)",
+                self.snapshot_chunk_bytes,
+                self.entry_bytes_max()
+            ));
+        }
+        Ok(())
+    }
+
+    fn segment_len(&self) -> usize {
+        usize::try_from(self.segment_bytes).expect("validated segment size fits usize")
+    }
+
+    /// The largest entry payload: it must fit an empty segment and the entry limit.
+    pub fn entry_bytes_max(&self) -> usize {
+        let room = (self.segment_bytes as usize)
+            .saturating_sub(SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES);
+        room.min(JOURNAL_ENTRY_BYTES_MAX)
+    }
+}
+
+/// Where an entry is: segment file and byte position of its frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub path: Arc<Path>,
+    pub position: usize,
+}
+
+/// An entry found by recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredEntry {
+    pub seq: u64,
+    pub location: Location,
+    pub entry: Entry,
+}
+
+/// The complete snapshot replay starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredSnapshot {
+    pub begin_seq: u64,
+    pub end_seq: u64,
+    /// Where its `SnapshotBegin` is.
+    pub location: Location,
+    pub state: ShardSnapshot,
+}
+
+/// A torn tail recovery cut.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Truncation {
+    pub path: PathBuf,
+    pub position: usize,
+    pub bytes: usize,
+    pub error: FrameError,
+}
+
+/// What recovery found and did, besides the state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub segments: usize,
+    /// First sequence number still in the journal.
+    pub first_seq: u64,
+    /// Sequence number the next append gets.
+    pub next_seq: u64,
+    pub truncated: Option<Truncation>,
+    /// Begin sequence numbers of snapshots that were never completed (ignored).
+    pub abandoned_snapshots: Vec<u64>,
+    /// Leftover `*.tmp` files removed.
+    pub removed_tmp_files: Vec<String>,
+}
+
+/// The state to replay: the latest complete snapshot, then every entry after it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    pub snapshot: Option<RecoveredSnapshot>,
+    /// Ordinary entries (never snapshot markers) after the snapshot, in sequence order.
+    pub entries: Vec<RecoveredEntry>,
+    pub report: RecoveryReport,
+}
+
+/// A flush handed out by [`Journal::begin_flush`]: `fdatasync` `path` (or `msync` the byte
+/// range), then give the ticket back to [`Journal::complete_flush`] with the result.
+#[derive(Debug)]
+pub struct FlushTicket {
+    flight_id: u64,
+    segment_first_seq: u64,
+    /// The segment file to sync.
+    pub path: PathBuf,
+    /// Unsynced bytes of that file, `[offset, offset + len)`.
+    pub offset: usize,
+    pub len: usize,
+    /// Every entry up to and including this one is durable once the sync succeeds.
+    pub upto_seq: u64,
+}
+
+/// Sequence numbers of a written snapshot: begin marker and end marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotWritten {
+    pub begin_seq: u64,
+    pub end_seq: u64,
+}
+
+struct SealedSegment {
+    first_seq: u64,
+    name: String,
+}
+
+struct ActiveSegment<R> {
+    first_seq: u64,
+    name: String,
+    path: PathBuf,
+    region: R,
+    /// Next frame goes here.
+    write_pos: usize,
+    /// Every byte below is durable.
+    durable_pos: usize,
+}
+
+struct Poison {
+    path: PathBuf,
+    cause: Arc<io::Error>,
+}
+
+/// The state journal of one shard. See the module docs.
+pub struct Journal<D: RegionDir> {
+    dir: D,
+    config: JournalConfig,
+    /// Sealed (durable, full) segments, oldest first.
+    sealed: VecDeque<SealedSegment>,
+    active: ActiveSegment<D::Region>,
+    next_seq: u64,
+    /// Flush state over sequence numbers (exclusive ends).
+    commit: GroupCommit,
+    /// Segment of the flush in flight.
+    in_flight_segment: Option<u64>,
+    poison: Option<Poison>,
+    /// Snapshots written, oldest first: the latest durable one and any newer.
+    snapshots: Vec<SnapshotWritten>,
+    scratch: Vec<u8>,
+    builder: FlatBufferBuilder<'static>,
+}
+
+fn io_error<'a>(
+    op: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> JournalError + 'a {
+    move |source| JournalError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl<D: RegionDir> Journal<D> {
+    /// Opens (or creates) the journal in `dir`, recovering as described in the module docs.
+    pub fn open(mut dir: D, config: JournalConfig) -> Result<(Journal<D>, Recovered), JournalError> {
+        config.validate()?;
+        let dir_path = dir.path("");
+        let mut report = RecoveryReport::default();
+        let mut segments = Vec::new();
+        for name in dir.list().map_err(io_error("list", &dir_path))? {
+            if name.ends_with(&format!("{SEGMENT_SUFFIX}{TMP_SUFFIX}")) {
+                dir.remove(&name)
+                    .map_err(io_error("remove stale", &dir.path(&name)))?;
+                tracing::info!(file = %dir.path(&name).display(), "removed a segment whose creation was interrupted");
+                report.removed_tmp_files.push(name);
+            } else if let Some(first_seq) = parse_segment_name(&name) {
+                segments.push((first_seq, name));
+            } else {
+                tracing::warn!(file = %dir.path(&name).display(), "ignoring a file that is not a journal segment");
+            }
+        }
+        segments.sort();
+
+        let mut sealed = VecDeque::new();
+        let mut active = None;
+        let mut recovered = Recovered::default();
+        let mut expected = segments.first().map_or(0, |(seq, _)| *seq);
+        let mut assembler = SnapshotAssembler::<Location>::new(expected);
+        report.first_seq = expected;
+        report.segments = segments.len();
+        let last = segments.len().checked_sub(1);
+        for (index, (first_seq, name)) in segments.into_iter().enumerate() {
+            let is_last = Some(index) == last;
+            let path: Arc<Path> = dir.path(&name).into();
+            let mut region = dir.open(&name).map_err(io_error("open", &path))?;
+            let header = SegmentHeader::decode(region.bytes()).map_err(|error| {
+                JournalError::Header {
+                    path: path.to_path_buf(),
+                    error,
+                }
+            })?;
+            if header.kind != SegmentKind::Journal || header.base_id != first_seq {
+                return Err(JournalError::HeaderMismatch {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "header says {:?} segment starting at {}, the file name says journal \
+                         segment starting at {first_seq}",
+                        header.kind, header.base_id
+                    ),
+                });
+            }
+            if first_seq != expected {
+                return Err(JournalError::SequenceGap {
+                    path: path.to_path_buf(),
+                    position: 0,
+                    expected,
+                    found: first_seq,
+                });
+            }
+            let mut scan = frame::scan(region.bytes(), SEGMENT_HEADER_BYTES);
+            for frame in scan.by_ref() {
+                let position = frame.position;
+                let seq = frame.meta.id;
+                if seq != expected {
+                    return Err(JournalError::SequenceGap {
+                        path: path.to_path_buf(),
+                        position,
+                        expected,
+                        found: seq,
+                    });
+                }
+                let kind = EntryKind::from_code(frame.meta.kind).ok_or_else(|| {
+                    JournalError::UnknownKind {
+                        path: path.to_path_buf(),
+                        position,
+                        seq,
+                        kind: frame.meta.kind,
+                    }
+                })?;
+                let entry =
+                    Entry::decode(kind, frame.payload).map_err(|error| JournalError::BadEntry {
+                        path: path.to_path_buf(),
+                        position,
+                        seq,
+                        kind,
+                        error,
+                    })?;
+                let location = Location {
+                    path: path.clone(),
+                    position,
+                };
+                let step = assembler
+                    .feed(seq, &entry, location.clone())
+                    .map_err(|reason| JournalError::BadSnapshot {
+                        path: path.to_path_buf(),
+                        position,
+                        seq,
+                        reason,
+                    })?;
+                match step {
+                    Step::Other { abandoned } => {
+                        if let Some(gone) = abandoned {
+                            note_abandoned(&mut report, gone);
+                        }
+                        recovered.entries.push(RecoveredEntry {
+                            seq,
+                            location,
+                            entry,
+                        });
+                    }
+                    Step::Consumed { abandoned } => {
+                        if let Some(gone) = abandoned {
+                            note_abandoned(&mut report, gone);
+                        }
+                    }
+                    Step::Complete(done) => {
+                        let state = ShardSnapshot::decode(&done.payload).map_err(|error| {
+                            JournalError::BadSnapshot {
+                                path: done.begin_location.path.to_path_buf(),
+                                position: done.begin_location.position,
+                                seq: done.begin_seq,
+                                reason: format!("complete snapshot does not decode: {error}"),
+                            }
+                        })?;
+                        recovered.snapshot = Some(RecoveredSnapshot {
+                            begin_seq: done.begin_seq,
+                            end_seq: done.end_seq,
+                            location: done.begin_location,
+                            state,
+                        });
+                        recovered.entries.clear();
+                    }
+                }
+                expected += 1;
+            }
+            let end = scan.end().expect("scan exhausted");
+            let valid_end = match end {
+                ScanEnd::Clean { valid_end } => valid_end,
+                ScanEnd::Corrupt {
+                    position,
+                    error,
+                    next_valid,
+                } => {
+                    return Err(JournalError::Corrupt {
+                        path: path.to_path_buf(),
+                        position,
+                        error,
+                        next_valid,
+                    })
+                }
+                ScanEnd::TornTail {
+                    valid_end,
+                    error,
+                    cut_bytes,
+                } => {
+                    if !is_last {
+                        return Err(JournalError::SealedTail {
+                            path: path.to_path_buf(),
+                            position: valid_end,
+                            error,
+                        });
+                    }
+                    region.write(valid_end, &vec![0u8; cut_bytes]);
+                    region
+                        .flush_range(valid_end, cut_bytes)
+                        .map_err(io_error("sync the cut tail of", &path))?;
+                    tracing::warn!(
+                        file = %path.display(),
+                        position = valid_end,
+                        bytes = cut_bytes,
+                        %error,
+                        "journal: cut a torn tail"
+                    );
+                    report.truncated = Some(Truncation {
+                        path: path.to_path_buf(),
+                        position: valid_end,
+                        bytes: cut_bytes,
+                        error,
+                    });
+                    valid_end
+                }
+            };
+            if is_last {
+                // Make everything replayed durable: a process crash leaves written, unsynced
+                // pages that recovery reads; they must not vanish after we act on them.
+                region
+                    .flush_range(SEGMENT_HEADER_BYTES, valid_end - SEGMENT_HEADER_BYTES)
+                    .map_err(io_error("sync", &path))?;
+                active = Some(ActiveSegment {
+                    first_seq,
+                    name,
+                    path: path.to_path_buf(),
+                    region,
+                    write_pos: valid_end,
+                    durable_pos: valid_end,
+                });
+            } else {
+                sealed.push_back(SealedSegment { first_seq, name });
+            }
+        }
+        if let Some(gone) = assembler.finish() {
+            note_abandoned(&mut report, gone);
+        }
+        if report.first_seq > 0 && recovered.snapshot.is_none() {
+            return Err(JournalError::MissingSnapshot {
+                path: dir.path(&segment_name(report.first_seq)),
+                first_seq: report.first_seq,
+            });
+        }
+        let active = match active {
+            Some(active) => active,
+            None => Self::create_segment(&mut dir, &config, 0)?,
+        };
+        report.next_seq = expected;
+        recovered.report = report;
+        let snapshots = recovered
+            .snapshot
+            .iter()
+            .map(|s| SnapshotWritten {
+                begin_seq: s.begin_seq,
+                end_seq: s.end_seq,
+            })
+            .collect();
+        let journal = Journal {
+            dir,
+            config,
+            sealed,
+            active,
+            next_seq: expected,
+            commit: GroupCommit::new(expected),
+            in_flight_segment: None,
+            poison: None,
+            snapshots,
+            scratch: Vec::new(),
+            builder: FlatBufferBuilder::new(),
+        };
+        journal.check_invariants();
+        Ok((journal, recovered))
+    }
+
+    fn create_segment(
+        dir: &mut D,
+        config: &JournalConfig,
+        first_seq: u64,
+    ) -> Result<ActiveSegment<D::Region>, JournalError> {
+        let name = segment_name(first_seq);
+        let path = dir.path(&name);
+        let header = SegmentHeader::new(SegmentKind::Journal, first_seq).encode();
+        let region = dir
+            .create(&name, config.segment_len(), &header)
+            .map_err(io_error("create", &path))?;
+        assert_eq!(&region.bytes()[..SEGMENT_HEADER_BYTES], &header[..]);
+        Ok(ActiveSegment {
+            first_seq,
+            name,
+            path,
+            region,
+            write_pos: SEGMENT_HEADER_BYTES,
+            durable_pos: SEGMENT_HEADER_BYTES,
+        })
+    }
+
+    fn check_invariants(&self) {
+        let a = &self.active;
+        assert!(SEGMENT_HEADER_BYTES <= a.durable_pos && a.durable_pos <= a.write_pos);
+        assert!(a.write_pos <= a.region.len());
+        assert!(a.first_seq <= self.next_seq);
+        assert_eq!(self.commit.written_end(), self.next_seq);
+        assert!(self.commit.durable_end() <= self.next_seq);
+        if self.poison.is_none() {
+            // Sealed segments are durable, so the durable end is inside the active segment
+            // exactly when its bytes are not all durable.
+            assert_eq!(
+                self.commit.durable_end() == self.next_seq,
+                a.durable_pos == a.write_pos,
+                "durable end {} / next {} vs durable position {} / write position {}",
+                self.commit.durable_end(),
+                self.next_seq,
+                a.durable_pos,
+                a.write_pos
+            );
+        }
+        if let Some(last) = self.sealed.back() {
+            assert!(last.first_seq < a.first_seq);
+        }
+    }
+
+    fn check_poison(&self) -> Result<(), JournalError> {
+        match &self.poison {
+            None => Ok(()),
+            Some(p) => Err(JournalError::Poisoned {
+                path: p.path.clone(),
+                cause: p.cause.clone(),
+            }),
+        }
+    }
+
+    fn poison_with(&mut self, path: PathBuf, error: io::Error) -> JournalError {
+        tracing::error!(file = %path.display(), %error, "journal flush failed; the journal is poisoned");
+        self.commit.poison(error.to_string());
+        let cause = Arc::new(error);
+        if self.poison.is_none() {
+            self.poison = Some(Poison {
+                path: path.clone(),
+                cause: cause.clone(),
+            });
+        }
+        let p = self.poison.as_ref().expect("just set");
+        JournalError::Poisoned {
+            path: p.path.clone(),
+            cause: p.cause.clone(),
+        }
+    }
+
+    /// Appends one entry (`payload` encoded as `kind`'s table) and returns its sequence number.
+    /// Not durable until a flush covers it. Snapshot markers are written by
+    /// [`Journal::write_snapshot`] only.
+    pub fn append(&mut self, kind: EntryKind, payload: &[u8]) -> Result<u64, JournalError> {
+        assert!(
+            !kind.is_snapshot_marker(),
+            "{kind} is written by write_snapshot only"
+        );
+        debug_assert!(
+            Entry::decode(kind, payload).is_ok(),
+            "payload is not a valid {kind}"
+        );
+        self.append_frame(kind, payload)
+    }
+
+    /// Encodes and appends `entry`.
+    pub fn append_entry(&mut self, entry: &Entry) -> Result<u64, JournalError> {
+        let mut builder = std::mem::take(&mut self.builder);
+        let result = self.append(entry.kind(), entry.encode_into(&mut builder));
+        self.builder = builder;
+        result
+    }
+
+    fn append_frame(&mut self, kind: EntryKind, payload: &[u8]) -> Result<u64, JournalError> {
+        self.check_poison()?;
+        let have = self.config.entry_bytes_max();
+        if payload.is_empty() || payload.len() > have {
+            return Err(JournalError::EntryTooLarge {
+                kind,
+                need: payload.len(),
+                have,
+            });
+        }
+        let total = frame_total_bytes(payload.len());
+        if self.active.write_pos + total > self.active.region.len() {
+            self.roll()?;
+        }
+        assert!(
+            self.active.write_pos + total <= self.active.region.len(),
+            "entry of {total} bytes does not fit an empty segment"
+        );
+        let seq = self.next_seq;
+        self.scratch.clear();
+        encode_frame(
+            &mut self.scratch,
+            FrameMeta {
+                id: seq,
+                kind: kind.code(),
+                count: 0,
+            },
+            payload,
+        );
+        assert_eq!(self.scratch.len(), total);
+        let position = self.active.write_pos;
+        self.active.region.write(position, &self.scratch);
+        debug_assert_eq!(
+            frame::decode_frame(self.active.region.bytes(), position).map(|f| (f.meta.id, f.payload)),
+            Ok((seq, payload))
+        );
+        self.active.write_pos += total;
+        self.next_seq += 1;
+        self.commit.written(self.next_seq);
+        Ok(seq)
+    }
+
+    /// Seals the active segment (synchronously durable) and starts the next one.
+    fn roll(&mut self) -> Result<(), JournalError> {
+        self.sync_active()?;
+        let next = Self::create_segment(&mut self.dir, &self.config, self.next_seq)?;
+        let old = std::mem::replace(&mut self.active, next);
+        tracing::debug!(sealed = %old.path.display(), next_seq = self.next_seq, "journal: rolled");
+        self.sealed.push_back(SealedSegment {
+            first_seq: old.first_seq,
+            name: old.name,
+        });
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// Syncs every unsynced byte of the active segment now; poisons on failure.
+    fn sync_active(&mut self) -> Result<(), JournalError> {
+        let a = &mut self.active;
+        if a.write_pos > a.durable_pos {
+            if let Err(error) = a.region.flush_range(a.durable_pos, a.write_pos - a.durable_pos) {
+                let path = a.path.clone();
+                return Err(self.poison_with(path, error));
+            }
+            a.durable_pos = a.write_pos;
+        }
+        self.commit.synced_everything();
+        Ok(())
+    }
+
+    /// Writes a snapshot whose payload is a `ShardSnapshot` FlatBuffer capturing all state as
+    /// of before this call. Durable once a flush covers `end_seq`.
+    pub fn write_snapshot(&mut self, payload: &[u8]) -> Result<SnapshotWritten, JournalError> {
+        self.check_poison()?;
+        if payload.is_empty() || payload.len() as u64 > JOURNAL_SNAPSHOT_BYTES_MAX {
+            return Err(JournalError::SnapshotSize {
+                need: payload.len() as u64,
+                have: JOURNAL_SNAPSHOT_BYTES_MAX,
+            });
+        }
+        debug_assert!(
+            ShardSnapshot::decode(payload).is_ok(),
+            "snapshot payload is not a ShardSnapshot"
+        );
+        let chunk_count = u32::try_from(payload.len().div_ceil(self.config.snapshot_chunk_bytes))
+            .expect("chunk count bounded by JOURNAL_SNAPSHOT_BYTES_MAX / chunk size");
+        let mut builder = std::mem::take(&mut self.builder);
+        let result = (|| {
+            let begin = Entry::SnapshotBegin(SnapshotBegin {
+                chunk_count,
+                total_bytes: payload.len() as u64,
+            });
+            let begin_seq = self.append_frame(EntryKind::SnapshotBegin, begin.encode_into(&mut builder))?;
+            for (index, data) in payload.chunks(self.config.snapshot_chunk_bytes).enumerate() {
+                let index = u32::try_from(index).expect("index < chunk_count");
+                let chunk = entries::encode_snapshot_chunk(&mut builder, begin_seq, index, data);
+                assert!(chunk.len() <= data.len() + JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX);
+                self.append_frame(EntryKind::SnapshotChunk, chunk)?;
+            }
+            let end = Entry::SnapshotEnd(SnapshotEnd {
+                snapshot_seq: begin_seq,
+                chunk_count,
+                total_bytes: payload.len() as u64,
+                crc32: crc32fast::hash(payload),
+            });
+            let end_seq = self.append_frame(EntryKind::SnapshotEnd, end.encode_into(&mut builder))?;
+            assert_eq!(end_seq, begin_seq + u64::from(chunk_count) + 1);
+            Ok(SnapshotWritten { begin_seq, end_seq })
+        })();
+        self.builder = builder;
+        let written = result?;
+        self.snapshots.push(written);
+        Ok(written)
+    }
+
+    /// Encodes and writes `snapshot` (see [`Journal::write_snapshot`]).
+    pub fn write_shard_snapshot(
+        &mut self,
+        snapshot: &ShardSnapshot,
+    ) -> Result<SnapshotWritten, JournalError> {
+        let payload = snapshot.encode();
+        self.write_snapshot(&payload)
+    }
+
+    /// Starts a flush of everything appended so far, unless nothing is unsynced or a flush is
+    /// in flight (entries appended meanwhile wait for the next one).
+    pub fn begin_flush(&mut self) -> Result<Option<FlushTicket>, JournalError> {
+        self.check_poison()?;
+        let Some(flight) = self.commit.begin(false) else {
+            return Ok(None);
+        };
+        let a = &self.active;
+        assert_eq!(flight.target, self.next_seq);
+        assert!(a.write_pos > a.durable_pos, "unsynced entries lie in the active segment");
+        self.in_flight_segment = Some(a.first_seq);
+        Ok(Some(FlushTicket {
+            flight_id: flight.id,
+            segment_first_seq: a.first_seq,
+            path: a.path.clone(),
+            offset: a.durable_pos,
+            len: a.write_pos - a.durable_pos,
+            upto_seq: flight.target - 1,
+        }))
+    }
+
+    /// Ends the flush `ticket` with the sync's result; an error poisons the journal and is
+    /// returned as [`JournalError::Poisoned`].
+    pub fn complete_flush(
+        &mut self,
+        ticket: FlushTicket,
+        result: io::Result<()>,
+    ) -> Result<(), JournalError> {
+        assert_eq!(
+            self.in_flight_segment,
+            Some(ticket.segment_first_seq),
+            "completion of a flush that is not in flight"
+        );
+        self.in_flight_segment = None;
+        match result {
+            Ok(()) => {
+                self.commit.complete(ticket.flight_id, Ok(()));
+                if ticket.segment_first_seq == self.active.first_seq && self.poison.is_none() {
+                    let end = ticket.offset + ticket.len;
+                    self.active.region.synced_externally(ticket.offset, ticket.len);
+                    self.active.durable_pos = self.active.durable_pos.max(end);
+                }
+                self.check_invariants();
+                self.check_poison()
+            }
+            Err(error) => {
+                self.commit
+                    .complete(ticket.flight_id, Err(error.to_string()));
+                Err(self.poison_with(ticket.path, error))
+            }
+        }
+    }
+
+    /// Makes everything appended so far durable before returning (`msync`).
+    pub fn flush(&mut self) -> Result<(), JournalError> {
+        self.check_poison()?;
+        self.sync_active()?;
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// Deletes, oldest first, every sealed segment whose entries all precede the latest durable
+    /// snapshot. Returns the paths removed.
+    pub fn compact(&mut self) -> Result<Vec<PathBuf>, JournalError> {
+        self.check_poison()?;
+        let durable_end = self.commit.durable_end();
+        let Some(latest) = self.snapshots.iter().rposition(|s| s.end_seq < durable_end) else {
+            return Ok(Vec::new());
+        };
+        self.snapshots.drain(..latest);
+        let snapshot = self.snapshots[0];
+        let mut removed = Vec::new();
+        while let Some(oldest) = self.sealed.front() {
+            let next_first = self
+                .sealed
+                .get(1)
+                .map_or(self.active.first_seq, |s| s.first_seq);
+            if next_first > snapshot.begin_seq || self.in_flight_segment == Some(oldest.first_seq)
+            {
+                break;
+            }
+            let path = self.dir.path(&oldest.name);
+            self.dir
+                .remove(&oldest.name)
+                .map_err(io_error("remove", &path))?;
+            tracing::debug!(file = %path.display(), snapshot = snapshot.begin_seq, "journal: removed a compacted segment");
+            removed.push(path);
+            self.sealed.pop_front();
+        }
+        Ok(removed)
+    }
+
+    /// The sequence number the next entry gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Every entry with a smaller sequence number is durable.
+    pub fn durable_end(&self) -> u64 {
+        self.commit.durable_end()
+    }
+
+    /// True if entries are unsynced and no flush is in flight.
+    pub fn needs_flush(&self) -> bool {
+        self.poison.is_none() && self.commit.needs_flush()
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.is_some()
+    }
+
+    /// The latest snapshot whose end marker is durable.
+    pub fn latest_durable_snapshot(&self) -> Option<SnapshotWritten> {
+        let durable_end = self.commit.durable_end();
+        self.snapshots
+            .iter()
+            .rev()
+            .find(|s| s.end_seq < durable_end)
+            .copied()
+    }
+
+    /// Paths of the segments, oldest first (the last one is active).
+    pub fn segment_paths(&self) -> Vec<PathBuf> {
+        self.sealed
+            .iter()
+            .map(|s| self.dir.path(&s.name))
+            .chain(std::iter::once(self.active.path.clone()))
+            .collect()
+    }
+
+    pub fn config(&self) -> &JournalConfig {
+        &self.config
+    }
+}
+
+fn note_abandoned(report: &mut RecoveryReport, gone: snapshot::Abandoned<Location>) {
+    tracing::info!(
+        file = %gone.begin_location.path.display(),
+        position = gone.begin_location.position,
+        snapshot = gone.begin_seq,
+        chunks = gone.chunks_seen,
+        reason = %gone.reason,
+        "journal: ignoring an incomplete snapshot"
+    );
+    report.abandoned_snapshots.push(gone.begin_seq);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_round_trip() {
+        assert_eq!(segment_name(42), "00000000000000000042.jnl");
+        assert_eq!(parse_segment_name(&segment_name(u64::MAX)), Some(u64::MAX));
+        assert_eq!(parse_segment_name("00000000000000000042.jnl.tmp"), None);
+        assert_eq!(parse_segment_name("0000000000000000042.jnl"), None);
+        assert_eq!(parse_segment_name("0000000000000000004x.jnl"), None);
+        assert_eq!(parse_segment_name("99999999999999999999.jnl"), None, "overflows u64");
+    }
+
+    #[test]
+    fn config_validation() {
+        JournalConfig::default().validate().unwrap();
+        let small = JournalConfig {
+            segment_bytes: JOURNAL_SEGMENT_BYTES_MIN,
+            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
+        };
+        small.validate().unwrap();
+        for bad in [
+            JournalConfig {
+                segment_bytes: JOURNAL_SEGMENT_BYTES_MIN - 8,
+                ..small.clone()
+            },
+            JournalConfig {
+                segment_bytes: JOURNAL_SEGMENT_BYTES_MIN + 4,
+                ..small.clone()
+            },
+            JournalConfig {
+                snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN - 1,
+                ..small.clone()
+            },
+            JournalConfig {
+                snapshot_chunk_bytes: JOURNAL_SEGMENT_BYTES_MIN as usize,
+                ..small.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?} accepted");
+        }
+    }
+}

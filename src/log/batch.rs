@@ -85,12 +85,23 @@ impl BatchHeader {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchError {
     /// Fewer bytes than a batch header, or than `batchLength` says.
-    TooShort { need: usize, have: usize },
+    TooShort {
+        need: usize,
+        have: usize,
+    },
     /// `batchLength` does not match the bytes given (too small to hold a header, or bytes
     /// left over after the batch).
-    LengthMismatch { declared: i32, have: usize },
-    WrongMagic { magic: i8 },
-    CrcMismatch { stored: u32, computed: u32 },
+    LengthMismatch {
+        declared: i32,
+        have: usize,
+    },
+    WrongMagic {
+        magic: i8,
+    },
+    CrcMismatch {
+        stored: u32,
+        computed: u32,
+    },
     /// `recordsCount` is not `lastOffsetDelta + 1`, or is not positive.
     RecordCountInconsistent {
         records_count: i32,
@@ -354,7 +365,11 @@ mod tests {
     fn batch(records: usize, ts: i64) -> Vec<u8> {
         let mut b = BatchBuilder::new(ts);
         for i in 0..records {
-            b.record(ts + i as i64, Some(b"k"), Some(format!("value-{i}").as_bytes()));
+            b.record(
+                ts + i as i64,
+                Some(b"k"),
+                Some(format!("value-{i}").as_bytes()),
+            );
         }
         b.build()
     }
@@ -380,10 +395,13 @@ mod tests {
         let mut b = BatchBuilder::new(0);
         b.record(0, Some(b"k"), Some(b"v"));
         let bytes = b.build();
-        // record: len=9 (zigzag 18), attrs 0, tsDelta 0, offDelta 0, keyLen 1 (2), 'k',
+        // record: len=8 (zigzag 16), attrs 0, tsDelta 0, offDelta 0, keyLen 1 (2), 'k',
         // valLen 1 (2), 'v', headers 0.
-        assert_eq!(&bytes[61..], &[18, 0, 0, 0, 2, b'k', 2, b'v', 0]);
-        assert_eq!(i32::from_be_bytes(bytes[8..12].try_into().unwrap()), 70 - 12);
+        assert_eq!(&bytes[61..], &[16, 0, 0, 0, 2, b'k', 2, b'v', 0]);
+        assert_eq!(
+            i32::from_be_bytes(bytes[8..12].try_into().unwrap()),
+            70 - 12
+        );
         assert_eq!(bytes[16], 2);
     }
 

@@ -86,9 +86,7 @@ impl GroupCommit {
 
     /// True if written data is not durable and no flush is in flight to cover it.
     pub fn needs_flush(&self) -> bool {
-        self.poisoned.is_none()
-            && self.in_flight.is_none()
-            && self.written_end > self.durable_end
+        self.poisoned.is_none() && self.in_flight.is_none() && self.written_end > self.durable_end
     }
 
     /// Starts a flush of everything written so far, if any is unsynced (or `force`, when the
@@ -245,7 +243,11 @@ mod tests {
         gc.complete(flight.id, Err("EIO".into()));
         assert_eq!(gc.durable_end(), 10);
         assert_eq!(gc.poisoned(), Some("EIO"));
-        assert_eq!(gc.begin(true), None, "a poisoned sequence never flushes again");
+        assert_eq!(
+            gc.begin(true),
+            None,
+            "a poisoned sequence never flushes again"
+        );
         assert_eq!(waiters.release(gc.durable_end()), Vec::<i32>::new());
         assert_eq!(waiters.drain(), vec![2, 1]);
         assert_eq!(waiters.len(), 0);

@@ -47,16 +47,30 @@ pub struct IndexEntry {
 /// Why index bytes are not a valid index of the segment they belong to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IndexError {
-    Short { have: usize },
+    Short {
+        have: usize,
+    },
     BadHeader,
-    BaseOffsetMismatch { index: u64, segment: u64 },
+    BaseOffsetMismatch {
+        index: u64,
+        segment: u64,
+    },
     /// The length is not a header plus whole entries.
-    PartialEntry { len: usize },
-    BadEntryCrc { entry: usize },
+    PartialEntry {
+        len: usize,
+    },
+    BadEntryCrc {
+        entry: usize,
+    },
     /// Entry breaks an ordering rule (offsets, positions, timestamps, first entry).
-    OutOfOrder { entry: usize },
+    OutOfOrder {
+        entry: usize,
+    },
     /// Entry points at or past the end of the segment.
-    PastEnd { entry: usize, position: u64 },
+    PastEnd {
+        entry: usize,
+        position: u64,
+    },
     Empty,
 }
 
@@ -88,7 +102,8 @@ impl fmt::Display for IndexError {
 
 /// The bytes of the index file of the segment at `base_offset`.
 pub fn encode_index(base_offset: u64, entries: &[IndexEntry]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(LOG_INDEX_HEADER_BYTES + entries.len() * LOG_INDEX_ENTRY_BYTES);
+    let mut out =
+        Vec::with_capacity(LOG_INDEX_HEADER_BYTES + entries.len() * LOG_INDEX_ENTRY_BYTES);
     let mut header = [0u8; LOG_INDEX_HEADER_BYTES];
     header[0..8].copy_from_slice(INDEX_MAGIC);
     header[8..10].copy_from_slice(&INDEX_VERSION.to_le_bytes());
@@ -145,7 +160,7 @@ pub fn decode_index(
         });
     }
     let body = &bytes[LOG_INDEX_HEADER_BYTES..];
-    if body.len() % LOG_INDEX_ENTRY_BYTES != 0 {
+    if !body.len().is_multiple_of(LOG_INDEX_ENTRY_BYTES) {
         return Err(IndexError::PartialEntry { len: bytes.len() });
     }
     let mut entries: Vec<IndexEntry> = Vec::with_capacity(body.len() / LOG_INDEX_ENTRY_BYTES);
@@ -160,9 +175,7 @@ pub fn decode_index(
             frame_crc: u32_at(raw, 24),
         };
         let in_order = match entries.last() {
-            None => {
-                entry.offset == base_offset && entry.position == SEGMENT_HEADER_BYTES as u64
-            }
+            None => entry.offset == base_offset && entry.position == SEGMENT_HEADER_BYTES as u64,
             Some(prev) => {
                 entry.offset > prev.offset
                     && entry.position > prev.position

@@ -39,6 +39,7 @@ pub mod group_commit;
 pub mod index;
 mod partition;
 
+pub use partition::{sync_ticket, BATCH_FRAME_KIND};
 pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, PartitionLog, ReadResult, RecoveryReport,
     RemovedSegment, SegmentInfo, TruncatedTail,

@@ -1,1 +1,75 @@
 //! Connections and request dispatch; one handler file per API family.
+//!
+//! Everything here is synchronous state or runtime-agnostic `async` code: handlers are
+//! `async fn`s generic over a [`Bus`], the runtime's service that runs a [`ShardOp`] on the
+//! shard owning the state it touches (locally, or over the cross-shard mesh) and provides time.
+//! The runtime (`crate::runtime`, the only place that knows glommio) implements [`Bus`]; tests
+//! implement it in memory.
+//!
+//! State ownership:
+//! - [`shard::ShardState`]: one per shard; the partitions it owns (logs and producer states)
+//!   and its copy of the topic registry. Changed only by [`ShardOp`]s executed on that shard.
+//! - [`registry::TopicRegistry`]: immutable snapshots; shard 0 computes and persists changes
+//!   ([`admin`]) and installs them on every shard.
+//!
+//! Handlers: [`dispatch`] routes a parsed request to its family: [`api_versions`],
+//! [`metadata`] (Metadata, FindCoordinator), [`admin`] (CreateTopics, DeleteTopics,
+//! IncrementalAlterConfigs, InitProducerId), [`configs`] (DescribeConfigs), [`produce`],
+//! [`fetch`] (Fetch, ListOffsets).
+
+pub mod admin;
+pub mod api_versions;
+pub mod configs;
+pub mod dispatch;
+pub mod fetch;
+pub mod join;
+pub mod metadata;
+pub mod ops;
+pub mod produce;
+pub mod producer_state;
+pub mod registry;
+pub mod shard;
+
+use crate::model::ShardId;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use ops::{ShardOp, ShardReply};
+pub use registry::TopicRegistry;
+
+/// What a handler knows about the connection a request came on.
+#[derive(Clone, Debug)]
+pub struct ConnInfo {
+    /// The local address the client connected to; advertised as this broker's address, so a
+    /// client reaches the broker the way it already did.
+    pub local_addr: SocketAddr,
+    pub peer_addr: SocketAddr,
+}
+
+/// The runtime's services to handlers. Implemented by `runtime` (glommio) and by test doubles.
+pub trait Bus {
+    /// The shard this handler runs on.
+    fn local_shard(&self) -> ShardId;
+    /// How many shards the broker runs.
+    fn shard_count(&self) -> usize;
+    /// The registry snapshot the local shard holds.
+    fn registry(&self) -> Arc<TopicRegistry>;
+    /// Wall-clock milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+    /// Runs `op` on `shard` (locally when it is this shard) and returns its reply.
+    fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply>;
+    /// Completes after `ms` milliseconds.
+    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
+}
+
+/// What the connection does after a request was handled.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Write this frame (size prefix included).
+    Respond(bytes::Bytes),
+    /// Write nothing (produce with acks=0).
+    NoResponse,
+    /// Close the connection after the responses before this one (malformed request).
+    Close(String),
+}

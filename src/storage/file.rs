@@ -56,6 +56,9 @@ pub trait StorageFile {
     /// Writes all of `data` at `offset`, extending the file if needed.
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
     fn len(&self) -> io::Result<u64>;
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
     /// Truncates or extends (with zeros) the file to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// `fdatasync`: the file's data (and the metadata needed to read it) is durable on return.
@@ -63,9 +66,8 @@ pub trait StorageFile {
 
     /// Reads the whole file.
     fn read_all(&self) -> io::Result<Vec<u8>> {
-        let len = usize::try_from(self.len()?).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidData, "file too large for memory")
-        })?;
+        let len = usize::try_from(self.len()?)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large for memory"))?;
         let mut buf = vec![0u8; len];
         self.read_at(&mut buf, 0)?;
         Ok(buf)
@@ -308,6 +310,14 @@ impl SimStorage {
         }
     }
 
+    /// Cancels injected faults that have not fired.
+    pub fn clear_faults(&self) {
+        if let Ok(mut state) = self.lock() {
+            state.fail_next_sync = false;
+            state.fail_next_write = false;
+        }
+    }
+
     /// Successful file and directory syncs so far.
     pub fn sync_count(&self) -> u64 {
         self.lock().map(|s| s.syncs).unwrap_or(0)
@@ -379,7 +389,10 @@ impl SimStorage {
     pub fn overwrite_durable(&self, path: &Path, bytes: Vec<u8>) -> io::Result<()> {
         let mut state = self.lock()?;
         let inode = *state.entries.get(path).ok_or_else(|| not_found(path))?;
-        let node = state.inodes.get_mut(&inode).ok_or_else(|| not_found(path))?;
+        let node = state
+            .inodes
+            .get_mut(&inode)
+            .ok_or_else(|| not_found(path))?;
         node.current = bytes.clone();
         node.synced = bytes;
         node.unsynced.clear();
@@ -397,7 +410,10 @@ impl Storage for SimStorage {
             return Err(not_found(parent));
         }
         if let Some(&inode) = state.entries.get(path) {
-            let node = state.inodes.get_mut(&inode).ok_or_else(|| not_found(path))?;
+            let node = state
+                .inodes
+                .get_mut(&inode)
+                .ok_or_else(|| not_found(path))?;
             node.current.clear();
             node.unsynced.push(Op::SetLen(0));
             return Ok(SimFile {
@@ -501,7 +517,7 @@ impl StorageFile for SimFile {
         self.with(|state, inode| {
             let data = &state.inodes[&inode].current;
             let start = offset as usize;
-            let end = start.checked_add(buf.len()).unwrap_or(usize::MAX);
+            let end = start.saturating_add(buf.len());
             if end > data.len() {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

@@ -28,7 +28,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * kafka-clients 4.4: produce + read-back by partition assignment (the Java twin of produce_consume.py).
  *
  *   java ProduceConsume --bootstrap H:P --topic T [--partitions 4] [--count 100000] [--mode both|produce|verify]
- *                       [--compression none|gzip|snappy|lz4|zstd] [--timeout 120]
+ *                       [--compression none|gzip|snappy|lz4|zstd] [--timeout 120] [--base-ts MS]
  *
  * Prints one line "RESULT {json}" and exits 0 only if everything matched.
  */
@@ -37,6 +37,7 @@ public final class ProduceConsume {
     static int partitions = 4;
     static long count = 100_000;
     static long timeoutMs = 120_000;
+    static boolean baseGiven = false;
 
     public static void main(String[] args) throws Exception {
         for (int n = 0; n < args.length; n += 2) {
@@ -48,11 +49,16 @@ public final class ProduceConsume {
                 case "--count": count = Long.parseLong(v); break;
                 case "--mode": mode = v; break;
                 case "--compression": compression = v; break;
+                case "--base-ts": Records.baseTs = Long.parseLong(v); baseGiven = true; break;
                 case "--timeout": timeoutMs = (long) (Double.parseDouble(v) * 1000); break;
                 default: throw new IllegalArgumentException("unknown argument " + args[n]);
             }
         }
+        if (mode.equals("verify") && !baseGiven)
+            throw new IllegalArgumentException("--mode verify needs --base-ts (printed in the produce run's RESULT)");
         Map<String, Object> out = new HashMap<>();
+        out.put("base_ts", Records.baseTs);
+        out.put("partitions", partitions);
         out.put("client", "kafka-clients " + org.apache.kafka.common.utils.internals.AppInfoParser.getVersion());
         out.put("mode", mode);
         out.put("topic", topic);

@@ -10,7 +10,8 @@ import org.apache.kafka.common.header.internals.RecordHeader;
 
 /** Deterministic test records: the same generator as tests/clients/python/records.py (see there). */
 final class Records {
-    static final long BASE_TS = 1_700_000_000_000L;
+    /** Timestamp of record 0 (ms); chosen at produce time, normally now (see records.py). */
+    static long baseTs = System.currentTimeMillis();
     static final byte[] BLOB = blob();
 
     private Records() {}
@@ -64,7 +65,7 @@ final class Records {
     }
 
     static long timestamp(long i) {
-        return BASE_TS + i;
+        return baseTs + i;
     }
 
     static boolean sameHeaders(List<Header> want, Iterable<Header> got) {

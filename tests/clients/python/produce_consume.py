@@ -2,14 +2,15 @@
 """confluent-kafka (librdkafka) produce + read-back by partition assignment.
 
   produce_consume.py --bootstrap H:P --topic T [--partitions 4] [--count 100000] [--mode both|produce|verify]
-                     [--compression none|gzip|snappy|lz4|zstd] [--debug protocol]
+                     [--compression none|gzip|snappy|lz4|zstd] [--base-ts MS] [--debug protocol]
 
 produce: creates the topic (AdminClient CreateTopics), produces --count records (records.py) with
          acks=all and enable.idempotence=true, each to partition i % partitions with timestamp
-         BASE_TS + i; every delivery report must succeed, and record j of partition p must get offset j.
+         base_ts + i (--base-ts, default now); every delivery report must succeed, and record j of partition p must get offset j.
 verify:  assigns every partition from the beginning (no consumer group), reads until each partition
          has its expected number of records, and checks offset, key, value, headers and timestamp
-         byte-exact; also checks ListOffsets earliest = 0 and latest = expected count.
+         byte-exact (--mode verify needs the --base-ts that the produce run used: its RESULT has it);
+         also checks ListOffsets earliest = 0 and latest = expected count.
 Prints one line "RESULT {json}" and exits 0 only if everything matched.
 """
 
@@ -167,11 +168,18 @@ def main():
     ap.add_argument("--mode", choices=["both", "produce", "verify"], default="both")
     ap.add_argument("--compression", default="none")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--base-ts", type=int, default=None)
     ap.add_argument("--debug", default="")
     a = ap.parse_args()
+    R.base_ts = a.base_ts
+    if R.base_ts is None:
+        if a.mode == "verify":
+            ap.error("--mode verify needs --base-ts (printed in the produce run's RESULT)")
+        R.base_ts = R.now_ms()
     import confluent_kafka
     out = {"client": "confluent-kafka " + confluent_kafka.__version__,
-           "librdkafka": confluent_kafka.libversion()[0], "mode": a.mode, "topic": a.topic}
+           "librdkafka": confluent_kafka.libversion()[0], "mode": a.mode, "topic": a.topic,
+           "base_ts": R.base_ts, "partitions": a.partitions}
     ok = True
     try:
         if a.mode in ("both", "produce"):

@@ -10,14 +10,15 @@ restart) knows exactly which bytes it must get back.
               else blob[(i * 131) % 60000 :][: (i * 37) % 700 + 1]
     headers   none if i % 5 == 0; else [("idx", b"%d" % i), ("bin", blob[i % 777 :][: i % 16])],
               plus ("idx", b"dup") and ("nul", None) if i % 7 == 0   (repeated key, null value)
-    timestamp BASE_TS + i  (CreateTime)
+    timestamp base_ts + i  (CreateTime; base_ts is chosen at produce time, normally "now" in ms:
+              brokers apply time-based retention to record timestamps, so fixed old ones get deleted)
     partition i % partitions
 """
 
 import json
 import sys
 
-BASE_TS = 1_700_000_000_000
+base_ts = None  # set by the programs (--base-ts); see timestamp()
 MASK = (1 << 64) - 1
 
 
@@ -60,8 +61,13 @@ def headers(i):
     return h
 
 
+def now_ms():
+    import time
+    return int(time.time() * 1000)
+
+
 def timestamp(i):
-    return BASE_TS + i
+    return base_ts + i
 
 
 def result(obj):

@@ -100,7 +100,8 @@ def check_record(ctx, m):
     if m.topic() != a.topic or not 0 <= i < a.count:
         ctx.err(f"unexpected record {m.topic()} p{m.partition()} o{m.offset()}")
         return None
-    if (m.key(), m.value(), m.headers()) != (R.key(i), R.value(i), R.headers(i) or None):
+    got = (m.key(), m.value(), m.headers(), m.timestamp()[1] if R.base_ts is not None else None)
+    if got != (R.key(i), R.value(i), R.headers(i) or None, R.timestamp(i) if R.base_ts is not None else None):
         ctx.err(f"record {i} (p{m.partition()} o{m.offset()}) content differs")
     return i
 
@@ -172,10 +173,10 @@ def scenario_explicit(ctx, out):
     a = ctx.a
     seen = {}  # index -> list of delivery counts
     c = new_consumer(a, "explicit")
-    last_new = time.time()
+    last_new = None  # joining takes a heartbeat or two: the idle clock starts with the first record
     deadline = time.time() + a.timeout
     try:
-        while time.time() < deadline and time.time() - last_new < a.idle:
+        while time.time() < deadline and (last_new is None or time.time() - last_new < a.idle):
             ms = poll_ok(ctx, c, 0.5)
             for m in ms:
                 i = check_record(ctx, m)
@@ -198,17 +199,27 @@ def scenario_explicit(ctx, out):
         want = list(range(1, a.limit + 1)) if i % 3 == 1 else [1]
         if dcs != want:
             ctx.err(f"record {i} ({['accept', 'release', 'reject'][i % 3]}): delivery counts {dcs}, expected {want}")
-    # everything is now acknowledged or archived: a fresh member gets nothing
+    # everything is now acknowledged or archived: a fresh member gets only a sentinel produced now
+    p = Producer({"bootstrap.servers": a.bootstrap, "acks": "all", "enable.idempotence": True})
+    p.produce(a.topic, key=b"sentinel", value=b"sentinel", partition=0)
+    if p.flush(30):
+        ctx.err("sentinel not produced")
     c2 = new_consumer(a, "explicit", 1)
     extra = []
+    sentinel = False
     try:
-        t_end = time.time() + a.idle
-        while time.time() < t_end:
+        t_end = time.time() + a.timeout
+        while time.time() < t_end and not sentinel:
             for m in poll_ok(ctx, c2, 0.5):
-                extra.append(index_of(a, m))
+                if m.key() == b"sentinel":
+                    sentinel = True
+                else:
+                    extra.append(index_of(a, m))
                 c2.acknowledge(m, AcknowledgeType.ACCEPT)
     finally:
         c2.close()
+    if not sentinel:
+        ctx.err("fresh consumer did not receive the sentinel record")
     if extra:
         ctx.err(f"records delivered after all were acknowledged/archived: {extra[:10]}")
     out.update(distinct=len(seen), deliveries=sum(len(v) for v in seen.values()), after_archive=len(extra),
@@ -220,7 +231,8 @@ def scenario_kill(ctx, out):
     # child: acquire one batch without acknowledging, report it, die by SIGKILL
     child = subprocess.run([sys.executable, __file__, "--bootstrap", a.bootstrap, "--topic", a.topic,
                             "--group", a.group, "--partitions", str(a.partitions), "--count", str(a.count),
-                            "--scenario", "_acquire_and_die", "--timeout", str(a.timeout)],
+                            "--scenario", "_acquire_and_die", "--timeout", str(a.timeout),
+                            "--base-ts", str(R.base_ts)],
                            capture_output=True, timeout=a.timeout + 30)
     if child.returncode != -signal.SIGKILL:
         ctx.err(f"child exited with {child.returncode}, not SIGKILL: {child.stderr.decode()[-1000:]}")
@@ -334,15 +346,21 @@ def main():
     ap.add_argument("--state-file", default="")
     ap.add_argument("--timeout", type=float, default=90)
     ap.add_argument("--idle", type=float, default=4)
+    ap.add_argument("--base-ts", type=int, default=None,
+                    help="timestamps to check against (default: now for scenarios that produce, else unchecked)")
     ap.add_argument("--debug", default="")
     a = ap.parse_args()
+    R.base_ts = a.base_ts
+    if R.base_ts is None and a.scenario in ("implicit", "explicit", "kill", "produce"):
+        R.base_ts = R.now_ms()
     ctx = Ctx(a)
     if a.scenario == "_acquire_and_die":
         acquire_and_die(ctx)
         return
     import confluent_kafka
     out = {"client": "confluent-kafka " + confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
-           "scenario": a.scenario, "count": a.count}
+           "scenario": a.scenario, "count": a.count,
+           "base_ts": R.base_ts}
     t0 = time.time()
     try:
         if a.scenario in ("implicit", "explicit", "kill", "produce"):

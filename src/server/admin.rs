@@ -1,0 +1,1025 @@
+//! Metadata changes (CreateTopics, DeleteTopics, IncrementalAlterConfigs) and producer-id
+//! allocation (InitProducerId).
+//!
+//! Ownership: shard 0 is the metadata controller. Handlers on any shard decode the request into
+//! an [`AdminOp`] and send it to shard 0, whose runtime serialises admin operations, asks
+//! [`Controller::plan`] (pure) for the new registry and the replies, persists the registry,
+//! installs it on every shard, and only then answers. If persisting fails, every success in the
+//! reply is turned into an error ([`fail_reply`]) and nothing is installed.
+//!
+//! Producer ids come from blocks reserved durably in the registry
+//! (`producer_ids_reserved_until`), so an id is never handed out twice, across restarts too.
+
+use super::ops::{
+    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult,
+    NewTopic, ShardOp, ShardReply, TopicRef,
+};
+use super::registry::{TopicError, TopicRegistry};
+use super::{Bus, Outcome};
+use crate::config::{
+    broker_config_def, effective_broker_value, effective_topic_value, topic_config_def,
+    validate_broker_config, validate_topic_config, ConfigError, ConfigType, TOPIC_CONFIGS,
+};
+use crate::constants::BROKER_NODE_ID;
+use crate::model::ShardId;
+use crate::protocol::codec::{decode_body, encode_response, Request};
+use kafka_protocol::messages::{
+    create_topics_response, delete_topics_response, incremental_alter_configs_response,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, InitProducerIdRequest,
+    InitProducerIdResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::ops::Range;
+use uuid::Uuid;
+
+/// Kafka resource type of a topic in config APIs.
+pub const RESOURCE_TOPIC: i8 = 2;
+/// Kafka resource type of a broker in config APIs.
+pub const RESOURCE_BROKER: i8 = 4;
+
+/// The metadata controller's own state (on shard 0).
+#[derive(Debug, Default)]
+pub struct Controller {
+    /// Producer ids reserved durably and not yet handed out.
+    producer_ids: Range<i64>,
+}
+
+/// What an admin operation changes and answers.
+#[derive(Debug)]
+pub struct AdminPlan {
+    /// The registry to persist and install, if anything changed.
+    pub registry: Option<TopicRegistry>,
+    /// The answer, assuming the registry (if any) is persisted.
+    pub reply: AdminReply,
+    /// Producer ids to hand out from, once the registry is persisted.
+    producer_ids: Option<Range<i64>>,
+}
+
+/// Maps a registry refusal to Kafka's error code.
+pub fn topic_error_code(error: &TopicError) -> i16 {
+    match error {
+        TopicError::InvalidName { .. } => ResponseError::InvalidTopicException.code(),
+        TopicError::AlreadyExists { .. } => ResponseError::TopicAlreadyExists.code(),
+        TopicError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition.code(),
+        TopicError::UnknownTopicId { .. } => ResponseError::UnknownTopicId.code(),
+        TopicError::InvalidPartitions { .. } => ResponseError::InvalidPartitions.code(),
+        TopicError::TooManyTopics { .. } | TopicError::TooManyPartitions { .. } => {
+            ResponseError::PolicyViolation.code()
+        }
+        TopicError::Config(_) => ResponseError::InvalidConfig.code(),
+    }
+}
+
+fn config_error_code(error: &ConfigError) -> i16 {
+    match error {
+        ConfigError::UnknownKey { .. }
+        | ConfigError::BadValue { .. }
+        | ConfigError::ReadOnly { .. } => ResponseError::InvalidConfig.code(),
+        ConfigError::BadAddress { .. } | ConfigError::BadShards { .. } => {
+            ResponseError::InvalidRequest.code()
+        }
+    }
+}
+
+/// Effective configs of a topic as CreateTopics v5+ reports them.
+pub fn topic_config_entries(
+    topic: &BTreeMap<String, String>,
+    broker: &BTreeMap<String, String>,
+) -> Vec<(String, String, bool, i8)> {
+    TOPIC_CONFIGS
+        .iter()
+        .map(|def| {
+            let (value, source) = effective_topic_value(def, topic, broker);
+            (def.name.to_string(), value, def.is_read_only(), source as i8)
+        })
+        .collect()
+}
+
+impl Controller {
+    pub fn new() -> Controller {
+        Controller::default()
+    }
+
+    /// Computes the effect of `op` on `current` (pure apart from `new_id`).
+    pub fn plan(
+        &self,
+        current: &TopicRegistry,
+        op: &AdminOp,
+        new_id: &mut dyn FnMut() -> io::Result<Uuid>,
+    ) -> AdminPlan {
+        match op {
+            AdminOp::CreateTopics {
+                topics,
+                validate_only,
+            } => plan_create(current, topics, *validate_only, new_id),
+            AdminOp::DeleteTopics { topics } => plan_delete(current, topics),
+            AdminOp::AlterConfigs {
+                resources,
+                validate_only,
+            } => plan_alter(current, resources, *validate_only),
+            AdminOp::AllocateProducerId => self.plan_producer_id(current),
+        }
+    }
+
+    fn plan_producer_id(&self, current: &TopicRegistry) -> AdminPlan {
+        if !self.producer_ids.is_empty() {
+            let id = self.producer_ids.start;
+            return AdminPlan {
+                registry: None,
+                reply: AdminReply::ProducerId(Ok(id)),
+                producer_ids: Some(id + 1..self.producer_ids.end),
+            };
+        }
+        let mut next = current.clone();
+        let block = next.reserve_producer_ids();
+        assert!(block.start >= current.producer_ids_reserved_until);
+        AdminPlan {
+            registry: Some(next),
+            reply: AdminReply::ProducerId(Ok(block.start)),
+            producer_ids: Some(block.start + 1..block.end),
+        }
+    }
+
+    /// Applies the controller-side effects of a plan whose registry (if any) is persisted.
+    pub fn commit(&mut self, plan: &AdminPlan) {
+        if let Some(ids) = &plan.producer_ids {
+            assert!(ids.start <= ids.end);
+            self.producer_ids = ids.clone();
+        }
+    }
+}
+
+fn plan_create(
+    current: &TopicRegistry,
+    topics: &[NewTopic],
+    validate_only: bool,
+    new_id: &mut dyn FnMut() -> io::Result<Uuid>,
+) -> AdminPlan {
+    let mut next = current.clone();
+    let mut changed = false;
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for topic in topics {
+        *counts.entry(topic.name.as_str()).or_default() += 1;
+    }
+    let default_partitions: i32 = broker_config_def("num.partitions")
+        .map(|def| effective_broker_value(def, &current.broker_configs).0)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(crate::constants::TOPIC_PARTITIONS_DEFAULT);
+    let mut results = Vec::with_capacity(topics.len());
+    for topic in topics {
+        let fail = |code: i16, message: String| CreateResult {
+            name: topic.name.clone(),
+            error_code: code,
+            error_message: Some(message),
+            topic_id: Uuid::nil(),
+            num_partitions: -1,
+            configs: Vec::new(),
+        };
+        if counts[topic.name.as_str()] > 1 {
+            results.push(fail(
+                ResponseError::InvalidRequest.code(),
+                format!("topic {:?} appears more than once in the request", topic.name),
+            ));
+            continue;
+        }
+        let partitions = match resolve_partitions(topic, default_partitions) {
+            Ok(n) => n,
+            Err((code, message)) => {
+                results.push(fail(code, message));
+                continue;
+            }
+        };
+        let id = loop {
+            match new_id() {
+                Ok(id) if !id.is_nil() && next.topic_by_id(&id).is_none() => break Ok(id),
+                Ok(_) => continue,
+                Err(e) => break Err(e),
+            }
+        };
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                results.push(fail(
+                    ResponseError::UnknownServerError.code(),
+                    format!("cannot draw a topic id: {e}"),
+                ));
+                continue;
+            }
+        };
+        match next.create_topic(&topic.name, id, partitions, &topic.configs) {
+            Ok(meta) => {
+                let configs = topic_config_entries(&meta.configs, &current.broker_configs);
+                results.push(CreateResult {
+                    name: topic.name.clone(),
+                    error_code: 0,
+                    error_message: None,
+                    topic_id: if validate_only { Uuid::nil() } else { id },
+                    num_partitions: partitions,
+                    configs,
+                });
+                changed = true;
+            }
+            Err(e) => results.push(fail(topic_error_code(&e), e.to_string())),
+        }
+    }
+    AdminPlan {
+        registry: (changed && !validate_only).then_some(next),
+        reply: AdminReply::Created(results),
+        producer_ids: None,
+    }
+}
+
+fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, (i16, String)> {
+    if topic.replication_factor != -1 && topic.replication_factor != 1 {
+        return Err((
+            ResponseError::InvalidReplicationFactor.code(),
+            format!(
+                "replication factor {} is not possible on a single-node broker (use 1 or -1)",
+                topic.replication_factor
+            ),
+        ));
+    }
+    if topic.assignments.is_empty() {
+        return match topic.num_partitions {
+            -1 => Ok(default_partitions),
+            n if n >= 1 => Ok(n),
+            n => Err((
+                ResponseError::InvalidPartitions.code(),
+                format!("partition count {n} must be positive"),
+            )),
+        };
+    }
+    if topic.num_partitions != -1 || topic.replication_factor != -1 {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            "a manual assignment requires num_partitions and replication_factor of -1".into(),
+        ));
+    }
+    let indices: BTreeSet<i32> = topic.assignments.iter().map(|(index, _)| *index).collect();
+    let n = topic.assignments.len() as i32;
+    let contiguous = indices.len() == topic.assignments.len()
+        && indices.iter().copied().eq(0..n);
+    let on_this_broker = topic
+        .assignments
+        .iter()
+        .all(|(_, brokers)| brokers.as_slice() == [BROKER_NODE_ID]);
+    if !contiguous || !on_this_broker {
+        return Err((
+            ResponseError::InvalidReplicaAssignment.code(),
+            format!("assignments must cover partitions 0..{n} each on broker {BROKER_NODE_ID} only"),
+        ));
+    }
+    Ok(n)
+}
+
+fn plan_delete(current: &TopicRegistry, topics: &[TopicRef]) -> AdminPlan {
+    let mut next = current.clone();
+    let mut changed = false;
+    let results = topics
+        .iter()
+        .map(|topic| {
+            let name = match topic {
+                TopicRef::Name(name) => Ok(name.clone()),
+                TopicRef::Id(id) => next
+                    .topic_by_id(id)
+                    .map(|t| t.name.clone())
+                    .ok_or(TopicError::UnknownTopicId { id: *id }),
+            };
+            match name.and_then(|name| next.delete_topic(&name)) {
+                Ok(meta) => {
+                    changed = true;
+                    DeleteResult {
+                        name: Some(meta.name),
+                        topic_id: meta.id,
+                        error_code: 0,
+                        error_message: None,
+                    }
+                }
+                Err(e) => DeleteResult {
+                    name: match topic {
+                        TopicRef::Name(name) => Some(name.clone()),
+                        TopicRef::Id(_) => None,
+                    },
+                    topic_id: match topic {
+                        TopicRef::Id(id) => *id,
+                        TopicRef::Name(_) => Uuid::nil(),
+                    },
+                    error_code: topic_error_code(&e),
+                    error_message: Some(e.to_string()),
+                },
+            }
+        })
+        .collect();
+    AdminPlan {
+        registry: changed.then_some(next),
+        reply: AdminReply::Deleted(results),
+        producer_ids: None,
+    }
+}
+
+/// Applies one resource's changes to `configs`; `validate` checks a value for a key.
+fn apply_changes(
+    configs: &mut BTreeMap<String, String>,
+    changes: &[(String, Result<AlterOp, i8>, Option<String>)],
+    config_type: &dyn Fn(&str) -> Option<ConfigType>,
+    validate: &dyn Fn(&str, &str) -> Result<String, ConfigError>,
+) -> Result<(), (i16, String)> {
+    let mut seen = BTreeSet::new();
+    for (name, op, value) in changes {
+        if !seen.insert(name.as_str()) {
+            return Err((
+                ResponseError::InvalidRequest.code(),
+                format!("config {name:?} appears more than once"),
+            ));
+        }
+        let op = op.map_err(|code| {
+            (
+                ResponseError::InvalidRequest.code(),
+                format!("unknown config operation {code}"),
+            )
+        })?;
+        let Some(kind) = config_type(name) else {
+            return Err((
+                ResponseError::InvalidConfig.code(),
+                format!("unknown or unsupported config {name:?}"),
+            ));
+        };
+        let bad = |e: ConfigError| (config_error_code(&e), e.to_string());
+        match op {
+            AlterOp::Delete => {
+                configs.remove(name);
+            }
+            AlterOp::Set => {
+                let Some(value) = value else {
+                    return Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("SET of {name:?} needs a value"),
+                    ));
+                };
+                configs.insert(name.clone(), validate(name, value).map_err(bad)?);
+            }
+            AlterOp::Append | AlterOp::Subtract => {
+                if kind != ConfigType::List {
+                    return Err((
+                        ResponseError::InvalidConfig.code(),
+                        format!("APPEND/SUBTRACT need a list config; {name:?} is not one"),
+                    ));
+                }
+                let current = configs.get(name).cloned().unwrap_or_default();
+                let mut items: Vec<String> = current
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+                let given: Vec<String> = value
+                    .as_deref()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+                if op == AlterOp::Append {
+                    for item in given {
+                        if !items.contains(&item) {
+                            items.push(item);
+                        }
+                    }
+                } else {
+                    items.retain(|item| !given.contains(item));
+                }
+                let joined = items.join(",");
+                configs.insert(name.clone(), validate(name, &joined).map_err(bad)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn plan_alter(
+    current: &TopicRegistry,
+    resources: &[AlterResource],
+    validate_only: bool,
+) -> AdminPlan {
+    let mut next = current.clone();
+    let mut changed = false;
+    let results = resources
+        .iter()
+        .map(|resource| {
+            let outcome = match resource.resource_type {
+                RESOURCE_TOPIC => match next.topic(&resource.resource_name) {
+                    None => Err((
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        format!("unknown topic {:?}", resource.resource_name),
+                    )),
+                    Some(topic) => {
+                        let mut configs = topic.configs.clone();
+                        apply_changes(
+                            &mut configs,
+                            &resource.changes,
+                            &|name| topic_config_def(name).map(|d| d.config_type),
+                            &validate_topic_config,
+                        )
+                        .and_then(|()| {
+                            next.set_topic_configs(&resource.resource_name, configs)
+                                .map_err(|e| (topic_error_code(&e), e.to_string()))
+                        })
+                    }
+                },
+                RESOURCE_BROKER => {
+                    let name = resource.resource_name.as_str();
+                    if !(name.is_empty() || name == BROKER_NODE_ID.to_string()) {
+                        Err((
+                            ResponseError::InvalidRequest.code(),
+                            format!("unknown broker {name:?} (this broker is {BROKER_NODE_ID})"),
+                        ))
+                    } else {
+                        let mut configs = next.broker_configs.clone();
+                        apply_changes(
+                            &mut configs,
+                            &resource.changes,
+                            &|name| broker_config_def(name).map(|d| d.config_type),
+                            &validate_broker_config,
+                        )
+                        .and_then(|()| {
+                            next.set_broker_configs(configs)
+                                .map_err(|e| (config_error_code(&e), e.to_string()))
+                        })
+                    }
+                }
+                other => Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!("config resource type {other} is not supported"),
+                )),
+            };
+            match outcome {
+                Ok(()) => {
+                    changed = true;
+                    AlterResult {
+                        resource_type: resource.resource_type,
+                        resource_name: resource.resource_name.clone(),
+                        error_code: 0,
+                        error_message: None,
+                    }
+                }
+                Err((error_code, message)) => AlterResult {
+                    resource_type: resource.resource_type,
+                    resource_name: resource.resource_name.clone(),
+                    error_code,
+                    error_message: Some(message),
+                },
+            }
+        })
+        .collect();
+    AdminPlan {
+        registry: (changed && !validate_only && next != *current).then_some(next),
+        reply: AdminReply::Altered(results),
+        producer_ids: None,
+    }
+}
+
+/// The reply when the plan's registry could not be persisted: every success becomes `code`.
+pub fn fail_reply(reply: AdminReply, code: i16, message: &str) -> AdminReply {
+    let msg = Some(message.to_string());
+    match reply {
+        AdminReply::Created(results) => AdminReply::Created(
+            results
+                .into_iter()
+                .map(|mut r| {
+                    if r.error_code == 0 {
+                        r.error_code = code;
+                        r.error_message = msg.clone();
+                        r.topic_id = Uuid::nil();
+                        r.configs.clear();
+                        r.num_partitions = -1;
+                    }
+                    r
+                })
+                .collect(),
+        ),
+        AdminReply::Deleted(results) => AdminReply::Deleted(
+            results
+                .into_iter()
+                .map(|mut r| {
+                    if r.error_code == 0 {
+                        r.error_code = code;
+                        r.error_message = msg.clone();
+                    }
+                    r
+                })
+                .collect(),
+        ),
+        AdminReply::Altered(results) => AdminReply::Altered(
+            results
+                .into_iter()
+                .map(|mut r| {
+                    if r.error_code == 0 {
+                        r.error_code = code;
+                        r.error_message = msg.clone();
+                    }
+                    r
+                })
+                .collect(),
+        ),
+        AdminReply::ProducerId(_) => AdminReply::ProducerId(Err(code)),
+    }
+}
+
+fn sb(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+async fn call_controller<B: Bus>(bus: &B, op: AdminOp) -> Result<AdminReply, i16> {
+    match bus.call(ShardId(0), ShardOp::Admin(op)).await {
+        ShardReply::Admin(reply) => Ok(reply),
+        ShardReply::Failed(code) => Err(code),
+        other => panic!("controller answered an admin op with {other:?}"),
+    }
+}
+
+fn respond<T: kafka_protocol::protocol::Encodable>(request: &Request, body: &T) -> Outcome {
+    match encode_response(request.spec, request.api_version, request.correlation_id, body) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}
+
+/// CreateTopics v2–7.
+pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: CreateTopicsRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let version = request.api_version;
+    let topics: Vec<NewTopic> = decoded
+        .topics
+        .iter()
+        .map(|t| NewTopic {
+            name: t.name.to_string(),
+            num_partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            assignments: t
+                .assignments
+                .iter()
+                .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect()))
+                .collect(),
+            configs: t
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect(),
+        })
+        .collect();
+    let op = AdminOp::CreateTopics {
+        topics,
+        validate_only: decoded.validate_only,
+    };
+    let results = match call_controller(bus, op).await {
+        Ok(AdminReply::Created(results)) => results,
+        Ok(other) => panic!("CreateTopics answered with {other:?}"),
+        Err(code) => decoded
+            .topics
+            .iter()
+            .map(|t| CreateResult {
+                name: t.name.to_string(),
+                error_code: code,
+                error_message: Some("the metadata controller is unavailable".into()),
+                topic_id: Uuid::nil(),
+                num_partitions: -1,
+                configs: Vec::new(),
+            })
+            .collect(),
+    };
+    let mut response = CreateTopicsResponse::default();
+    response.topics = results
+        .into_iter()
+        .map(|r| {
+            let mut out = create_topics_response::CreatableTopicResult::default();
+            out.name = TopicName(sb(&r.name));
+            out.error_code = r.error_code;
+            out.error_message = r.error_message.as_deref().map(sb);
+            if version >= 7 {
+                out.topic_id = r.topic_id;
+            }
+            if version >= 5 {
+                out.num_partitions = r.num_partitions;
+                out.replication_factor = if r.error_code == 0 { 1 } else { -1 };
+                out.configs = (r.error_code == 0).then(|| {
+                    r.configs
+                        .iter()
+                        .map(|(name, value, read_only, source)| {
+                            let mut c = create_topics_response::CreatableTopicConfigs::default();
+                            c.name = sb(name);
+                            c.value = Some(sb(value));
+                            c.read_only = *read_only;
+                            c.config_source = *source;
+                            c
+                        })
+                        .collect()
+                });
+            }
+            out
+        })
+        .collect();
+    respond(request, &response)
+}
+
+/// DeleteTopics v1–6.
+pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: DeleteTopicsRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let version = request.api_version;
+    let topics: Vec<TopicRef> = if version >= 6 {
+        decoded
+            .topics
+            .iter()
+            .map(|t| match &t.name {
+                Some(name) => TopicRef::Name(name.to_string()),
+                None => TopicRef::Id(t.topic_id),
+            })
+            .collect()
+    } else {
+        decoded
+            .topic_names
+            .iter()
+            .map(|n| TopicRef::Name(n.to_string()))
+            .collect()
+    };
+    let results = match call_controller(bus, AdminOp::DeleteTopics { topics: topics.clone() }).await
+    {
+        Ok(AdminReply::Deleted(results)) => results,
+        Ok(other) => panic!("DeleteTopics answered with {other:?}"),
+        Err(code) => topics
+            .iter()
+            .map(|t| DeleteResult {
+                name: match t {
+                    TopicRef::Name(n) => Some(n.clone()),
+                    TopicRef::Id(_) => None,
+                },
+                topic_id: match t {
+                    TopicRef::Id(id) => *id,
+                    TopicRef::Name(_) => Uuid::nil(),
+                },
+                error_code: code,
+                error_message: Some("the metadata controller is unavailable".into()),
+            })
+            .collect(),
+    };
+    let mut response = DeleteTopicsResponse::default();
+    response.responses = results
+        .into_iter()
+        .map(|r| {
+            let mut out = delete_topics_response::DeletableTopicResult::default();
+            out.name = r.name.as_deref().map(|n| TopicName(sb(n)));
+            if version < 6 && out.name.is_none() {
+                out.name = Some(TopicName(sb("")));
+            }
+            if version >= 6 {
+                out.topic_id = r.topic_id;
+            }
+            out.error_code = r.error_code;
+            if version >= 5 {
+                out.error_message = r.error_message.as_deref().map(sb);
+            }
+            out
+        })
+        .collect();
+    respond(request, &response)
+}
+
+/// IncrementalAlterConfigs v0–1.
+pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: IncrementalAlterConfigsRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let resources: Vec<AlterResource> = decoded
+        .resources
+        .iter()
+        .map(|r| AlterResource {
+            resource_type: r.resource_type,
+            resource_name: r.resource_name.to_string(),
+            changes: r
+                .configs
+                .iter()
+                .map(|c| {
+                    let op = match c.config_operation {
+                        0 => Ok(AlterOp::Set),
+                        1 => Ok(AlterOp::Delete),
+                        2 => Ok(AlterOp::Append),
+                        3 => Ok(AlterOp::Subtract),
+                        other => Err(other),
+                    };
+                    (c.name.to_string(), op, c.value.as_ref().map(|v| v.to_string()))
+                })
+                .collect(),
+        })
+        .collect();
+    let op = AdminOp::AlterConfigs {
+        resources: resources.clone(),
+        validate_only: decoded.validate_only,
+    };
+    let results = match call_controller(bus, op).await {
+        Ok(AdminReply::Altered(results)) => results,
+        Ok(other) => panic!("IncrementalAlterConfigs answered with {other:?}"),
+        Err(code) => resources
+            .iter()
+            .map(|r| AlterResult {
+                resource_type: r.resource_type,
+                resource_name: r.resource_name.clone(),
+                error_code: code,
+                error_message: Some("the metadata controller is unavailable".into()),
+            })
+            .collect(),
+    };
+    let mut response = IncrementalAlterConfigsResponse::default();
+    response.responses = results
+        .into_iter()
+        .map(|r| {
+            let mut out = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+            out.error_code = r.error_code;
+            out.error_message = r.error_message.as_deref().map(sb);
+            out.resource_type = r.resource_type;
+            out.resource_name = sb(&r.resource_name);
+            out
+        })
+        .collect();
+    respond(request, &response)
+}
+
+/// InitProducerId v0–5: a fresh producer id at epoch 0 for idempotent producers.
+/// Transactional ids are refused: this broker does not serve Kafka transactions.
+pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: InitProducerIdRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let mut response = InitProducerIdResponse::default();
+    response.producer_id = (-1).into();
+    response.producer_epoch = -1;
+    if decoded.transactional_id.is_some() {
+        response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+    } else {
+        match call_controller(bus, AdminOp::AllocateProducerId).await {
+            Ok(AdminReply::ProducerId(Ok(id))) => {
+                response.producer_id = id.into();
+                response.producer_epoch = 0;
+            }
+            Ok(AdminReply::ProducerId(Err(code))) | Err(code) => response.error_code = code,
+            Ok(other) => panic!("InitProducerId answered with {other:?}"),
+        }
+    }
+    respond(request, &response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> impl FnMut() -> io::Result<Uuid> {
+        let mut n = 0u128;
+        move || {
+            n += 1;
+            Ok(Uuid::from_u128(n))
+        }
+    }
+
+    fn new_topic(name: &str, partitions: i32) -> NewTopic {
+        NewTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            assignments: vec![],
+            configs: vec![],
+        }
+    }
+
+    fn create(reg: &TopicRegistry, topics: Vec<NewTopic>, validate_only: bool) -> AdminPlan {
+        Controller::new().plan(
+            reg,
+            &AdminOp::CreateTopics {
+                topics,
+                validate_only,
+            },
+            &mut ids(),
+        )
+    }
+
+    fn created(plan: &AdminPlan) -> &Vec<CreateResult> {
+        match &plan.reply {
+            AdminReply::Created(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn create_topics_reports_each_topic() {
+        let reg = TopicRegistry::new("c".into());
+        let mut bad_rf = new_topic("rf", 1);
+        bad_rf.replication_factor = 3;
+        let plan = create(
+            &reg,
+            vec![
+                new_topic("a", 3),
+                new_topic("dup", 1),
+                new_topic("dup", 1),
+                bad_rf,
+                new_topic("zero", 0),
+                new_topic("bad name", 1),
+                new_topic("dflt", -1),
+            ],
+            false,
+        );
+        let codes: Vec<i16> = created(&plan).iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![0, 42, 42, 38, 37, 17, 0]);
+        let next = plan.registry.as_ref().unwrap();
+        assert_eq!(next.topic("a").unwrap().partitions, 3);
+        assert_eq!(next.topic("dflt").unwrap().partitions, 1);
+        assert!(next.topic("dup").is_none());
+        assert_eq!(created(&plan)[0].topic_id, next.topic("a").unwrap().id);
+        assert_eq!(created(&plan)[0].configs.len(), TOPIC_CONFIGS.len());
+    }
+
+    #[test]
+    fn validate_only_changes_nothing_and_existing_topics_conflict() {
+        let mut reg = TopicRegistry::new("c".into());
+        let plan = create(&reg, vec![new_topic("a", 2)], true);
+        assert!(plan.registry.is_none());
+        assert_eq!(created(&plan)[0].error_code, 0);
+        reg.create_topic("a", Uuid::from_u128(99), 1, &[]).unwrap();
+        let plan = create(&reg, vec![new_topic("a", 2)], false);
+        assert_eq!(created(&plan)[0].error_code, 36);
+        assert!(plan.registry.is_none());
+    }
+
+    #[test]
+    fn manual_assignments_must_be_on_this_broker() {
+        let reg = TopicRegistry::new("c".into());
+        let mut t = new_topic("m", -1);
+        t.assignments = vec![(0, vec![0]), (1, vec![0])];
+        let plan = create(&reg, vec![t.clone()], false);
+        assert_eq!(created(&plan)[0].error_code, 0);
+        assert_eq!(plan.registry.unwrap().topic("m").unwrap().partitions, 2);
+        t.assignments = vec![(0, vec![0]), (2, vec![0])];
+        assert_eq!(created(&create(&reg, vec![t.clone()], false))[0].error_code, 39);
+        t.assignments = vec![(0, vec![1])];
+        assert_eq!(created(&create(&reg, vec![t.clone()], false))[0].error_code, 39);
+        t.num_partitions = 1;
+        assert_eq!(created(&create(&reg, vec![t], false))[0].error_code, 42);
+    }
+
+    #[test]
+    fn delete_by_name_and_id() {
+        let mut reg = TopicRegistry::new("c".into());
+        reg.create_topic("a", Uuid::from_u128(5), 1, &[]).unwrap();
+        reg.create_topic("b", Uuid::from_u128(6), 1, &[]).unwrap();
+        let plan = Controller::new().plan(
+            &reg,
+            &AdminOp::DeleteTopics {
+                topics: vec![
+                    TopicRef::Name("a".into()),
+                    TopicRef::Id(Uuid::from_u128(6)),
+                    TopicRef::Name("a".into()),
+                    TopicRef::Id(Uuid::from_u128(7)),
+                ],
+            },
+            &mut ids(),
+        );
+        let AdminReply::Deleted(results) = &plan.reply else { panic!() };
+        let codes: Vec<i16> = results.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![0, 0, 3, 100]);
+        assert_eq!(results[1].name.as_deref(), Some("b"));
+        assert!(plan.registry.unwrap().topics.is_empty());
+    }
+
+    fn alter(reg: &TopicRegistry, resources: Vec<AlterResource>) -> AdminPlan {
+        Controller::new().plan(
+            reg,
+            &AdminOp::AlterConfigs {
+                resources,
+                validate_only: false,
+            },
+            &mut ids(),
+        )
+    }
+
+    #[test]
+    fn alter_configs_is_atomic_per_resource() {
+        let mut reg = TopicRegistry::new("c".into());
+        reg.create_topic("a", Uuid::from_u128(5), 1, &[]).unwrap();
+        let set = |k: &str, v: &str| (k.to_string(), Ok(AlterOp::Set), Some(v.to_string()));
+        let plan = alter(
+            &reg,
+            vec![
+                AlterResource {
+                    resource_type: RESOURCE_TOPIC,
+                    resource_name: "a".into(),
+                    changes: vec![set("retention.ms", "100"), set("segment.bytes", "5")],
+                },
+                AlterResource {
+                    resource_type: RESOURCE_BROKER,
+                    resource_name: "0".into(),
+                    changes: vec![set("log.retention.ms", "100")],
+                },
+                AlterResource {
+                    resource_type: RESOURCE_TOPIC,
+                    resource_name: "nope".into(),
+                    changes: vec![set("retention.ms", "1")],
+                },
+                AlterResource {
+                    resource_type: 8,
+                    resource_name: "x".into(),
+                    changes: vec![],
+                },
+            ],
+        );
+        let AdminReply::Altered(results) = &plan.reply else { panic!() };
+        let codes: Vec<i16> = results.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![40, 0, 3, 42]);
+        let next = plan.registry.unwrap();
+        assert!(next.topic("a").unwrap().configs.is_empty(), "refused resource unchanged");
+        assert_eq!(next.broker_configs["log.retention.ms"], "100");
+    }
+
+    #[test]
+    fn alter_delete_append_subtract() {
+        let mut reg = TopicRegistry::new("c".into());
+        reg.create_topic("a", Uuid::from_u128(5), 1, &[("retention.ms".into(), Some("5".into()))])
+            .unwrap();
+        let plan = alter(
+            &reg,
+            vec![AlterResource {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: "a".into(),
+                changes: vec![
+                    ("retention.ms".into(), Ok(AlterOp::Delete), None),
+                    ("cleanup.policy".into(), Ok(AlterOp::Append), Some("delete".into())),
+                ],
+            }],
+        );
+        let next = plan.registry.unwrap();
+        let configs = &next.topic("a").unwrap().configs;
+        assert!(!configs.contains_key("retention.ms"));
+        assert_eq!(configs["cleanup.policy"], "delete");
+        let plan = alter(
+            &next,
+            vec![AlterResource {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: "a".into(),
+                changes: vec![("cleanup.policy".into(), Ok(AlterOp::Subtract), Some("delete".into()))],
+            }],
+        );
+        let AdminReply::Altered(results) = &plan.reply else { panic!() };
+        assert_eq!(results[0].error_code, 40, "an empty cleanup.policy is invalid");
+        let plan = alter(
+            &next,
+            vec![AlterResource {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: "a".into(),
+                changes: vec![("retention.ms".into(), Ok(AlterOp::Append), Some("1".into()))],
+            }],
+        );
+        let AdminReply::Altered(results) = &plan.reply else { panic!() };
+        assert_eq!(results[0].error_code, 40);
+    }
+
+    #[test]
+    fn producer_ids_come_from_durable_blocks_and_never_repeat() {
+        let mut reg = TopicRegistry::new("c".into());
+        let mut controller = Controller::new();
+        let mut seen = BTreeSet::new();
+        for _ in 0..(crate::constants::PRODUCER_ID_BLOCK_SIZE * 2 + 3) {
+            let plan = controller.plan(&reg, &AdminOp::AllocateProducerId, &mut ids());
+            let AdminReply::ProducerId(Ok(id)) = plan.reply else { panic!() };
+            if let Some(next) = &plan.registry {
+                assert!(next.producer_ids_reserved_until > id, "the id is inside the reservation");
+                reg = next.clone();
+            }
+            assert!(id < reg.producer_ids_reserved_until);
+            controller.commit(&plan);
+            assert!(seen.insert(id), "id {id} handed out twice");
+        }
+        // A restart loses the in-memory block: new ids start past the reservation.
+        let controller = Controller::new();
+        let plan = controller.plan(&reg, &AdminOp::AllocateProducerId, &mut ids());
+        let AdminReply::ProducerId(Ok(id)) = plan.reply else { panic!() };
+        assert!(!seen.contains(&id));
+    }
+
+    #[test]
+    fn failed_persistence_turns_successes_into_errors() {
+        let reg = TopicRegistry::new("c".into());
+        let plan = create(&reg, vec![new_topic("a", 1), new_topic("bad name", 1)], false);
+        let AdminReply::Created(results) = fail_reply(plan.reply, 56, "disk") else { panic!() };
+        assert_eq!(results[0].error_code, 56);
+        assert_eq!(results[0].topic_id, Uuid::nil());
+        assert_eq!(results[1].error_code, 17);
+    }
+}

@@ -1,0 +1,30 @@
+//! Routes a parsed request to its handler family.
+//!
+//! The match is on the API key from `protocol::apis::SUPPORTED_APIS`; the codec has already
+//! refused keys and versions outside that table, so the fallback arm is unreachable for a
+//! consistent table and closes the connection rather than panic. New API keys (the project's
+//! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
+
+use super::{admin, api_versions, configs, fetch, metadata, produce, Bus, ConnInfo, Outcome};
+use crate::protocol::apis;
+use crate::protocol::codec::Request;
+
+/// Handles one request.
+pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
+    match request.spec.key {
+        apis::API_VERSIONS => api_versions::handle(request),
+        apis::METADATA => metadata::handle_metadata(bus, conn, request).await,
+        apis::FIND_COORDINATOR => metadata::handle_find_coordinator(conn, request),
+        apis::PRODUCE => produce::handle_produce(bus, request).await,
+        apis::FETCH => fetch::handle_fetch(bus, request).await,
+        apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,
+        apis::CREATE_TOPICS => admin::handle_create_topics(bus, request).await,
+        apis::DELETE_TOPICS => admin::handle_delete_topics(bus, request).await,
+        apis::INCREMENTAL_ALTER_CONFIGS => admin::handle_incremental_alter_configs(bus, request).await,
+        apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
+        apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
+        other => Outcome::Close(format!(
+            "API key {other} is in the served table but has no handler"
+        )),
+    }
+}

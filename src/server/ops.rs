@@ -1,0 +1,228 @@
+//! The messages a handler sends to the shard that owns the state ([`ShardOp`]) and the
+//! replies ([`ShardReply`]). All are `Send`: they cross threads over the runtime's mesh.
+//!
+//! Partition operations name the topic by name *and* id: the owner checks both against its
+//! registry snapshot, so an operation for a topic that was deleted (and perhaps re-created
+//! under the same name) is refused rather than applied to the wrong log.
+
+use super::registry::TopicRegistry;
+use bytes::Bytes;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// A topic-partition as operations name it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PartitionRef {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub partition: i32,
+}
+
+/// Append one produced batch to one partition.
+#[derive(Clone, Debug)]
+pub struct ProduceOp {
+    pub partition: PartitionRef,
+    pub records: Bytes,
+    /// -1 (all: wait for the durable flush), 0 or 1.
+    pub acks: i16,
+    /// How long to wait for the durable flush before answering REQUEST_TIMED_OUT.
+    pub timeout_ms: u64,
+}
+
+/// Result of a produce to one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProduceResult {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    /// Offset of the first record of the batch (of the original batch for a duplicate), or -1.
+    pub base_offset: i64,
+    pub log_start_offset: i64,
+}
+
+impl ProduceResult {
+    pub fn error(error_code: i16, message: impl Into<String>) -> ProduceResult {
+        ProduceResult {
+            error_code,
+            error_message: Some(message.into()),
+            base_offset: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
+/// Read from one partition.
+#[derive(Clone, Debug)]
+pub struct FetchPartitionOp {
+    pub partition: PartitionRef,
+    pub fetch_offset: i64,
+    pub max_bytes: usize,
+}
+
+/// Read from several partitions of one shard, at most `max_bytes` in total (the first
+/// non-empty partition may exceed it by one batch, so a consumer always progresses).
+#[derive(Clone, Debug)]
+pub struct FetchOp {
+    pub partitions: Vec<FetchPartitionOp>,
+    pub max_bytes: usize,
+}
+
+/// What one partition returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchedPartition {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Bytes,
+}
+
+impl FetchedPartition {
+    pub fn error(error_code: i16) -> FetchedPartition {
+        FetchedPartition {
+            error_code,
+            high_watermark: -1,
+            log_start_offset: -1,
+            records: Bytes::new(),
+        }
+    }
+}
+
+/// Look up offsets by timestamp (or the special timestamps -1 latest, -2 earliest, ...).
+#[derive(Clone, Debug)]
+pub struct ListOffsetsOp {
+    pub partitions: Vec<(PartitionRef, i64)>,
+}
+
+/// One ListOffsets answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedOffset {
+    pub error_code: i16,
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+/// Complete when any partition's high watermark passes its offset, or at `deadline_ms`.
+#[derive(Clone, Debug)]
+pub struct WaitOp {
+    pub partitions: Vec<(PartitionRef, i64)>,
+    pub deadline_ms: i64,
+}
+
+/// A topic to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1: the broker default (`num.partitions`).
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    /// Manual assignment: per partition index, its replica broker ids.
+    pub assignments: Vec<(i32, Vec<i32>)>,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+/// Outcome of creating one topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateResult {
+    pub name: String,
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub topic_id: Uuid,
+    pub num_partitions: i32,
+    /// Effective configs of the created topic: (name, value, read_only, source).
+    pub configs: Vec<(String, String, bool, i8)>,
+}
+
+/// A topic to delete, by name or (DeleteTopics v6+) by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicRef {
+    Name(String),
+    Id(Uuid),
+}
+
+/// Outcome of deleting one topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteResult {
+    pub name: Option<String>,
+    pub topic_id: Uuid,
+    pub error_code: i16,
+    pub error_message: Option<String>,
+}
+
+/// Kafka's IncrementalAlterConfigs operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlterOp {
+    Set,
+    Delete,
+    Append,
+    Subtract,
+}
+
+/// Config changes of one resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterResource {
+    pub resource_type: i8,
+    pub resource_name: String,
+    /// (name, operation or the raw unknown code, value)
+    pub changes: Vec<(String, Result<AlterOp, i8>, Option<String>)>,
+}
+
+/// Outcome of altering one resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterResult {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub error_code: i16,
+    pub error_message: Option<String>,
+}
+
+/// Metadata changes and producer-id allocation; executed by shard 0 only.
+#[derive(Clone, Debug)]
+pub enum AdminOp {
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    },
+    DeleteTopics {
+        topics: Vec<TopicRef>,
+    },
+    AlterConfigs {
+        resources: Vec<AlterResource>,
+        validate_only: bool,
+    },
+    AllocateProducerId,
+}
+
+/// Replies to [`AdminOp`]s, in request order.
+#[derive(Clone, Debug)]
+pub enum AdminReply {
+    Created(Vec<CreateResult>),
+    Deleted(Vec<DeleteResult>),
+    Altered(Vec<AlterResult>),
+    /// A fresh producer id, or a Kafka error code.
+    ProducerId(Result<i64, i16>),
+}
+
+/// Work for the shard that owns the state.
+#[derive(Clone, Debug)]
+pub enum ShardOp {
+    Produce(ProduceOp),
+    Fetch(FetchOp),
+    ListOffsets(ListOffsetsOp),
+    WaitForData(WaitOp),
+    Admin(AdminOp),
+    /// Replace the shard's registry snapshot (and open or remove partitions accordingly).
+    InstallRegistry(Arc<TopicRegistry>),
+}
+
+/// The reply to a [`ShardOp`] (same variant).
+#[derive(Clone, Debug)]
+pub enum ShardReply {
+    Produce(ProduceResult),
+    Fetch(Vec<FetchedPartition>),
+    ListOffsets(Vec<ListedOffset>),
+    /// The wait ended: `true` if data arrived, `false` at the deadline.
+    Waited(bool),
+    Admin(AdminReply),
+    Installed,
+    /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
+    Failed(i16),
+}

@@ -1,0 +1,152 @@
+//! Produce v3–13 (topic ids from v13).
+//!
+//! The handler resolves each partition against the local registry snapshot, sends one
+//! [`ProduceOp`] per partition to the owning shard (all concurrently), and assembles the
+//! answers in request order. The owning shard validates the batch (magic v2, length,
+//! CRC-32C, counts; no control or transactional batches), applies the idempotent-producer
+//! rules, appends, and — for acks=all — answers only once the batch is durable. With acks=0
+//! no response is written at all, as Kafka does.
+
+use super::join::join_all;
+use super::ops::{PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply};
+use super::{Bus, Outcome};
+use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
+use crate::model::partition_shard;
+use crate::protocol::codec::{decode_body, encode_response, Request};
+use kafka_protocol::messages::{produce_response, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+/// Produce v13 names topics by id.
+const TOPIC_IDS_FROM_VERSION: i16 = 13;
+
+enum Slot<F> {
+    Ready(ProduceResult),
+    Pending(F),
+}
+
+/// Produce.
+pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: ProduceRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let version = request.api_version;
+    let registry = bus.registry();
+    let acks = decoded.acks;
+    let acks_valid = matches!(acks, -1..=1);
+    let timeout_ms = u64::try_from(decoded.timeout_ms)
+        .unwrap_or(0)
+        .min(PRODUCE_TIMEOUT_MS_MAX);
+
+    // One slot per partition, in request order; pending slots index into `calls`.
+    let mut layout: Vec<(TopicName, uuid::Uuid, Vec<(i32, Slot<usize>)>)> = Vec::new();
+    let mut calls = Vec::new();
+    for topic in &decoded.topic_data {
+        let meta = if version >= TOPIC_IDS_FROM_VERSION {
+            registry.topic_by_id(&topic.topic_id)
+        } else {
+            registry.topic(&topic.name)
+        };
+        let mut slots = Vec::with_capacity(topic.partition_data.len());
+        for data in &topic.partition_data {
+            let slot = if !acks_valid {
+                Slot::Ready(ProduceResult::error(
+                    ResponseError::InvalidRequiredAcks.code(),
+                    format!("acks must be -1, 0 or 1, not {acks}"),
+                ))
+            } else {
+                match meta {
+                    None if version >= TOPIC_IDS_FROM_VERSION => Slot::Ready(ProduceResult::error(
+                        ResponseError::UnknownTopicId.code(),
+                        format!("unknown topic id {}", topic.topic_id),
+                    )),
+                    None => Slot::Ready(ProduceResult::error(
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        format!("unknown topic {:?}", topic.name.as_str()),
+                    )),
+                    Some(meta) if data.index < 0 || data.index >= meta.partitions => {
+                        Slot::Ready(ProduceResult::error(
+                            ResponseError::UnknownTopicOrPartition.code(),
+                            format!("topic {:?} has no partition {}", meta.name, data.index),
+                        ))
+                    }
+                    Some(meta) => match &data.records {
+                        None => Slot::Ready(ProduceResult::error(
+                            ResponseError::InvalidRecord.code(),
+                            "no records".to_string(),
+                        )),
+                        Some(records) => {
+                            let op = ProduceOp {
+                                partition: PartitionRef {
+                                    topic: meta.name.clone(),
+                                    topic_id: meta.id,
+                                    partition: data.index,
+                                },
+                                records: records.clone(),
+                                acks,
+                                timeout_ms,
+                            };
+                            let shard = partition_shard(&meta.name, data.index, bus.shard_count());
+                            calls.push(bus.call(shard, ShardOp::Produce(op)));
+                            Slot::Pending(calls.len() - 1)
+                        }
+                    },
+                }
+            };
+            slots.push((data.index, slot));
+        }
+        layout.push((topic.name.clone(), topic.topic_id, slots));
+    }
+    let mut replies: Vec<Option<ShardReply>> = join_all(calls).await.into_iter().map(Some).collect();
+    if acks == 0 {
+        return Outcome::NoResponse;
+    }
+
+    let mut response = ProduceResponse::default();
+    response.responses = layout
+        .into_iter()
+        .map(|(name, topic_id, slots)| {
+            let mut topic = produce_response::TopicProduceResponse::default();
+            if version >= TOPIC_IDS_FROM_VERSION {
+                topic.topic_id = topic_id;
+            } else {
+                topic.name = name;
+            }
+            topic.partition_responses = slots
+                .into_iter()
+                .map(|(index, slot)| {
+                    let result = match slot {
+                        Slot::Ready(result) => result,
+                        Slot::Pending(i) => match replies[i].take() {
+                            Some(ShardReply::Produce(result)) => result,
+                            Some(ShardReply::Failed(code)) => {
+                                ProduceResult::error(code, "the owning shard is unavailable")
+                            }
+                            other => panic!("produce answered with {other:?}"),
+                        },
+                    };
+                    let mut p = produce_response::PartitionProduceResponse::default();
+                    p.index = index;
+                    p.error_code = result.error_code;
+                    p.base_offset = result.base_offset;
+                    p.log_append_time_ms = -1;
+                    if version >= 5 {
+                        p.log_start_offset = result.log_start_offset;
+                    }
+                    if version >= 8 {
+                        p.error_message = result
+                            .error_message
+                            .map(|m| StrBytes::from_string(m));
+                    }
+                    p
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    match encode_response(request.spec, version, request.correlation_id, &response) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}

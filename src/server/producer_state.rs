@@ -1,0 +1,385 @@
+//! Idempotent-producer state of one partition: per producer id, its epoch and the last few
+//! batches appended (first/last sequence and offsets), as Kafka's `ProducerStateManager`.
+//!
+//! Owned by the shard that owns the partition, next to its log. Rebuilt at open by replaying
+//! the batch headers of the log through [`ProducerStates::record`], so it needs no file of
+//! its own.
+//!
+//! Rules for a batch of producer `pid`, epoch `e`, sequences `first ..= last`:
+//! - `pid < 0`: not idempotent, always appended.
+//! - no state for `pid`: appended (the state may have been lost to retention; Kafka does the same).
+//! - `e` below the known epoch: `INVALID_PRODUCER_EPOCH`.
+//! - `e` above the known epoch: a new epoch starts at sequence 0, otherwise
+//!   `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+//! - same epoch: a batch equal (first and last sequence) to one of the last
+//!   [`PRODUCER_BATCHES_REMEMBERED`] is a duplicate, answered with its original offsets and not
+//!   appended; otherwise `first` must follow the last sequence (wrapping at `i32::MAX`), else
+//!   `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+//!
+//! At most [`PRODUCERS_PER_PARTITION_MAX`] producers are remembered; beyond that the one that
+//! appended least recently is forgotten (Kafka expires idle producers by time instead).
+
+use crate::constants::PRODUCER_BATCHES_REMEMBERED;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+/// Producers remembered per partition before the least recently active one is forgotten.
+pub const PRODUCERS_PER_PARTITION_MAX: usize = 10_000;
+
+/// One remembered batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchRecord {
+    pub first_sequence: i32,
+    pub last_sequence: i32,
+    pub base_offset: i64,
+    pub last_offset: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ProducerEntry {
+    epoch: i16,
+    /// Oldest first; at most `PRODUCER_BATCHES_REMEMBERED`.
+    batches: VecDeque<BatchRecord>,
+    /// Logical clock of the last append, for eviction.
+    last_touch: u64,
+}
+
+/// What to do with a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// Append it.
+    Append,
+    /// Already appended: answer with these offsets, append nothing.
+    Duplicate { base_offset: i64, last_offset: i64 },
+}
+
+/// Why a batch is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProducerError {
+    StaleEpoch {
+        producer_id: i64,
+        epoch: i16,
+        current: i16,
+    },
+    OutOfOrder {
+        producer_id: i64,
+        epoch: i16,
+        first_sequence: i32,
+        expected: i32,
+    },
+}
+
+impl ProducerError {
+    /// The Kafka error code for the produce response.
+    pub fn kafka_error_code(&self) -> i16 {
+        use kafka_protocol::ResponseError;
+        match self {
+            ProducerError::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
+            ProducerError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+        }
+    }
+}
+
+impl fmt::Display for ProducerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProducerError::StaleEpoch {
+                producer_id,
+                epoch,
+                current,
+            } => write!(
+                f,
+                "producer {producer_id} epoch {epoch} is older than the current epoch {current}"
+            ),
+            ProducerError::OutOfOrder {
+                producer_id,
+                epoch,
+                first_sequence,
+                expected,
+            } => write!(
+                f,
+                "producer {producer_id} epoch {epoch}: sequence {first_sequence}, expected {expected}"
+            ),
+        }
+    }
+}
+
+/// The sequence after `sequence`, wrapping as Kafka does.
+pub fn next_sequence(sequence: i32) -> i32 {
+    if sequence == i32::MAX {
+        0
+    } else {
+        sequence + 1
+    }
+}
+
+/// Producer states of one partition.
+#[derive(Clone, Debug, Default)]
+pub struct ProducerStates {
+    producers: HashMap<i64, ProducerEntry>,
+    clock: u64,
+}
+
+impl ProducerStates {
+    pub fn new() -> ProducerStates {
+        ProducerStates::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    /// The current epoch of `producer_id`, if known.
+    pub fn epoch(&self, producer_id: i64) -> Option<i16> {
+        self.producers.get(&producer_id).map(|e| e.epoch)
+    }
+
+    /// Decides what to do with a batch (no state change).
+    pub fn check(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        first_sequence: i32,
+        last_sequence: i32,
+    ) -> Result<SequenceCheck, ProducerError> {
+        if producer_id < 0 {
+            return Ok(SequenceCheck::Append);
+        }
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(SequenceCheck::Append);
+        };
+        if epoch < entry.epoch {
+            return Err(ProducerError::StaleEpoch {
+                producer_id,
+                epoch,
+                current: entry.epoch,
+            });
+        }
+        if epoch > entry.epoch {
+            if first_sequence != 0 {
+                return Err(ProducerError::OutOfOrder {
+                    producer_id,
+                    epoch,
+                    first_sequence,
+                    expected: 0,
+                });
+            }
+            return Ok(SequenceCheck::Append);
+        }
+        if let Some(dup) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_sequence == first_sequence && b.last_sequence == last_sequence)
+        {
+            return Ok(SequenceCheck::Duplicate {
+                base_offset: dup.base_offset,
+                last_offset: dup.last_offset,
+            });
+        }
+        let expected = match entry.batches.back() {
+            Some(last) => next_sequence(last.last_sequence),
+            None => 0,
+        };
+        if first_sequence != expected {
+            return Err(ProducerError::OutOfOrder {
+                producer_id,
+                epoch,
+                first_sequence,
+                expected,
+            });
+        }
+        Ok(SequenceCheck::Append)
+    }
+
+    /// Records an appended batch (after a successful [`Self::check`], or while replaying the log).
+    pub fn record(&mut self, producer_id: i64, epoch: i16, batch: BatchRecord) {
+        if producer_id < 0 {
+            return;
+        }
+        assert!(batch.base_offset <= batch.last_offset);
+        self.clock += 1;
+        let clock = self.clock;
+        if !self.producers.contains_key(&producer_id)
+            && self.producers.len() >= PRODUCERS_PER_PARTITION_MAX
+        {
+            self.evict_least_recent();
+        }
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch,
+                batches: VecDeque::new(),
+                last_touch: clock,
+            });
+        if epoch != entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        if let Some(last) = entry.batches.back() {
+            assert!(last.last_offset < batch.base_offset, "batches are recorded in log order");
+        }
+        entry.batches.push_back(batch);
+        while entry.batches.len() > PRODUCER_BATCHES_REMEMBERED {
+            entry.batches.pop_front();
+        }
+        entry.last_touch = clock;
+        assert!(self.producers.len() <= PRODUCERS_PER_PARTITION_MAX);
+    }
+
+    fn evict_least_recent(&mut self) {
+        if let Some((&victim, _)) = self.producers.iter().min_by_key(|(_, e)| e.last_touch) {
+            self.producers.remove(&victim);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+    fn rec(first: i32, last: i32, base: i64) -> BatchRecord {
+        BatchRecord {
+            first_sequence: first,
+            last_sequence: last,
+            base_offset: base,
+            last_offset: base + i64::from(last - first),
+        }
+    }
+
+    #[test]
+    fn in_order_batches_append_and_retries_are_duplicates() {
+        let mut s = ProducerStates::new();
+        assert_eq!(s.check(7, 0, 0, 4), Ok(SequenceCheck::Append));
+        s.record(7, 0, rec(0, 4, 100));
+        assert_eq!(s.check(7, 0, 5, 9), Ok(SequenceCheck::Append));
+        s.record(7, 0, rec(5, 9, 105));
+        assert_eq!(
+            s.check(7, 0, 0, 4),
+            Ok(SequenceCheck::Duplicate {
+                base_offset: 100,
+                last_offset: 104
+            })
+        );
+        assert_eq!(
+            s.check(7, 0, 5, 9),
+            Ok(SequenceCheck::Duplicate {
+                base_offset: 105,
+                last_offset: 109
+            })
+        );
+    }
+
+    #[test]
+    fn gaps_and_stale_epochs_are_refused() {
+        let mut s = ProducerStates::new();
+        s.record(7, 2, rec(0, 0, 0));
+        assert!(matches!(
+            s.check(7, 2, 2, 2),
+            Err(ProducerError::OutOfOrder { expected: 1, .. })
+        ));
+        let err = s.check(7, 1, 1, 1).unwrap_err();
+        assert!(matches!(err, ProducerError::StaleEpoch { current: 2, .. }));
+        assert_eq!(err.kafka_error_code(), 47);
+        assert_eq!(s.check(7, 2, 2, 2).unwrap_err().kafka_error_code(), 45);
+    }
+
+    #[test]
+    fn a_new_epoch_must_start_at_zero_and_resets_the_window() {
+        let mut s = ProducerStates::new();
+        s.record(7, 0, rec(0, 9, 0));
+        assert!(s.check(7, 1, 10, 10).is_err());
+        assert_eq!(s.check(7, 1, 0, 0), Ok(SequenceCheck::Append));
+        s.record(7, 1, rec(0, 0, 10));
+        assert_eq!(s.epoch(7), Some(1));
+        assert!(s.check(7, 0, 10, 10).is_err(), "old epoch is fenced");
+        assert_eq!(s.check(7, 1, 1, 1), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn unknown_and_non_idempotent_producers_always_append() {
+        let s = ProducerStates::new();
+        assert_eq!(s.check(-1, -1, -1, -1), Ok(SequenceCheck::Append));
+        assert_eq!(s.check(42, 3, 17, 20), Ok(SequenceCheck::Append));
+        let mut s = ProducerStates::new();
+        s.record(-1, -1, rec(0, 0, 0));
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn sequences_wrap_at_i32_max() {
+        let mut s = ProducerStates::new();
+        s.record(1, 0, rec(i32::MAX - 1, i32::MAX, 0));
+        assert_eq!(s.check(1, 0, 0, 3), Ok(SequenceCheck::Append));
+        assert!(s.check(1, 0, 1, 3).is_err());
+    }
+
+    #[test]
+    fn only_the_last_five_batches_answer_as_duplicates() {
+        let mut s = ProducerStates::new();
+        for i in 0..8 {
+            s.record(1, 0, rec(i, i, i64::from(i)));
+        }
+        for i in 0..3 {
+            assert!(s.check(1, 0, i, i).is_err(), "batch {i} fell out of the window");
+        }
+        for i in 3..8 {
+            assert!(matches!(s.check(1, 0, i, i), Ok(SequenceCheck::Duplicate { .. })));
+        }
+    }
+
+    #[test]
+    fn least_recently_active_producer_is_forgotten_at_the_cap() {
+        let mut s = ProducerStates::new();
+        for pid in 0..PRODUCERS_PER_PARTITION_MAX as i64 {
+            s.record(pid, 0, rec(0, 0, pid));
+        }
+        s.record(0, 0, rec(1, 1, 1_000_000)); // producer 0 is active again
+        s.record(999_999, 0, rec(0, 0, 1_000_001));
+        assert_eq!(s.len(), PRODUCERS_PER_PARTITION_MAX);
+        assert!(s.epoch(0).is_some());
+        assert!(s.epoch(1).is_none(), "producer 1 was the least recently active");
+    }
+
+    /// A model: one producer retrying random batches; the log must hold each sequence once,
+    /// in order, whatever the retries.
+    #[test]
+    fn random_retries_never_duplicate_or_reorder() {
+        let seed: u64 = 0x0dd_5eed;
+        println!("seed {seed}");
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut s = ProducerStates::new();
+        let mut log: Vec<i32> = Vec::new(); // sequence of each appended record
+        let mut sent: Vec<(i32, i32)> = Vec::new(); // batches the producer has sent, in order
+        let mut next = 0;
+        for _ in 0..5000 {
+            let retry = !sent.is_empty() && rng.gen_bool(0.4);
+            let (first, last) = if retry {
+                sent[rng.gen_range(sent.len().saturating_sub(5)..sent.len())]
+            } else {
+                let n = rng.gen_range(1..5);
+                let batch = (next, next + n - 1);
+                next += n;
+                sent.push(batch);
+                batch
+            };
+            match s.check(9, 0, first, last) {
+                Ok(SequenceCheck::Append) => {
+                    let base = log.len() as i64;
+                    log.extend(first..=last);
+                    s.record(9, 0, rec(first, last, base));
+                }
+                Ok(SequenceCheck::Duplicate { base_offset, .. }) => {
+                    assert_eq!(log[base_offset as usize], first);
+                }
+                Err(e) => panic!("in-window retry refused: {e}"),
+            }
+        }
+        assert_eq!(log, (0..next).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,900 @@
+//! The state one shard owns: its partitions (log + idempotent-producer state) and its copy of
+//! the topic registry. Synchronous and I/O-bounded (page-cache reads and writes through the
+//! log's `Storage`); the runtime drives flushes and waits.
+//!
+//! Ownership: partition `p` of topic `t` lives in the `ShardState` of
+//! `model::partition_shard(t, p, shard_count)` and nowhere else. Only operations executed on
+//! this shard touch it, so no locks are needed.
+//!
+//! On-disk layout: `{data_dir}/logs/{topic_id}-{partition}/` (topic id in simple hex form), so
+//! a deleted and re-created topic of the same name never meets the old data. Directories that
+//! belong to no partition of the registry are removed at startup ([`remove_orphan_logs`]).
+//!
+//! Visibility: the high watermark of a partition is its **durable** end offset. Fetch and
+//! ListOffsets(latest) never expose records that a crash could still take away; the runtime
+//! flushes as soon as anything is written (group commit), so this costs one fsync of latency.
+
+use super::ops::{
+    FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, ProduceOp,
+    ProduceResult,
+};
+use super::producer_state::{BatchRecord, ProducerStates, SequenceCheck};
+use super::registry::TopicRegistry;
+use crate::config::TopicSettings;
+use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
+use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
+use crate::model::{partition_shard, ShardId};
+use crate::storage::file::Storage;
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// Directory under the data directory that holds the partition logs.
+pub const LOGS_DIR: &str = "logs";
+/// Bytes read at a time while rebuilding producer state from a log.
+const REBUILD_READ_BYTES: usize = 4 * 1024 * 1024;
+
+/// ListOffsets special timestamps.
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+
+/// Identifies a partition inside a shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionKey {
+    pub topic_id: Uuid,
+    pub partition: i32,
+}
+
+impl PartitionKey {
+    pub fn of(r: &PartitionRef) -> PartitionKey {
+        PartitionKey {
+            topic_id: r.topic_id,
+            partition: r.partition,
+        }
+    }
+}
+
+/// Directory of one partition's log.
+pub fn partition_dir(data_dir: &Path, topic_id: Uuid, partition: i32) -> PathBuf {
+    data_dir
+        .join(LOGS_DIR)
+        .join(format!("{}-{partition}", topic_id.simple()))
+}
+
+/// Parses a partition directory name back into its key.
+pub fn parse_partition_dir(name: &str) -> Option<PartitionKey> {
+    let (id, partition) = name.rsplit_once('-')?;
+    let topic_id = Uuid::try_parse(id).ok()?;
+    let partition: i32 = partition.parse().ok()?;
+    (partition >= 0).then_some(PartitionKey {
+        topic_id,
+        partition,
+    })
+}
+
+/// Removes partition directories that belong to no partition of `registry` (deleted topics
+/// whose removal a crash interrupted). Run once at startup, before any shard opens its logs.
+pub fn remove_orphan_logs(data_dir: &Path, registry: &TopicRegistry) -> io::Result<Vec<PathBuf>> {
+    let logs = data_dir.join(LOGS_DIR);
+    let mut removed = Vec::new();
+    let entries = match std::fs::read_dir(&logs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let keep = name.to_str().and_then(parse_partition_dir).is_some_and(|key| {
+            registry
+                .topic_by_id(&key.topic_id)
+                .is_some_and(|t| key.partition < t.partitions)
+        });
+        if !keep {
+            std::fs::remove_dir_all(entry.path())?;
+            removed.push(entry.path());
+        }
+    }
+    Ok(removed)
+}
+
+/// Maps a log error to the Kafka error code answered at the edge.
+pub fn log_error_code(error: &LogError) -> i16 {
+    match error {
+        LogError::InvalidBatch(BatchError::CrcMismatch { .. }) => {
+            ResponseError::CorruptMessage.code()
+        }
+        LogError::InvalidBatch(_) => ResponseError::InvalidRecord.code(),
+        LogError::BatchTooLarge { .. } => ResponseError::MessageTooLarge.code(),
+        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        LogError::InvalidConfig { .. } => ResponseError::InvalidConfig.code(),
+        LogError::Io { .. } | LogError::Poisoned { .. } | LogError::Corrupt { .. } => {
+            ResponseError::KafkaStorageError.code()
+        }
+    }
+}
+
+/// A partition this shard owns.
+pub struct Partition<S: Storage> {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub log: PartitionLog<S>,
+    pub producers: ProducerStates,
+    pub settings: TopicSettings,
+}
+
+impl<S: Storage> Partition<S> {
+    /// The offset below which records are durable and visible to consumers.
+    pub fn high_watermark(&self) -> i64 {
+        self.log.durable_end_offset() as i64
+    }
+}
+
+/// Why a shard could not open its partitions.
+#[derive(Debug)]
+pub struct OpenError {
+    pub partition: String,
+    pub error: LogError,
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot open partition {}: {}", self.partition, self.error)
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// What a produce did, for the runtime.
+#[derive(Debug)]
+pub struct ProduceApplied {
+    pub result: ProduceResult,
+    /// For a success: the durable end offset that covers the batch (acks=all waits for it).
+    pub durable_target: Option<(PartitionKey, u64)>,
+}
+
+/// The state of one shard.
+pub struct ShardState<S: Storage + Clone> {
+    pub id: ShardId,
+    pub shard_count: usize,
+    pub data_dir: PathBuf,
+    storage: S,
+    registry: Arc<TopicRegistry>,
+    partitions: HashMap<PartitionKey, Partition<S>>,
+}
+
+fn log_config(settings: &TopicSettings) -> LogConfig {
+    LogConfig {
+        segment_bytes: settings.segment_bytes,
+        segment_ms: settings.segment_ms,
+        retention_bytes: settings.retention_bytes,
+        retention_ms: settings.retention_ms,
+        ..LogConfig::default()
+    }
+}
+
+/// Replays the batch headers of a log into producer state.
+fn rebuild_producers<S: Storage>(log: &PartitionLog<S>) -> Result<ProducerStates, LogError> {
+    let mut states = ProducerStates::new();
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let read = log.read(offset, REBUILD_READ_BYTES)?;
+        assert!(read.next_offset > offset, "a read below the end makes progress");
+        let batches = batch::split_batches(&read.records).map_err(|e| LogError::Corrupt {
+            path: log.dir().to_path_buf(),
+            position: offset,
+            reason: format!("stored batches do not split: {e}"),
+        })?;
+        for bytes in batches {
+            let header = batch::parse_header(bytes).map_err(|e| LogError::Corrupt {
+                path: log.dir().to_path_buf(),
+                position: offset,
+                reason: e.to_string(),
+            })?;
+            if header.producer_id >= 0 && header.base_sequence >= 0 {
+                let base = header.base_offset;
+                states.record(
+                    header.producer_id,
+                    header.producer_epoch,
+                    BatchRecord {
+                        first_sequence: header.base_sequence,
+                        last_sequence: wrap_sequence(header.base_sequence, header.last_offset_delta),
+                        base_offset: base,
+                        last_offset: base + i64::from(header.last_offset_delta),
+                    },
+                );
+            }
+        }
+        offset = read.next_offset;
+    }
+    Ok(states)
+}
+
+/// `base + delta` in Kafka's wrapping sequence space.
+pub fn wrap_sequence(base: i32, delta: i32) -> i32 {
+    let sum = i64::from(base) + i64::from(delta);
+    (sum % (i64::from(i32::MAX) + 1)) as i32
+}
+
+impl<S: Storage + Clone> ShardState<S> {
+    /// Opens every partition of `registry` this shard owns (recovering its log and rebuilding
+    /// its producer state).
+    pub fn open(
+        id: ShardId,
+        shard_count: usize,
+        data_dir: &Path,
+        storage: S,
+        registry: Arc<TopicRegistry>,
+        now_ms: u64,
+    ) -> Result<(ShardState<S>, Vec<RecoveryReport>), OpenError> {
+        assert!(id.index() < shard_count);
+        let mut state = ShardState {
+            id,
+            shard_count,
+            data_dir: data_dir.to_path_buf(),
+            storage,
+            registry: Arc::new(TopicRegistry::new(registry.cluster_id.clone())),
+            partitions: HashMap::new(),
+        };
+        let reports = state.install_registry(registry, now_ms)?;
+        Ok((state, reports))
+    }
+
+    pub fn registry(&self) -> &Arc<TopicRegistry> {
+        &self.registry
+    }
+
+    pub fn owns(&self, topic: &str, partition: i32) -> bool {
+        partition >= 0 && partition_shard(topic, partition, self.shard_count) == self.id
+    }
+
+    pub fn partition(&self, key: &PartitionKey) -> Option<&Partition<S>> {
+        self.partitions.get(key)
+    }
+
+    pub fn partition_mut(&mut self, key: &PartitionKey) -> Option<&mut Partition<S>> {
+        self.partitions.get_mut(key)
+    }
+
+    pub fn partition_keys(&self) -> Vec<PartitionKey> {
+        let mut keys: Vec<_> = self.partitions.keys().copied().collect();
+        keys.sort();
+        keys
+    }
+
+    pub fn partitions(&self) -> impl Iterator<Item = &Partition<S>> {
+        self.partitions.values()
+    }
+
+    fn open_partition(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        partition: i32,
+        settings: TopicSettings,
+        now_ms: u64,
+    ) -> Result<(Partition<S>, RecoveryReport), OpenError> {
+        let dir = partition_dir(&self.data_dir, topic_id, partition);
+        let wrap = |error| OpenError {
+            partition: format!("{topic}-{partition} ({})", dir.display()),
+            error,
+        };
+        let (log, report) =
+            PartitionLog::open(self.storage.clone(), &dir, log_config(&settings), now_ms)
+                .map_err(wrap)?;
+        let producers = rebuild_producers(&log).map_err(wrap)?;
+        Ok((
+            Partition {
+                topic: topic.to_string(),
+                topic_id,
+                partition,
+                log,
+                producers,
+                settings,
+            },
+            report,
+        ))
+    }
+
+    /// Installs a new registry snapshot: opens partitions this shard now owns, drops (and
+    /// deletes the files of) partitions whose topic is gone. Partitions whose topic settings
+    /// changed keep running with the settings they were opened with until the next start
+    /// (the log has no live reconfiguration).
+    pub fn install_registry(
+        &mut self,
+        registry: Arc<TopicRegistry>,
+        now_ms: u64,
+    ) -> Result<Vec<RecoveryReport>, OpenError> {
+        let mut reports = Vec::new();
+        let gone: Vec<PartitionKey> = self
+            .partitions
+            .keys()
+            .filter(|key| {
+                registry
+                    .topic_by_id(&key.topic_id)
+                    .is_none_or(|t| key.partition >= t.partitions)
+            })
+            .copied()
+            .collect();
+        for key in gone {
+            let partition = self.partitions.remove(&key).expect("listed above");
+            let dir = partition.log.dir().to_path_buf();
+            drop(partition);
+            if let Err(e) = remove_log_dir(&self.storage, &dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove a deleted partition's files; they go at the next start");
+            }
+        }
+        for topic in registry.topics.values() {
+            let (settings, errors) = TopicSettings::resolve(&topic.configs, &registry.broker_configs);
+            for e in errors {
+                tracing::warn!(topic = %topic.name, error = %e, "topic config");
+            }
+            for partition in 0..topic.partitions {
+                let key = PartitionKey {
+                    topic_id: topic.id,
+                    partition,
+                };
+                if !self.owns(&topic.name, partition) || self.partitions.contains_key(&key) {
+                    continue;
+                }
+                let (opened, report) =
+                    self.open_partition(&topic.name, topic.id, partition, settings, now_ms)?;
+                self.partitions.insert(key, opened);
+                reports.push(report);
+            }
+        }
+        assert!(registry.version >= self.registry.version, "registry versions only grow");
+        self.registry = registry;
+        Ok(reports)
+    }
+
+    fn lookup(&self, r: &PartitionRef) -> Result<&Partition<S>, i16> {
+        match self.partitions.get(&PartitionKey::of(r)) {
+            Some(p) if p.topic == r.topic => Ok(p),
+            _ => Err(ResponseError::UnknownTopicOrPartition.code()),
+        }
+    }
+
+    /// Validates and appends one produced batch (see the module docs of `producer_state`).
+    pub fn produce(&mut self, op: &ProduceOp, now_ms: u64) -> ProduceApplied {
+        let fail = |code: i16, message: String| ProduceApplied {
+            result: ProduceResult::error(code, message),
+            durable_target: None,
+        };
+        let key = PartitionKey::of(&op.partition);
+        let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == op.partition.topic)
+        else {
+            return fail(
+                ResponseError::UnknownTopicOrPartition.code(),
+                format!("{}-{} is not on this broker", op.partition.topic, op.partition.partition),
+            );
+        };
+        let records = &op.records[..];
+        if records.len() as u64 > partition.settings.max_message_bytes {
+            return fail(
+                ResponseError::MessageTooLarge.code(),
+                format!(
+                    "batch of {} bytes exceeds max.message.bytes {}",
+                    records.len(),
+                    partition.settings.max_message_bytes
+                ),
+            );
+        }
+        let header = match batch::validate(records) {
+            Ok(header) => header,
+            Err(e) => {
+                return fail(
+                    log_error_code(&LogError::InvalidBatch(e)),
+                    format!("invalid record batch: {e}"),
+                )
+            }
+        };
+        if header.is_control() {
+            return fail(
+                ResponseError::InvalidRecord.code(),
+                "clients may not write control batches".into(),
+            );
+        }
+        if header.is_transactional() {
+            return fail(
+                ResponseError::InvalidTxnState.code(),
+                "transactional produce is not served by this broker".into(),
+            );
+        }
+        let last_sequence = wrap_sequence(header.base_sequence, header.last_offset_delta);
+        let idempotent = header.producer_id >= 0;
+        if idempotent && header.base_sequence < 0 {
+            return fail(
+                ResponseError::InvalidRecord.code(),
+                "a batch with a producer id needs a base sequence".into(),
+            );
+        }
+        let log_start_offset = partition.log.log_start_offset() as i64;
+        match partition.producers.check(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            last_sequence,
+        ) {
+            Err(e) => return fail(e.kafka_error_code(), e.to_string()),
+            Ok(SequenceCheck::Duplicate {
+                base_offset,
+                last_offset,
+            }) => {
+                return ProduceApplied {
+                    result: ProduceResult {
+                        error_code: 0,
+                        error_message: None,
+                        base_offset,
+                        log_start_offset,
+                    },
+                    durable_target: Some((key, last_offset as u64 + 1)),
+                }
+            }
+            Ok(SequenceCheck::Append) => {}
+        }
+        let info = match partition.log.append(records, now_ms) {
+            Ok(info) => info,
+            Err(e) => return fail(log_error_code(&e), e.to_string()),
+        };
+        partition.producers.record(
+            header.producer_id,
+            header.producer_epoch,
+            BatchRecord {
+                first_sequence: header.base_sequence,
+                last_sequence,
+                base_offset: info.base_offset as i64,
+                last_offset: info.last_offset as i64,
+            },
+        );
+        ProduceApplied {
+            result: ProduceResult {
+                error_code: 0,
+                error_message: None,
+                base_offset: info.base_offset as i64,
+                log_start_offset,
+            },
+            durable_target: Some((key, info.last_offset + 1)),
+        }
+    }
+
+    /// Reads the partitions of a fetch, in order, up to the op's byte budget; only durable
+    /// batches are returned.
+    pub fn fetch(&self, op: &FetchOp) -> Vec<FetchedPartition> {
+        let mut budget = op.max_bytes;
+        let mut any_records = false;
+        op.partitions
+            .iter()
+            .map(|want| {
+                let partition = match self.lookup(&want.partition) {
+                    Ok(p) => p,
+                    Err(code) => return FetchedPartition::error(code),
+                };
+                let hw = partition.high_watermark();
+                let start = partition.log.log_start_offset() as i64;
+                let mut out = FetchedPartition {
+                    error_code: 0,
+                    high_watermark: hw,
+                    log_start_offset: start,
+                    records: Bytes::new(),
+                };
+                if want.fetch_offset < start || want.fetch_offset > hw {
+                    out.error_code = ResponseError::OffsetOutOfRange.code();
+                    return out;
+                }
+                let limit = want.max_bytes.min(budget);
+                if want.fetch_offset == hw || (limit == 0 && any_records) {
+                    return out;
+                }
+                // With nothing returned yet, read at least one batch even past the budget.
+                let ask = if any_records { limit } else { limit.max(1) };
+                match partition.log.read(want.fetch_offset as u64, ask) {
+                    Ok(read) => {
+                        let records = trim_to(&read.records, hw);
+                        budget = budget.saturating_sub(records.len());
+                        any_records |= !records.is_empty();
+                        out.records = Bytes::copy_from_slice(records);
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %partition.topic, partition = partition.partition, error = %e, "fetch read failed");
+                        out.error_code = log_error_code(&e);
+                    }
+                }
+                out
+            })
+            .collect()
+    }
+
+    /// Whether any of the partitions has durable data at or past the given offset (or an
+    /// error a fetch would report at once).
+    pub fn has_data(&self, partitions: &[(PartitionRef, i64)]) -> bool {
+        partitions.iter().any(|(r, offset)| match self.lookup(r) {
+            Ok(p) => {
+                let hw = p.high_watermark();
+                hw > *offset || *offset > hw || *offset < p.log.log_start_offset() as i64
+            }
+            Err(_) => true,
+        })
+    }
+
+    /// Answers ListOffsets for partitions this shard owns.
+    pub fn list_offsets(&self, op: &ListOffsetsOp) -> Vec<ListedOffset> {
+        op.partitions
+            .iter()
+            .map(|(r, timestamp)| {
+                let fail = |error_code| ListedOffset {
+                    error_code,
+                    timestamp: -1,
+                    offset: -1,
+                };
+                let partition = match self.lookup(r) {
+                    Ok(p) => p,
+                    Err(code) => return fail(code),
+                };
+                let hw = partition.high_watermark();
+                let start = partition.log.log_start_offset() as i64;
+                let found = |offset: i64, timestamp: i64| ListedOffset {
+                    error_code: 0,
+                    timestamp,
+                    offset,
+                };
+                match *timestamp {
+                    LATEST_TIMESTAMP | LATEST_TIERED_TIMESTAMP => found(hw, -1),
+                    EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => found(start, -1),
+                    MAX_TIMESTAMP => match max_timestamp_offset(partition, hw) {
+                        Ok(Some((offset, ts))) => found(offset, ts),
+                        Ok(None) => found(-1, -1),
+                        Err(e) => fail(log_error_code(&e)),
+                    },
+                    ts if ts >= 0 => match partition.log.offset_for_timestamp(ts) {
+                        Ok(Some((offset, found_ts))) if (offset as i64) < hw => {
+                            found(offset as i64, found_ts)
+                        }
+                        Ok(_) => found(-1, -1),
+                        Err(e) => fail(log_error_code(&e)),
+                    },
+                    _ => fail(ResponseError::InvalidRequest.code()),
+                }
+            })
+            .collect()
+    }
+
+    /// Starts a flush of one partition if it has unflushed writes.
+    pub fn begin_flush(&mut self, key: &PartitionKey) -> Option<FlushTicket> {
+        self.partitions.get_mut(key)?.log.begin_flush()
+    }
+
+    /// Ends a flush; returns the new durable end offset.
+    pub fn complete_flush(
+        &mut self,
+        key: &PartitionKey,
+        ticket: FlushTicket,
+        result: io::Result<()>,
+    ) -> Result<u64, LogError> {
+        let partition = self
+            .partitions
+            .get_mut(key)
+            .expect("a partition with a flush in flight is not removed");
+        partition.log.complete_flush(ticket, result)?;
+        Ok(partition.log.durable_end_offset())
+    }
+
+    /// Rolls segments that are due and applies retention; returns partitions that now need a
+    /// flush (a roll or removal changed files).
+    pub fn housekeeping(&mut self, now_ms: u64) -> Vec<PartitionKey> {
+        let mut touched = Vec::new();
+        for (key, partition) in self.partitions.iter_mut() {
+            if partition.log.flush_in_flight() {
+                continue;
+            }
+            let rolled = partition.log.roll_if_due(now_ms);
+            let removed = partition.log.enforce_retention(now_ms);
+            match (rolled, removed) {
+                (Ok(rolled), Ok(removed)) => {
+                    if rolled || !removed.is_empty() {
+                        touched.push(*key);
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::error!(topic = %partition.topic, partition = partition.partition, error = %e, "log housekeeping failed");
+                }
+            }
+        }
+        touched
+    }
+}
+
+/// The offset and timestamp of the batch with the largest max timestamp below `hw`.
+fn max_timestamp_offset<S: Storage>(
+    partition: &Partition<S>,
+    hw: i64,
+) -> Result<Option<(i64, i64)>, LogError> {
+    let log = &partition.log;
+    let mut best: Option<(i64, i64)> = None;
+    let mut offset = log.log_start_offset();
+    while (offset as i64) < hw {
+        let read = log.read(offset, REBUILD_READ_BYTES)?;
+        for bytes in batch::split_batches(&read.records).unwrap_or_default() {
+            if let Ok(header) = batch::parse_header(bytes) {
+                if header.base_offset < hw && best.is_none_or(|(_, ts)| header.max_timestamp > ts) {
+                    best = Some((header.base_offset, header.max_timestamp));
+                }
+            }
+        }
+        if read.next_offset <= offset {
+            break;
+        }
+        offset = read.next_offset;
+    }
+    Ok(best)
+}
+
+/// The prefix of `records` (whole batches) whose batches end at or below `hw`.
+pub fn trim_to(records: &[u8], hw: i64) -> &[u8] {
+    let mut end = 0;
+    while end + BATCH_HEADER_BYTES <= records.len() {
+        let Ok(header) = batch::parse_header(&records[end..]) else {
+            break;
+        };
+        let batch_end = header.base_offset + i64::from(header.last_offset_delta) + 1;
+        if batch_end > hw || end + header.total_bytes() > records.len() {
+            break;
+        }
+        end += header.total_bytes();
+    }
+    &records[..end]
+}
+
+fn remove_log_dir<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
+    for name in storage.list(dir)? {
+        storage.remove(&dir.join(name))?;
+    }
+    match std::fs::remove_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = dir.parent() {
+        if storage.exists(parent) {
+            storage.sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::BatchBuilder;
+    use crate::server::ops::FetchPartitionOp;
+    use crate::storage::file::SimStorage;
+
+    fn registry(topics: &[(&str, u128, i32)]) -> Arc<TopicRegistry> {
+        let mut r = TopicRegistry::new("c".into());
+        for (name, id, partitions) in topics {
+            r.create_topic(name, Uuid::from_u128(*id), *partitions, &[]).unwrap();
+        }
+        Arc::new(r)
+    }
+
+    fn pref(topic: &str, id: u128, partition: i32) -> PartitionRef {
+        PartitionRef {
+            topic: topic.into(),
+            topic_id: Uuid::from_u128(id),
+            partition,
+        }
+    }
+
+    fn batch(pid: i64, epoch: i16, seq: i32, values: &[&[u8]]) -> Bytes {
+        let mut b = BatchBuilder::new(1_000);
+        b.producer_id = pid;
+        b.producer_epoch = epoch;
+        b.base_sequence = seq;
+        for v in values {
+            b.record(1_000, None, Some(v));
+        }
+        Bytes::from(b.build())
+    }
+
+    fn produce(state: &mut ShardState<SimStorage>, r: &PartitionRef, records: Bytes) -> ProduceApplied {
+        state.produce(
+            &ProduceOp {
+                partition: r.clone(),
+                records,
+                acks: -1,
+                timeout_ms: 1000,
+            },
+            1_000,
+        )
+    }
+
+    fn flush(state: &mut ShardState<SimStorage>, key: &PartitionKey) {
+        if let Some(ticket) = state.begin_flush(key) {
+            state.complete_flush(key, ticket, Ok(())).unwrap();
+        }
+    }
+
+    fn open(storage: &SimStorage, reg: Arc<TopicRegistry>, shards: usize, id: u16) -> ShardState<SimStorage> {
+        ShardState::open(ShardId(id), shards, Path::new("/data"), storage.clone(), reg, 0)
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn opens_only_owned_partitions() {
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 8)]);
+        let a = open(&storage, reg.clone(), 2, 0);
+        let b = open(&storage, reg, 2, 1);
+        assert_eq!(a.partition_keys().len() + b.partition_keys().len(), 8);
+        assert_eq!(a.partition_keys().len(), 4);
+        for key in a.partition_keys() {
+            assert!(a.owns("t", key.partition));
+            assert!(!b.owns("t", key.partition));
+        }
+    }
+
+    #[test]
+    fn produce_is_visible_only_once_durable() {
+        let storage = SimStorage::new();
+        let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
+        let r = pref("t", 1, 0);
+        let key = PartitionKey::of(&r);
+        let applied = produce(&mut s, &r, batch(-1, -1, -1, &[b"a", b"b"]));
+        assert_eq!(applied.result.error_code, 0);
+        assert_eq!(applied.result.base_offset, 0);
+        assert_eq!(applied.durable_target, Some((key, 2)));
+        let fetch = FetchOp {
+            partitions: vec![FetchPartitionOp {
+                partition: r.clone(),
+                fetch_offset: 0,
+                max_bytes: 1 << 20,
+            }],
+            max_bytes: 1 << 20,
+        };
+        let before = &s.fetch(&fetch)[0];
+        assert_eq!(before.high_watermark, 0);
+        assert!(before.records.is_empty());
+        assert!(!s.has_data(&[(r.clone(), 0)]));
+        flush(&mut s, &key);
+        let after = &s.fetch(&fetch)[0];
+        assert_eq!(after.high_watermark, 2);
+        assert_eq!(batch::parse_header(&after.records).unwrap().records_count, 2);
+        assert!(s.has_data(&[(r.clone(), 0)]));
+        let listed = s.list_offsets(&ListOffsetsOp {
+            partitions: vec![(r.clone(), LATEST_TIMESTAMP), (r.clone(), EARLIEST_TIMESTAMP)],
+        });
+        assert_eq!((listed[0].offset, listed[1].offset), (2, 0));
+    }
+
+    #[test]
+    fn invalid_batches_get_kafka_codes_and_are_not_appended() {
+        let storage = SimStorage::new();
+        let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
+        let r = pref("t", 1, 0);
+        let mut bad = batch(-1, -1, -1, &[b"x"]).to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(produce(&mut s, &r, Bytes::from(bad)).result.error_code, 2);
+        assert_eq!(produce(&mut s, &r, Bytes::from_static(b"short")).result.error_code, 87);
+        assert_eq!(produce(&mut s, &pref("t", 2, 0), batch(-1, -1, -1, &[b"x"])).result.error_code, 3);
+        assert_eq!(produce(&mut s, &pref("t", 1, 5), batch(-1, -1, -1, &[b"x"])).result.error_code, 3);
+        let big = vec![0u8; 2 * 1024 * 1024];
+        assert_eq!(produce(&mut s, &r, batch(-1, -1, -1, &[&big])).result.error_code, 10);
+        let key = PartitionKey::of(&r);
+        assert_eq!(s.partition(&key).unwrap().log.log_end_offset(), 0);
+    }
+
+    #[test]
+    fn idempotent_duplicates_answer_the_original_offset_and_survive_reopen() {
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 1)]);
+        let mut s = open(&storage, reg.clone(), 1, 0);
+        let r = pref("t", 1, 0);
+        let key = PartitionKey::of(&r);
+        assert_eq!(produce(&mut s, &r, batch(5, 0, 0, &[b"a", b"b"])).result.base_offset, 0);
+        assert_eq!(produce(&mut s, &r, batch(5, 0, 2, &[b"c"])).result.base_offset, 2);
+        let dup = produce(&mut s, &r, batch(5, 0, 0, &[b"a", b"b"]));
+        assert_eq!((dup.result.error_code, dup.result.base_offset), (0, 0));
+        assert_eq!(produce(&mut s, &r, batch(5, 0, 9, &[b"z"])).result.error_code, 45);
+        flush(&mut s, &key);
+        drop(s);
+        // Producer state is rebuilt from the log.
+        let mut s = open(&storage, reg, 1, 0);
+        let dup = produce(&mut s, &r, batch(5, 0, 2, &[b"c"]));
+        assert_eq!((dup.result.error_code, dup.result.base_offset), (0, 2));
+        assert_eq!(produce(&mut s, &r, batch(5, 0, 3, &[b"d"])).result.base_offset, 3);
+        assert_eq!(produce(&mut s, &r, batch(5, 1, 0, &[b"e"])).result.base_offset, 4);
+        assert_eq!(produce(&mut s, &r, batch(5, 0, 4, &[b"f"])).result.error_code, 47);
+        assert_eq!(s.partition(&key).unwrap().log.log_end_offset(), 5);
+    }
+
+    #[test]
+    fn fetch_budget_and_offsets_out_of_range() {
+        let storage = SimStorage::new();
+        let mut s = open(&storage, registry(&[("t", 1, 2)]), 1, 0);
+        let (r0, r1) = (pref("t", 1, 0), pref("t", 1, 1));
+        for _ in 0..3 {
+            produce(&mut s, &r0, batch(-1, -1, -1, &[&[7u8; 100]]));
+            produce(&mut s, &r1, batch(-1, -1, -1, &[&[8u8; 100]]));
+        }
+        flush(&mut s, &PartitionKey::of(&r0));
+        flush(&mut s, &PartitionKey::of(&r1));
+        let part = |r: &PartitionRef, offset| FetchPartitionOp {
+            partition: r.clone(),
+            fetch_offset: offset,
+            max_bytes: 1 << 20,
+        };
+        // A budget of 1 byte still returns one batch of the first partition, nothing after.
+        let got = s.fetch(&FetchOp {
+            partitions: vec![part(&r0, 0), part(&r1, 0)],
+            max_bytes: 1,
+        });
+        assert_eq!(batch::split_batches(&got[0].records).unwrap().len(), 1);
+        assert!(got[1].records.is_empty());
+        let got = s.fetch(&FetchOp {
+            partitions: vec![part(&r0, 4), part(&r0, 3), part(&r1, 1)],
+            max_bytes: 1 << 20,
+        });
+        assert_eq!(got[0].error_code, 1);
+        assert!(got[1].records.is_empty() && got[1].error_code == 0);
+        assert_eq!(batch::split_batches(&got[2].records).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn deleted_topics_lose_their_partitions() {
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 2)]);
+        let mut s = open(&storage, reg.clone(), 1, 0);
+        let mut next = (*reg).clone();
+        next.delete_topic("t").unwrap();
+        next.version += 1;
+        s.install_registry(Arc::new(next), 0).unwrap();
+        assert!(s.partition_keys().is_empty());
+        assert_eq!(produce(&mut s, &pref("t", 1, 0), batch(-1, -1, -1, &[b"x"])).result.error_code, 3);
+    }
+
+    #[test]
+    fn trim_keeps_only_whole_batches_below_the_watermark() {
+        let mut records = Vec::new();
+        for base in [0i64, 2, 5] {
+            let mut b = batch(-1, -1, -1, &[&b"a"[..]; 2]).to_vec();
+            if base == 5 {
+                b = batch(-1, -1, -1, &[&b"a"[..]; 3]).to_vec();
+            }
+            batch::set_base_offset(&mut b, base);
+            records.extend_from_slice(&b);
+        }
+        assert_eq!(batch::split_batches(trim_to(&records, 8)).unwrap().len(), 3);
+        assert_eq!(batch::split_batches(trim_to(&records, 7)).unwrap().len(), 2);
+        assert_eq!(batch::split_batches(trim_to(&records, 4)).unwrap().len(), 2);
+        assert!(trim_to(&records, 1).is_empty());
+    }
+
+    #[test]
+    fn partition_dirs_round_trip_and_orphans_are_removed() {
+        let id = Uuid::from_u128(0xabc);
+        let dir = partition_dir(Path::new("/d"), id, 7);
+        let name = dir.file_name().unwrap().to_str().unwrap();
+        assert_eq!(parse_partition_dir(name), Some(PartitionKey { topic_id: id, partition: 7 }));
+        assert_eq!(parse_partition_dir("junk"), None);
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = registry(&[("t", 0xabc, 1)]);
+        for (tid, p) in [(0xabc, 0), (0xabc, 1), (0xdef, 0)] {
+            std::fs::create_dir_all(partition_dir(tmp.path(), Uuid::from_u128(tid), p)).unwrap();
+        }
+        let removed = remove_orphan_logs(tmp.path(), &reg).unwrap();
+        assert_eq!(removed.len(), 2);
+        assert!(partition_dir(tmp.path(), id, 0).exists());
+    }
+}

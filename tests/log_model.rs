@@ -1,0 +1,498 @@
+//! Random operation sequences on a `PartitionLog<SimStorage>` against a trivial model.
+//!
+//! The model is a `Vec` of every batch appended (bytes as the log must store them, base offset
+//! assigned), the log start offset, and durability watermarks. Operations: append, synchronous
+//! flush, asynchronous flush (ticket held while more appends arrive), roll by age, retention,
+//! delete-records, reads at random offsets and sizes, ListOffsets by timestamp, injected write
+//! and fsync failures, clean reopen, and power-loss crash + reopen.
+//!
+//! What it proves, for every seed:
+//! - reads return exactly the model's batches (whole batches, the one containing the offset
+//!   first, at least one, then as many as fit) and refuse offsets outside [start, end];
+//! - after a crash, every offset the log claimed durable (`durable_end_offset`) is there
+//!   byte-exact, the log ends on a batch boundary of the model (a prefix of the non-durable
+//!   batches may survive, nothing else), and the log start is between the last durable start
+//!   and the current one;
+//! - after a failed write or fsync every write is refused with `Poisoned`.
+//!
+//! Seeds: `LOG_MODEL_SEEDS` (default 300) seeds from `LOG_MODEL_FIRST_SEED` (default 0); a
+//! failing seed is printed and replays alone with `LOG_MODEL_FIRST_SEED=<seed> LOG_MODEL_SEEDS=1`.
+
+use lockstep::log::batch::{self, BatchBuilder};
+use lockstep::log::{FlushTicket, LogConfig, LogError, PartitionLog};
+use lockstep::storage::file::SimStorage;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+
+const OPS_PER_SEED: usize = 200;
+
+/// What a run exercised, summed over seeds, so a run that tests nothing fails.
+#[derive(Default, Debug)]
+struct Stats {
+    crashes: u64,
+    torn_tails_cut: u64,
+    nondurable_kept: u64,
+    nondurable_lost: u64,
+    rolls: u64,
+    segments_removed: u64,
+    poisonings: u64,
+    async_flushes: u64,
+    reads: u64,
+}
+
+#[derive(Clone)]
+struct ModelBatch {
+    base: u64,
+    count: u64,
+    bytes: Vec<u8>,
+    max_timestamp: i64,
+}
+
+struct Model {
+    batches: Vec<ModelBatch>,
+    start: u64,
+    /// Lower bound of the log start after a crash: the start made durable by the last
+    /// successful flush (or found at the last open).
+    durable_start: u64,
+    poisoned: bool,
+}
+
+impl Model {
+    fn end(&self) -> u64 {
+        self.batches.last().map_or(0, |b| b.base + b.count)
+    }
+
+    fn containing(&self, offset: u64) -> usize {
+        self.batches
+            .iter()
+            .position(|b| b.base <= offset && offset < b.base + b.count)
+            .expect("offset inside the model")
+    }
+
+    /// Expected (first offset, next offset, concatenated bytes) of `read(offset, max_bytes)`.
+    fn read(&self, offset: u64, max_bytes: usize) -> Option<(u64, u64, Vec<u8>)> {
+        if offset < self.start || offset > self.end() {
+            return None;
+        }
+        if offset == self.end() {
+            return Some((offset, offset, Vec::new()));
+        }
+        let first = self.containing(offset);
+        let mut bytes = self.batches[first].bytes.clone();
+        let mut next = self.batches[first].base + self.batches[first].count;
+        for b in &self.batches[first + 1..] {
+            if bytes.len() >= max_bytes || bytes.len() + b.bytes.len() > max_bytes {
+                break;
+            }
+            bytes.extend_from_slice(&b.bytes);
+            next = b.base + b.count;
+        }
+        Some((self.batches[first].base, next, bytes))
+    }
+
+    fn offset_for_timestamp(&self, ts: i64) -> Option<(u64, i64)> {
+        self.batches
+            .iter()
+            .find(|b| b.base + b.count > self.start && b.max_timestamp >= ts)
+            .map(|b| (b.base.max(self.start), b.max_timestamp))
+    }
+}
+
+fn random_batch(rng: &mut SmallRng, now_ms: u64) -> Vec<u8> {
+    let records = rng.gen_range(1..=4);
+    let mut builder = BatchBuilder::new(now_ms as i64);
+    for i in 0..records {
+        let len = if rng.gen_bool(0.05) {
+            rng.gen_range(1000..2500)
+        } else {
+            rng.gen_range(0..200)
+        };
+        let value: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        let key = rng.gen_bool(0.5).then(|| format!("key-{i}").into_bytes());
+        builder.record(now_ms as i64 + i as i64, key.as_deref(), Some(&value));
+    }
+    builder.build()
+}
+
+fn random_config(rng: &mut SmallRng) -> LogConfig {
+    LogConfig {
+        segment_bytes: [1024, 2048, 4096, 16384][rng.gen_range(0..4)],
+        segment_ms: rng.gen_range(50..2000),
+        retention_bytes: rng.gen_bool(0.5).then(|| rng.gen_range(2000..20000)),
+        retention_ms: rng.gen_bool(0.3).then(|| rng.gen_range(100..3000)),
+        index_interval_bytes: [64, 256, 1024, 4096][rng.gen_range(0..4)],
+    }
+}
+
+fn dir() -> &'static Path {
+    Path::new("/data/topic-0")
+}
+
+fn check_poisoned<T: std::fmt::Debug>(result: Result<T, LogError>, seed: u64, what: &str) {
+    match result {
+        Err(LogError::Poisoned { .. }) => {}
+        other => panic!("seed {seed}: {what} on a poisoned log gave {other:?}"),
+    }
+}
+
+/// Checks the whole readable log against the model.
+fn check_contents(log: &PartitionLog<SimStorage>, model: &Model, seed: u64) {
+    assert_eq!(
+        log.log_start_offset(),
+        model.start,
+        "seed {seed}: log start"
+    );
+    assert_eq!(log.log_end_offset(), model.end(), "seed {seed}: log end");
+    if model.start < model.end() {
+        let all = log.read(model.start, usize::MAX).unwrap();
+        let expected = model.read(model.start, usize::MAX).unwrap();
+        assert_eq!(
+            (all.first_offset, all.next_offset),
+            (expected.0, expected.1),
+            "seed {seed}"
+        );
+        assert!(
+            all.records == expected.2,
+            "seed {seed}: log bytes differ from the model"
+        );
+    }
+    if model.start > 0 {
+        assert!(
+            matches!(
+                log.read(model.start - 1, 100),
+                Err(LogError::OffsetOutOfRange { .. })
+            ),
+            "seed {seed}: read below the start"
+        );
+    }
+}
+
+fn run_seed(seed: u64, stats: &mut Stats) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let config = random_config(&mut rng);
+    let mut storage = SimStorage::new();
+    let mut now_ms: u64 = 1_000_000;
+    let (mut log, _) = PartitionLog::open(storage.clone(), dir(), config.clone(), now_ms)
+        .unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
+    let mut model = Model {
+        batches: Vec::new(),
+        start: 0,
+        durable_start: 0,
+        poisoned: false,
+    };
+    // An asynchronous flush in flight: its ticket and the log start when it began.
+    let mut in_flight: Option<(FlushTicket, u64)> = None;
+    let trace = std::env::var_os("LOG_MODEL_TRACE").is_some();
+
+    for step in 0..OPS_PER_SEED {
+        now_ms += rng.gen_range(0..30);
+        let op = rng.gen_range(0..100);
+        if trace {
+            eprintln!(
+                "step {step} op {op} start {} end {} durable {} durable_start {} poisoned {}",
+                model.start,
+                model.end(),
+                log.durable_end_offset(),
+                model.durable_start,
+                model.poisoned
+            );
+        }
+        match op {
+            // Append.
+            0..=44 => {
+                let bytes = random_batch(&mut rng, now_ms);
+                let result = log.append(&bytes, now_ms);
+                if model.poisoned {
+                    check_poisoned(result, seed, "append");
+                    continue;
+                }
+                let info =
+                    result.unwrap_or_else(|e| panic!("seed {seed} step {step}: append: {e}"));
+                let header = batch::validate(&bytes).unwrap();
+                assert_eq!(
+                    info.base_offset,
+                    model.end(),
+                    "seed {seed}: assigned offset"
+                );
+                let mut stored = bytes.clone();
+                batch::set_base_offset(&mut stored, info.base_offset as i64);
+                model.batches.push(ModelBatch {
+                    base: info.base_offset,
+                    count: header.records_count as u64,
+                    bytes: stored,
+                    max_timestamp: header.max_timestamp,
+                });
+                assert_eq!(info.last_offset + 1, model.end());
+                stats.rolls += u64::from(info.rolled);
+            }
+            // Synchronous flush.
+            45..=52 => {
+                if in_flight.is_some() {
+                    continue;
+                }
+                let result = log.flush();
+                if model.poisoned {
+                    check_poisoned(result, seed, "flush");
+                } else {
+                    result.unwrap_or_else(|e| panic!("seed {seed}: flush: {e}"));
+                    assert_eq!(log.durable_end_offset(), model.end(), "seed {seed}");
+                    model.durable_start = model.start;
+                }
+            }
+            // Begin or complete an asynchronous flush.
+            53..=60 => match in_flight.take() {
+                None => {
+                    if let Some(ticket) = log.begin_flush() {
+                        assert!(!model.poisoned);
+                        assert_eq!(ticket.durable_end_offset, model.end());
+                        in_flight = Some((ticket, model.start));
+                    }
+                }
+                Some((ticket, start_at_begin)) => {
+                    let target = ticket.durable_end_offset;
+                    let result = lockstep::log::sync_ticket(&storage, &ticket);
+                    let ok = result.is_ok();
+                    let completed = log.complete_flush(ticket, result);
+                    assert_eq!(completed.is_ok(), ok, "seed {seed}");
+                    stats.async_flushes += 1;
+                    if ok {
+                        assert!(log.durable_end_offset() >= target);
+                        model.durable_start = model.durable_start.max(start_at_begin);
+                    } else {
+                        model.poisoned = true;
+                    }
+                }
+            },
+            // Roll by age.
+            61..=64 => {
+                now_ms += rng.gen_range(0..3000);
+                let result = log.roll_if_due(now_ms);
+                if model.poisoned {
+                    check_poisoned(result, seed, "roll");
+                } else {
+                    let rolled = result.unwrap_or_else(|e| panic!("seed {seed}: roll: {e}"));
+                    stats.rolls += u64::from(rolled);
+                }
+            }
+            // Retention.
+            65..=68 => {
+                let old_start = model.start;
+                let result = log.enforce_retention(now_ms);
+                if model.poisoned {
+                    check_poisoned(result, seed, "retention");
+                    continue;
+                }
+                let removed = result.unwrap_or_else(|e| panic!("seed {seed}: retention: {e}"));
+                stats.segments_removed += removed.len() as u64;
+                if let Some(last) = removed.last() {
+                    if last.next_offset > model.start {
+                        // Segments end on batch boundaries.
+                        assert!(
+                            last.next_offset == model.end()
+                                || model.batches.iter().any(|b| b.base == last.next_offset),
+                            "seed {seed}: segment ends inside a batch"
+                        );
+                    }
+                    model.start = model.start.max(last.next_offset);
+                }
+                assert!(model.start >= old_start);
+                assert_eq!(log.log_start_offset(), model.start, "seed {seed}");
+                assert!(
+                    config.retention_bytes.is_some()
+                        || config.retention_ms.is_some()
+                        || removed.is_empty()
+                );
+            }
+            // DeleteRecords.
+            69..=70 => {
+                let target = rng.gen_range(model.start..=model.end());
+                let result = log.delete_records_before(target);
+                if model.poisoned {
+                    check_poisoned(result, seed, "delete_records_before");
+                } else {
+                    let start = result.unwrap_or_else(|e| panic!("seed {seed}: delete: {e}"));
+                    model.start = model.start.max(target);
+                    assert_eq!(start, model.start);
+                }
+            }
+            // Reads.
+            71..=84 => {
+                let hi = model.end() + 2;
+                let offset = rng.gen_range(model.start.saturating_sub(2)..=hi);
+                let max_bytes = [0, 1, 100, 1000, 5000, usize::MAX][rng.gen_range(0..6)];
+                let got = log.read(offset, max_bytes);
+                stats.reads += 1;
+                match (model.read(offset, max_bytes), got) {
+                    (None, Err(LogError::OffsetOutOfRange { .. })) => {}
+                    (Some((first, next, bytes)), Ok(r)) => {
+                        assert_eq!(
+                            (r.first_offset, r.next_offset),
+                            (first, next),
+                            "seed {seed} step {step}: read {offset}"
+                        );
+                        assert!(
+                            r.records == bytes,
+                            "seed {seed} step {step}: read {offset} bytes differ"
+                        );
+                        assert_eq!(r.log_end_offset, model.end());
+                    }
+                    (expected, got) => panic!(
+                        "seed {seed} step {step}: read {offset}: expected {:?}, got {got:?}",
+                        expected.map(|e| (e.0, e.1))
+                    ),
+                }
+            }
+            // ListOffsets by timestamp.
+            85..=87 => {
+                let ts = now_ms as i64 - rng.gen_range(-5..500);
+                let got = log.offset_for_timestamp(ts).unwrap();
+                assert_eq!(
+                    got,
+                    model.offset_for_timestamp(ts),
+                    "seed {seed}: timestamp {ts}"
+                );
+            }
+            // Injected failures: the next sync or write fails, and the log is poisoned.
+            88..=89 => {
+                if model.poisoned || in_flight.is_some() {
+                    continue;
+                }
+                if rng.gen_bool(0.5) {
+                    storage.fail_next_sync();
+                    match log.flush() {
+                        Ok(()) => storage.clear_faults(), // nothing was unsynced
+                        Err(LogError::Poisoned { cause }) => {
+                            assert!(cause.contains("injected"), "seed {seed}: {cause}");
+                            model.poisoned = true;
+                        }
+                        Err(e) => panic!("seed {seed}: unexpected {e}"),
+                    }
+                } else {
+                    storage.fail_next_write();
+                    let bytes = random_batch(&mut rng, now_ms);
+                    assert!(log.append(&bytes, now_ms).is_err(), "seed {seed}");
+                    model.poisoned = true;
+                }
+                assert_eq!(log.is_poisoned(), model.poisoned);
+                stats.poisonings += u64::from(model.poisoned);
+            }
+            // Clean reopen (process restart without power loss).
+            90..=92 => {
+                if model.poisoned {
+                    continue;
+                }
+                in_flight = None;
+                drop(log);
+                let (reopened, report) =
+                    PartitionLog::open(storage.clone(), dir(), config.clone(), now_ms)
+                        .unwrap_or_else(|e| panic!("seed {seed}: clean reopen: {e}"));
+                log = reopened;
+                assert!(
+                    report.truncated.is_empty(),
+                    "seed {seed}: clean reopen cut {:?}",
+                    report.truncated
+                );
+                assert!(report.indexes_rebuilt.is_empty(), "seed {seed}");
+                // A log start not flushed yet may revert to the durable one.
+                let start = log.log_start_offset();
+                assert!(
+                    start >= model.durable_start && start <= model.start,
+                    "seed {seed}: reopened start {start} outside [{}, {}]",
+                    model.durable_start,
+                    model.start
+                );
+                model.start = start;
+                check_contents(&log, &model, seed);
+                model.durable_start = model.start;
+            }
+            // Power loss.
+            _ => {
+                stats.crashes += 1;
+                let claimed_durable = log.durable_end_offset();
+                let old_start = model.start;
+                drop(log);
+                in_flight = None;
+                storage = storage.crash(rng.gen());
+                let (reopened, report) =
+                    PartitionLog::open(storage.clone(), dir(), config.clone(), now_ms)
+                        .unwrap_or_else(|e| {
+                            panic!("seed {seed} step {step}: open after crash: {e}")
+                        });
+                log = reopened;
+                let end = log.log_end_offset();
+                let start = log.log_start_offset();
+                assert!(
+                    end >= claimed_durable,
+                    "seed {seed} step {step}: lost durable data: recovered end {end} < durable {claimed_durable}"
+                );
+                assert!(
+                    end <= model.end(),
+                    "seed {seed}: recovered data never written"
+                );
+                assert!(
+                    end == 0 || model.batches.iter().any(|b| b.base + b.count == end),
+                    "seed {seed}: recovered end {end} is not a batch boundary"
+                );
+                assert!(
+                    start >= model.durable_start && start <= old_start,
+                    "seed {seed} step {step}: recovered start {start} outside [{}, {old_start}] (end {end})",
+                    model.durable_start
+                );
+                stats.torn_tails_cut += u64::from(!report.truncated.is_empty());
+                stats.nondurable_kept += u64::from(end > claimed_durable);
+                stats.nondurable_lost += u64::from(end < model.end());
+                model.batches.retain(|b| b.base + b.count <= end);
+                model.start = start;
+                model.durable_start = start;
+                model.poisoned = false;
+                assert_eq!(log.durable_end_offset(), end);
+                check_contents(&log, &model, seed);
+            }
+        }
+    }
+    // Finally: everything flushed survives one more crash exactly.
+    if !model.poisoned && in_flight.is_none() {
+        log.flush().unwrap();
+        drop(log);
+        let storage = storage.crash(rng.gen());
+        let (log, _) = PartitionLog::open(storage, dir(), config, now_ms).unwrap();
+        model.durable_start = model.start;
+        check_contents(&log, &model, seed);
+    }
+}
+
+#[test]
+fn random_operations_match_the_model() {
+    let first: u64 = std::env::var("LOG_MODEL_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let seeds: u64 = std::env::var("LOG_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    let mut stats = Stats::default();
+    for seed in first..first + seeds {
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(seed, &mut stats)));
+        if let Err(panic) = result {
+            eprintln!("log_model: seed {seed} failed; replay with LOG_MODEL_FIRST_SEED={seed} LOG_MODEL_SEEDS=1");
+            std::panic::resume_unwind(panic);
+        }
+    }
+    eprintln!("log_model: {seeds} seeds from {first}: {stats:?}");
+    if seeds >= 100 {
+        // The run must have exercised every kind of event it claims to test.
+        assert!(stats.crashes > 0 && stats.torn_tails_cut > 0, "{stats:?}");
+        assert!(
+            stats.nondurable_kept > 0 && stats.nondurable_lost > 0,
+            "{stats:?}"
+        );
+        assert!(stats.rolls > 0 && stats.segments_removed > 0, "{stats:?}");
+        assert!(
+            stats.poisonings > 0 && stats.async_flushes > 0 && stats.reads > 0,
+            "{stats:?}"
+        );
+    }
+}
