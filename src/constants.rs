@@ -40,9 +40,6 @@ pub const REQUEST_FRAME_BYTES_MAX: usize = 100 * 1024 * 1024;
 pub const RESPONSE_FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Requests read from one connection whose responses have not been written yet.
 pub const CONNECTION_INFLIGHT_REQUESTS_MAX: usize = 32;
-/// Bytes of request frames read from one connection whose responses have not been written yet.
-/// A frame larger than the remaining budget waits until earlier responses are written.
-pub const CONNECTION_INFLIGHT_BYTES_MAX: usize = 2 * REQUEST_FRAME_BYTES_MAX;
 /// Open client connections per shard; further connections are accepted and closed at once.
 pub const SHARD_CONNECTIONS_MAX: usize = 4096;
 /// Bytes read from a socket in one read call while assembling a frame.
@@ -92,7 +89,6 @@ pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
 pub const METRICS_HTTP_REQUEST_BYTES_MAX: usize = 8 * 1024;
 
 const _: () = assert!(REQUEST_FRAME_BYTES_MAX <= i32::MAX as usize);
-const _: () = assert!(CONNECTION_INFLIGHT_BYTES_MAX >= REQUEST_FRAME_BYTES_MAX);
 const _: () = assert!(FETCH_RESPONSE_BYTES_MAX < RESPONSE_FRAME_BYTES_MAX);
 const _: () = assert!(SHARDS_MAX <= u16::MAX as usize);
 const _: () = assert!(TOPIC_PARTITIONS_MAX as usize <= BROKER_PARTITIONS_MAX);
@@ -208,3 +204,9 @@ const _: () = assert!(
         <= JOURNAL_SEGMENT_BYTES_MIN
 );
 const _: () = assert!(JOURNAL_SNAPSHOT_BYTES_MAX <= u32::MAX as u64 * JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN as u64);
+/// Bytes of requests one shard holds in memory at once (read and not yet answered), over all
+/// its connections; a frame's size is reserved before its body is read.
+pub const SHARD_INFLIGHT_REQUEST_BYTES_MAX: u64 = 512 * 1024 * 1024;
+/// How often each shard publishes its log sizes to the metrics.
+pub const METRICS_REFRESH_MS: u64 = 5_000;
+const _: () = assert!(REQUEST_FRAME_BYTES_MAX as u64 <= SHARD_INFLIGHT_REQUEST_BYTES_MAX);

@@ -17,7 +17,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use lockstep::journal::entries::{
-    Entry, LockOutcome, LockedRange, RunState, SharePartitionState, ShardSnapshot, StateRun,
+    Entry, LockOutcome, LockedRange, RunState, ShardSnapshot, SharePartitionState, StateRun,
     TransactionLocks, TransactionRecord, TxnState,
 };
 use lockstep::journal::{FlushTicket, Journal, JournalConfig, JournalError, Recovered};
@@ -41,8 +41,11 @@ fn random_partition(rng: &mut SmallRng, runs: usize) -> SharePartitionState {
                 StateRun {
                     first_offset: first,
                     last_offset: offset - 1,
-                    state: [RunState::Available, RunState::Acknowledged, RunState::Archived]
-                        [rng.gen_range(0..3)],
+                    state: [
+                        RunState::Available,
+                        RunState::Acknowledged,
+                        RunState::Archived,
+                    ][rng.gen_range(0..3)],
                     delivery_count: rng.gen_range(0..6),
                 }
             })
@@ -63,8 +66,12 @@ fn random_entry(rng: &mut SmallRng, segment_bytes: u64) -> Entry {
         2 => Entry::TransactionRecord(TransactionRecord {
             transaction_id: format!("group-1-flink-{}", rng.gen_range(0..100)),
             group_id: "group-1".into(),
-            state: [TxnState::Ongoing, TxnState::Prepare, TxnState::Committed, TxnState::Aborted]
-                [rng.gen_range(0..4)],
+            state: [
+                TxnState::Ongoing,
+                TxnState::Prepare,
+                TxnState::Committed,
+                TxnState::Aborted,
+            ][rng.gen_range(0..4)],
             timeout_ms: 60_000,
             create_time_ms: rng.gen_range(0..1 << 40),
             prepare_time_ms: -1,
@@ -124,7 +131,11 @@ impl Model {
         match (snapshot, &recovered.snapshot) {
             (None, None) => {}
             (Some((begin, end, state)), Some(got)) => {
-                assert_eq!((got.begin_seq, got.end_seq), (*begin, *end), "snapshot span");
+                assert_eq!(
+                    (got.begin_seq, got.end_seq),
+                    (*begin, *end),
+                    "snapshot span"
+                );
                 assert_eq!(&got.state, state, "snapshot state");
             }
             (want, got) => panic!(
@@ -140,7 +151,11 @@ impl Model {
             .filter(|(seq, _)| *seq >= after && *seq < cut)
             .map(|(seq, e)| (*seq, e))
             .collect();
-        let got: Vec<(u64, &Entry)> = recovered.entries.iter().map(|e| (e.seq, &e.entry)).collect();
+        let got: Vec<(u64, &Entry)> = recovered
+            .entries
+            .iter()
+            .map(|e| (e.seq, &e.entry))
+            .collect();
         assert_eq!(got.len(), want.len(), "replayed entry count");
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(g, w, "replayed entry");
@@ -206,10 +221,22 @@ fn run_seed(seed: u64) -> Coverage {
         if journal.is_poisoned() {
             // A poisoned journal refuses everything with the original error.
             let entry = random_entry(&mut rng, config.segment_bytes);
-            assert!(matches!(journal.append_entry(&entry), Err(JournalError::Poisoned { .. })));
-            assert!(matches!(journal.flush(), Err(JournalError::Poisoned { .. })));
-            assert!(matches!(journal.begin_flush(), Err(JournalError::Poisoned { .. })));
-            assert!(matches!(journal.compact(), Err(JournalError::Poisoned { .. })));
+            assert!(matches!(
+                journal.append_entry(&entry),
+                Err(JournalError::Poisoned { .. })
+            ));
+            assert!(matches!(
+                journal.flush(),
+                Err(JournalError::Poisoned { .. })
+            ));
+            assert!(matches!(
+                journal.begin_flush(),
+                Err(JournalError::Poisoned { .. })
+            ));
+            assert!(matches!(
+                journal.compact(),
+                Err(JournalError::Poisoned { .. })
+            ));
         }
         match rng.gen_range(0..100) {
             0..=44 if !journal.is_poisoned() => {
@@ -238,7 +265,10 @@ fn run_seed(seed: u64) -> Coverage {
                     ticket = journal.begin_flush().expect("begin_flush");
                     if let Some(t) = &ticket {
                         assert_eq!(t.upto_seq + 1, model.next_seq);
-                        assert!(journal.begin_flush().unwrap().is_none(), "one flush in flight");
+                        assert!(
+                            journal.begin_flush().unwrap().is_none(),
+                            "one flush in flight"
+                        );
                     } else {
                         assert_eq!(journal.durable_end(), model.next_seq, "nothing to flush");
                     }
@@ -265,7 +295,9 @@ fn run_seed(seed: u64) -> Coverage {
                 }
                 assert_eq!(written.begin_seq, model.next_seq);
                 model.next_seq = written.end_seq + 1;
-                model.snapshots.push((written.begin_seq, written.end_seq, snapshot));
+                model
+                    .snapshots
+                    .push((written.begin_seq, written.end_seq, snapshot));
             }
             72..=77 if !journal.is_poisoned() => {
                 let before = journal.segment_paths();
@@ -300,7 +332,10 @@ fn run_seed(seed: u64) -> Coverage {
                         dir.crash(|_, lo, hi| {
                             let keep_until = tear_rng.gen_range(lo..=hi);
                             let junk = (keep_until < hi && tear_rng.gen_bool(0.3)).then(|| {
-                                (tear_rng.gen_range(keep_until..hi), tear_rng.gen_range(1..=255))
+                                (
+                                    tear_rng.gen_range(keep_until..hi),
+                                    tear_rng.gen_range(1..=255),
+                                )
                             });
                             Tear { keep_until, junk }
                         })
@@ -323,12 +358,19 @@ fn run_seed(seed: u64) -> Coverage {
                     model.next_seq
                 );
                 if mode == 0 || mode == 3 {
-                    assert_eq!(cut, model.next_seq, "nothing written may be lost without power loss");
+                    assert_eq!(
+                        cut, model.next_seq,
+                        "nothing written may be lost without power loss"
+                    );
                 }
                 model.check(&recovered, cut);
                 model.truncate(cut);
                 assert_eq!(journal.next_seq(), cut);
-                assert_eq!(journal.durable_end(), cut, "recovery makes what it read durable");
+                assert_eq!(
+                    journal.durable_end(),
+                    cut,
+                    "recovery makes what it read durable"
+                );
                 claimed_durable = cut;
             }
             _ => {}

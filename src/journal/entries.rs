@@ -330,7 +330,9 @@ pub fn topic_id_string(id: &TopicId) -> String {
 /// Why a payload is not a valid entry. The journal adds the file and position.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntryError {
-    UnknownKind { kind: u16 },
+    UnknownKind {
+        kind: u16,
+    },
     /// The FlatBuffers verifier rejected the buffer.
     Invalid {
         table: &'static str,
@@ -356,9 +358,7 @@ impl fmt::Display for EntryError {
             EntryError::UnknownKind { kind } => write!(f, "unknown entry kind {kind}"),
             EntryError::Invalid { table, error } => write!(f, "invalid {table} buffer: {error}"),
             EntryError::Version {
-                table,
-                version: 0,
-                ..
+                table, version: 0, ..
             } => write!(f, "{table} without a version"),
             EntryError::Version {
                 table,
@@ -732,7 +732,11 @@ where
         .map_err(|error| EntryError::Invalid { table, error })
 }
 
-fn check_version(table: &'static str, version: Option<u16>, current: u16) -> Result<(), EntryError> {
+fn check_version(
+    table: &'static str,
+    version: Option<u16>,
+    current: u16,
+) -> Result<(), EntryError> {
     let version = version.unwrap_or(0);
     if version == 0 || version > current {
         return Err(EntryError::Version {
@@ -744,14 +748,22 @@ fn check_version(table: &'static str, version: Option<u16>, current: u16) -> Res
     Ok(())
 }
 
-fn required<T>(table: &'static str, field: &'static str, value: Option<T>) -> Result<T, EntryError> {
+fn required<T>(
+    table: &'static str,
+    field: &'static str,
+    value: Option<T>,
+) -> Result<T, EntryError> {
     // The verifier already enforces `required`; this keeps the decoder total anyway.
     value.ok_or_else(|| field_error(table, field, "missing"))
 }
 
 fn check_partition(table: &'static str, partition: i32) -> Result<i32, EntryError> {
     if partition < 0 {
-        return Err(field_error(table, "partition", format!("negative: {partition}")));
+        return Err(field_error(
+            table,
+            "partition",
+            format!("negative: {partition}"),
+        ));
     }
     Ok(partition)
 }
@@ -774,7 +786,11 @@ fn decode_share_partition(
     table: &'static str,
     view: SharePartitionFb<'_>,
 ) -> Result<SharePartitionState, EntryError> {
-    check_version(table, view.version(), SharePartitionFb::SCHEMA.version_current)?;
+    check_version(
+        table,
+        view.version(),
+        SharePartitionFb::SCHEMA.version_current,
+    )?;
     let mut runs = Vec::new();
     if let Some(vector) = view.runs() {
         runs.reserve(vector.len());
@@ -802,9 +818,15 @@ fn decode_share_partition(
     })
 }
 
-fn decode_transaction_record(view: TransactionRecordFb<'_>) -> Result<TransactionRecord, EntryError> {
+fn decode_transaction_record(
+    view: TransactionRecordFb<'_>,
+) -> Result<TransactionRecord, EntryError> {
     const T: &str = "TransactionRecord";
-    check_version(T, view.version(), TransactionRecordFb::SCHEMA.version_current)?;
+    check_version(
+        T,
+        view.version(),
+        TransactionRecordFb::SCHEMA.version_current,
+    )?;
     let code = view.state().unwrap_or(0);
     let state = TxnState::from_code(code)
         .ok_or_else(|| field_error(T, "state", format!("unknown transaction state {code}")))?;
@@ -839,7 +861,11 @@ fn decode_transaction_record(view: TransactionRecordFb<'_>) -> Result<Transactio
 
 fn decode_transaction_locks(view: TransactionLocksFb<'_>) -> Result<TransactionLocks, EntryError> {
     const T: &str = "TransactionLocks";
-    check_version(T, view.version(), TransactionLocksFb::SCHEMA.version_current)?;
+    check_version(
+        T,
+        view.version(),
+        TransactionLocksFb::SCHEMA.version_current,
+    )?;
     let mut ranges = Vec::new();
     if let Some(vector) = view.ranges() {
         ranges.reserve(vector.len());
@@ -940,13 +966,17 @@ fn decode_shard_snapshot(view: ShardSnapshotFb<'_>) -> Result<ShardSnapshot, Ent
     if let Some(vector) = view.transactions() {
         snapshot.transactions.reserve(vector.len());
         for record in vector.iter() {
-            snapshot.transactions.push(decode_transaction_record(record)?);
+            snapshot
+                .transactions
+                .push(decode_transaction_record(record)?);
         }
     }
     if let Some(vector) = view.transaction_locks() {
         snapshot.transaction_locks.reserve(vector.len());
         for locks in vector.iter() {
-            snapshot.transaction_locks.push(decode_transaction_locks(locks)?);
+            snapshot
+                .transaction_locks
+                .push(decode_transaction_locks(locks)?);
         }
     }
     Ok(snapshot)
@@ -963,8 +993,16 @@ fn build_share_partition(fbb: &mut FlatBufferBuilder<'_>, state: &SharePartition
         .runs
         .iter()
         .map(|r| {
-            assert!(0 <= r.first_offset && r.first_offset <= r.last_offset, "invalid run {r:?}");
-            StateRunFb(range_bytes(r.first_offset, r.last_offset, r.state.code(), r.delivery_count))
+            assert!(
+                0 <= r.first_offset && r.first_offset <= r.last_offset,
+                "invalid run {r:?}"
+            );
+            StateRunFb(range_bytes(
+                r.first_offset,
+                r.last_offset,
+                r.state.code(),
+                r.delivery_count,
+            ))
         })
         .collect();
     let runs = fbb.create_vector(&runs);
@@ -994,7 +1032,10 @@ fn offset_or_unset(offset: Option<i64>) -> i64 {
     }
 }
 
-fn build_transaction_record(fbb: &mut FlatBufferBuilder<'_>, record: &TransactionRecord) -> Finished {
+fn build_transaction_record(
+    fbb: &mut FlatBufferBuilder<'_>,
+    record: &TransactionRecord,
+) -> Finished {
     use txn_slots as s;
     let transaction_id = fbb.create_string(&record.transaction_id);
     let group_id = fbb.create_string(&record.group_id);
@@ -1002,7 +1043,10 @@ fn build_transaction_record(fbb: &mut FlatBufferBuilder<'_>, record: &Transactio
         .participants
         .iter()
         .map(|p| {
-            assert!(p.partition >= 0 && p.locked_records >= 0, "invalid participant {p:?}");
+            assert!(
+                p.partition >= 0 && p.locked_records >= 0,
+                "invalid participant {p:?}"
+            );
             let mut b = [0u8; 32];
             b[PARTICIPANT_TOPIC_AT..PARTICIPANT_TOPIC_AT + 16].copy_from_slice(&p.topic_id);
             b[PARTICIPANT_PARTITION_AT..PARTICIPANT_PARTITION_AT + 4]
@@ -1037,7 +1081,10 @@ fn build_transaction_locks(fbb: &mut FlatBufferBuilder<'_>, locks: &TransactionL
         .ranges
         .iter()
         .map(|r| {
-            assert!(0 <= r.first_offset && r.first_offset <= r.last_offset, "invalid range {r:?}");
+            assert!(
+                0 <= r.first_offset && r.first_offset <= r.last_offset,
+                "invalid range {r:?}"
+            );
             LockedRangeFb(range_bytes(
                 r.first_offset,
                 r.last_offset,
@@ -1197,9 +1244,10 @@ impl Entry {
             EntryKind::SharePartitionSnapshot => Entry::SharePartitionSnapshot(
                 decode_share_partition(table, verified_root(table, payload)?)?,
             ),
-            EntryKind::SharePartitionUpdate => Entry::SharePartitionUpdate(
-                decode_share_partition(table, verified_root(table, payload)?)?,
-            ),
+            EntryKind::SharePartitionUpdate => Entry::SharePartitionUpdate(decode_share_partition(
+                table,
+                verified_root(table, payload)?,
+            )?),
             EntryKind::TransactionRecord => {
                 Entry::TransactionRecord(decode_transaction_record(verified_root(table, payload)?)?)
             }

@@ -58,7 +58,8 @@ pub enum JournalError {
         position: usize,
         seq: u64,
         kind: EntryKind,
-        error: EntryError,
+        /// Boxed: the verifier's error is large and this path is cold.
+        error: Box<EntryError>,
     },
     /// Snapshot entries that a crash cannot explain (stray chunk, wrong index, bad CRC, or a
     /// complete snapshot whose payload does not decode).
@@ -79,7 +80,10 @@ pub enum JournalError {
     /// A snapshot payload larger than the journal accepts (or empty).
     SnapshotSize { need: u64, have: u64 },
     /// A flush failed earlier; the journal refuses all further work. Restart to recover.
-    Poisoned { path: PathBuf, cause: Arc<io::Error> },
+    Poisoned {
+        path: PathBuf,
+        cause: Arc<io::Error>,
+    },
 }
 
 impl fmt::Display for JournalError {
@@ -185,7 +189,7 @@ impl std::error::Error for JournalError {
         match self {
             JournalError::Io { source, .. } => Some(source),
             JournalError::Poisoned { cause, .. } => Some(cause.as_ref()),
-            JournalError::BadEntry { error, .. } => Some(error),
+            JournalError::BadEntry { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }

@@ -67,10 +67,10 @@ use std::sync::Arc;
 use flatbuffers::FlatBufferBuilder;
 
 use crate::constants::{
-    JOURNAL_ENTRY_BYTES_MAX, JOURNAL_SEGMENT_BYTES_DEFAULT, JOURNAL_SEGMENT_BYTES_MAX,
-    JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SNAPSHOT_BYTES_MAX, JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT,
-    JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN, JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX,
-    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, JOURNAL_ENTRY_BYTES_MAX, JOURNAL_SEGMENT_BYTES_DEFAULT,
+    JOURNAL_SEGMENT_BYTES_MAX, JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SNAPSHOT_BYTES_MAX,
+    JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT, JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
+    JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX, SEGMENT_HEADER_BYTES,
 };
 use crate::log::group_commit::GroupCommit;
 use crate::storage::frame::{
@@ -123,7 +123,7 @@ impl JournalConfig {
     pub fn validate(&self) -> Result<(), JournalError> {
         let fail = |reason: String| Err(JournalError::Config { reason });
         if !(JOURNAL_SEGMENT_BYTES_MIN..=JOURNAL_SEGMENT_BYTES_MAX).contains(&self.segment_bytes)
-            || self.segment_bytes % FRAME_ALIGN_BYTES as u64 != 0
+            || !self.segment_bytes.is_multiple_of(FRAME_ALIGN_BYTES as u64)
         {
             return fail(format!(
                 "segment_bytes {} must be a multiple of {FRAME_ALIGN_BYTES} in \
@@ -151,8 +151,8 @@ impl JournalConfig {
 
     /// The largest entry payload: it must fit an empty segment and the entry limit.
     pub fn entry_bytes_max(&self) -> usize {
-        let room = (self.segment_bytes as usize)
-            .saturating_sub(SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES);
+        let room =
+            (self.segment_bytes as usize).saturating_sub(SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES);
         room.min(JOURNAL_ENTRY_BYTES_MAX)
     }
 }
@@ -277,10 +277,7 @@ pub struct Journal<D: RegionDir> {
     builder: FlatBufferBuilder<'static>,
 }
 
-fn io_error<'a>(
-    op: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(io::Error) -> JournalError + 'a {
+fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JournalError + 'a {
     move |source| JournalError::Io {
         op,
         path: path.to_path_buf(),
@@ -290,7 +287,10 @@ fn io_error<'a>(
 
 impl<D: RegionDir> Journal<D> {
     /// Opens (or creates) the journal in `dir`, recovering as described in the module docs.
-    pub fn open(mut dir: D, config: JournalConfig) -> Result<(Journal<D>, Recovered), JournalError> {
+    pub fn open(
+        mut dir: D,
+        config: JournalConfig,
+    ) -> Result<(Journal<D>, Recovered), JournalError> {
         config.validate()?;
         let dir_path = dir.path("");
         let mut report = RecoveryReport::default();
@@ -321,12 +321,11 @@ impl<D: RegionDir> Journal<D> {
             let is_last = Some(index) == last;
             let path: Arc<Path> = dir.path(&name).into();
             let mut region = dir.open(&name).map_err(io_error("open", &path))?;
-            let header = SegmentHeader::decode(region.bytes()).map_err(|error| {
-                JournalError::Header {
+            let header =
+                SegmentHeader::decode(region.bytes()).map_err(|error| JournalError::Header {
                     path: path.to_path_buf(),
                     error,
-                }
-            })?;
+                })?;
             if header.kind != SegmentKind::Journal || header.base_id != first_seq {
                 return Err(JournalError::HeaderMismatch {
                     path: path.to_path_buf(),
@@ -371,7 +370,7 @@ impl<D: RegionDir> Journal<D> {
                         position,
                         seq,
                         kind,
-                        error,
+                        error: Box::new(error),
                     })?;
                 let location = Location {
                     path: path.clone(),
@@ -656,7 +655,8 @@ impl<D: RegionDir> Journal<D> {
         let position = self.active.write_pos;
         self.active.region.write(position, &self.scratch);
         debug_assert_eq!(
-            frame::decode_frame(self.active.region.bytes(), position).map(|f| (f.meta.id, f.payload)),
+            frame::decode_frame(self.active.region.bytes(), position)
+                .map(|f| (f.meta.id, f.payload)),
             Ok((seq, payload))
         );
         self.active.write_pos += total;
@@ -683,7 +683,10 @@ impl<D: RegionDir> Journal<D> {
     fn sync_active(&mut self) -> Result<(), JournalError> {
         let a = &mut self.active;
         if a.write_pos > a.durable_pos {
-            if let Err(error) = a.region.flush_range(a.durable_pos, a.write_pos - a.durable_pos) {
+            if let Err(error) = a
+                .region
+                .flush_range(a.durable_pos, a.write_pos - a.durable_pos)
+            {
                 let path = a.path.clone();
                 return Err(self.poison_with(path, error));
             }
@@ -715,7 +718,8 @@ impl<D: RegionDir> Journal<D> {
                 chunk_count,
                 total_bytes: payload.len() as u64,
             });
-            let begin_seq = self.append_frame(EntryKind::SnapshotBegin, begin.encode_into(&mut builder))?;
+            let begin_seq =
+                self.append_frame(EntryKind::SnapshotBegin, begin.encode_into(&mut builder))?;
             for (index, data) in payload.chunks(self.config.snapshot_chunk_bytes).enumerate() {
                 let index = u32::try_from(index).expect("index < chunk_count");
                 let chunk = entries::encode_snapshot_chunk(&mut builder, begin_seq, index, data);
@@ -728,7 +732,8 @@ impl<D: RegionDir> Journal<D> {
                 total_bytes: payload.len() as u64,
                 crc32: crc32fast::hash(payload),
             });
-            let end_seq = self.append_frame(EntryKind::SnapshotEnd, end.encode_into(&mut builder))?;
+            let end_seq =
+                self.append_frame(EntryKind::SnapshotEnd, end.encode_into(&mut builder))?;
             assert_eq!(end_seq, begin_seq + u64::from(chunk_count) + 1);
             Ok(SnapshotWritten { begin_seq, end_seq })
         })();
@@ -756,7 +761,10 @@ impl<D: RegionDir> Journal<D> {
         };
         let a = &self.active;
         assert_eq!(flight.target, self.next_seq);
-        assert!(a.write_pos > a.durable_pos, "unsynced entries lie in the active segment");
+        assert!(
+            a.write_pos > a.durable_pos,
+            "unsynced entries lie in the active segment"
+        );
         self.in_flight_segment = Some(a.first_seq);
         Ok(Some(FlushTicket {
             flight_id: flight.id,
@@ -786,7 +794,9 @@ impl<D: RegionDir> Journal<D> {
                 self.commit.complete(ticket.flight_id, Ok(()));
                 if ticket.segment_first_seq == self.active.first_seq && self.poison.is_none() {
                     let end = ticket.offset + ticket.len;
-                    self.active.region.synced_externally(ticket.offset, ticket.len);
+                    self.active
+                        .region
+                        .synced_externally(ticket.offset, ticket.len);
                     self.active.durable_pos = self.active.durable_pos.max(end);
                 }
                 self.check_invariants();
@@ -824,8 +834,7 @@ impl<D: RegionDir> Journal<D> {
                 .sealed
                 .get(1)
                 .map_or(self.active.first_seq, |s| s.first_seq);
-            if next_first > snapshot.begin_seq || self.in_flight_segment == Some(oldest.first_seq)
-            {
+            if next_first > snapshot.begin_seq || self.in_flight_segment == Some(oldest.first_seq) {
                 break;
             }
             let path = self.dir.path(&oldest.name);
@@ -905,7 +914,11 @@ mod tests {
         assert_eq!(parse_segment_name("00000000000000000042.jnl.tmp"), None);
         assert_eq!(parse_segment_name("0000000000000000042.jnl"), None);
         assert_eq!(parse_segment_name("0000000000000000004x.jnl"), None);
-        assert_eq!(parse_segment_name("99999999999999999999.jnl"), None, "overflows u64");
+        assert_eq!(
+            parse_segment_name("99999999999999999999.jnl"),
+            None,
+            "overflows u64"
+        );
     }
 
     #[test]

@@ -142,7 +142,10 @@ impl<L: Clone> SnapshotAssembler<L> {
                     return Ok(Step::Consumed { abandoned: None });
                 }
                 let Some(open) = self.open.take() else {
-                    return Err(format!("end of snapshot {} without its begin", end.snapshot_seq));
+                    return Err(format!(
+                        "end of snapshot {} without its begin",
+                        end.snapshot_seq
+                    ));
                 };
                 if end.snapshot_seq != open.begin_seq {
                     return Err(format!(
@@ -150,8 +153,7 @@ impl<L: Clone> SnapshotAssembler<L> {
                         end.snapshot_seq, open.begin_seq
                     ));
                 }
-                if end.chunk_count != open.begin.chunk_count || open.next_index != end.chunk_count
-                {
+                if end.chunk_count != open.begin.chunk_count || open.next_index != end.chunk_count {
                     return Err(format!(
                         "end says {} chunks, begin said {}, {} were read",
                         end.chunk_count, open.begin.chunk_count, open.next_index
@@ -239,7 +241,10 @@ mod tests {
     #[test]
     fn complete_snapshot_assembles_in_order() {
         let mut a = SnapshotAssembler::new(0);
-        assert!(matches!(a.feed(5, &begin(2, 5), ()), Ok(Step::Consumed { abandoned: None })));
+        assert!(matches!(
+            a.feed(5, &begin(2, 5), ()),
+            Ok(Step::Consumed { abandoned: None })
+        ));
         a.feed(6, &chunk(5, 0, b"abc"), ()).unwrap();
         a.feed(7, &chunk(5, 1, b"de"), ()).unwrap();
         let Ok(Step::Complete(done)) = a.feed(8, &end(5, 2, b"abcde"), ()) else {
@@ -300,7 +305,10 @@ mod tests {
         assert!(a.feed(6, &end(4, 1, b"xyw"), ()).is_err(), "CRC mismatch");
         let mut a: SnapshotAssembler<()> = SnapshotAssembler::new(0);
         a.feed(4, &begin(1, 2), ()).unwrap();
-        assert!(a.feed(5, &chunk(4, 0, b"xyz"), ()).is_err(), "more bytes than announced");
+        assert!(
+            a.feed(5, &chunk(4, 0, b"xyz"), ()).is_err(),
+            "more bytes than announced"
+        );
         let mut a: SnapshotAssembler<()> = SnapshotAssembler::new(0);
         a.feed(4, &begin(2, 3), ()).unwrap();
         a.feed(5, &chunk(4, 0, b"xyz"), ()).unwrap();
@@ -315,7 +323,10 @@ mod tests {
             a.feed(10, &chunk(4, 3, b"x"), ()),
             Ok(Step::Consumed { abandoned: None })
         );
-        assert_eq!(a.feed(11, &end(4, 4, b"xxxx"), ()), Ok(Step::Consumed { abandoned: None }));
+        assert_eq!(
+            a.feed(11, &end(4, 4, b"xxxx"), ()),
+            Ok(Step::Consumed { abandoned: None })
+        );
         // A snapshot that began inside the journal must be whole.
         assert!(a.feed(12, &chunk(10, 0, b"x"), ()).is_err());
         // And an orphan cannot appear while another snapshot is open.

@@ -1,1 +1,321 @@
 //! Per-shard counters and HdrHistograms, rendered as Prometheus text.
+//!
+//! Ownership: every shard owns one [`ShardMetrics`] behind its own `Mutex` (so the exporter
+//! thread can read it); only that shard writes it, so the lock is uncontended except during a
+//! scrape. [`MetricsRegistry`] holds them all and renders the exposition text; [`serve`] answers
+//! HTTP GETs on `--metrics-listen` from a plain thread (no runtime involved).
+//!
+//! Exposed (all with a `shard` label):
+//! - `lockstep_requests_total{api}`, `lockstep_request_latency_us{api,quantile}` (summary),
+//! - `lockstep_bytes_in_total`, `lockstep_bytes_out_total`,
+//! - `lockstep_connections_active`, `lockstep_connections_total`, `lockstep_connections_closed_on_error_total`,
+//! - `lockstep_fsync_total`, `lockstep_fsync_errors_total`, `lockstep_fsync_latency_us{quantile}`,
+//! - `lockstep_log_size_bytes{topic,partition}`, `lockstep_log_end_offset{topic,partition}`.
+
+use crate::constants::{
+    METRICS_HISTOGRAM_SIGFIG, METRICS_HTTP_REQUEST_BYTES_MAX, METRICS_LATENCY_US_MAX,
+};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Quantiles reported for every latency summary.
+const QUANTILES: [f64; 4] = [0.5, 0.99, 0.999, 1.0];
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, METRICS_LATENCY_US_MAX, METRICS_HISTOGRAM_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
+/// Latency samples in microseconds (values past the maximum are clamped to it).
+#[derive(Clone, Debug)]
+pub struct Latency {
+    histogram: Histogram<u64>,
+    sum_us: u64,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            histogram: new_histogram(),
+            sum_us: 0,
+        }
+    }
+}
+
+impl Latency {
+    pub fn record(&mut self, micros: u64) {
+        let clamped = micros.clamp(1, METRICS_LATENCY_US_MAX);
+        self.histogram
+            .record(clamped)
+            .expect("clamped values are within bounds");
+        self.sum_us = self.sum_us.saturating_add(micros);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    pub fn quantile(&self, q: f64) -> u64 {
+        self.histogram.value_at_quantile(q)
+    }
+}
+
+/// Size of one partition log, refreshed periodically by its shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogGauge {
+    pub topic: String,
+    pub partition: i32,
+    pub size_bytes: u64,
+    pub log_end_offset: u64,
+}
+
+/// One shard's metrics.
+#[derive(Debug, Default)]
+pub struct ShardMetrics {
+    pub requests: BTreeMap<&'static str, Latency>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub connections_active: u64,
+    pub connections_total: u64,
+    pub connections_closed_on_error: u64,
+    pub fsync: Latency,
+    pub fsync_errors: u64,
+    pub logs: Vec<LogGauge>,
+}
+
+impl ShardMetrics {
+    pub fn record_request(&mut self, api: &'static str, micros: u64) {
+        self.requests.entry(api).or_default().record(micros);
+    }
+}
+
+/// All shards' metrics.
+#[derive(Debug, Default)]
+pub struct MetricsRegistry {
+    shards: Vec<Arc<Mutex<ShardMetrics>>>,
+}
+
+fn lock(m: &Mutex<ShardMetrics>) -> MutexGuard<'_, ShardMetrics> {
+    // A panic while holding the lock leaves plain counters; keep serving them.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn escape(label: &str) -> String {
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl MetricsRegistry {
+    /// A registry with one metrics cell per shard.
+    pub fn new(shards: usize) -> MetricsRegistry {
+        MetricsRegistry {
+            shards: (0..shards).map(|_| Arc::default()).collect(),
+        }
+    }
+
+    /// The cell of `shard`.
+    pub fn shard(&self, shard: usize) -> Arc<Mutex<ShardMetrics>> {
+        self.shards[shard].clone()
+    }
+
+    /// Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let snapshots: Vec<MutexGuard<'_, ShardMetrics>> =
+            self.shards.iter().map(|m| lock(m)).collect();
+        let counter = |out: &mut String, name: &str, help: &str, value: &dyn Fn(&ShardMetrics) -> u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (shard, m) in snapshots.iter().enumerate() {
+                let _ = writeln!(out, "{name}{{shard=\"{shard}\"}} {}", value(m));
+            }
+        };
+        counter(&mut out, "lockstep_bytes_in_total", "Request bytes read.", &|m| m.bytes_in);
+        counter(&mut out, "lockstep_bytes_out_total", "Response bytes written.", &|m| m.bytes_out);
+        counter(&mut out, "lockstep_connections_total", "Connections accepted.", &|m| m.connections_total);
+        counter(
+            &mut out,
+            "lockstep_connections_closed_on_error_total",
+            "Connections closed because of malformed or unsupported requests.",
+            &|m| m.connections_closed_on_error,
+        );
+        counter(&mut out, "lockstep_fsync_total", "Flushes (fdatasync rounds) completed.", &|m| m.fsync.count());
+        counter(&mut out, "lockstep_fsync_errors_total", "Flushes that failed.", &|m| m.fsync_errors);
+        let _ = writeln!(
+            out,
+            "# HELP lockstep_connections_active Open client connections.\n# TYPE lockstep_connections_active gauge"
+        );
+        for (shard, m) in snapshots.iter().enumerate() {
+            let _ = writeln!(out, "lockstep_connections_active{{shard=\"{shard}\"}} {}", m.connections_active);
+        }
+        let _ = writeln!(
+            out,
+            "# HELP lockstep_requests_total Requests handled, by API.\n# TYPE lockstep_requests_total counter"
+        );
+        for (shard, m) in snapshots.iter().enumerate() {
+            for (api, latency) in &m.requests {
+                let _ = writeln!(
+                    out,
+                    "lockstep_requests_total{{shard=\"{shard}\",api=\"{api}\"}} {}",
+                    latency.count()
+                );
+            }
+        }
+        let summary = |out: &mut String, name: &str, labels: &str, latency: &Latency| {
+            for q in QUANTILES {
+                let _ = writeln!(out, "{name}{{{labels},quantile=\"{q}\"}} {}", latency.quantile(q));
+            }
+            let _ = writeln!(out, "{name}_sum{{{labels}}} {}", latency.sum_us);
+            let _ = writeln!(out, "{name}_count{{{labels}}} {}", latency.count());
+        };
+        let _ = writeln!(
+            out,
+            "# HELP lockstep_request_latency_us Request latency in microseconds, by API.\n# TYPE lockstep_request_latency_us summary"
+        );
+        for (shard, m) in snapshots.iter().enumerate() {
+            for (api, latency) in &m.requests {
+                summary(&mut out, "lockstep_request_latency_us", &format!("shard=\"{shard}\",api=\"{api}\""), latency);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP lockstep_fsync_latency_us Flush (fdatasync) latency in microseconds.\n# TYPE lockstep_fsync_latency_us summary"
+        );
+        for (shard, m) in snapshots.iter().enumerate() {
+            summary(&mut out, "lockstep_fsync_latency_us", &format!("shard=\"{shard}\""), &m.fsync);
+        }
+        for (name, help, value) in [
+            ("lockstep_log_size_bytes", "Bytes of a partition log.", (|g: &LogGauge| g.size_bytes) as fn(&LogGauge) -> u64),
+            ("lockstep_log_end_offset", "Log end offset of a partition.", |g: &LogGauge| g.log_end_offset),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (shard, m) in snapshots.iter().enumerate() {
+                for g in &m.logs {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{shard=\"{shard}\",topic=\"{}\",partition=\"{}\"}} {}",
+                        escape(&g.topic),
+                        g.partition,
+                        value(g)
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Serves `GET` (any path) with the rendered metrics on `listener`, one connection at a time,
+/// on the calling thread, until the listener fails.
+pub fn serve(listener: TcpListener, registry: Arc<MetricsRegistry>) -> io::Result<()> {
+    for stream in listener.incoming() {
+        let mut stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics accept failed");
+                continue;
+            }
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+        let mut request = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n")
+            && request.len() < METRICS_HTTP_REQUEST_BYTES_MAX
+        {
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => request.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let response = if request.starts_with(b"GET ") {
+            let body = registry.render();
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+        } else {
+            "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+        };
+        let _ = stream.write_all(response.as_bytes());
+    }
+    Ok(())
+}
+
+/// Binds the metrics listener and serves it on a background thread.
+pub fn spawn_server(addr: SocketAddr, registry: Arc<MetricsRegistry>) -> io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    std::thread::Builder::new()
+        .name("lockstep-metrics".into())
+        .spawn(move || {
+            if let Err(e) = serve(listener, registry) {
+                tracing::error!(error = %e, "metrics server stopped");
+            }
+        })?;
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_includes_every_family_with_values() {
+        let registry = MetricsRegistry::new(2);
+        {
+            let cell = registry.shard(1);
+            let mut m = cell.lock().unwrap();
+            m.record_request("Produce", 120);
+            m.record_request("Produce", 80);
+            m.bytes_in = 1000;
+            m.fsync.record(2500);
+            m.logs.push(LogGauge {
+                topic: "orders".into(),
+                partition: 3,
+                size_bytes: 4096,
+                log_end_offset: 17,
+            });
+        }
+        let text = registry.render();
+        assert!(text.contains("lockstep_requests_total{shard=\"1\",api=\"Produce\"} 2"));
+        assert!(text.contains("lockstep_bytes_in_total{shard=\"1\"} 1000"));
+        assert!(text.contains("lockstep_bytes_in_total{shard=\"0\"} 0"));
+        assert!(text.contains("lockstep_request_latency_us_count{shard=\"1\",api=\"Produce\"} 2"));
+        assert!(text.contains("lockstep_request_latency_us_sum{shard=\"1\",api=\"Produce\"} 200"));
+        assert!(text.contains("lockstep_fsync_total{shard=\"1\"} 1"));
+        assert!(text.contains("lockstep_log_size_bytes{shard=\"1\",topic=\"orders\",partition=\"3\"} 4096"));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "bad sample line {line:?}");
+        }
+    }
+
+    #[test]
+    fn latency_clamps_out_of_range_values() {
+        let mut l = Latency::default();
+        l.record(0);
+        l.record(u64::MAX / 4);
+        assert_eq!(l.count(), 2);
+        assert!(l.quantile(1.0) >= METRICS_LATENCY_US_MAX / 2);
+    }
+
+    #[test]
+    fn http_endpoint_serves_the_text() {
+        let registry = Arc::new(MetricsRegistry::new(1));
+        registry.shard(0).lock().unwrap().bytes_out = 42;
+        let addr = spawn_server("127.0.0.1:0".parse().unwrap(), registry).unwrap();
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.1 200 OK"));
+        assert!(body.contains("lockstep_bytes_out_total{shard=\"0\"} 42"));
+    }
+}

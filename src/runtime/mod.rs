@@ -1,1 +1,328 @@
 //! The only module that touches glommio: executors, the cross-shard mesh, the clock, files.
+//!
+//! [`run`] starts the broker: it loads (or creates) the topic registry, removes partition
+//! directories of deleted topics, starts one glommio executor per shard (pinned to a CPU when
+//! the machine allows it), waits until every shard has opened its partitions and bound the
+//! listener (SO_REUSEPORT: all shards listen on the same address and the kernel spreads
+//! connections), prints the readiness line, and returns once every shard has shut down.
+//!
+//! Shutdown (SIGTERM or SIGINT; a second signal exits at once with status 1): glommio has no
+//! signal API, so `signal-hook` sets an atomic flag from the handler and every shard polls it
+//! every `SHUTDOWN_POLL_MS`. A shard then stops accepting, stops reading new requests, lets
+//! in-flight requests finish (at most `SHUTDOWN_DRAIN_MS_MAX`), keeps serving other shards'
+//! operations until every shard has drained, flushes all its partitions, and exits.
+//!
+//! - [`shard`]: per-shard runtime state and the `Bus` implementation handlers use.
+//! - [`conn`]: the listener and client connections.
+//! - [`files`]: io_uring fdatasync of flush tickets.
+//! - [`sync`]: executor-agnostic one-shot slot and event.
+
+pub mod conn;
+pub mod files;
+pub mod shard;
+pub mod sync;
+
+use crate::config::BrokerConfig;
+use crate::constants::{
+    LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
+    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
+};
+use crate::metrics::{self, MetricsRegistry, ShardMetrics};
+use crate::model::ShardId;
+use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
+use crate::server::shard::{remove_orphan_logs, ShardState};
+use crate::storage::file::FsStorage;
+use glommio::channels::channel_mesh::{Full, MeshBuilder};
+use glommio::net::TcpListener;
+use glommio::{CpuSet, LocalExecutorBuilder, Placement};
+use shard::{wall_ms, MeshMsg, ShardCtx};
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why the broker could not start or run. Each variant has its own process exit status.
+#[derive(Debug)]
+pub enum RuntimeError {
+    DataDir { path: String, error: io::Error },
+    Registry(RegistryError),
+    Signals(io::Error),
+    Metrics { addr: String, error: io::Error },
+    Executor(String),
+    Shard { shard: usize, reason: String },
+}
+
+impl RuntimeError {
+    /// Process exit status for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RuntimeError::DataDir { .. } => 3,
+            RuntimeError::Registry(_) => 4,
+            RuntimeError::Signals(_) => 5,
+            RuntimeError::Metrics { .. } => 6,
+            RuntimeError::Executor(_) => 7,
+            RuntimeError::Shard { .. } => 8,
+        }
+    }
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::DataDir { path, error } => write!(f, "data directory {path}: {error}"),
+            RuntimeError::Registry(e) => write!(f, "topic metadata: {e}"),
+            RuntimeError::Signals(e) => write!(f, "cannot install signal handlers: {e}"),
+            RuntimeError::Metrics { addr, error } => {
+                write!(f, "cannot serve metrics on {addr}: {error}")
+            }
+            RuntimeError::Executor(e) => write!(f, "cannot start executors: {e}"),
+            RuntimeError::Shard { shard, reason } => write!(f, "shard {shard}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+/// Loads the registry of `data_dir`, creating (and persisting) an empty one the first time.
+fn load_or_create_registry(config: &BrokerConfig) -> Result<TopicRegistry, RuntimeError> {
+    let data_dir = &config.data_dir;
+    let dir_err = |error| RuntimeError::DataDir {
+        path: data_dir.display().to_string(),
+        error,
+    };
+    std::fs::create_dir_all(data_dir).map_err(dir_err)?;
+    if let Some(registry) = TopicRegistry::load(data_dir).map_err(RuntimeError::Registry)? {
+        return Ok(registry);
+    }
+    let registry = TopicRegistry::new(cluster_id_from(random_uuid().map_err(dir_err)?));
+    registry.store(data_dir).map_err(dir_err)?;
+    tracing::info!(data_dir = %data_dir.display(), cluster_id = %registry.cluster_id, "new data directory");
+    Ok(registry)
+}
+
+/// The CPUs shards are pinned to, in order (empty if the topology cannot be read).
+fn shard_cpus() -> Vec<usize> {
+    match CpuSet::online() {
+        Ok(set) => {
+            let mut cpus: Vec<usize> = set.iter().map(|loc| loc.cpu).collect();
+            cpus.sort_unstable();
+            cpus.dedup();
+            cpus
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the CPU topology; shards are not pinned");
+            Vec::new()
+        }
+    }
+}
+
+struct ShardSetup {
+    config: BrokerConfig,
+    mesh: MeshBuilder<MeshMsg, Full>,
+    registry: Arc<TopicRegistry>,
+    metrics: Arc<MetricsRegistry>,
+    ready: mpsc::Sender<Result<usize, String>>,
+    stop: Arc<AtomicBool>,
+    drained: Arc<AtomicUsize>,
+}
+
+/// Runs the broker until a shutdown signal; returns once every shard has stopped.
+pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
+    let registry = load_or_create_registry(&config)?;
+    let removed = remove_orphan_logs(&config.data_dir, &registry).map_err(|error| {
+        RuntimeError::DataDir {
+            path: config.data_dir.display().to_string(),
+            error,
+        }
+    })?;
+    for path in removed {
+        tracing::info!(dir = %path.display(), "removed the log of a deleted partition");
+    }
+    let registry = Arc::new(registry);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // A second signal while shutting down exits at once with status 1.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
+            .map_err(RuntimeError::Signals)?;
+        signal_hook::flag::register(signal, stop.clone()).map_err(RuntimeError::Signals)?;
+    }
+
+    let metrics = Arc::new(MetricsRegistry::new(config.shards));
+    if let Some(addr) = config.metrics_listen {
+        let bound = metrics::spawn_server(addr, metrics.clone()).map_err(|error| {
+            RuntimeError::Metrics {
+                addr: addr.to_string(),
+                error,
+            }
+        })?;
+        tracing::info!(%bound, "serving Prometheus metrics");
+    }
+
+    let mesh = MeshBuilder::<MeshMsg, Full>::full(config.shards, SHARD_MESH_CHANNEL_MESSAGES);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let drained = Arc::new(AtomicUsize::new(0));
+    let cpus = shard_cpus();
+    let mut handles = Vec::with_capacity(config.shards);
+    for index in 0..config.shards {
+        let setup = ShardSetup {
+            config: config.clone(),
+            mesh: mesh.clone(),
+            registry: registry.clone(),
+            metrics: metrics.clone(),
+            ready: ready_tx.clone(),
+            stop: stop.clone(),
+            drained: drained.clone(),
+        };
+        let placement = match cpus.get(index % cpus.len().max(1)) {
+            Some(&cpu) if config.shards <= cpus.len() => Placement::Fixed(cpu),
+            _ => Placement::Unbound,
+        };
+        let handle = LocalExecutorBuilder::new(placement)
+            .name(&format!("lockstep-shard-{index}"))
+            .io_memory(SHARD_IO_MEMORY_BYTES)
+            .spawn(move || async move {
+                let ready = setup.ready.clone();
+                let result = shard_main(setup).await;
+                if let Err(reason) = &result {
+                    let _ = ready.send(Err(reason.clone()));
+                }
+                result
+            })
+            .map_err(|e| RuntimeError::Executor(e.to_string()))?;
+        handles.push(handle);
+    }
+    drop(ready_tx);
+    for _ in 0..config.shards {
+        match ready_rx.recv() {
+            Ok(Ok(_)) => {}
+            Ok(Err(reason)) => return Err(RuntimeError::Shard { shard: 0, reason }),
+            Err(_) => {
+                return Err(RuntimeError::Executor(
+                    "a shard stopped before it was ready".into(),
+                ))
+            }
+        }
+    }
+    println!(
+        "lockstep ready: listening on {} ({} shards)",
+        config.listen, config.shards
+    );
+    let _ = io::stdout().flush();
+    tracing::info!(listen = %config.listen, shards = config.shards, data_dir = %config.data_dir.display(), "broker ready");
+
+    for (shard, handle) in handles.into_iter().enumerate() {
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(RuntimeError::Shard { shard, reason }),
+            Err(e) => {
+                return Err(RuntimeError::Shard {
+                    shard,
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+    tracing::info!("broker stopped");
+    Ok(())
+}
+
+async fn shard_main(setup: ShardSetup) -> Result<(), String> {
+    let config = setup.config;
+    let shards = config.shards;
+    let (senders, mut receivers) = setup
+        .mesh
+        .join()
+        .await
+        .map_err(|e| format!("cannot join the shard mesh: {e}"))?;
+    let id = senders.peer_id();
+    let started = Instant::now();
+    let (state, reports) = ShardState::open(
+        ShardId(id as u16),
+        shards,
+        &config.data_dir,
+        FsStorage,
+        setup.registry,
+        wall_ms() as u64,
+    )
+    .map_err(|e| e.to_string())?;
+    for report in reports.iter().filter(|r| !r.truncated.is_empty() || !r.removed.is_empty()) {
+        tracing::warn!(shard = id, ?report, "partition recovered with repairs");
+    }
+    tracing::info!(shard = id, partitions = reports.len(), elapsed_ms = started.elapsed().as_millis() as u64, "partitions open");
+    let listener = TcpListener::bind(config.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let metrics: Arc<Mutex<ShardMetrics>> = setup.metrics.shard(id);
+    let ctx = ShardCtx::new(
+        state,
+        (shards > 1).then_some(senders),
+        metrics,
+        SHARD_INFLIGHT_REQUEST_BYTES_MAX,
+    );
+    for (_peer, receiver) in receivers.streams() {
+        let c = ctx.clone();
+        glommio::spawn_local(async move {
+            while let Some(msg) = receiver.recv().await {
+                c.on_mesh_message(msg);
+            }
+        })
+        .detach();
+    }
+    spawn_periodic(&ctx, LOG_HOUSEKEEPING_INTERVAL_MS, |c| c.housekeeping());
+    spawn_periodic(&ctx, METRICS_REFRESH_MS, |c| c.refresh_log_gauges());
+    {
+        let c = ctx.clone();
+        let stop = setup.stop.clone();
+        glommio::spawn_local(async move {
+            while !stop.load(Ordering::SeqCst) {
+                glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+            }
+            tracing::info!(shard = %c.id, "shutting down");
+            c.shutdown.set();
+        })
+        .detach();
+    }
+    let _ = setup.ready.send(Ok(id));
+
+    conn::accept_loop(ctx.clone(), listener).await;
+
+    let drain_deadline = Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS_MAX);
+    while ctx.connections_active.get() > 0 && Instant::now() < drain_deadline {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    if ctx.connections_active.get() > 0 {
+        tracing::warn!(shard = id, open = ctx.connections_active.get(), "connections still busy at the drain deadline");
+    }
+    setup.drained.fetch_add(1, Ordering::SeqCst);
+    while setup.drained.load(Ordering::SeqCst) < shards {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    ctx.flush_all().await;
+    tracing::info!(shard = id, "stopped");
+    Ok(())
+}
+
+fn spawn_periodic(ctx: &ShardCtx, every_ms: u64, work: fn(&ShardCtx)) {
+    let c = ctx.clone();
+    glommio::spawn_local(async move {
+        loop {
+            let tick = futures_lite::future::or(
+                async {
+                    glommio::timer::sleep(Duration::from_millis(every_ms)).await;
+                    true
+                },
+                async {
+                    c.shutdown.wait().await;
+                    false
+                },
+            )
+            .await;
+            if !tick {
+                break;
+            }
+            work(&c);
+        }
+    })
+    .detach();
+}

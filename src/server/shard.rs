@@ -246,8 +246,11 @@ impl<S: Storage + Clone> ShardState<S> {
             registry: Arc::new(TopicRegistry::new(registry.cluster_id.clone())),
             partitions: HashMap::new(),
         };
-        let reports = state.install_registry(registry, now_ms)?;
-        Ok((state, reports))
+        let (reports, mut failures) = state.install_registry(registry, now_ms);
+        match failures.is_empty() {
+            true => Ok((state, reports)),
+            false => Err(failures.swap_remove(0)),
+        }
     }
 
     pub fn registry(&self) -> &Arc<TopicRegistry> {
@@ -310,12 +313,16 @@ impl<S: Storage + Clone> ShardState<S> {
     /// deletes the files of) partitions whose topic is gone. Partitions whose topic settings
     /// changed keep running with the settings they were opened with until the next start
     /// (the log has no live reconfiguration).
+    ///
+    /// A partition that fails to open is reported and left closed (requests for it get
+    /// KAFKA_STORAGE_ERROR); the others open and the registry is installed regardless.
     pub fn install_registry(
         &mut self,
         registry: Arc<TopicRegistry>,
         now_ms: u64,
-    ) -> Result<Vec<RecoveryReport>, OpenError> {
+    ) -> (Vec<RecoveryReport>, Vec<OpenError>) {
         let mut reports = Vec::new();
+        let mut failures = Vec::new();
         let gone: Vec<PartitionKey> = self
             .partitions
             .keys()
@@ -347,21 +354,38 @@ impl<S: Storage + Clone> ShardState<S> {
                 if !self.owns(&topic.name, partition) || self.partitions.contains_key(&key) {
                     continue;
                 }
-                let (opened, report) =
-                    self.open_partition(&topic.name, topic.id, partition, settings, now_ms)?;
-                self.partitions.insert(key, opened);
-                reports.push(report);
+                match self.open_partition(&topic.name, topic.id, partition, settings, now_ms) {
+                    Ok((opened, report)) => {
+                        self.partitions.insert(key, opened);
+                        reports.push(report);
+                    }
+                    Err(e) => failures.push(e),
+                }
             }
         }
         assert!(registry.version >= self.registry.version, "registry versions only grow");
         self.registry = registry;
-        Ok(reports)
+        (reports, failures)
     }
 
+    /// The partition an operation names, or the Kafka error for its absence: a partition the
+    /// registry has but that failed to open is a storage error, anything else is unknown.
     fn lookup(&self, r: &PartitionRef) -> Result<&Partition<S>, i16> {
         match self.partitions.get(&PartitionKey::of(r)) {
             Some(p) if p.topic == r.topic => Ok(p),
-            _ => Err(ResponseError::UnknownTopicOrPartition.code()),
+            _ => Err(self.missing_code(r)),
+        }
+    }
+
+    fn missing_code(&self, r: &PartitionRef) -> i16 {
+        let known = self
+            .registry
+            .topic_by_id(&r.topic_id)
+            .is_some_and(|t| t.name == r.topic && r.partition >= 0 && r.partition < t.partitions);
+        if known && self.owns(&r.topic, r.partition) {
+            ResponseError::KafkaStorageError.code()
+        } else {
+            ResponseError::UnknownTopicOrPartition.code()
         }
     }
 
@@ -372,11 +396,12 @@ impl<S: Storage + Clone> ShardState<S> {
             durable_target: None,
         };
         let key = PartitionKey::of(&op.partition);
+        let missing = self.missing_code(&op.partition);
         let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == op.partition.topic)
         else {
             return fail(
-                ResponseError::UnknownTopicOrPartition.code(),
-                format!("{}-{} is not on this broker", op.partition.topic, op.partition.partition),
+                missing,
+                format!("{}-{} is not available on this broker", op.partition.topic, op.partition.partition),
             );
         };
         let records = &op.records[..];
@@ -574,19 +599,43 @@ impl<S: Storage + Clone> ShardState<S> {
         self.partitions.get_mut(key)?.log.begin_flush()
     }
 
-    /// Ends a flush; returns the new durable end offset.
+    /// Ends a flush; returns the new durable end offset, or `None` if the partition was
+    /// removed (its topic deleted) while the flush was in flight.
     pub fn complete_flush(
         &mut self,
         key: &PartitionKey,
         ticket: FlushTicket,
         result: io::Result<()>,
-    ) -> Result<u64, LogError> {
-        let partition = self
+    ) -> Option<Result<u64, LogError>> {
+        let partition = self.partitions.get_mut(key)?;
+        Some(
+            partition
+                .log
+                .complete_flush(ticket, result)
+                .map(|()| partition.log.durable_end_offset()),
+        )
+    }
+
+    /// The durable end offset of a partition and whether its log refuses writes.
+    pub fn durability(&self, key: &PartitionKey) -> Option<(u64, bool)> {
+        self.partitions
+            .get(key)
+            .map(|p| (p.log.durable_end_offset(), p.log.is_poisoned()))
+    }
+
+    /// Whether any partition has writes not covered by a completed flush.
+    pub fn unflushed(&self) -> Vec<PartitionKey> {
+        let mut keys: Vec<PartitionKey> = self
             .partitions
-            .get_mut(key)
-            .expect("a partition with a flush in flight is not removed");
-        partition.log.complete_flush(ticket, result)?;
-        Ok(partition.log.durable_end_offset())
+            .iter()
+            .filter(|(_, p)| {
+                !p.log.is_poisoned()
+                    && (p.log.durable_end_offset() < p.log.log_end_offset() || p.log.flush_in_flight())
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        keys.sort();
+        keys
     }
 
     /// Rolls segments that are due and applies retention; returns partitions that now need a
@@ -720,8 +769,9 @@ mod tests {
 
     fn flush(state: &mut ShardState<SimStorage>, key: &PartitionKey) {
         if let Some(ticket) = state.begin_flush(key) {
-            state.complete_flush(key, ticket, Ok(())).unwrap();
+            state.complete_flush(key, ticket, Ok(())).unwrap().unwrap();
         }
+        assert!(state.unflushed().is_empty());
     }
 
     fn open(storage: &SimStorage, reg: Arc<TopicRegistry>, shards: usize, id: u16) -> ShardState<SimStorage> {
@@ -859,7 +909,8 @@ mod tests {
         let mut next = (*reg).clone();
         next.delete_topic("t").unwrap();
         next.version += 1;
-        s.install_registry(Arc::new(next), 0).unwrap();
+        let (_, failures) = s.install_registry(Arc::new(next), 0);
+        assert!(failures.is_empty());
         assert!(s.partition_keys().is_empty());
         assert_eq!(produce(&mut s, &pref("t", 1, 0), batch(-1, -1, -1, &[b"x"])).result.error_code, 3);
     }

@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use super::config::ShareConfig;
 use super::durable::{push_coalesced, DirtyRanges, DurableState, ShareDelta, ShareSnapshot, StateRun};
 use super::error::ShareError;
-use super::runs::{span, MemberKey, Run, RunMap};
+use super::runs::{span, Grant, MemberKey, Run, RunMap};
 use super::state::{validate_transition, AcknowledgeType, LockOutcome, RecordState, TxnKey};
 
 /// Offsets acquired by one call, all with the same delivery count (Kafka's AcquiredRecords).
@@ -355,6 +355,7 @@ impl SharePartition {
             self.rewrite(first, last, |r| {
                 Run::acquired(r.last, r.delivery_count + 1, key, deadline_ms)
             });
+            self.runs.add_grant(Grant { member: key, first, last, deadline_ms });
             push_acquired(&mut out, AcquiredRange { first, last, delivery_count });
             budget -= span(first, last);
             cursor = last + 1;
@@ -369,6 +370,7 @@ impl SharePartition {
                 validate_transition(RecordState::Available, RecordState::Acquired)
                     .expect("table allows acquisition");
                 self.runs.insert(first, Run::acquired(last, 1, key, deadline_ms));
+                self.runs.add_grant(Grant { member: key, first, last, deadline_ms });
                 self.next_offset = last + 1;
                 self.runs.coalesce(first, last);
                 push_acquired(&mut out, AcquiredRange { first, last, delivery_count: 1 });
@@ -426,6 +428,7 @@ impl SharePartition {
                         self.rewrite(first, last, |r| {
                             Run::acquired(r.last, r.delivery_count, key, deadline_ms)
                         });
+                        self.runs.add_grant(Grant { member: key, first, last, deadline_ms });
                         counts.renewed += n;
                     }
                 }
@@ -457,15 +460,13 @@ impl SharePartition {
     /// (AVAILABLE, or ARCHIVED at the delivery count limit). LOCKED records are untouched.
     /// Returns the number of records released or archived.
     pub fn expire_locks(&mut self, now_ms: u64) -> u64 {
-        let expired = self.runs.expired(now_ms);
         let mut released = 0;
         let mut owners = Vec::new();
-        for (deadline_ms, first) in expired {
-            let run = *self.runs.get(first).expect("indexed ACQUIRED run");
-            assert_eq!(run.state, RecordState::Acquired);
-            assert_eq!(run.deadline_ms, deadline_ms);
-            owners.push(run.owner.expect("ACQUIRED run has an owner"));
-            released += self.release_run(first, run);
+        while let Some(grant) = self.runs.pop_due_grant(now_ms) {
+            // The grant says where to look; each run decides (module docs of `runs`).
+            released += self.release_in(grant.first, grant.last, &mut owners, |run| {
+                run.deadline_ms <= now_ms
+            });
         }
         self.advance_spso();
         owners.sort_unstable();
@@ -481,11 +482,11 @@ impl SharePartition {
     pub fn release_member(&mut self, member: &str) -> u64 {
         let Some(key) = self.members.find(member).map(MemberKey) else { return 0 };
         let mut released = 0;
-        for first in self.runs.held_by(key) {
-            let run = *self.runs.get(first).expect("indexed ACQUIRED run");
-            assert_eq!(run.owner, Some(key));
-            released += self.release_run(first, run);
+        let mut owners = Vec::new();
+        for (first, last) in self.runs.take_member_grants(key) {
+            released += self.release_in(first, last, &mut owners, |run| run.owner == Some(key));
         }
+        assert!(!self.runs.holds_any(key), "a member's grants cover everything it holds");
         self.advance_spso();
         self.forget_member_if_idle(key);
         assert!(self.members.find(member).is_none());
@@ -738,8 +739,10 @@ impl SharePartition {
         assert!(self.spso <= first && first <= last && last < self.next_offset);
         self.runs.split_at(first);
         self.runs.split_at(last + 1);
-        for key in self.runs.firsts_in(first, last) {
+        let mut cursor = first;
+        while let Some(key) = self.runs.next_first_in(cursor, last) {
             let old = self.runs.remove(key);
+            cursor = old.last + 1;
             let new = f(key, &old);
             assert_eq!(new.last, old.last, "a rewrite keeps run extents");
             if new.state == old.state {
@@ -751,6 +754,32 @@ impl SharePartition {
             self.runs.insert(key, new);
         }
         self.runs.coalesce(first, last);
+    }
+
+    /// Releases the ACQUIRED runs overlapping `[first, last]` for which `due` holds (whole
+    /// runs: a run is one state), noting their owners. Returns the records released.
+    fn release_in(
+        &mut self,
+        first: i64,
+        last: i64,
+        owners: &mut Vec<MemberKey>,
+        due: impl Fn(&Run) -> bool,
+    ) -> u64 {
+        let mut released = 0;
+        let mut cursor = first.max(self.spso);
+        while cursor <= last {
+            let found = match self.runs.containing(cursor) {
+                Some(found) => Some(found),
+                None => self.runs.next_first_in(cursor, last).map(|f| (f, *self.runs.get(f).expect("run"))),
+            };
+            let Some((run_first, run)) = found else { break };
+            cursor = run.last + 1;
+            if run.state == RecordState::Acquired && due(&run) {
+                owners.push(run.owner.expect("ACQUIRED run has an owner"));
+                released += self.release_run(run_first, run);
+            }
+        }
+        released
     }
 
     /// Releases one whole ACQUIRED run (lock expiry, member release).
@@ -779,6 +808,7 @@ impl SharePartition {
 
     fn forget_member_if_idle(&mut self, key: MemberKey) {
         if !self.runs.holds_any(key) {
+            self.runs.forget_member(key);
             self.members.forget(key.0);
         }
     }

@@ -8,14 +8,22 @@
 //! - no two adjacent runs (`a.last + 1 == b.first`) have equal attributes — they would have
 //!   been coalesced — *after* each public operation of the share partition (callers coalesce
 //!   the region they touched);
-//! - every index holds exactly the runs it describes: `available` the first offsets of
-//!   AVAILABLE runs, `by_deadline` / `by_member` those of ACQUIRED runs, `by_txn` those of
-//!   LOCKED runs (with each transaction's record count), and `acquired_records` counts
-//!   ACQUIRED offsets.
+//! - eager indexes, kept in step by [`RunMap::insert`] and [`RunMap::remove`] (the only
+//!   way runs change): `available` holds the first offsets of AVAILABLE runs, `by_txn` those
+//!   of LOCKED runs with each transaction's record count, and `acquired_records` /
+//!   `member_records` count ACQUIRED offsets in total and per member;
+//! - lazy indexes of ACQUIRED runs, **grants**: each acquisition (or renewal) of `[first,
+//!   last]` by a member with a deadline is recorded once, by deadline and by member, and is
+//!   not updated when runs split or merge. A grant only says where to look; its user checks
+//!   each run it covers (still ACQUIRED? by that member? deadline passed?). Every ACQUIRED
+//!   run is covered by the grants of its member and deadline, because a run only ever
+//!   splits inside, or merges with a run of the same member and deadline. A grant is dropped
+//!   when its deadline passes (lock expiry) or its member's grants are taken (member release,
+//!   or the member holds nothing any more); a stale grant costs one look at its runs.
 //!
-//! Every insertion and removal goes through [`RunMap::insert`] and [`RunMap::remove`], which
-//! keep the indexes eagerly in step (O(log n) each), so no index ever needs a full walk.
-//! The map is owned by one [`super::SharePartition`], hence by the shard owning the partition.
+//! So splitting an ACQUIRED run — the common case of an acknowledgement in the middle of an
+//! acquired range — touches only the run map. The map is owned by one
+//! [`super::SharePartition`], hence by the shard owning the partition.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,14 +93,26 @@ pub(crate) struct TxnRuns {
     pub records: u64,
 }
 
+/// An acquisition (or renewal) of `[first, last]` by `member` until `deadline_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub member: MemberKey,
+    pub first: i64,
+    pub last: i64,
+    pub deadline_ms: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RunMap {
     runs: BTreeMap<i64, Run>,
     available: BTreeSet<i64>,
-    by_deadline: BTreeSet<(u64, i64)>,
-    by_member: BTreeMap<MemberKey, BTreeSet<i64>>,
     by_txn: BTreeMap<TxnKey, TxnRuns>,
     acquired_records: u64,
+    member_records: BTreeMap<MemberKey, u64>,
+    /// (deadline, first, member) → last.
+    grants_by_deadline: BTreeMap<(u64, i64, MemberKey), i64>,
+    /// member → (first, deadline) → last.
+    grants_by_member: BTreeMap<MemberKey, BTreeMap<(i64, u64), i64>>,
 }
 
 impl RunMap {
@@ -148,21 +168,45 @@ impl RunMap {
         self.available.range(from..).next().copied()
     }
 
-    /// ACQUIRED runs whose lock deadline is at or before `now_ms`, as (deadline, first).
-    pub fn expired(&self, now_ms: u64) -> Vec<(u64, i64)> {
-        self.by_deadline.range(..=(now_ms, i64::MAX)).copied().collect()
+    /// Records a grant (an acquisition or renewal); merges with an equal-keyed one.
+    pub fn add_grant(&mut self, grant: Grant) {
+        assert!(grant.first <= grant.last);
+        let key = (grant.deadline_ms, grant.first, grant.member);
+        let last = self.grants_by_deadline.entry(key).or_insert(grant.last);
+        *last = (*last).max(grant.last);
+        let by_member = self.grants_by_member.entry(grant.member).or_default();
+        let last = by_member.entry((grant.first, grant.deadline_ms)).or_insert(grant.last);
+        *last = (*last).max(grant.last);
     }
 
-    /// First offsets of the ACQUIRED runs `member` holds.
-    pub fn held_by(&self, member: MemberKey) -> Vec<i64> {
-        self.by_member
-            .get(&member)
-            .map(|s| s.iter().copied().collect())
+    /// Removes and returns the grant with the earliest deadline if it is at or before `now_ms`.
+    pub fn pop_due_grant(&mut self, now_ms: u64) -> Option<Grant> {
+        let (&(deadline_ms, first, member), &last) = self.grants_by_deadline.first_key_value()?;
+        if deadline_ms > now_ms {
+            return None;
+        }
+        self.grants_by_deadline.remove(&(deadline_ms, first, member));
+        if let Some(by_member) = self.grants_by_member.get_mut(&member) {
+            by_member.remove(&(first, deadline_ms));
+            if by_member.is_empty() {
+                self.grants_by_member.remove(&member);
+            }
+        }
+        Some(Grant { member, first, last, deadline_ms })
+    }
+
+    /// Removes and returns `member`'s grants as `[first, last]` ranges (their deadline
+    /// entries stay and are checked when they fire).
+    pub fn take_member_grants(&mut self, member: MemberKey) -> Vec<(i64, i64)> {
+        self.grants_by_member
+            .remove(&member)
+            .map(|g| g.into_iter().map(|((first, _), last)| (first, last)).collect())
             .unwrap_or_default()
     }
 
+    /// Whether `member` holds any ACQUIRED record.
     pub fn holds_any(&self, member: MemberKey) -> bool {
-        self.by_member.contains_key(&member)
+        self.member_records.contains_key(&member)
     }
 
     /// First offsets of the runs LOCKED by `txn`.
@@ -184,11 +228,15 @@ impl RunMap {
     /// Adds a run; it must not overlap any other.
     pub fn insert(&mut self, first: i64, run: Run) {
         run.check_shape(first);
-        if let Some((pf, prev)) = self.runs.range(..=first).next_back() {
-            assert!(prev.last < first, "run [{first}, {}] overlaps run at {pf}", run.last);
-        }
-        if let Some((&nf, _)) = self.runs.range(first..).next() {
-            assert!(run.last < nf, "run [{first}, {}] overlaps run at {nf}", run.last);
+        // The run with the greatest first offset at or before `run.last` must end before
+        // `first` (one lookup checks both neighbours).
+        if let Some((&pf, prev)) = self.runs.range(..=run.last).next_back() {
+            assert!(
+                pf < first && prev.last < first,
+                "run [{first}, {}] overlaps run [{pf}, {}]",
+                run.last,
+                prev.last
+            );
         }
         match run.state {
             RecordState::Available => {
@@ -197,9 +245,9 @@ impl RunMap {
             }
             RecordState::Acquired => {
                 let owner = run.owner.expect("checked by check_shape");
-                assert!(self.by_deadline.insert((run.deadline_ms, first)));
-                assert!(self.by_member.entry(owner).or_default().insert(first));
-                self.acquired_records += span(first, run.last);
+                let n = span(first, run.last);
+                *self.member_records.entry(owner).or_insert(0) += n;
+                self.acquired_records += n;
             }
             RecordState::Locked { txn, .. } => {
                 let entry = self.by_txn.entry(txn).or_default();
@@ -219,14 +267,13 @@ impl RunMap {
             RecordState::Available => assert!(self.available.remove(&first)),
             RecordState::Acquired => {
                 let owner = run.owner.expect("ACQUIRED run has an owner");
-                assert!(self.by_deadline.remove(&(run.deadline_ms, first)));
-                let held = self.by_member.get_mut(&owner).expect("member index");
-                assert!(held.remove(&first));
-                if held.is_empty() {
-                    self.by_member.remove(&owner);
-                }
                 let n = span(first, run.last);
-                assert!(self.acquired_records >= n);
+                let held = self.member_records.get_mut(&owner).expect("member count");
+                assert!(*held >= n && self.acquired_records >= n);
+                *held -= n;
+                if *held == 0 {
+                    self.member_records.remove(&owner);
+                }
                 self.acquired_records -= n;
             }
             RecordState::Locked { txn, .. } => {
@@ -245,6 +292,12 @@ impl RunMap {
         run
     }
 
+    /// Drops `member`'s grants once it holds nothing (its key may then be reused).
+    pub fn forget_member(&mut self, member: MemberKey) {
+        assert!(!self.holds_any(member));
+        self.grants_by_member.remove(&member);
+    }
+
     /// Makes `offset` the first offset of a run, splitting the run that spans it (if any).
     pub fn split_at(&mut self, offset: i64) {
         let Some((first, run)) = self.containing(offset) else { return };
@@ -256,35 +309,69 @@ impl RunMap {
         self.insert(offset, Run { last: run.last, ..whole });
     }
 
-    /// First offsets of the runs starting in `[first, last]`.
-    pub fn firsts_in(&self, first: i64, last: i64) -> Vec<i64> {
-        self.runs.range(first..=last).map(|(&f, _)| f).collect()
+    /// First offset of the first run starting in `[from, last]`.
+    pub fn next_first_in(&self, from: i64, last: i64) -> Option<i64> {
+        if from > last {
+            return None;
+        }
+        self.runs.range(from..=last).next().map(|(&f, _)| f)
     }
 
     /// Merges equal adjacent runs from the run before `first` to the run after `last`.
     pub fn coalesce(&mut self, first: i64, last: i64) {
-        let start = match self.runs.range(..first).next_back() {
+        let mut cur = match self.runs.range(..first).next_back() {
             Some((&f, _)) => f,
-            None => first,
+            None => match self.runs.range(first..).next() {
+                Some((&f, _)) => f,
+                None => return,
+            },
         };
         let end = last.saturating_add(1);
-        let firsts: Vec<i64> = self.runs.range(start..=end).map(|(&f, _)| f).collect();
-        let mut current: Option<i64> = None;
-        for next in firsts {
-            let Some(cur) = current else {
-                current = Some(next);
-                continue;
-            };
+        while cur <= end {
             let a = self.runs[&cur];
-            let b = self.runs[&next];
-            if a.last + 1 == next && a.same_attributes(&b) {
+            let next = a.last + 1;
+            let Some(&b) = self.runs.get(&next) else {
+                // A hole (end of the window): continue from the next run, if in range.
+                match self.runs.range(next..).next() {
+                    Some((&f, _)) if f <= end => {
+                        cur = f;
+                        continue;
+                    }
+                    _ => return,
+                }
+            };
+            if a.same_attributes(&b) {
                 self.remove(cur);
                 self.remove(next);
                 self.insert(cur, Run { last: b.last, ..a });
             } else {
-                current = Some(next);
+                cur = next;
             }
         }
+    }
+
+    /// An ACQUIRED run is covered by its member's grants with its deadline, in both indexes.
+    fn check_granted(&self, first: i64, run: &Run) {
+        let owner = run.owner.expect("ACQUIRED");
+        let mut covered_to = first - 1;
+        for (&(_, f, _), &l) in self
+            .grants_by_deadline
+            .range((run.deadline_ms, i64::MIN, owner)..=(run.deadline_ms, run.last, owner))
+            .filter(|(&(_, _, m), _)| m == owner)
+        {
+            if f <= covered_to + 1 {
+                covered_to = covered_to.max(l);
+            }
+        }
+        assert!(covered_to >= run.last, "ACQUIRED run [{first}, {}] not covered by grants", run.last);
+        let by_member = self.grants_by_member.get(&owner).expect("holder has grants");
+        let mut covered_to = first - 1;
+        for (&(f, d), &l) in by_member.range(..=(run.last, u64::MAX)) {
+            if d == run.deadline_ms && f <= covered_to + 1 {
+                covered_to = covered_to.max(l);
+            }
+        }
+        assert!(covered_to >= run.last, "ACQUIRED run [{first}, {}] not in its member's grants", run.last);
     }
 
     /// Full consistency check (O(n)): every invariant of the module docs, with `window`
@@ -293,8 +380,7 @@ impl RunMap {
         let mut expect = spso;
         let mut prev: Option<&Run> = None;
         let mut available = BTreeSet::new();
-        let mut deadlines = BTreeSet::new();
-        let mut members: BTreeMap<MemberKey, BTreeSet<i64>> = BTreeMap::new();
+        let mut members: BTreeMap<MemberKey, u64> = BTreeMap::new();
         let mut txns: BTreeMap<TxnKey, (BTreeSet<i64>, u64)> = BTreeMap::new();
         let mut acquired = 0;
         for (&first, run) in &self.runs {
@@ -308,9 +394,10 @@ impl RunMap {
                     available.insert(first);
                 }
                 RecordState::Acquired => {
-                    deadlines.insert((run.deadline_ms, first));
-                    members.entry(run.owner.unwrap()).or_default().insert(first);
+                    let owner = run.owner.unwrap();
+                    *members.entry(owner).or_default() += span(first, run.last);
                     acquired += span(first, run.last);
+                    self.check_granted(first, run);
                 }
                 RecordState::Locked { txn, .. } => {
                     let e = txns.entry(txn).or_default();
@@ -327,9 +414,18 @@ impl RunMap {
             assert!(!first.state.is_terminal(), "SPSO must have advanced over a terminal run");
         }
         assert_eq!(available, self.available, "available index");
-        assert_eq!(deadlines, self.by_deadline, "deadline index");
-        assert_eq!(members, self.by_member, "member index");
+        assert_eq!(members, self.member_records, "member counts");
         assert_eq!(acquired, self.acquired_records, "acquired count");
+        // Every member grant is also due by deadline, at least as wide (a stale deadline
+        // entry of a forgotten member whose key was reused may have merged wider).
+        for (member, grants) in &self.grants_by_member {
+            assert!(!grants.is_empty());
+            for (&(first, deadline_ms), &last) in grants {
+                assert!(first <= last);
+                let due = self.grants_by_deadline.get(&(deadline_ms, first, *member));
+                assert!(due.is_some_and(|&l| l >= last), "member grant [{first}, {last}] is due");
+            }
+        }
         let indexed: BTreeMap<TxnKey, (BTreeSet<i64>, u64)> = self
             .by_txn
             .iter()
@@ -367,24 +463,49 @@ mod tests {
         let mut m = RunMap::default();
         let member = MemberKey(3);
         let txn = TxnKey(1);
+        let locked = RecordState::Locked { txn, outcome: super::super::LockOutcome::Accept };
         m.insert(0, Run::acquired(9, 1, member, 500));
-        m.insert(10, Run::new(14, RecordState::Locked { txn, outcome: super::super::LockOutcome::Accept }, 1));
+        m.add_grant(Grant { member, first: 0, last: 9, deadline_ms: 500 });
+        m.insert(10, Run::new(14, locked, 1));
         m.insert(15, Run::acquired(19, 1, member, 700));
+        m.add_grant(Grant { member, first: 15, last: 19, deadline_ms: 700 });
         m.check(0, 20);
         assert_eq!(m.acquired_records(), 15);
-        assert_eq!(m.expired(500), vec![(500, 0)]);
-        assert_eq!(m.expired(499), vec![]);
-        assert_eq!(m.held_by(member), vec![0, 15]);
+        assert!(m.holds_any(member));
         assert_eq!(m.locked_count(txn), 5);
+        // Splitting an ACQUIRED run touches no grant: they still cover both pieces.
         m.split_at(5);
-        assert_eq!(m.held_by(member), vec![0, 5, 15]);
         assert_eq!(m.acquired_records(), 15);
         m.coalesce(0, 9);
         m.check(0, 20);
+        assert_eq!(m.pop_due_grant(499), None);
+        let due = m.pop_due_grant(500).unwrap();
+        assert_eq!(due, Grant { member, first: 0, last: 9, deadline_ms: 500 });
+        assert_eq!(m.take_member_grants(member), vec![(15, 19)]);
         let r = m.remove(10);
         assert_eq!(r.last, 14);
         assert_eq!(m.locked_count(txn), 0);
         assert_eq!(m.locking_txns().count(), 0);
+    }
+
+    #[test]
+    fn equal_grants_merge_and_the_widest_range_wins() {
+        let mut m = RunMap::default();
+        let member = MemberKey(0);
+        m.add_grant(Grant { member, first: 4, last: 6, deadline_ms: 9 });
+        m.add_grant(Grant { member, first: 4, last: 8, deadline_ms: 9 });
+        m.add_grant(Grant { member, first: 4, last: 5, deadline_ms: 9 });
+        assert_eq!(m.pop_due_grant(9), Some(Grant { member, first: 4, last: 8, deadline_ms: 9 }));
+        assert_eq!(m.pop_due_grant(u64::MAX), None);
+        assert!(m.take_member_grants(member).is_empty(), "popping removed the member's copy");
+    }
+
+    #[test]
+    #[should_panic(expected = "not covered by grants")]
+    fn an_acquired_run_without_a_grant_fails_the_check() {
+        let mut m = RunMap::default();
+        m.insert(0, Run::acquired(3, 1, MemberKey(0), 10));
+        m.check(0, 4);
     }
 
     #[test]

@@ -15,14 +15,16 @@
 //!   a caller told ABORTED or EMPTY must abort the transaction on that partition (its locks
 //!   arrived after the decision).
 //! - prepare: ONGOING → PREPARE (closes the transaction to new acknowledgements; the caller
-//!   waits until `acks_in_flight` is 0 before it asks participants to persist); idempotent.
+//!   waits until `acks_in_flight` is 0, then has participants persist their LOCKED ranges and
+//!   the journal persist the queued PREPARE record(s), then answers); idempotent.
 //! - commit: PREPARE → COMMITTED, refused while acknowledgements are in flight; idempotent;
 //!   from ONGOING or ABORTED: INVALID_TXN_STATE.
 //! - abort: ONGOING | PREPARE → ABORTED; idempotent; on COMMITTED a no-op reporting COMMITTED.
 //! - expire: ONGOING past create time + timeout → ABORTED. PREPARE is never aborted here.
 //! - retention: COMMITTED / ABORTED are forgotten `retention_ms` after they finished (or
-//!   when more than `finished_max` are remembered, oldest first); later operations on them
-//!   answer TRANSACTIONAL_ID_NOT_FOUND, and a begin starts a new transaction.
+//!   when more than `finished_max` are remembered, oldest first, but never while
+//!   acknowledgements registered on them are in flight); later operations on them answer
+//!   TRANSACTIONAL_ID_NOT_FOUND, and a begin starts a new transaction.
 //!
 //! Persistence: every change is queued as a [`TxnChange`] (the full [`TxnRecord`] after the
 //! change, and why) for the journal, which drains them with
@@ -405,16 +407,23 @@ impl GroupTransactions {
     /// is what the partition locked (0 if it refused). Returns the transaction's state now:
     /// ABORTED or EMPTY (forgotten) means the partition must abort `id` — the locks came
     /// too late.
+    ///
+    /// Completing on a PREPARE transaction re-queues its record ([`TxnChangeCause::Prepared`])
+    /// so the durable PREPARE record names every partition that holds its locks.
     pub fn complete_ack(&mut self, id: &str, partition: TxnPartition, locked_records: u64) -> TxnState {
         let Some(txn) = self.txns.get_mut(id) else { return TxnState::Empty };
         assert!(txn.acks_in_flight > 0, "complete_ack without register_participant");
         txn.acks_in_flight -= 1;
         assert_ne!(txn.state, TxnState::Committed, "commit waits for acknowledgements in flight");
-        if txn.state.is_pending() {
+        let state = txn.state;
+        if state.is_pending() {
             let count = txn.participants.get_mut(&partition).expect("registered participant");
             *count += locked_records;
         }
-        txn.state
+        if state == TxnState::Prepare {
+            self.queue(id, TxnChangeCause::Prepared);
+        }
+        state
     }
 
     /// SharePrepareTransaction: ONGOING → PREPARE; idempotent on PREPARE.
@@ -489,10 +498,15 @@ impl GroupTransactions {
     }
 
     /// Forgets the oldest finished transactions while `expired(finish time, retention)` or
-    /// while more than `finished_max` are remembered.
+    /// while more than `finished_max` are remembered. It stops at a transaction with
+    /// acknowledgements still in flight: they must complete against *this* transaction (and
+    /// be told it finished), not against a new one that reuses the id.
     fn forget_oldest(&mut self, expired: impl Fn(u64, u64) -> bool) -> Vec<String> {
         let mut forgotten = Vec::new();
         while let Some((finish_ms, id)) = self.finished.first().cloned() {
+            if self.txns[&id].acks_in_flight > 0 {
+                break;
+            }
             if !expired(finish_ms, self.config.retention_ms)
                 && self.finished.len() <= self.config.finished_max
             {
@@ -557,7 +571,17 @@ impl GroupTransactions {
         }
         assert_eq!(pending, self.pending, "pending index");
         assert_eq!(finished, self.finished, "finished index");
-        assert!(self.finished.len() <= self.config.finished_max);
+        self.check_finished_bound();
+    }
+
+    /// At most `finished_max` finished transactions, unless the oldest still has
+    /// acknowledgements in flight (`forget_oldest`).
+    fn check_finished_bound(&self) {
+        let oldest_busy = self
+            .finished
+            .first()
+            .is_some_and(|(_, id)| self.txns[id].acks_in_flight > 0);
+        assert!(self.finished.len() <= self.config.finished_max || oldest_busy);
     }
 
     // ---- internals ----
@@ -579,7 +603,7 @@ impl GroupTransactions {
         self.queue(id, cause);
         // Keep at most finished_max (the one just finished is the newest, so it stays).
         self.forget_oldest(|_, _| false);
-        assert!(self.finished.len() <= self.config.finished_max);
+        self.check_finished_bound();
         reply
     }
 

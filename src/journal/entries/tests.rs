@@ -190,7 +190,10 @@ fn type_layout(fbs: &Fbs, ty: &str) -> (usize, usize) {
 fn code_matches_the_fbs_schema() {
     let fbs = parse_fbs(FBS);
     // Tables: every .fbs table is described by exactly one TableSchema, field by field.
-    let described: BTreeSet<&str> = TABLES.iter().flat_map(|t| t.fbs_names.iter().copied()).collect();
+    let described: BTreeSet<&str> = TABLES
+        .iter()
+        .flat_map(|t| t.fbs_names.iter().copied())
+        .collect();
     let declared: BTreeSet<&str> = fbs.tables.keys().map(String::as_str).collect();
     assert_eq!(described, declared, "tables in code vs journal.fbs");
     for table in TABLES {
@@ -203,7 +206,11 @@ fn code_matches_the_fbs_schema() {
                 assert_eq!(usize::from(code.id), index, "{name}.{}: id", code.name);
                 assert_eq!(fbs_field.name, code.name, "{name} field {index}: name");
                 assert_eq!(fbs_field.ty, code.ty, "{name}.{}: type", code.name);
-                assert_eq!(fbs_field.required, code.required, "{name}.{}: required", code.name);
+                assert_eq!(
+                    fbs_field.required, code.required,
+                    "{name}.{}: required",
+                    code.name
+                );
                 let default = match (&fbs_field.default, scalar_size(&fbs_field.ty)) {
                     (Some(d), _) => d.clone(),
                     (None, Some(_)) => "0".to_string(),
@@ -217,7 +224,11 @@ fn code_matches_the_fbs_schema() {
     // Kinds: a table has a kind attribute exactly when it is an entry kind, with that code.
     for (name, (kind, _)) in &fbs.tables {
         let code_kind = EntryKind::ALL.into_iter().find(|k| k.name() == name);
-        assert_eq!(kind.map(EntryKind::from_code), code_kind.map(Some), "{name}: kind");
+        assert_eq!(
+            kind.map(EntryKind::from_code),
+            code_kind.map(Some),
+            "{name}: kind"
+        );
         assert_eq!(*kind, code_kind.map(EntryKind::code), "{name}: kind code");
     }
     for kind in EntryKind::ALL {
@@ -229,7 +240,12 @@ fn code_matches_the_fbs_schema() {
     assert_eq!(described, declared, "structs in code vs journal.fbs");
     for schema in STRUCTS {
         let (size, align, offsets) = struct_layout(&fbs, schema.name);
-        assert_eq!((size, align), (schema.size, schema.align), "{}: size, align", schema.name);
+        assert_eq!(
+            (size, align),
+            (schema.size, schema.align),
+            "{}: size, align",
+            schema.name
+        );
         let fields = &fbs.structs[schema.name];
         assert_eq!(fields.len(), schema.fields.len());
         for ((field, offset), &(name, code_offset, ty)) in
@@ -260,7 +276,10 @@ fn the_fbs_parser_notices_differences() {
         struct_layout(&fbs, "StateRun").2,
         struct_layout(&retyped, "StateRun").2
     );
-    assert_eq!(struct_layout(&fbs, "TransactionParticipant"), (32, 8, vec![0, 16, 24]));
+    assert_eq!(
+        struct_layout(&fbs, "TransactionParticipant"),
+        (32, 8, vec![0, 16, 24])
+    );
 }
 
 // ---- random values ----
@@ -297,8 +316,11 @@ fn random_partition_state(rng: &mut SmallRng) -> SharePartitionState {
             StateRun {
                 first_offset,
                 last_offset,
-                state: [RunState::Available, RunState::Acknowledged, RunState::Archived]
-                    [rng.gen_range(0..3)],
+                state: [
+                    RunState::Available,
+                    RunState::Acknowledged,
+                    RunState::Archived,
+                ][rng.gen_range(0..3)],
                 delivery_count: rng.gen(),
             }
         })
@@ -319,8 +341,12 @@ fn random_transaction_record(rng: &mut SmallRng) -> TransactionRecord {
     TransactionRecord {
         transaction_id: random_string(rng),
         group_id: random_string(rng),
-        state: [TxnState::Ongoing, TxnState::Prepare, TxnState::Committed, TxnState::Aborted]
-            [rng.gen_range(0..4)],
+        state: [
+            TxnState::Ongoing,
+            TxnState::Prepare,
+            TxnState::Committed,
+            TxnState::Aborted,
+        ][rng.gen_range(0..4)],
         timeout_ms: rng.gen(),
         create_time_ms: rng.gen(),
         prepare_time_ms: if rng.gen() { -1 } else { rng.gen() },
@@ -385,9 +411,15 @@ fn random_entry(rng: &mut SmallRng) -> Entry {
 
 fn random_shard_snapshot(rng: &mut SmallRng) -> ShardSnapshot {
     ShardSnapshot {
-        share_partitions: (0..rng.gen_range(0..4)).map(|_| random_partition_state(rng)).collect(),
-        transactions: (0..rng.gen_range(0..4)).map(|_| random_transaction_record(rng)).collect(),
-        transaction_locks: (0..rng.gen_range(0..4)).map(|_| random_transaction_locks(rng)).collect(),
+        share_partitions: (0..rng.gen_range(0..4))
+            .map(|_| random_partition_state(rng))
+            .collect(),
+        transactions: (0..rng.gen_range(0..4))
+            .map(|_| random_transaction_record(rng))
+            .collect(),
+        transaction_locks: (0..rng.gen_range(0..4))
+            .map(|_| random_transaction_locks(rng))
+            .collect(),
     }
 }
 
@@ -474,7 +506,10 @@ fn damaged_valid_buffers_never_panic() {
         }
     }
     // Flips may land in padding or in scalar values, so not all are rejected; many must be.
-    assert!(rejected * 4 > total, "only {rejected} of {total} damaged buffers rejected");
+    assert!(
+        rejected * 4 > total,
+        "only {rejected} of {total} damaged buffers rejected"
+    );
 }
 
 fn begin_with_version(version: Option<u16>) -> Vec<u8> {
@@ -531,13 +566,28 @@ fn field_values_are_checked() {
         other => panic!("expected a field error, got {other:?}"),
     };
     assert_eq!(field(&partition_buffer(-1, 2, 5, 9, true)), "partition");
-    assert_eq!(field(&partition_buffer(3, 1, 5, 9, true)), "runs", "ACQUIRED is never persisted");
-    assert_eq!(field(&partition_buffer(3, 2, 9, 5, true)), "runs", "first > last");
-    assert_eq!(field(&partition_buffer(3, 2, -4, 5, true)), "runs", "negative offset");
-    assert!(matches!(
-        Entry::decode(kind, &partition_buffer(3, 2, 5, 9, false)),
-        Err(EntryError::Invalid { .. })
-    ), "the verifier enforces required fields");
+    assert_eq!(
+        field(&partition_buffer(3, 1, 5, 9, true)),
+        "runs",
+        "ACQUIRED is never persisted"
+    );
+    assert_eq!(
+        field(&partition_buffer(3, 2, 9, 5, true)),
+        "runs",
+        "first > last"
+    );
+    assert_eq!(
+        field(&partition_buffer(3, 2, -4, 5, true)),
+        "runs",
+        "negative offset"
+    );
+    assert!(
+        matches!(
+            Entry::decode(kind, &partition_buffer(3, 2, 5, 9, false)),
+            Err(EntryError::Invalid { .. })
+        ),
+        "the verifier enforces required fields"
+    );
     assert_eq!(
         Entry::decode_raw(99, &partition_buffer(3, 2, 5, 9, true)),
         Err(EntryError::UnknownKind { kind: 99 })
@@ -681,7 +731,10 @@ fn json_for_the_inspector() {
     let json = fixture_entry().to_json();
     assert_eq!(json["type"], "SharePartitionUpdate");
     assert_eq!(json["group_id"], "orders-workers");
-    assert_eq!(json["topic_id"], "MDEyMzQ1Njc4OWFiY2RlZg", "Kafka's base64 form");
+    assert_eq!(
+        json["topic_id"], "MDEyMzQ1Njc4OWFiY2RlZg",
+        "Kafka's base64 form"
+    );
     assert_eq!(json["start_offset"], 1000);
     assert!(json["end_offset"].is_null());
     assert_eq!(json["runs"][1]["state"], "ARCHIVED");

@@ -295,3 +295,41 @@ fn restore_aborts_ongoing_and_keeps_prepare() {
     broken.finish_time_ms = None;
     assert!(GroupTransactions::restore(G, TxnConfig::default(), vec![broken], 0).is_err());
 }
+
+#[test]
+fn a_finished_transaction_is_not_forgotten_while_acks_are_in_flight() {
+    let config = TxnConfig { retention_ms: 10, ..TxnConfig::default() };
+    let mut g = GroupTransactions::new(G, config);
+    g.begin(&id(1), -1, 0).unwrap();
+    g.register_participant(&id(1), part(0), 0).unwrap();
+    g.abort(&id(1), 1).unwrap();
+    assert!(g.forget_finished(1_000).is_empty(), "an ack is still in flight");
+    // A begin of the same id answers the old transaction instead of starting a new one.
+    assert_eq!(g.begin(&id(1), -1, 1_000).unwrap().state, TxnState::Aborted);
+    assert_eq!(g.complete_ack(&id(1), part(0), 3), TxnState::Aborted);
+    assert_eq!(g.forget_finished(1_000), vec![id(1)]);
+    g.check_invariants();
+}
+
+#[test]
+fn completing_an_ack_on_prepare_requeues_the_prepare_record() {
+    let mut g = group();
+    g.begin(&id(1), -1, 0).unwrap();
+    g.register_participant(&id(1), part(0), 0).unwrap();
+    g.prepare(&id(1), 1).unwrap();
+    let prepared = g.take_changes().pop().unwrap();
+    assert_eq!(prepared.cause, TxnChangeCause::Prepared);
+    assert_eq!(prepared.record.participants[0].locked_records, 0);
+    assert_eq!(g.acks_in_flight(&id(1)), 1);
+    assert_eq!(g.complete_ack(&id(1), part(0), 6), TxnState::Prepare);
+    let again = g.take_changes();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].cause, TxnChangeCause::Prepared);
+    assert_eq!(again[0].record.participants[0].locked_records, 6);
+    // An ack completing on ONGOING queues nothing (ONGOING participants are not persisted).
+    g.begin(&id(2), -1, 2).unwrap();
+    g.take_changes();
+    g.register_participant(&id(2), part(0), 2).unwrap();
+    g.complete_ack(&id(2), part(0), 1);
+    assert!(g.take_changes().is_empty());
+}

@@ -1,0 +1,222 @@
+//! The Kafka listener of one shard and its client connections.
+//!
+//! Per connection, a reader (this task) turns bytes into frames and starts one handler task
+//! per request; a writer task awaits the handlers **in request order** and writes their
+//! responses, so responses keep request order whatever the handlers' durations.
+//!
+//! Bounds (constants.rs):
+//! - at most `CONNECTION_INFLIGHT_REQUESTS_MAX` requests queued per connection (the reader
+//!   stops reading when the queue is full: TCP backpressure);
+//! - at most `SHARD_INFLIGHT_REQUEST_BYTES_MAX` bytes of requests per shard, reserved as soon
+//!   as a frame's size prefix is read (before its body is buffered) and released when its
+//!   response is written; so memory for requests is bounded however clients behave;
+//! - frames above `REQUEST_FRAME_BYTES_MAX` close the connection before their body is read;
+//! - at most `SHARD_CONNECTIONS_MAX` connections per shard.
+//!
+//! A malformed frame, unknown API key or unsupported version gets no response: the connection
+//! is closed after the responses to earlier requests are written (Kafka's behaviour). Other
+//! connections are unaffected.
+
+use super::shard::ShardCtx;
+use crate::constants::{
+    CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SHARD_CONNECTIONS_MAX,
+    SOCKET_READ_CHUNK_BYTES,
+};
+use crate::protocol::codec::{encode_api_versions_unsupported, parse_frame, Inbound};
+use crate::protocol::framing::FrameDecoder;
+use crate::server::dispatch::dispatch;
+use crate::server::{ConnInfo, Outcome};
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel;
+use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::StaticPermit;
+use glommio::Task;
+use std::time::{Duration, Instant};
+
+/// A request whose response the writer still has to write.
+enum Queued {
+    Handler {
+        task: Task<Outcome>,
+        api: &'static str,
+        started: Instant,
+        _permit: StaticPermit,
+    },
+    Ready(Outcome, Option<StaticPermit>),
+}
+
+/// Accepts connections until shutdown; each connection runs in its own task.
+pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener) {
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            ctx.shutdown.wait().await;
+            None
+        })
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok(stream)) => {
+                if ctx.connections_active.get() >= SHARD_CONNECTIONS_MAX {
+                    tracing::warn!(shard = %ctx.id, "connection limit reached; closing a new connection");
+                    drop(stream);
+                    continue;
+                }
+                let conn_ctx = ctx.clone();
+                glommio::spawn_local(async move { serve_connection(conn_ctx, stream).await }).detach();
+            }
+            Some(Err(e)) => {
+                tracing::warn!(shard = %ctx.id, error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    tracing::debug!(shard = %ctx.id, "listener closed");
+}
+
+async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
+    let (local_addr, peer_addr) = match (stream.local_addr(), stream.peer_addr()) {
+        (Ok(l), Ok(p)) => (l, p),
+        _ => return,
+    };
+    let _ = stream.set_nodelay(true);
+    ctx.connections_active.set(ctx.connections_active.get() + 1);
+    ctx.with_metrics(|m| {
+        m.connections_total += 1;
+        m.connections_active += 1;
+    });
+    let conn = ConnInfo {
+        local_addr,
+        peer_addr,
+    };
+    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (queue_tx, queue_rx) = local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
+    let writer_done = super::sync::Event::new();
+    let writer_ctx = ctx.clone();
+    let writer_done_set = writer_done.clone();
+    let writer_task = glommio::spawn_local(async move {
+        let mut closed_on_error = false;
+        while let Some(item) = queue_rx.recv().await {
+            let outcome = match item {
+                Queued::Handler {
+                    task,
+                    api,
+                    started,
+                    _permit,
+                } => {
+                    let outcome = task.await;
+                    let micros = started.elapsed().as_micros() as u64;
+                    writer_ctx.with_metrics(|m| m.record_request(api, micros));
+                    outcome
+                }
+                Queued::Ready(outcome, _permit) => outcome,
+            };
+            match outcome {
+                Outcome::Respond(frame) => {
+                    if writer.write_all(&frame).await.is_err() {
+                        break;
+                    }
+                    writer_ctx.with_metrics(|m| m.bytes_out += frame.len() as u64);
+                }
+                Outcome::NoResponse => {}
+                Outcome::Close(reason) => {
+                    tracing::info!(shard = %writer_ctx.id, peer = %peer_addr, %reason, "closing connection");
+                    closed_on_error = true;
+                    break;
+                }
+            }
+        }
+        let _ = writer.close().await;
+        writer_done_set.set();
+        closed_on_error
+    });
+
+    let mut decoder = FrameDecoder::new(REQUEST_FRAME_BYTES_MAX);
+    let mut chunk = vec![0u8; SOCKET_READ_CHUNK_BYTES];
+    // The permit for the frame being assembled, reserved once its size is known.
+    let mut reserved: Option<StaticPermit> = None;
+    'connection: loop {
+        loop {
+            let size = match decoder.next_frame_bytes() {
+                Ok(size) => size,
+                Err(e) => {
+                    tracing::info!(shard = %ctx.id, peer = %peer_addr, error = %e, "closing connection");
+                    let _ = queue_tx
+                        .send(Queued::Ready(Outcome::Close(e.to_string()), None))
+                        .await;
+                    break 'connection;
+                }
+            };
+            let Some(size) = size else { break };
+            if reserved.is_none() {
+                let permit = futures_lite::future::or(
+                    async { ctx.request_bytes.acquire_static_permit(size.max(1) as u64).await.ok() },
+                    async {
+                        writer_done.wait().await;
+                        None
+                    },
+                )
+                .await;
+                match permit {
+                    Some(p) => reserved = Some(p),
+                    None => break 'connection,
+                }
+            }
+            let frame = match decoder.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => unreachable!("the size was validated above"),
+            };
+            let permit = reserved.take().expect("reserved above");
+            let item = match parse_frame(frame) {
+                Inbound::Request(request) => {
+                    let api = request.spec.name;
+                    let handler_ctx = ctx.clone();
+                    let handler_conn = conn.clone();
+                    let task = glommio::spawn_local(async move {
+                        dispatch(&handler_ctx, &handler_conn, &request).await
+                    });
+                    Queued::Handler {
+                        task,
+                        api,
+                        started: Instant::now(),
+                        _permit: permit,
+                    }
+                }
+                Inbound::ApiVersionsUnsupported { correlation_id } => Queued::Ready(
+                    Outcome::Respond(encode_api_versions_unsupported(correlation_id)),
+                    Some(permit),
+                ),
+                Inbound::Reject(reject) => {
+                    let _ = queue_tx
+                        .send(Queued::Ready(Outcome::Close(reject.to_string()), Some(permit)))
+                        .await;
+                    break 'connection;
+                }
+            };
+            if queue_tx.send(item).await.is_err() {
+                break 'connection;
+            }
+        }
+        let read = futures_lite::future::or(async { Some(reader.read(&mut chunk).await) }, async {
+            futures_lite::future::or(ctx.shutdown.wait(), writer_done.wait()).await;
+            None
+        })
+        .await;
+        match read {
+            Some(Ok(0)) | Some(Err(_)) | None => break,
+            Some(Ok(n)) => {
+                decoder.extend(&chunk[..n]);
+                ctx.with_metrics(|m| m.bytes_in += n as u64);
+            }
+        }
+    }
+    drop(reserved);
+    drop(queue_tx);
+    let closed_on_error = writer_task.await;
+    ctx.connections_active.set(ctx.connections_active.get() - 1);
+    ctx.with_metrics(|m| {
+        m.connections_active -= 1;
+        if closed_on_error {
+            m.connections_closed_on_error += 1;
+        }
+    });
+}

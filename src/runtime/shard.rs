@@ -1,0 +1,486 @@
+//! One shard's runtime: its [`ShardState`], the cross-shard mesh endpoints, group commit,
+//! durability and data waits, admin serialisation on shard 0, and the [`Bus`] handlers use.
+//!
+//! Invariants:
+//! - `state` is borrowed only in synchronous sections; no `RefCell` borrow lives across an
+//!   `.await` (STYLE habit 4): after every await, what was read before is read again.
+//! - Every [`ShardOp`] runs in its own detached task, locally or on the owning shard, so it
+//!   completes even if the requesting connection goes away (an admin change is always installed
+//!   on every shard once persisted).
+//! - At most one flush per partition is in flight; writes that arrive meanwhile are covered by
+//!   the next one (group commit). A failed flush poisons the partition's log; its waiters get
+//!   KAFKA_STORAGE_ERROR.
+//! - The mesh receive loops never wait on a send, so two shards sending to each other cannot
+//!   deadlock on full channels.
+
+use super::files;
+use super::sync::{oneshot, Event, OneshotSender};
+use crate::log::group_commit::CommitWaiters;
+use crate::metrics::{LogGauge, ShardMetrics};
+use crate::model::ShardId;
+use crate::server::admin::{fail_reply, Controller};
+use crate::server::join::join_all;
+use crate::server::ops::{AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, WaitOp};
+use crate::server::registry::random_uuid;
+use crate::server::shard::{PartitionKey, ShardState};
+use crate::server::{Bus, TopicRegistry};
+use crate::storage::file::FsStorage;
+use glommio::channels::channel_mesh::Senders;
+use glommio::sync::Semaphore;
+use kafka_protocol::ResponseError;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What travels over the mesh.
+pub enum MeshMsg {
+    Request { from: usize, id: u64, op: ShardOp },
+    Reply { id: u64, reply: ShardReply },
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[derive(Default)]
+struct PartitionSync {
+    flushing: bool,
+    waiters: CommitWaiters<OneshotSender<Result<(), String>>>,
+}
+
+struct DataWaiter {
+    id: u64,
+    keys: Vec<PartitionKey>,
+    tx: OneshotSender<()>,
+}
+
+/// The shard's runtime state; shared by its tasks through [`ShardCtx`].
+pub struct ShardRuntime {
+    pub id: ShardId,
+    pub shard_count: usize,
+    pub data_dir: PathBuf,
+    state: RefCell<ShardState<FsStorage>>,
+    senders: Option<Senders<MeshMsg>>,
+    next_request_id: Cell<u64>,
+    pending: RefCell<HashMap<u64, OneshotSender<ShardReply>>>,
+    syncs: RefCell<HashMap<PartitionKey, PartitionSync>>,
+    data_waiters: RefCell<Vec<DataWaiter>>,
+    next_waiter_id: Cell<u64>,
+    controller: RefCell<Controller>,
+    admin_lock: Semaphore,
+    pub metrics: Arc<Mutex<ShardMetrics>>,
+    /// Set when the broker is shutting down: stop accepting and reading requests.
+    pub shutdown: Event,
+    /// Request bytes read and not yet answered, over all connections of this shard.
+    pub request_bytes: Rc<Semaphore>,
+    pub connections_active: Cell<usize>,
+}
+
+/// A cheap handle to the shard runtime; implements [`Bus`].
+#[derive(Clone)]
+pub struct ShardCtx(pub Rc<ShardRuntime>);
+
+impl std::ops::Deref for ShardCtx {
+    type Target = ShardRuntime;
+    fn deref(&self) -> &ShardRuntime {
+        &self.0
+    }
+}
+
+impl ShardCtx {
+    pub fn new(
+        state: ShardState<FsStorage>,
+        senders: Option<Senders<MeshMsg>>,
+        metrics: Arc<Mutex<ShardMetrics>>,
+        request_bytes_max: u64,
+    ) -> ShardCtx {
+        ShardCtx(Rc::new(ShardRuntime {
+            id: state.id,
+            shard_count: state.shard_count,
+            data_dir: state.data_dir.clone(),
+            state: RefCell::new(state),
+            senders,
+            next_request_id: Cell::new(1),
+            pending: RefCell::new(HashMap::new()),
+            syncs: RefCell::new(HashMap::new()),
+            data_waiters: RefCell::new(Vec::new()),
+            next_waiter_id: Cell::new(1),
+            controller: RefCell::new(Controller::new()),
+            admin_lock: Semaphore::new(1),
+            metrics,
+            shutdown: Event::new(),
+            request_bytes: Rc::new(Semaphore::new(request_bytes_max)),
+            connections_active: Cell::new(0),
+        }))
+    }
+
+    pub fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics)) {
+        let mut guard = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard);
+    }
+
+    /// Handles one message from the mesh (called by the receive loops; never awaits a send).
+    pub fn on_mesh_message(&self, msg: MeshMsg) {
+        match msg {
+            MeshMsg::Request { from, id, op } => {
+                let ctx = self.clone();
+                glommio::spawn_local(async move {
+                    let reply = ctx.execute(op).await;
+                    if let Some(senders) = &ctx.senders {
+                        if senders.send_to(from, MeshMsg::Reply { id, reply }).await.is_err() {
+                            tracing::warn!(shard = %ctx.id, to = from, "reply could not be sent: peer gone");
+                        }
+                    }
+                })
+                .detach();
+            }
+            MeshMsg::Reply { id, reply } => {
+                let waiter = self.pending.borrow_mut().remove(&id);
+                if let Some(tx) = waiter {
+                    tx.send(reply);
+                }
+            }
+        }
+    }
+
+    /// Runs an operation on this shard.
+    pub async fn execute(&self, op: ShardOp) -> ShardReply {
+        match op {
+            ShardOp::Produce(op) => self.produce(op).await,
+            ShardOp::Fetch(op) => ShardReply::Fetch(self.state.borrow().fetch(&op)),
+            ShardOp::ListOffsets(op) => ShardReply::ListOffsets(self.state.borrow().list_offsets(&op)),
+            ShardOp::WaitForData(op) => self.wait_for_data(op).await,
+            ShardOp::Admin(op) => {
+                if self.id != ShardId(0) {
+                    return ShardReply::Failed(ResponseError::NotController.code());
+                }
+                ShardReply::Admin(self.admin(op).await)
+            }
+            ShardOp::InstallRegistry(registry) => {
+                self.install_registry(registry);
+                ShardReply::Installed
+            }
+        }
+    }
+
+    fn install_registry(&self, registry: Arc<TopicRegistry>) {
+        let now = wall_ms() as u64;
+        let (reports, failures) = self.state.borrow_mut().install_registry(registry, now);
+        for report in reports.iter().filter(|r| !r.truncated.is_empty()) {
+            tracing::warn!(shard = %self.id, ?report, "partition recovered with a truncated tail");
+        }
+        for failure in failures {
+            tracing::error!(shard = %self.id, error = %failure, "partition could not be opened");
+        }
+        // Waiters of partitions that are gone get an answer now.
+        let live: Vec<PartitionKey> = self.state.borrow().partition_keys();
+        let mut syncs = self.syncs.borrow_mut();
+        let gone: Vec<PartitionKey> = syncs
+            .keys()
+            .filter(|k| !live.contains(k))
+            .copied()
+            .collect();
+        for key in gone {
+            if let Some(mut sync) = syncs.remove(&key) {
+                for waiter in sync.waiters.drain() {
+                    waiter.send(Err("the partition was deleted".into()));
+                }
+            }
+        }
+    }
+
+    async fn produce(&self, op: ProduceOp) -> ShardReply {
+        let applied = self.state.borrow_mut().produce(&op, wall_ms() as u64);
+        let Some((key, target)) = applied.durable_target else {
+            return ShardReply::Produce(applied.result);
+        };
+        self.ensure_flush(key);
+        if op.acks != -1 {
+            return ShardReply::Produce(applied.result);
+        }
+        match self.state.borrow().durability(&key) {
+            Some((durable, _)) if durable >= target => return ShardReply::Produce(applied.result),
+            Some((_, true)) | None => {
+                return ShardReply::Produce(ProduceResult::error(
+                    ResponseError::KafkaStorageError.code(),
+                    "the partition log cannot be made durable",
+                ))
+            }
+            Some(_) => {}
+        }
+        let (tx, rx) = oneshot();
+        self.syncs
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .waiters
+            .park(target, tx);
+        let timeout = Duration::from_millis(op.timeout_ms.max(1));
+        let outcome = futures_lite::future::or(async { Some(rx.await) }, async {
+            glommio::timer::sleep(timeout).await;
+            None
+        })
+        .await;
+        match outcome {
+            Some(Some(Ok(()))) => ShardReply::Produce(applied.result),
+            Some(Some(Err(cause))) => ShardReply::Produce(ProduceResult::error(
+                ResponseError::KafkaStorageError.code(),
+                cause,
+            )),
+            Some(None) => ShardReply::Produce(ProduceResult::error(
+                ResponseError::KafkaStorageError.code(),
+                "the flush was abandoned",
+            )),
+            None => ShardReply::Produce(ProduceResult::error(
+                ResponseError::RequestTimedOut.code(),
+                "the batch was appended but not made durable within the request timeout",
+            )),
+        }
+    }
+
+    /// Starts the flush loop of a partition unless one is running.
+    pub fn ensure_flush(&self, key: PartitionKey) {
+        {
+            let mut syncs = self.syncs.borrow_mut();
+            let sync = syncs.entry(key).or_default();
+            if sync.flushing {
+                return;
+            }
+            sync.flushing = true;
+        }
+        let ctx = self.clone();
+        glommio::spawn_local(async move { ctx.flush_loop(key).await }).detach();
+    }
+
+    async fn flush_loop(&self, key: PartitionKey) {
+        loop {
+            let ticket = self.state.borrow_mut().begin_flush(&key);
+            let Some(ticket) = ticket else { break };
+            let started = Instant::now();
+            let result = files::sync_ticket(&ticket).await;
+            let micros = started.elapsed().as_micros() as u64;
+            let failed = result.is_err();
+            self.with_metrics(|m| {
+                m.fsync.record(micros);
+                if failed {
+                    m.fsync_errors += 1;
+                }
+            });
+            let outcome = self.state.borrow_mut().complete_flush(&key, ticket, result);
+            match outcome {
+                Some(Ok(durable_end)) => {
+                    let released = self
+                        .syncs
+                        .borrow_mut()
+                        .get_mut(&key)
+                        .map(|s| s.waiters.release(durable_end))
+                        .unwrap_or_default();
+                    for waiter in released {
+                        waiter.send(Ok(()));
+                    }
+                    self.notify_data(&key);
+                }
+                Some(Err(error)) => {
+                    tracing::error!(shard = %self.id, ?key, %error, "flush failed; partition poisoned");
+                    let drained = self
+                        .syncs
+                        .borrow_mut()
+                        .get_mut(&key)
+                        .map(|s| s.waiters.drain())
+                        .unwrap_or_default();
+                    for waiter in drained {
+                        waiter.send(Err(error.to_string()));
+                    }
+                    break;
+                }
+                None => break,
+            }
+        }
+        if let Some(sync) = self.syncs.borrow_mut().get_mut(&key) {
+            sync.flushing = false;
+        }
+    }
+
+    fn notify_data(&self, key: &PartitionKey) {
+        let woken: Vec<DataWaiter> = {
+            let mut waiters = self.data_waiters.borrow_mut();
+            let (hit, keep) = waiters.drain(..).partition(|w| w.keys.contains(key));
+            *waiters = keep;
+            hit
+        };
+        for waiter in woken {
+            waiter.tx.send(());
+        }
+    }
+
+    async fn wait_for_data(&self, op: WaitOp) -> ShardReply {
+        if self.state.borrow().has_data(&op.partitions) {
+            return ShardReply::Waited(true);
+        }
+        let remaining = op.deadline_ms - wall_ms();
+        if remaining <= 0 {
+            return ShardReply::Waited(false);
+        }
+        let id = self.next_waiter_id.get();
+        self.next_waiter_id.set(id + 1);
+        let (tx, rx) = oneshot();
+        self.data_waiters.borrow_mut().push(DataWaiter {
+            id,
+            keys: op.partitions.iter().map(|(r, _)| PartitionKey::of(r)).collect(),
+            tx,
+        });
+        let arrived = futures_lite::future::or(async { rx.await.is_some() }, async {
+            glommio::timer::sleep(Duration::from_millis(remaining as u64)).await;
+            false
+        })
+        .await;
+        self.data_waiters.borrow_mut().retain(|w| w.id != id);
+        ShardReply::Waited(arrived)
+    }
+
+    async fn admin(&self, op: AdminOp) -> AdminReply {
+        let Ok(_permit) = self.admin_lock.acquire_permit(1).await else {
+            return fail_reply_for(&op, ResponseError::NotController.code());
+        };
+        let current = self.state.borrow().registry().clone();
+        let mut plan = self
+            .controller
+            .borrow()
+            .plan(&current, &op, &mut random_uuid);
+        let Some(mut next) = plan.registry.take() else {
+            self.controller.borrow_mut().commit(&plan);
+            return plan.reply;
+        };
+        next.version = current.version + 1;
+        let data_dir = self.data_dir.clone();
+        let to_store = next.clone();
+        let stored = glommio::executor()
+            .spawn_blocking(move || to_store.store(&data_dir))
+            .await;
+        if let Err(e) = stored {
+            tracing::error!(error = %e, "metadata could not be persisted; change refused");
+            return fail_reply(
+                plan.reply,
+                ResponseError::KafkaStorageError.code(),
+                &format!("metadata could not be persisted: {e}"),
+            );
+        }
+        self.controller.borrow_mut().commit(&plan);
+        let next = Arc::new(next);
+        let installs = (0..self.shard_count)
+            .map(|shard| self.call(ShardId(shard as u16), ShardOp::InstallRegistry(next.clone())))
+            .collect();
+        for reply in join_all(installs).await {
+            if !matches!(reply, ShardReply::Installed) {
+                tracing::error!(?reply, "a shard did not install the new metadata");
+            }
+        }
+        plan.reply
+    }
+
+    /// Rolls and applies retention on every partition, and starts flushes where needed.
+    pub fn housekeeping(&self) {
+        let touched = self.state.borrow_mut().housekeeping(wall_ms() as u64);
+        for key in touched {
+            self.ensure_flush(key);
+        }
+    }
+
+    /// Publishes log sizes to the metrics.
+    pub fn refresh_log_gauges(&self) {
+        let gauges: Vec<LogGauge> = self
+            .state
+            .borrow()
+            .partitions()
+            .map(|p| LogGauge {
+                topic: p.topic.clone(),
+                partition: p.partition,
+                size_bytes: p.log.size_bytes(),
+                log_end_offset: p.log.log_end_offset(),
+            })
+            .collect();
+        self.with_metrics(|m| m.logs = gauges);
+    }
+
+    /// Flushes every partition with unflushed writes and waits until all are durable.
+    pub async fn flush_all(&self) {
+        loop {
+            let pending = self.state.borrow().unflushed();
+            if pending.is_empty() {
+                return;
+            }
+            for key in &pending {
+                self.ensure_flush(*key);
+            }
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
+    let empty = match op {
+        AdminOp::CreateTopics { .. } => AdminReply::Created(Vec::new()),
+        AdminOp::DeleteTopics { .. } => AdminReply::Deleted(Vec::new()),
+        AdminOp::AlterConfigs { .. } => AdminReply::Altered(Vec::new()),
+        AdminOp::AllocateProducerId => AdminReply::ProducerId(Err(code)),
+    };
+    fail_reply(empty, code, "the metadata controller is shutting down")
+}
+
+impl Bus for ShardCtx {
+    fn local_shard(&self) -> ShardId {
+        self.id
+    }
+
+    fn shard_count(&self) -> usize {
+        self.shard_count
+    }
+
+    fn registry(&self) -> Arc<TopicRegistry> {
+        self.state.borrow().registry().clone()
+    }
+
+    fn now_ms(&self) -> i64 {
+        wall_ms()
+    }
+
+    fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply> {
+        let ctx = self.clone();
+        async move {
+            let (tx, rx) = oneshot();
+            if shard == ctx.id {
+                let runner = ctx.clone();
+                glommio::spawn_local(async move { tx.send(runner.execute(op).await) }).detach();
+            } else {
+                let Some(senders) = &ctx.senders else {
+                    panic!("{shard} addressed on a broker of one shard");
+                };
+                let id = ctx.next_request_id.get();
+                ctx.next_request_id.set(id + 1);
+                ctx.pending.borrow_mut().insert(id, tx);
+                let from = ctx.id.index();
+                if senders
+                    .send_to(shard.index(), MeshMsg::Request { from, id, op })
+                    .await
+                    .is_err()
+                {
+                    ctx.pending.borrow_mut().remove(&id);
+                    return ShardReply::Failed(ResponseError::KafkaStorageError.code());
+                }
+            }
+            rx.await
+                .unwrap_or(ShardReply::Failed(ResponseError::UnknownServerError.code()))
+        }
+    }
+
+    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> {
+        glommio::timer::sleep(Duration::from_millis(ms))
+    }
+}
