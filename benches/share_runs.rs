@@ -88,10 +88,14 @@ struct RunsResult {
     peak_runs: usize,
     peak_bytes: usize,
     delta_runs_written: u64,
+    deltas: u64,
 }
 
 fn bench_runs(n: i64, chunks: &[(i64, i64, AcknowledgeType)], quick: bool) -> RunsResult {
-    let config = ShareConfig { partition_max_record_locks: n as u32, ..ShareConfig::default() };
+    let config = ShareConfig {
+        partition_max_record_locks: n as u32,
+        ..ShareConfig::default()
+    };
     let base = heap_bytes();
     let mut p = SharePartition::new(config, 0);
     p.take_delta();
@@ -99,7 +103,7 @@ fn bench_runs(n: i64, chunks: &[(i64, i64, AcknowledgeType)], quick: bool) -> Ru
     assert_eq!(got.len(), 1);
     assert_eq!(p.run_count(), 1);
     let (mut ack_time, mut delta_time) = (Duration::ZERO, Duration::ZERO);
-    let (mut transitions, mut calls, mut delta_runs_written) = (0u64, 0u64, 0u64);
+    let (mut transitions, mut calls, mut delta_runs_written, mut deltas) = (0u64, 0u64, 0u64, 0u64);
     let (mut peak_runs, mut peak_bytes) = (0, 0);
     let half = chunks.len() / 2;
     for (i, &(first, last, t)) in chunks.iter().enumerate() {
@@ -115,6 +119,7 @@ fn bench_runs(n: i64, chunks: &[(i64, i64, AcknowledgeType)], quick: bool) -> Ru
             let delta = p.take_delta().expect("acks changed the durable view");
             delta_time += start.elapsed();
             delta_runs_written += delta.runs.len() as u64;
+            deltas += 1;
         }
         if i == half {
             peak_runs = p.run_count();
@@ -127,7 +132,16 @@ fn bench_runs(n: i64, chunks: &[(i64, i64, AcknowledgeType)], quick: bool) -> Ru
     assert_eq!(transitions, n as u64);
     assert_eq!(p.acquired_records(), 0);
     p.check_invariants();
-    RunsResult { ack_time, delta_time, transitions, calls, peak_runs, peak_bytes, delta_runs_written }
+    RunsResult {
+        ack_time,
+        delta_time,
+        transitions,
+        calls,
+        peak_runs,
+        peak_bytes,
+        delta_runs_written,
+        deltas,
+    }
 }
 
 /// The per-offset baseline: one entry per in-flight offset.
@@ -151,7 +165,15 @@ fn bench_map(n: i64, chunks: &[(i64, i64, AcknowledgeType)]) -> MapResult {
     let base = heap_bytes();
     let mut map: BTreeMap<i64, OffsetEntry> = BTreeMap::new();
     for o in 0..n {
-        map.insert(o, OffsetEntry { state: ACQUIRED, delivery_count: 1, member: 7, deadline_ms: 30_000 });
+        map.insert(
+            o,
+            OffsetEntry {
+                state: ACQUIRED,
+                delivery_count: 1,
+                member: 7,
+                deadline_ms: 30_000,
+            },
+        );
     }
     let bytes = heap_bytes() - base;
     let mut spso = 0;
@@ -159,7 +181,9 @@ fn bench_map(n: i64, chunks: &[(i64, i64, AcknowledgeType)]) -> MapResult {
     let start = Instant::now();
     for &(first, last, t) in chunks {
         // All-or-nothing, as the partition: check every offset, then change it.
-        assert!((first..=last).all(|o| map.get(&o).is_some_and(|e| e.state == ACQUIRED && e.member == 7)));
+        assert!((first..=last).all(|o| map
+            .get(&o)
+            .is_some_and(|e| e.state == ACQUIRED && e.member == 7)));
         for o in first..=last {
             let e = map.get_mut(&o).expect("checked");
             e.state = match t {
@@ -176,7 +200,11 @@ fn bench_map(n: i64, chunks: &[(i64, i64, AcknowledgeType)]) -> MapResult {
             spso += 1;
         }
     }
-    MapResult { ack_time: start.elapsed(), transitions, bytes }
+    MapResult {
+        ack_time: start.elapsed(),
+        transitions,
+        bytes,
+    }
 }
 
 struct TxnResult {
@@ -187,15 +215,24 @@ struct TxnResult {
 }
 
 fn bench_transactions(n: i64, chunks: &[(i64, i64, AcknowledgeType)]) -> TxnResult {
-    let config = ShareConfig { partition_max_record_locks: n as u32, ..ShareConfig::default() };
+    let config = ShareConfig {
+        partition_max_record_locks: n as u32,
+        ..ShareConfig::default()
+    };
     let mut p = SharePartition::new(config, 0);
     p.acquire(MEMBER, n, n as u32, 0);
     let txns: Vec<String> = (0..10).map(|k| format!("g-job-{k}")).collect();
     let start = Instant::now();
     let mut locked = 0;
     for (i, &(first, last, t)) in chunks.iter().enumerate() {
-        let t = if t == AcknowledgeType::Release { AcknowledgeType::Accept } else { t };
-        locked += p.lock(MEMBER, &txns[i % 10], &[AckBatch::new(first, last, t)]).expect("held");
+        let t = if t == AcknowledgeType::Release {
+            AcknowledgeType::Accept
+        } else {
+            t
+        };
+        locked += p
+            .lock(MEMBER, &txns[i % 10], &[AckBatch::new(first, last, t)])
+            .expect("held");
     }
     let lock_time = start.elapsed();
     let start = Instant::now();
@@ -212,7 +249,12 @@ fn bench_transactions(n: i64, chunks: &[(i64, i64, AcknowledgeType)]) -> TxnResu
     assert_eq!((locked, decided), (n as u64, n as u64));
     assert_eq!(p.locked_records(), 0);
     p.check_invariants();
-    TxnResult { lock_time, decide_time, locked, decided }
+    TxnResult {
+        lock_time,
+        decide_time,
+        locked,
+        decided,
+    }
 }
 
 fn per_sec(count: u64, time: Duration) -> f64 {
@@ -229,7 +271,7 @@ fn workload(name: &str, n: i64, max_len: i64, quick: bool) {
 
     let bytes_per_run = runs.peak_bytes as f64 / runs.peak_runs as f64;
     let map_bytes_per_offset = map.bytes as f64 / n as f64;
-    let deltas = (runs.calls / 1024).max(1);
+    let deltas = runs.deltas;
     println!(
         "share_runs/{name}: {n} in-flight offsets, {} acknowledge calls of 1..={max_len} offsets (seed {SEED:#x})",
         runs.calls
@@ -245,7 +287,7 @@ fn workload(name: &str, n: i64, max_len: i64, quick: bool) {
     println!(
         "  deltas:     {} runs written in {deltas} deltas (one per 1024 acks), {:.1} us per delta",
         runs.delta_runs_written,
-        runs.delta_time.as_secs_f64() * 1e6 / deltas as f64
+        runs.delta_time.as_secs_f64() * 1e6 / deltas.max(1) as f64
     );
     println!(
         "  per-offset: {:>12.0} transitions/s   {:.1} bytes/offset ({:.2} MiB)",
@@ -275,9 +317,19 @@ fn workload(name: &str, n: i64, max_len: i64, quick: bool) {
     if quick {
         // Sanity of the figures, not of the speed: chunks fragment the runs, and a run costs
         // memory of the order of a map entry, not of a whole offset range.
-        assert!(runs.peak_runs > 10, "fragmentation happened: {} runs", runs.peak_runs);
-        assert!(bytes_per_run > 8.0 && bytes_per_run < 1024.0, "bytes/run {bytes_per_run}");
-        assert!(map_bytes_per_offset > 8.0, "map bytes/offset {map_bytes_per_offset}");
+        assert!(
+            runs.peak_runs > 10,
+            "fragmentation happened: {} runs",
+            runs.peak_runs
+        );
+        assert!(
+            bytes_per_run > 8.0 && bytes_per_run < 1024.0,
+            "bytes/run {bytes_per_run}"
+        );
+        assert!(
+            map_bytes_per_offset > 8.0,
+            "map bytes/offset {map_bytes_per_offset}"
+        );
     }
 }
 

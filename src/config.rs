@@ -24,11 +24,26 @@ use std::path::PathBuf;
 /// Why a configuration was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigError {
-    BadAddress { flag: &'static str, value: String, reason: String },
-    BadShards { requested: usize, max: usize },
-    UnknownKey { key: String },
-    BadValue { key: String, value: String, reason: String },
-    ReadOnly { key: String },
+    BadAddress {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
+    BadShards {
+        requested: usize,
+        max: usize,
+    },
+    UnknownKey {
+        key: String,
+    },
+    BadValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    ReadOnly {
+        key: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -449,7 +464,11 @@ impl TopicSettings {
         let mut long = |name: &str| -> i64 {
             let def = topic_config_def(name).expect("known topic config");
             let (value, _) = effective_topic_value(def, topic, broker);
-            match def.validate(&value).ok().and_then(|v| v.parse::<i64>().ok()) {
+            match def
+                .validate(&value)
+                .ok()
+                .and_then(|v| v.parse::<i64>().ok())
+            {
                 Some(parsed) => parsed,
                 None => {
                     errors.push(ConfigError::BadValue {
@@ -510,11 +529,18 @@ mod tests {
     fn every_default_passes_its_own_rule() {
         for def in TOPIC_CONFIGS.iter().chain(BROKER_CONFIGS) {
             if !def.is_read_only() {
-                assert_eq!(def.validate(def.default).unwrap(), def.default, "{}", def.name);
+                assert_eq!(
+                    def.validate(def.default).unwrap(),
+                    def.default,
+                    "{}",
+                    def.name
+                );
             }
         }
         for def in TOPIC_CONFIGS {
-            let synonym = def.synonym.expect("every topic config has a broker synonym");
+            let synonym = def
+                .synonym
+                .expect("every topic config has a broker synonym");
             let broker = broker_config_def(synonym).expect("synonym is a broker config");
             assert_eq!(broker.default, def.default, "{}", def.name);
         }
@@ -522,7 +548,10 @@ mod tests {
 
     #[test]
     fn validation_rejects_bad_values_and_unknown_keys() {
-        assert_eq!(validate_topic_config("retention.ms", " 1000 ").unwrap(), "1000");
+        assert_eq!(
+            validate_topic_config("retention.ms", " 1000 ").unwrap(),
+            "1000"
+        );
         assert!(validate_topic_config("retention.ms", "-2").is_err());
         assert!(validate_topic_config("retention.ms", "soon").is_err());
         assert!(validate_topic_config("segment.bytes", "100").is_err());
@@ -546,7 +575,10 @@ mod tests {
         assert_eq!(s.retention_ms, Some(604_800_000));
         assert_eq!(s.retention_bytes, None);
         broker.insert("log.retention.ms".to_string(), "5000".to_string());
-        assert_eq!(TopicSettings::resolve(&topic, &broker).0.retention_ms, Some(5000));
+        assert_eq!(
+            TopicSettings::resolve(&topic, &broker).0.retention_ms,
+            Some(5000)
+        );
         topic.insert("retention.ms".to_string(), "-1".to_string());
         assert_eq!(TopicSettings::resolve(&topic, &broker).0.retention_ms, None);
         topic.insert("segment.bytes".to_string(), "garbage".to_string());

@@ -24,3 +24,4 @@ pub mod runtime;
 pub mod server;
 pub mod storage;
 pub mod share;
+pub mod txn;

@@ -18,8 +18,8 @@
 use std::collections::BTreeMap;
 
 use lockstep::share::{
-    AckBatch, AcknowledgeType, LockOutcome, RecordState, ShareConfig, ShareError,
-    SharePartition, ShareSnapshot,
+    AckBatch, AcknowledgeType, LockOutcome, RecordState, ShareConfig, ShareError, SharePartition,
+    ShareSnapshot,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -55,15 +55,29 @@ struct Oracle {
 
 impl Oracle {
     fn new(config: ShareConfig, start: i64) -> Oracle {
-        Oracle { config, spso: start, next: start, recs: BTreeMap::new() }
+        Oracle {
+            config,
+            spso: start,
+            next: start,
+            recs: BTreeMap::new(),
+        }
     }
 
     fn rec(&self, o: i64) -> ORec {
-        self.recs.get(&o).copied().unwrap_or(ORec { state: OState::Available, delivery_count: 0 })
+        self.recs.get(&o).copied().unwrap_or(ORec {
+            state: OState::Available,
+            delivery_count: 0,
+        })
     }
 
     fn set(&mut self, o: i64, state: OState, delivery_count: u16) {
-        self.recs.insert(o, ORec { state, delivery_count });
+        self.recs.insert(
+            o,
+            ORec {
+                state,
+                delivery_count,
+            },
+        );
     }
 
     fn released(&self, dc: u16) -> OState {
@@ -76,7 +90,10 @@ impl Oracle {
 
     fn advance(&mut self) {
         while self.spso < self.next
-            && matches!(self.rec(self.spso).state, OState::Acknowledged | OState::Archived)
+            && matches!(
+                self.rec(self.spso).state,
+                OState::Acknowledged | OState::Archived
+            )
         {
             self.spso += 1;
         }
@@ -92,7 +109,14 @@ impl Oracle {
             }
             let r = self.rec(o);
             if r.state == OState::Available {
-                self.set(o, OState::Acquired { member: m, deadline_ms }, r.delivery_count + 1);
+                self.set(
+                    o,
+                    OState::Acquired {
+                        member: m,
+                        deadline_ms,
+                    },
+                    r.delivery_count + 1,
+                );
                 out.push((o, r.delivery_count + 1));
                 budget -= 1;
             }
@@ -100,7 +124,14 @@ impl Oracle {
         let cap_last = self.spso + i64::from(self.config.partition_max_record_locks) - 1;
         while budget > 0 && self.next < log_end && self.next <= cap_last {
             let o = self.next;
-            self.set(o, OState::Acquired { member: m, deadline_ms }, 1);
+            self.set(
+                o,
+                OState::Acquired {
+                    member: m,
+                    deadline_ms,
+                },
+                1,
+            );
             out.push((o, 1));
             self.next += 1;
             budget -= 1;
@@ -119,7 +150,9 @@ impl Oracle {
                 return true;
             }
             if txn
-                && b.types.iter().any(|t| matches!(t, AcknowledgeType::Release | AcknowledgeType::Renew))
+                && b.types
+                    .iter()
+                    .any(|t| matches!(t, AcknowledgeType::Release | AcknowledgeType::Renew))
             {
                 return true;
             }
@@ -137,7 +170,10 @@ impl Oracle {
                     && matches!(self.rec(o).state, OState::Acquired { member, .. } if member == m)
             });
             if !held {
-                return Some(ShareError::InvalidRecordState { first: b.first, last: b.last });
+                return Some(ShareError::InvalidRecordState {
+                    first: b.first,
+                    last: b.last,
+                });
             }
         }
         None
@@ -146,7 +182,11 @@ impl Oracle {
     fn types_per_offset(b: &AckBatch) -> Vec<(i64, AcknowledgeType)> {
         (b.first..=b.last)
             .map(|o| {
-                let t = if b.types.len() == 1 { b.types[0] } else { b.types[(o - b.first) as usize] };
+                let t = if b.types.len() == 1 {
+                    b.types[0]
+                } else {
+                    b.types[(o - b.first) as usize]
+                };
                 (o, t)
             })
             .collect()
@@ -215,7 +255,9 @@ impl Oracle {
     }
 
     fn expire(&mut self, now: u64) -> u64 {
-        self.release_where(|s| matches!(s, OState::Acquired { deadline_ms, .. } if deadline_ms <= now))
+        self.release_where(
+            |s| matches!(s, OState::Acquired { deadline_ms, .. } if deadline_ms <= now),
+        )
     }
 
     fn release_member(&mut self, m: usize) -> u64 {
@@ -255,8 +297,12 @@ impl Oracle {
     }
 
     fn set_start_offset(&mut self, offset: i64) -> Result<(), i16> {
-        let busy = (self.spso..self.next)
-            .any(|o| matches!(self.rec(o).state, OState::Acquired { .. } | OState::Locked { .. }));
+        let busy = (self.spso..self.next).any(|o| {
+            matches!(
+                self.rec(o).state,
+                OState::Acquired { .. } | OState::Locked { .. }
+            )
+        });
         if busy {
             return Err(68);
         }
@@ -275,7 +321,13 @@ impl Oracle {
                 self.set(o, OState::Available, r.delivery_count - 1);
             }
         }
-        while self.next > self.spso && self.rec(self.next - 1) == (ORec { state: OState::Available, delivery_count: 0 }) {
+        while self.next > self.spso
+            && self.rec(self.next - 1)
+                == (ORec {
+                    state: OState::Available,
+                    delivery_count: 0,
+                })
+        {
             self.next -= 1;
         }
     }
@@ -286,15 +338,36 @@ impl Oracle {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Acquire { m: usize, log_end: i64, max: u32 },
-    Ack { m: usize, batches: Vec<AckBatch> },
-    Lock { m: usize, txn: usize, batches: Vec<AckBatch> },
-    Commit { txn: usize },
-    Abort { txn: usize },
+    Acquire {
+        m: usize,
+        log_end: i64,
+        max: u32,
+    },
+    Ack {
+        m: usize,
+        batches: Vec<AckBatch>,
+    },
+    Lock {
+        m: usize,
+        txn: usize,
+        batches: Vec<AckBatch>,
+    },
+    Commit {
+        txn: usize,
+    },
+    Abort {
+        txn: usize,
+    },
     /// Advance the clock, then expire locks.
-    Expire { advance_ms: u64 },
-    ReleaseMember { m: usize },
-    SetStartOffset { offset: i64 },
+    Expire {
+        advance_ms: u64,
+    },
+    ReleaseMember {
+        m: usize,
+    },
+    SetStartOffset {
+        offset: i64,
+    },
     Restart,
 }
 
@@ -310,9 +383,19 @@ struct World {
 impl World {
     fn new(config: ShareConfig, start: i64) -> World {
         let mut p = SharePartition::new(config, start);
-        let mut journal = ShareSnapshot { spso: 0, runs: vec![] };
-        journal.apply_delta(&p.take_delta().expect("initial reset")).unwrap();
-        World { p, o: Oracle::new(config, start), journal, now: 0 }
+        let mut journal = ShareSnapshot {
+            spso: 0,
+            runs: vec![],
+        };
+        journal
+            .apply_delta(&p.take_delta().expect("initial reset"))
+            .unwrap();
+        World {
+            p,
+            o: Oracle::new(config, start),
+            journal,
+            now: 0,
+        }
     }
 
     fn apply(&mut self, op: &Op) {
@@ -326,7 +409,8 @@ impl World {
                     flat.extend((r.first..=r.last).map(|o| (o, r.delivery_count)));
                 }
                 for w in got.windows(2) {
-                    let adjacent_same = w[0].last + 1 == w[1].first && w[0].delivery_count == w[1].delivery_count;
+                    let adjacent_same =
+                        w[0].last + 1 == w[1].first && w[0].delivery_count == w[1].delivery_count;
                     assert!(!adjacent_same, "acquired ranges not merged: {got:?}");
                 }
                 assert_eq!(flat, self.o.acquire(*m, *log_end, *max, now), "{op:?}");
@@ -335,13 +419,18 @@ impl World {
                 let got = self.p.acknowledge(MEMBERS[*m], batches, now);
                 let want = self.o.acknowledge(*m, batches, now);
                 match (got, want) {
-                    (Ok(c), Ok(n)) => assert_eq!(c.acknowledged + c.archived + c.released + c.renewed, n),
+                    (Ok(c), Ok(n)) => {
+                        assert_eq!(c.acknowledged + c.archived + c.released + c.renewed, n)
+                    }
                     (Err(e), Err(code)) => assert_eq!(e.code(), code, "{op:?}: {e}"),
                     (got, want) => panic!("{op:?}: got {got:?}, oracle {want:?}"),
                 }
             }
             Op::Lock { m, txn, batches } => {
-                let got = self.p.lock(MEMBERS[*m], TXNS[*txn], batches).map_err(|e| e.code());
+                let got = self
+                    .p
+                    .lock(MEMBERS[*m], TXNS[*txn], batches)
+                    .map_err(|e| e.code());
                 assert_eq!(got, self.o.lock(*m, *txn, batches), "{op:?}");
             }
             Op::Commit { txn } => {
@@ -354,14 +443,21 @@ impl World {
                 assert_eq!(self.p.expire_locks(self.now), self.o.expire(self.now));
             }
             Op::ReleaseMember { m } => {
-                assert_eq!(self.p.release_member(MEMBERS[*m]), self.o.release_member(*m));
+                assert_eq!(
+                    self.p.release_member(MEMBERS[*m]),
+                    self.o.release_member(*m)
+                );
             }
             Op::SetStartOffset { offset } => {
                 let got = self.p.set_start_offset(*offset).map_err(|e| e.code());
                 assert_eq!(got, self.o.set_start_offset(*offset));
             }
             Op::Restart => {
-                assert_eq!(self.journal, self.p.snapshot(), "journal replay before restart");
+                assert_eq!(
+                    self.journal,
+                    self.p.snapshot(),
+                    "journal replay before restart"
+                );
                 self.p = SharePartition::from_snapshot(*self.p.config(), &self.journal).unwrap();
                 self.o.restart();
             }
@@ -371,24 +467,40 @@ impl World {
 
     fn check(&mut self, op: &Op) {
         self.p.check_invariants();
-        assert_eq!((self.p.spso(), self.p.speo()), (self.o.spso, self.o.next - 1), "after {op:?}");
+        assert_eq!(
+            (self.p.spso(), self.p.speo()),
+            (self.o.spso, self.o.next - 1),
+            "after {op:?}"
+        );
         let hi = self.o.next.max(self.o.spso) + 2;
         for off in (self.o.spso - 2).max(0)..hi {
             let got = self.p.record(off);
             if off < self.o.spso || off >= self.o.next {
-                assert!(got.is_none(), "offset {off} outside the window after {op:?}");
+                assert!(
+                    got.is_none(),
+                    "offset {off} outside the window after {op:?}"
+                );
                 continue;
             }
             let got = got.unwrap_or_else(|| panic!("offset {off} missing after {op:?}"));
             let want = self.o.rec(off);
-            assert_eq!(got.delivery_count, want.delivery_count, "delivery count of {off} after {op:?}");
+            assert_eq!(
+                got.delivery_count, want.delivery_count,
+                "delivery count of {off} after {op:?}"
+            );
             match (got.state, want.state) {
                 (RecordState::Available, OState::Available)
                 | (RecordState::Acknowledged, OState::Acknowledged)
                 | (RecordState::Archived, OState::Archived) => {
                     assert!(got.member.is_none() && got.txn.is_none());
                 }
-                (RecordState::Acquired, OState::Acquired { member, deadline_ms }) => {
+                (
+                    RecordState::Acquired,
+                    OState::Acquired {
+                        member,
+                        deadline_ms,
+                    },
+                ) => {
                     assert_eq!(got.member, Some(MEMBERS[member]), "owner of {off}");
                     assert_eq!(got.lock_deadline_ms, Some(deadline_ms), "deadline of {off}");
                 }
@@ -404,7 +516,12 @@ impl World {
                 .filter(|&o| matches!(self.o.rec(o).state, OState::Locked { txn, .. } if txn == t))
                 .count() as u64;
             assert_eq!(self.p.locked_count(name), want);
-            let ranged: u64 = self.p.locked_ranges(name).iter().map(|r| (r.last - r.first + 1) as u64).sum();
+            let ranged: u64 = self
+                .p
+                .locked_ranges(name)
+                .iter()
+                .map(|r| (r.last - r.first + 1) as u64)
+                .sum();
             assert_eq!(ranged, want);
         }
         // The journal: take what changed, replay it, compare with the whole durable view.
@@ -412,7 +529,11 @@ impl World {
             self.journal.apply_delta(&delta).expect("delta applies");
         }
         self.journal.validate().unwrap();
-        assert_eq!(self.journal, self.p.snapshot(), "snapshot + deltas after {op:?}");
+        assert_eq!(
+            self.journal,
+            self.p.snapshot(),
+            "snapshot + deltas after {op:?}"
+        );
         assert!(!self.p.has_delta());
     }
 }
@@ -425,7 +546,10 @@ struct SeedOnPanic(u64);
 impl Drop for SeedOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("share_model failed with seed {} (replay: SHARE_MODEL_SEED={})", self.0, self.0);
+            eprintln!(
+                "share_model failed with seed {} (replay: SHARE_MODEL_SEED={})",
+                self.0, self.0
+            );
         }
     }
 }
@@ -439,7 +563,12 @@ fn random_types(rng: &mut SmallRng, n: i64, pool: &[AcknowledgeType]) -> Vec<Ack
 }
 
 /// 1-3 batches, mostly over offsets `m` holds, sometimes anywhere near the window.
-fn random_batches(rng: &mut SmallRng, o: &Oracle, m: usize, pool: &[AcknowledgeType]) -> Vec<AckBatch> {
+fn random_batches(
+    rng: &mut SmallRng,
+    o: &Oracle,
+    m: usize,
+    pool: &[AcknowledgeType],
+) -> Vec<AckBatch> {
     let held: Vec<i64> = (o.spso..o.next)
         .filter(|&x| matches!(o.rec(x).state, OState::Acquired { member, .. } if member == m))
         .collect();
@@ -457,7 +586,11 @@ fn random_batches(rng: &mut SmallRng, o: &Oracle, m: usize, pool: &[AcknowledgeT
             let first = rng.gen_range((o.spso - 2).max(0)..=o.next + 1);
             (first, first + rng.gen_range(0..4))
         };
-        batches.push(AckBatch { first, last, types: random_types(rng, last - first + 1, pool) });
+        batches.push(AckBatch {
+            first,
+            last,
+            types: random_types(rng, last - first + 1, pool),
+        });
     }
     if rng.gen_bool(0.9) {
         batches.sort_by_key(|b| b.first);
@@ -478,7 +611,11 @@ fn random_op(rng: &mut SmallRng, w: &World, log_end: &mut i64) -> Op {
             if rng.gen_bool(0.5) {
                 *log_end += rng.gen_range(0..8);
             }
-            Op::Acquire { m, log_end: *log_end, max: rng.gen_range(0..12) }
+            Op::Acquire {
+                m,
+                log_end: *log_end,
+                max: rng.gen_range(0..12),
+            }
         }
         25..=54 => {
             let pool = [
@@ -488,15 +625,26 @@ fn random_op(rng: &mut SmallRng, w: &World, log_end: &mut i64) -> Op {
                 AcknowledgeType::Reject,
                 AcknowledgeType::Renew,
             ];
-            Op::Ack { m, batches: random_batches(rng, o, m, &pool) }
+            Op::Ack {
+                m,
+                batches: random_batches(rng, o, m, &pool),
+            }
         }
         55..=66 => {
             let pool = if rng.gen_bool(0.9) {
-                vec![AcknowledgeType::Accept, AcknowledgeType::Reject, AcknowledgeType::Gap]
+                vec![
+                    AcknowledgeType::Accept,
+                    AcknowledgeType::Reject,
+                    AcknowledgeType::Gap,
+                ]
             } else {
                 vec![AcknowledgeType::Accept, AcknowledgeType::Release]
             };
-            Op::Lock { m, txn, batches: random_batches(rng, o, m, &pool) }
+            Op::Lock {
+                m,
+                txn,
+                batches: random_batches(rng, o, m, &pool),
+            }
         }
         67..=71 => Op::Commit { txn },
         72..=76 => Op::Abort { txn },
@@ -538,7 +686,10 @@ fn random_sequences() {
         run_seed(seed.parse().expect("SHARE_MODEL_SEED is a u64"), 2_000);
         return;
     }
-    let seeds: u64 = std::env::var("SHARE_MODEL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let seeds: u64 = std::env::var("SHARE_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
     for seed in 0..seeds {
         run_seed(seed, 400);
     }
@@ -556,20 +707,35 @@ fn alphabet() -> Vec<Op> {
         }
         for (first, last) in [(0, 0), (1, 2), (0, 3)] {
             for t in [Accept, Release, Reject] {
-                ops.push(Op::Ack { m, batches: vec![AckBatch::new(first, last, t)] });
+                ops.push(Op::Ack {
+                    m,
+                    batches: vec![AckBatch::new(first, last, t)],
+                });
             }
         }
         ops.push(Op::ReleaseMember { m });
     }
     ops.push(Op::Ack {
         m: 0,
-        batches: vec![AckBatch { first: 0, last: 3, types: vec![Accept, Release, Gap, Renew] }],
+        batches: vec![AckBatch {
+            first: 0,
+            last: 3,
+            types: vec![Accept, Release, Gap, Renew],
+        }],
     });
-    ops.push(Op::Lock { m: 0, txn: 0, batches: vec![AckBatch::new(0, 1, Accept)] });
+    ops.push(Op::Lock {
+        m: 0,
+        txn: 0,
+        batches: vec![AckBatch::new(0, 1, Accept)],
+    });
     ops.push(Op::Lock {
         m: 1,
         txn: 0,
-        batches: vec![AckBatch { first: 2, last: 3, types: vec![Reject, Accept] }],
+        batches: vec![AckBatch {
+            first: 2,
+            last: 3,
+            types: vec![Reject, Accept],
+        }],
     });
     ops.push(Op::Commit { txn: 0 });
     ops.push(Op::Abort { txn: 0 });

@@ -21,7 +21,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lockstep::share::{AckBatch, AcknowledgeType, RecordState, ShareConfig, SharePartition, ShareSnapshot};
+use lockstep::share::{
+    AckBatch, AcknowledgeType, RecordState, ShareConfig, SharePartition, ShareSnapshot,
+};
 use lockstep::txn::{
     GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnPartition, TxnRecord, TxnState,
 };
@@ -42,7 +44,10 @@ fn txn_id(n: usize) -> String {
 }
 
 fn tp(p: usize) -> TxnPartition {
-    TxnPartition { topic_id: Uuid::from_u128(7), partition: p as i32 }
+    TxnPartition {
+        topic_id: Uuid::from_u128(7),
+        partition: p as i32,
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -82,7 +87,10 @@ impl OPart {
 
     fn set(&mut self, o: i64, state: OState, dc: u16) {
         let (old, _) = self.rec(o);
-        assert!(!old.terminal(), "offset {o}: terminal {old:?} changed to {state:?}");
+        assert!(
+            !old.terminal(),
+            "offset {o}: terminal {old:?} changed to {state:?}"
+        );
         if state.terminal() {
             let n = self.terminal.entry(o).or_default();
             *n += 1;
@@ -114,13 +122,27 @@ impl OPart {
             }
             let (s, dc) = self.rec(o);
             if s == OState::Available {
-                self.set(o, OState::Acquired { member: m, deadline_ms }, dc + 1);
+                self.set(
+                    o,
+                    OState::Acquired {
+                        member: m,
+                        deadline_ms,
+                    },
+                    dc + 1,
+                );
                 out.push((o, dc + 1));
             }
         }
         while out.len() < max && self.next < log_end {
             let o = self.next;
-            self.set(o, OState::Acquired { member: m, deadline_ms }, 1);
+            self.set(
+                o,
+                OState::Acquired {
+                    member: m,
+                    deadline_ms,
+                },
+                1,
+            );
             out.push((o, 1));
             self.next += 1;
         }
@@ -136,7 +158,11 @@ impl OPart {
     }
 
     /// One type per batch (the share model covers per-offset types).
-    fn acknowledge(&mut self, m: usize, batches: &[(i64, i64, AcknowledgeType)]) -> Result<(), i16> {
+    fn acknowledge(
+        &mut self,
+        m: usize,
+        batches: &[(i64, i64, AcknowledgeType)],
+    ) -> Result<(), i16> {
         if !batches.iter().all(|&(f, l, _)| self.holds(m, f, l)) {
             return Err(121);
         }
@@ -155,7 +181,12 @@ impl OPart {
         Ok(())
     }
 
-    fn lock(&mut self, m: usize, txn: usize, batches: &[(i64, i64, AcknowledgeType)]) -> Result<u64, i16> {
+    fn lock(
+        &mut self,
+        m: usize,
+        txn: usize,
+        batches: &[(i64, i64, AcknowledgeType)],
+    ) -> Result<u64, i16> {
         if batches.iter().any(|b| b.2 == AcknowledgeType::Release) {
             return Err(42);
         }
@@ -166,7 +197,14 @@ impl OPart {
         for &(f, l, t) in batches {
             for o in f..=l {
                 let dc = self.rec(o).1;
-                self.set(o, OState::Locked { txn, accept: t == AcknowledgeType::Accept }, dc);
+                self.set(
+                    o,
+                    OState::Locked {
+                        txn,
+                        accept: t == AcknowledgeType::Accept,
+                    },
+                    dc,
+                );
                 n += 1;
             }
         }
@@ -188,7 +226,15 @@ impl OPart {
         for o in self.spso..self.next {
             if let (OState::Locked { txn: t, accept }, dc) = self.rec(o) {
                 if t == txn {
-                    self.set(o, if accept { OState::Acknowledged } else { OState::Archived }, dc);
+                    self.set(
+                        o,
+                        if accept {
+                            OState::Acknowledged
+                        } else {
+                            OState::Archived
+                        },
+                        dc,
+                    );
                     self.committed.insert(o);
                 }
             }
@@ -240,19 +286,45 @@ struct PendingAck {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Produce { partition: usize, records: i64 },
-    Acquire { partition: usize, m: usize, max: usize },
-    Ack { partition: usize, m: usize, batches: Vec<(i64, i64, AcknowledgeType)> },
+    Produce {
+        partition: usize,
+        records: i64,
+    },
+    Acquire {
+        partition: usize,
+        m: usize,
+        max: usize,
+    },
+    Ack {
+        partition: usize,
+        m: usize,
+        batches: Vec<(i64, i64, AcknowledgeType)>,
+    },
     /// Register a transactional acknowledgement with the coordinator.
     TxnAckStart(PendingAck),
     /// Lock on the partition and complete the registration (index into the in-flight list).
-    TxnAckFinish { index: usize },
-    Begin { txn: usize, timeout_ms: i64 },
-    Prepare { txn: usize },
-    Commit { txn: usize },
-    Abort { txn: usize },
-    Advance { ms: u64 },
-    ReleaseMember { m: usize },
+    TxnAckFinish {
+        index: usize,
+    },
+    Begin {
+        txn: usize,
+        timeout_ms: i64,
+    },
+    Prepare {
+        txn: usize,
+    },
+    Commit {
+        txn: usize,
+    },
+    Abort {
+        txn: usize,
+    },
+    Advance {
+        ms: u64,
+    },
+    ReleaseMember {
+        m: usize,
+    },
     Restart,
 }
 
@@ -271,7 +343,10 @@ struct World {
 }
 
 fn batches_of(batches: &[(i64, i64, AcknowledgeType)]) -> Vec<AckBatch> {
-    batches.iter().map(|&(f, l, t)| AckBatch::new(f, l, t)).collect()
+    batches
+        .iter()
+        .map(|&(f, l, t)| AckBatch::new(f, l, t))
+        .collect()
 }
 
 impl World {
@@ -291,7 +366,10 @@ impl World {
         let mut o_parts = Vec::new();
         for _ in 0..PARTITIONS {
             let mut p = SharePartition::new(share_config, 0);
-            let mut j = ShareSnapshot { spso: 0, runs: vec![] };
+            let mut j = ShareSnapshot {
+                spso: 0,
+                runs: vec![],
+            };
             j.apply_delta(&p.take_delta().unwrap()).unwrap();
             parts.push(p);
             journal_parts.push(j);
@@ -364,7 +442,10 @@ impl World {
     }
 
     fn o_pending(&self) -> usize {
-        self.o_txns.values().filter(|t| t.state.is_pending()).count()
+        self.o_txns
+            .values()
+            .filter(|t| t.state.is_pending())
+            .count()
     }
 
     // ---- the handlers' side: apply coordinator decisions to participants ----
@@ -384,7 +465,9 @@ impl World {
                         self.parts[p.partition.partition as usize].commit(&id);
                     }
                 }
-                TxnChangeCause::Aborted | TxnChangeCause::TimedOut | TxnChangeCause::AbortedOnRestart => {
+                TxnChangeCause::Aborted
+                | TxnChangeCause::TimedOut
+                | TxnChangeCause::AbortedOnRestart => {
                     for p in &change.record.participants {
                         self.parts[p.partition.partition as usize].abort(&id);
                     }
@@ -415,18 +498,32 @@ impl World {
                     .flat_map(|r| (r.first..=r.last).map(move |x| (x, r.delivery_count)))
                     .collect();
                 for &(x, _) in &flat {
-                    assert!(!o.committed.contains(&x), "offset {x} acquired after its commit");
+                    assert!(
+                        !o.committed.contains(&x),
+                        "offset {x} acquired after its commit"
+                    );
                     assert!(!o.rec(x).0.terminal(), "terminal offset {x} acquired");
                 }
-                assert_eq!(flat, o.acquire(*m, self.log_end[*partition], *max, now), "{op:?}");
+                assert_eq!(
+                    flat,
+                    o.acquire(*m, self.log_end[*partition], *max, now),
+                    "{op:?}"
+                );
             }
-            Op::Ack { partition, m, batches } => {
-                let got = self.parts[*partition].acknowledge(MEMBERS[*m], &batches_of(batches), now);
+            Op::Ack {
+                partition,
+                m,
+                batches,
+            } => {
+                let got =
+                    self.parts[*partition].acknowledge(MEMBERS[*m], &batches_of(batches), now);
                 let want = self.o_parts[*partition].acknowledge(*m, batches);
                 assert_eq!(got.map(|_| ()).map_err(|e| e.code()), want, "{op:?}");
             }
             Op::TxnAckStart(ack) => {
-                let got = self.coord.register_participant(&txn_id(ack.txn), tp(ack.partition), now);
+                let got = self
+                    .coord
+                    .register_participant(&txn_id(ack.txn), tp(ack.partition), now);
                 self.o_tick();
                 let want = match self.o_txns.get_mut(&ack.txn) {
                     None => Err(105),
@@ -449,7 +546,9 @@ impl World {
                 let got = part.lock(MEMBERS[ack.member], &id, &batches_of(&ack.batches));
                 let want = self.o_parts[ack.partition].lock(ack.member, ack.txn, &ack.batches);
                 assert_eq!(got.clone().map_err(|e| e.code()), want, "{op:?} {ack:?}");
-                let state = self.coord.complete_ack(&id, tp(ack.partition), got.unwrap_or(0));
+                let state = self
+                    .coord
+                    .complete_ack(&id, tp(ack.partition), got.unwrap_or(0));
                 let o_state = match self.o_txns.get_mut(&ack.txn) {
                     Some(t) => {
                         t.acks_in_flight -= 1;
@@ -472,8 +571,18 @@ impl World {
                     None if *timeout_ms != -1 && *timeout_ms < 1 => Err(50),
                     None if self.o_pending() >= MAX_PENDING => Err(51),
                     None => {
-                        let timeout_ms = if *timeout_ms == -1 { 60_000 } else { *timeout_ms as u64 };
-                        let t = OTxn { state: TxnState::Ongoing, create_ms: now, timeout_ms, finish_ms: 0, acks_in_flight: 0 };
+                        let timeout_ms = if *timeout_ms == -1 {
+                            60_000
+                        } else {
+                            *timeout_ms as u64
+                        };
+                        let t = OTxn {
+                            state: TxnState::Ongoing,
+                            create_ms: now,
+                            timeout_ms,
+                            finish_ms: 0,
+                            acks_in_flight: 0,
+                        };
                         self.o_txns.insert(*txn, t);
                         Ok(TxnState::Ongoing)
                     }
@@ -535,7 +644,9 @@ impl World {
                 let now = self.now;
                 self.o_tick();
                 for o in &mut self.o_parts {
-                    o.release_where(|s| matches!(s, OState::Acquired { deadline_ms, .. } if deadline_ms <= now));
+                    o.release_where(
+                        |s| matches!(s, OState::Acquired { deadline_ms, .. } if deadline_ms <= now),
+                    );
                 }
             }
             Op::ReleaseMember { m } => {
@@ -543,17 +654,21 @@ impl World {
                     p.release_member(MEMBERS[*m]);
                 }
                 for o in &mut self.o_parts {
-                    o.release_where(|s| matches!(s, OState::Acquired { member, .. } if member == *m));
+                    o.release_where(
+                        |s| matches!(s, OState::Acquired { member, .. } if member == *m),
+                    );
                 }
             }
             Op::Restart => {
                 // Everything in memory is lost; the journal is the truth.
                 self.in_flight.clear();
                 for (i, p) in self.parts.iter_mut().enumerate() {
-                    *p = SharePartition::from_snapshot(self.share_config, &self.journal_parts[i]).unwrap();
+                    *p = SharePartition::from_snapshot(self.share_config, &self.journal_parts[i])
+                        .unwrap();
                 }
                 let records: Vec<TxnRecord> = self.journal_txns.values().cloned().collect();
-                self.coord = GroupTransactions::restore(GROUP, self.txn_config, records, now).unwrap();
+                self.coord =
+                    GroupTransactions::restore(GROUP, self.txn_config, records, now).unwrap();
                 self.drain_changes();
                 // Participants resolve the LOCKED records they find (DESIGN.md §6).
                 for p in &mut self.parts {
@@ -597,46 +712,94 @@ impl World {
         for (i, p) in self.parts.iter_mut().enumerate() {
             p.check_invariants();
             let o = &self.o_parts[i];
-            assert_eq!((p.spso(), p.speo()), (o.spso, o.next - 1), "partition {i} after {op:?}");
+            assert_eq!(
+                (p.spso(), p.speo()),
+                (o.spso, o.next - 1),
+                "partition {i} after {op:?}"
+            );
             for x in o.spso..o.next {
                 let got = p.record(x).unwrap();
                 let (s, dc) = o.rec(x);
                 assert_eq!(got.delivery_count, dc, "p{i} offset {x} after {op:?}");
                 let same = match (got.state, s) {
                     (RecordState::Available, OState::Available) => true,
-                    (RecordState::Acquired, OState::Acquired { member, deadline_ms }) => {
-                        got.member == Some(MEMBERS[member]) && got.lock_deadline_ms == Some(deadline_ms)
+                    (
+                        RecordState::Acquired,
+                        OState::Acquired {
+                            member,
+                            deadline_ms,
+                        },
+                    ) => {
+                        got.member == Some(MEMBERS[member])
+                            && got.lock_deadline_ms == Some(deadline_ms)
                     }
-                    (RecordState::Locked { .. }, OState::Locked { txn, .. }) => got.txn == Some(txn_id(txn).as_str()),
-                    (RecordState::Acknowledged, OState::Acknowledged) | (RecordState::Archived, OState::Archived) => true,
+                    (RecordState::Locked { .. }, OState::Locked { txn, .. }) => {
+                        got.txn == Some(txn_id(txn).as_str())
+                    }
+                    (RecordState::Acknowledged, OState::Acknowledged)
+                    | (RecordState::Archived, OState::Archived) => true,
                     _ => false,
                 };
-                assert!(same, "p{i} offset {x}: partition {} oracle {s:?} after {op:?}", got.state);
+                assert!(
+                    same,
+                    "p{i} offset {x}: partition {} oracle {s:?} after {op:?}",
+                    got.state
+                );
             }
             if let Some(delta) = p.take_delta() {
                 self.journal_parts[i].apply_delta(&delta).unwrap();
             }
-            assert_eq!(self.journal_parts[i], p.snapshot(), "journal of p{i} after {op:?}");
+            assert_eq!(
+                self.journal_parts[i],
+                p.snapshot(),
+                "journal of p{i} after {op:?}"
+            );
         }
         // Coordinator vs oracle, and its journal.
-        assert_eq!(self.coord.pending_count(), self.o_pending(), "pending after {op:?}");
+        assert_eq!(
+            self.coord.pending_count(),
+            self.o_pending(),
+            "pending after {op:?}"
+        );
         for n in 0..CHECKPOINTS {
             let got = self.coord.get(&txn_id(n));
             let want = self.o_txns.get(&n);
-            assert_eq!(got.as_ref().map(|r| r.state), want.map(|t| t.state), "txn {n} after {op:?}");
-            assert_eq!(self.coord.acks_in_flight(&txn_id(n)), want.map_or(0, |t| t.acks_in_flight));
+            assert_eq!(
+                got.as_ref().map(|r| r.state),
+                want.map(|t| t.state),
+                "txn {n} after {op:?}"
+            );
+            assert_eq!(
+                self.coord.acks_in_flight(&txn_id(n)),
+                want.map_or(0, |t| t.acks_in_flight)
+            );
             let journaled = self.journal_txns.get(&txn_id(n));
-            assert_eq!(journaled.map(|r| r.state), got.as_ref().map(|r| r.state), "journal of txn {n}");
+            assert_eq!(
+                journaled.map(|r| r.state),
+                got.as_ref().map(|r| r.state),
+                "journal of txn {n}"
+            );
             // With no acknowledgement in flight, the coordinator's record — and, for PREPARE,
             // the durable one — names every partition holding the transaction's locks, with
             // the number of records locked there.
             let settled = !self.in_flight.iter().any(|a| a.txn == n);
-            let records = [got.as_ref(), journaled.filter(|r| r.state == TxnState::Prepare)];
-            for r in records.into_iter().flatten().filter(|r| r.state.is_pending() && settled) {
+            let records = [
+                got.as_ref(),
+                journaled.filter(|r| r.state == TxnState::Prepare),
+            ];
+            for r in records
+                .into_iter()
+                .flatten()
+                .filter(|r| r.state.is_pending() && settled)
+            {
                 for (i, p) in self.parts.iter().enumerate() {
                     let locked = p.locked_count(&txn_id(n));
                     let listed = r.participants.iter().find(|x| x.partition == tp(i));
-                    assert_eq!(listed.map_or(0, |x| x.locked_records), locked, "txn {n} p{i} after {op:?}");
+                    assert_eq!(
+                        listed.map_or(0, |x| x.locked_records),
+                        locked,
+                        "txn {n} p{i} after {op:?}"
+                    );
                 }
             }
         }
@@ -666,17 +829,29 @@ impl World {
             while self.parts[partition].spso() < self.log_end[partition] {
                 rounds += 1;
                 assert!(rounds < 100, "drain does not converge");
-                self.apply(&Op::Acquire { partition, m: 0, max: 1_000 });
+                self.apply(&Op::Acquire {
+                    partition,
+                    m: 0,
+                    max: 1_000,
+                });
                 let held: Vec<(i64, i64, AcknowledgeType)> = self.parts[partition]
                     .runs()
                     .filter(|r| r.member == Some(MEMBERS[0]))
                     .map(|r| (r.first, r.last, AcknowledgeType::Accept))
                     .collect();
-                self.apply(&Op::Ack { partition, m: 0, batches: held });
+                self.apply(&Op::Ack {
+                    partition,
+                    m: 0,
+                    batches: held,
+                });
             }
             let o = &self.o_parts[partition];
             for x in 0..self.log_end[partition] {
-                assert_eq!(o.terminal.get(&x), Some(&1), "p{partition} offset {x} not terminal exactly once");
+                assert_eq!(
+                    o.terminal.get(&x),
+                    Some(&1),
+                    "p{partition} offset {x} not terminal exactly once"
+                );
             }
         }
     }
@@ -690,19 +865,32 @@ struct SeedOnPanic(u64);
 impl Drop for SeedOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("txn_model failed with seed {} (replay: TXN_MODEL_SEED={})", self.0, self.0);
+            eprintln!(
+                "txn_model failed with seed {} (replay: TXN_MODEL_SEED={})",
+                self.0, self.0
+            );
         }
     }
 }
 
-fn random_ranges(rng: &mut SmallRng, w: &World, partition: usize, m: usize, types: &[AcknowledgeType]) -> Vec<(i64, i64, AcknowledgeType)> {
+fn random_ranges(
+    rng: &mut SmallRng,
+    w: &World,
+    partition: usize,
+    m: usize,
+    types: &[AcknowledgeType],
+) -> Vec<(i64, i64, AcknowledgeType)> {
     let held: Vec<(i64, i64)> = w.parts[partition]
         .runs()
         .filter(|r| r.member == Some(MEMBERS[m]))
         .map(|r| (r.first, r.last))
         .collect();
     let mut out = Vec::new();
-    let must = if held.is_empty() { usize::MAX } else { rng.gen_range(0..held.len()) };
+    let must = if held.is_empty() {
+        usize::MAX
+    } else {
+        rng.gen_range(0..held.len())
+    };
     for (k, (first, last)) in held.into_iter().enumerate() {
         if k == must || rng.gen_bool(0.4) {
             let a = rng.gen_range(first..=last);
@@ -724,14 +912,22 @@ fn random_op(rng: &mut SmallRng, w: &World) -> Op {
     let partition = rng.gen_range(0..PARTITIONS);
     let mut m = rng.gen_range(0..MEMBERS.len());
     let holders: Vec<usize> = (0..MEMBERS.len())
-        .filter(|&k| w.parts[partition].runs().any(|r| r.member == Some(MEMBERS[k])))
+        .filter(|&k| {
+            w.parts[partition]
+                .runs()
+                .any(|r| r.member == Some(MEMBERS[k]))
+        })
         .collect();
     if !holders.is_empty() && rng.gen_bool(0.8) {
         m = holders[rng.gen_range(0..holders.len())];
     }
     // Mostly operate on live transactions (acknowledgements on ONGOING ones), sometimes on any.
     let live = |pred: fn(TxnState) -> bool| -> Vec<usize> {
-        w.o_txns.iter().filter(|(_, t)| pred(t.state)).map(|(&n, _)| n).collect()
+        w.o_txns
+            .iter()
+            .filter(|(_, t)| pred(t.state))
+            .map(|(&n, _)| n)
+            .collect()
     };
     let pending = live(TxnState::is_pending);
     let ongoing = live(|s| s == TxnState::Ongoing);
@@ -739,7 +935,9 @@ fn random_op(rng: &mut SmallRng, w: &World) -> Op {
     if !pending.is_empty() && rng.gen_bool(0.7) {
         txn = pending[rng.gen_range(0..pending.len())];
     }
-    let unknown: Vec<usize> = (0..CHECKPOINTS).filter(|n| !w.o_txns.contains_key(n)).collect();
+    let unknown: Vec<usize> = (0..CHECKPOINTS)
+        .filter(|n| !w.o_txns.contains_key(n))
+        .collect();
     let begin_txn = if !unknown.is_empty() && rng.gen_bool(0.7) {
         unknown[rng.gen_range(0..unknown.len())]
     } else {
@@ -751,22 +949,48 @@ fn random_op(rng: &mut SmallRng, w: &World) -> Op {
         txn
     };
     match rng.gen_range(0..100) {
-        0..=7 => Op::Produce { partition, records: rng.gen_range(1..16) },
-        8..=22 => Op::Acquire { partition, m, max: rng.gen_range(1..16) },
+        0..=7 => Op::Produce {
+            partition,
+            records: rng.gen_range(1..16),
+        },
+        8..=22 => Op::Acquire {
+            partition,
+            m,
+            max: rng.gen_range(1..16),
+        },
         23..=32 => {
-            let types = [AcknowledgeType::Accept, AcknowledgeType::Release, AcknowledgeType::Reject];
-            Op::Ack { partition, m, batches: random_ranges(rng, w, partition, m, &types) }
+            let types = [
+                AcknowledgeType::Accept,
+                AcknowledgeType::Release,
+                AcknowledgeType::Reject,
+            ];
+            Op::Ack {
+                partition,
+                m,
+                batches: random_ranges(rng, w, partition, m, &types),
+            }
         }
         33..=47 => {
             let types: &[AcknowledgeType] = if rng.gen_bool(0.95) {
-                &[AcknowledgeType::Accept, AcknowledgeType::Reject, AcknowledgeType::Gap]
+                &[
+                    AcknowledgeType::Accept,
+                    AcknowledgeType::Reject,
+                    AcknowledgeType::Gap,
+                ]
             } else {
                 &[AcknowledgeType::Release]
             };
             let batches = random_ranges(rng, w, partition, m, types);
-            Op::TxnAckStart(PendingAck { txn: ack_txn, partition, member: m, batches })
+            Op::TxnAckStart(PendingAck {
+                txn: ack_txn,
+                partition,
+                member: m,
+                batches,
+            })
         }
-        48..=57 if !w.in_flight.is_empty() => Op::TxnAckFinish { index: rng.gen_range(0..w.in_flight.len()) },
+        48..=57 if !w.in_flight.is_empty() => Op::TxnAckFinish {
+            index: rng.gen_range(0..w.in_flight.len()),
+        },
         48..=64 => {
             let timeout_ms = match rng.gen_range(0..10) {
                 0 => -1,
@@ -774,13 +998,20 @@ fn random_op(rng: &mut SmallRng, w: &World) -> Op {
                 2 => rng.gen_range(500..2_000),
                 _ => rng.gen_range(3_000..15_000),
             };
-            Op::Begin { txn: begin_txn, timeout_ms }
+            Op::Begin {
+                txn: begin_txn,
+                timeout_ms,
+            }
         }
         65..=72 => Op::Prepare { txn },
         73..=79 => Op::Commit { txn },
         80..=84 => Op::Abort { txn },
-        85..=93 if rng.gen_bool(0.8) => Op::Advance { ms: rng.gen_range(0..400) },
-        85..=93 => Op::Advance { ms: rng.gen_range(2_000..8_000) },
+        85..=93 if rng.gen_bool(0.8) => Op::Advance {
+            ms: rng.gen_range(0..400),
+        },
+        85..=93 => Op::Advance {
+            ms: rng.gen_range(2_000..8_000),
+        },
         94..=96 => Op::ReleaseMember { m },
         _ => Op::Restart,
     }
@@ -803,7 +1034,10 @@ fn random_interleavings() {
         run_seed(seed.parse().expect("TXN_MODEL_SEED is a u64"), 3_000);
         return;
     }
-    let seeds: u64 = std::env::var("TXN_MODEL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let seeds: u64 = std::env::var("TXN_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
     for seed in 0..seeds {
         run_seed(seed, 500);
     }
@@ -815,13 +1049,32 @@ fn random_interleavings() {
 fn prepared_transaction_survives_restart_and_commits() {
     let mut rng = SmallRng::seed_from_u64(1);
     let mut w = World::new(5);
-    w.apply(&Op::Produce { partition: 0, records: 10 });
-    w.apply(&Op::Begin { txn: 1, timeout_ms: 5_000 });
-    w.apply(&Op::Acquire { partition: 0, m: 0, max: 5 });
-    w.apply(&Op::Acquire { partition: 0, m: 1, max: 5 });
+    w.apply(&Op::Produce {
+        partition: 0,
+        records: 10,
+    });
+    w.apply(&Op::Begin {
+        txn: 1,
+        timeout_ms: 5_000,
+    });
+    w.apply(&Op::Acquire {
+        partition: 0,
+        m: 0,
+        max: 5,
+    });
+    w.apply(&Op::Acquire {
+        partition: 0,
+        m: 1,
+        max: 5,
+    });
     for (m, first) in [(0, 0), (1, 5)] {
         let batches = vec![(first, first + 4, AcknowledgeType::Accept)];
-        w.apply(&Op::TxnAckStart(PendingAck { txn: 1, partition: 0, member: m, batches }));
+        w.apply(&Op::TxnAckStart(PendingAck {
+            txn: 1,
+            partition: 0,
+            member: m,
+            batches,
+        }));
         w.apply(&Op::TxnAckFinish { index: 0 });
     }
     w.apply(&Op::Prepare { txn: 1 });
@@ -829,8 +1082,16 @@ fn prepared_transaction_survives_restart_and_commits() {
     w.apply(&Op::Restart);
     assert_eq!(w.parts[0].locked_count(&txn_id(1)), 10);
     assert_eq!(w.coord.get(&txn_id(1)).unwrap().state, TxnState::Prepare);
-    w.apply(&Op::Acquire { partition: 0, m: 0, max: 100 });
-    assert_eq!(w.parts[0].acquired_records(), 0, "LOCKED records are not redelivered");
+    w.apply(&Op::Acquire {
+        partition: 0,
+        m: 0,
+        max: 100,
+    });
+    assert_eq!(
+        w.parts[0].acquired_records(),
+        0,
+        "LOCKED records are not redelivered"
+    );
     w.apply(&Op::Commit { txn: 1 });
     assert_eq!(w.parts[0].spso(), 10);
     w.drain(&mut rng);

@@ -87,9 +87,11 @@ else
 EOF
   rm -rf "$JARS"
   mkdir -p "$JARS"
-  mvn -B -q -Dstyle.color=never -f "$POM_DIR/pom.xml" dependency:copy-dependencies \
-      -DincludeScope=runtime -DoutputDirectory="$JARS" \
-    || die "mvn dependency:copy-dependencies for $KAFKA_CLIENTS failed"
+  if ! mvn -B -q -Dstyle.color=never -f "$POM_DIR/pom.xml" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$JARS" >"$POM_DIR/mvn.log" 2>&1; then
+    tail -40 "$POM_DIR/mvn.log" >&2
+    die "mvn dependency:copy-dependencies for $KAFKA_CLIENTS failed (log: $POM_DIR/mvn.log)"
+  fi
   [ -f "$JARS/kafka-clients-4.4.0.jar" ] || die "kafka-clients-4.4.0.jar missing after mvn"
   echo "$KAFKA_CLIENTS" >"$STAMP"
   say "java: installed into $JARS: $(cd "$JARS" && ls *.jar | tr '\n' ' ')"
@@ -97,7 +99,7 @@ fi
 
 # ---------------------------------------------------------------- kcat (Debian)
 if command -v kcat >/dev/null; then
-  say "kcat: already installed: $(kcat -V 2>&1 | head -1)"
+  say "kcat: already installed: $(kcat -V 2>&1 | grep -m1 '^Version' || kcat -V 2>&1 | head -1)"
 else
   command -v apt-get >/dev/null || die "kcat missing and apt-get not available"
   SUDO=""
@@ -106,7 +108,7 @@ else
   $SUDO apt-get update -qq || die "apt-get update failed"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null || die "apt-get install kcat failed"
   command -v kcat >/dev/null || die "kcat still not on PATH after apt-get install"
-  say "kcat: installed: $(kcat -V 2>&1 | head -1)"
+  say "kcat: installed: $(kcat -V 2>&1 | grep -m1 '^Version' || kcat -V 2>&1 | head -1)"
 fi
 
 # ---------------------------------------------------------------- optional: Kafka 4.4 broker

@@ -38,6 +38,8 @@ pub mod checkpoint;
 pub mod group_commit;
 pub mod index;
 mod partition;
+mod recovery;
+mod segment;
 
 pub use partition::{sync_ticket, BATCH_FRAME_KIND};
 pub use partition::{

@@ -3,19 +3,17 @@
 //! durability argument.
 
 use super::batch::{self, BatchError, BatchHeader};
-use super::checkpoint::{self, CheckpointSlot, CHECKPOINT_FILE_NAME};
+use super::checkpoint::{self, CheckpointSlot};
 use super::group_commit::GroupCommit;
-use super::index::{self, IndexEntry};
+use super::index;
+use super::segment::{read_frame, ScannedFrame, Segment};
 use crate::constants::{
     FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_INDEX_INTERVAL_BYTES,
     LOG_INDEX_INTERVAL_BYTES_MIN, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN,
     LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
 };
 use crate::storage::file::{Storage, StorageFile};
-use crate::storage::frame::{
-    self, decode_frame, encode_frame, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd,
-    SegmentHeader, SegmentKind,
-};
+use crate::storage::frame::{encode_frame, frame_total_bytes, FrameMeta};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -23,8 +21,8 @@ use std::path::{Path, PathBuf};
 /// `FrameMeta::kind` of a frame holding one Kafka record batch.
 pub const BATCH_FRAME_KIND: u16 = 1;
 /// Timestamp of "no timestamp" in Kafka (`RecordBatch.NO_TIMESTAMP`).
-const NO_TIMESTAMP: i64 = -1;
-const HEADER_BYTES_U64: u64 = SEGMENT_HEADER_BYTES as u64;
+pub(super) const NO_TIMESTAMP: i64 = -1;
+pub(super) const HEADER_BYTES_U64: u64 = SEGMENT_HEADER_BYTES as u64;
 
 /// Per-partition log settings (Kafka's `segment.bytes`, `segment.ms`, `retention.bytes`,
 /// `retention.ms`, `index.interval.bytes`).
@@ -158,7 +156,10 @@ impl std::error::Error for LogError {
     }
 }
 
-fn io_err<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> LogError + 'p {
+pub(super) fn io_err<'p>(
+    op: &'static str,
+    path: &'p Path,
+) -> impl FnOnce(io::Error) -> LogError + 'p {
     move |source| LogError::Io {
         op,
         path: path.to_path_buf(),
@@ -251,725 +252,44 @@ pub struct SegmentInfo {
     pub index_entries: usize,
 }
 
-struct Segment<F> {
-    base_offset: u64,
-    path: PathBuf,
-    index_path: PathBuf,
-    file: F,
-    /// Bytes in use: header and frames (the next frame is written here).
-    size: u64,
-    next_offset: u64,
-    /// Largest batch maxTimestamp in the segment, or -1.
-    max_timestamp: i64,
-    index: Vec<IndexEntry>,
-    /// Broker time of the first append into this segment in this process (or of its
-    /// recovery): the age that `segment_ms` measures.
-    first_append_ms: Option<u64>,
-    /// Written since the last sync handed out in a ticket.
-    dirty: bool,
-}
-
-impl<F> Segment<F> {
-    fn is_empty(&self) -> bool {
-        self.next_offset == self.base_offset
-    }
-
-    /// Accounts for a frame at the end of the segment (append or recovery scan).
-    fn note_frame(&mut self, frame: &ScannedFrame, interval_bytes: u64) {
-        assert_eq!(
-            frame.position, self.size,
-            "frames are contiguous in a segment"
-        );
-        assert_eq!(
-            frame.id, self.next_offset,
-            "offsets are contiguous in a segment"
-        );
-        let due = match self.index.last() {
-            None => true,
-            Some(last) => frame.position - last.position >= interval_bytes,
-        };
-        if due {
-            self.index.push(IndexEntry {
-                offset: frame.id,
-                position: frame.position,
-                max_timestamp_before: self.max_timestamp,
-                frame_crc: frame.crc,
-            });
-        }
-        self.size = frame.position + frame.total_bytes;
-        self.next_offset = frame.id + u64::from(frame.count);
-        self.max_timestamp = self.max_timestamp.max(frame.max_timestamp);
-    }
-}
-
-fn segment_file_name(base_offset: u64) -> String {
-    format!("{base_offset:020}.log")
-}
-
-fn index_file_name(base_offset: u64) -> String {
-    format!("{base_offset:020}.index")
-}
-
-/// `(base offset, is_index)` of a segment or index file name.
-fn parse_file_name(name: &str) -> Option<(u64, bool)> {
-    let (stem, is_index) = if let Some(stem) = name.strip_suffix(".log") {
-        (stem, false)
-    } else {
-        (name.strip_suffix(".index")?, true)
-    };
-    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((stem.parse().ok()?, is_index))
-}
-
-/// A frame found valid by [`scan_frames`].
-#[derive(Clone, Copy, Debug)]
-struct ScannedFrame {
-    position: u64,
-    id: u64,
-    count: u32,
-    crc: u32,
-    total_bytes: u64,
-    max_timestamp: i64,
-}
-
-/// How [`scan_frames`] ended; positions are absolute.
-#[derive(Clone, Debug)]
-enum ScanOutcome {
-    Clean { valid_end: u64 },
-    Torn { valid_end: u64, reason: String },
-    Corrupt { position: u64, reason: String },
-}
-
-/// Checks that a frame holds what the log writes: kind 1, a valid batch whose base offset is
-/// the frame id and whose record count is the frame count, at the expected offset.
-fn check_frame(meta: &FrameMeta, payload: &[u8], expected_id: u64) -> Result<BatchHeader, String> {
-    if meta.kind != BATCH_FRAME_KIND {
-        return Err(format!("frame kind {} is not a record batch", meta.kind));
-    }
-    if meta.id != expected_id {
-        return Err(format!(
-            "frame holds offset {} where offset {expected_id} was expected",
-            meta.id
-        ));
-    }
-    let header = batch::validate(payload).map_err(|e| e.to_string())?;
-    if header.base_offset != meta.id as i64 {
-        return Err(format!(
-            "batch base offset {} differs from its frame's {}",
-            header.base_offset, meta.id
-        ));
-    }
-    if header.records_count as u32 != meta.count {
-        return Err(format!(
-            "batch holds {} records, its frame says {}",
-            header.records_count, meta.count
-        ));
-    }
-    Ok(header)
-}
-
-/// Scans `bytes` (the part of a segment that starts at byte `origin` of the file) from
-/// relative position `start`, checking every frame with [`check_frame`] from `first_id` on.
-/// The recovery rule is frame.rs's [`frame::scan`]; a frame that decodes but fails
-/// `check_frame` is a bad frame too, corruption if a valid frame follows it, else a tail.
-fn scan_frames(
-    bytes: &[u8],
-    start: usize,
-    origin: u64,
-    first_id: u64,
-) -> (Vec<ScannedFrame>, ScanOutcome) {
-    let mut frames = Vec::new();
-    let mut expected = first_id;
-    let mut scan = frame::scan(bytes, start);
-    let mut bad = None;
-    for f in scan.by_ref() {
-        match check_frame(&f.meta, f.payload, expected) {
-            Ok(header) => {
-                frames.push(ScannedFrame {
-                    position: origin + f.position as u64,
-                    id: f.meta.id,
-                    count: f.meta.count,
-                    crc: f.crc,
-                    total_bytes: f.total_bytes() as u64,
-                    max_timestamp: header.max_timestamp,
-                });
-                expected = f.meta.id + u64::from(f.meta.count);
-            }
-            Err(reason) => {
-                bad = Some((f.position, f.end(), reason));
-                break;
-            }
-        }
-    }
-    let outcome = match bad {
-        Some((position, end, reason)) => match next_valid_frame(bytes, end) {
-            Some(next) => ScanOutcome::Corrupt {
-                position: origin + position as u64,
-                reason: format!(
-                    "{reason}; a valid frame follows at byte {}",
-                    origin + next as u64
-                ),
-            },
-            None => ScanOutcome::Torn {
-                valid_end: origin + position as u64,
-                reason,
-            },
-        },
-        None => match scan.end().expect("scan finished") {
-            ScanEnd::Clean { valid_end } => ScanOutcome::Clean {
-                valid_end: origin + valid_end as u64,
-            },
-            ScanEnd::TornTail {
-                valid_end, error, ..
-            } => ScanOutcome::Torn {
-                valid_end: origin + valid_end as u64,
-                reason: error.to_string(),
-            },
-            ScanEnd::Corrupt {
-                position,
-                error,
-                next_valid,
-            } => ScanOutcome::Corrupt {
-                position: origin + position as u64,
-                reason: format!(
-                    "{error}; a valid frame follows at byte {}",
-                    origin + next_valid as u64
-                ),
-            },
-        },
-    };
-    (frames, outcome)
-}
-
-/// A frame read back from a segment by [`read_frame`]; its payload is in the scratch buffer.
-struct ReadFrame {
-    meta: FrameMeta,
-    payload_len: usize,
-    total_bytes: u64,
-}
-
-/// Reads and CRC-checks the frame at `position` of a segment of `size` bytes into `scratch`
-/// (header at `scratch[0..]`, payload at `scratch[FRAME_HEADER_BYTES..]`).
-fn read_frame<F: StorageFile>(
-    file: &F,
-    path: &Path,
-    position: u64,
-    size: u64,
-    scratch: &mut Vec<u8>,
-) -> Result<ReadFrame, LogError> {
-    let corrupt = |reason: String| LogError::Corrupt {
-        path: path.to_path_buf(),
-        position,
-        reason,
-    };
-    if position + FRAME_HEADER_BYTES as u64 > size {
-        return Err(corrupt(format!(
-            "frame header needs {FRAME_HEADER_BYTES} bytes, segment ends at {size}"
-        )));
-    }
-    scratch.resize(FRAME_HEADER_BYTES, 0);
-    file.read_at(&mut scratch[..FRAME_HEADER_BYTES], position)
-        .map_err(io_err("read", path))?;
-    let len = u32::from_le_bytes(scratch[4..8].try_into().expect("4 bytes")) as usize;
-    if len == 0 || len > FRAME_PAYLOAD_BYTES_MAX {
-        return Err(corrupt(format!("invalid frame length {len}")));
-    }
-    let need = (FRAME_HEADER_BYTES + len) as u64;
-    if position + need > size {
-        return Err(corrupt(format!(
-            "frame of {need} bytes runs past the segment end at {size}"
-        )));
-    }
-    scratch.resize(FRAME_HEADER_BYTES + len, 0);
-    file.read_at(
-        &mut scratch[FRAME_HEADER_BYTES..],
-        position + FRAME_HEADER_BYTES as u64,
-    )
-    .map_err(io_err("read", path))?;
-    let frame = decode_frame(scratch, 0).map_err(|e| corrupt(e.to_string()))?;
-    Ok(ReadFrame {
-        meta: frame.meta,
-        payload_len: len,
-        total_bytes: frame_total_bytes(len) as u64,
-    })
-}
-
-struct CheckpointState<F> {
-    path: PathBuf,
-    file: Option<F>,
+pub(super) struct CheckpointState<F> {
+    pub(super) path: PathBuf,
+    pub(super) file: Option<F>,
     /// Generation of the newest slot written.
-    generation: u64,
+    pub(super) generation: u64,
     /// The log start offset in the newest slot written (durable unless a flush is in flight).
-    written_start: u64,
+    pub(super) written_start: u64,
 }
 
-struct PendingRemoval {
+pub(super) struct PendingRemoval {
     data: PathBuf,
     index: PathBuf,
     /// The segment's next offset: it may be unlinked once a log start at or past it is durable.
     end_offset: u64,
 }
 
-struct Flight {
+pub(super) struct Flight {
     id: u64,
     checkpoint_start: Option<u64>,
 }
 
 /// The log of one topic-partition. See the module docs.
 pub struct PartitionLog<S: Storage> {
-    storage: S,
-    dir: PathBuf,
-    config: LogConfig,
+    pub(super) storage: S,
+    pub(super) dir: PathBuf,
+    pub(super) config: LogConfig,
     /// Sorted by base offset, contiguous, never empty; the last one is the active segment.
-    segments: Vec<Segment<S::File>>,
-    log_start_offset: u64,
-    commit: GroupCommit,
-    dir_dirty: bool,
-    checkpoint: CheckpointState<S::File>,
-    pending_removal: Vec<PendingRemoval>,
-    flight: Option<Flight>,
-    scratch: Vec<u8>,
+    pub(super) segments: Vec<Segment<S::File>>,
+    pub(super) log_start_offset: u64,
+    pub(super) commit: GroupCommit,
+    pub(super) dir_dirty: bool,
+    pub(super) checkpoint: CheckpointState<S::File>,
+    pub(super) pending_removal: Vec<PendingRemoval>,
+    pub(super) flight: Option<Flight>,
+    pub(super) scratch: Vec<u8>,
 }
 
 impl<S: Storage> PartitionLog<S> {
-    /// Opens (or creates) the log in `dir`, recovering it: see the module docs. After `open`
-    /// everything in the log is durable.
-    pub fn open(
-        storage: S,
-        dir: &Path,
-        config: LogConfig,
-        now_ms: u64,
-    ) -> Result<(PartitionLog<S>, RecoveryReport), LogError> {
-        config.validate()?;
-        let mut report = RecoveryReport::default();
-        if !storage.exists(dir) {
-            storage
-                .create_dir_all(dir)
-                .map_err(io_err("create directory", dir))?;
-            report.created = true;
-        }
-        let names = storage.list(dir).map_err(io_err("list", dir))?;
-        let mut bases = Vec::new();
-        let mut index_bases = std::collections::BTreeSet::new();
-        let mut has_checkpoint = false;
-        for name in &names {
-            match parse_file_name(name) {
-                Some((base, false)) => bases.push(base),
-                Some((base, true)) => {
-                    index_bases.insert(base);
-                }
-                None if name == CHECKPOINT_FILE_NAME => has_checkpoint = true,
-                None => {
-                    tracing::warn!(dir = %dir.display(), file = %name, "ignoring unknown file in partition directory")
-                }
-            }
-        }
-        bases.sort_unstable();
-
-        // The durable log start offset.
-        let checkpoint_path = dir.join(CHECKPOINT_FILE_NAME);
-        let mut checkpoint = CheckpointState {
-            path: checkpoint_path.clone(),
-            file: None,
-            generation: 0,
-            written_start: 0,
-        };
-        let mut checkpoint_start = None;
-        if has_checkpoint {
-            let file = storage
-                .open(&checkpoint_path)
-                .map_err(io_err("open", &checkpoint_path))?;
-            let bytes = file.read_all().map_err(io_err("read", &checkpoint_path))?;
-            match checkpoint::decode_checkpoint(&bytes) {
-                Some(slot) => {
-                    checkpoint.generation = slot.generation;
-                    checkpoint_start = Some(slot.log_start_offset);
-                }
-                None => tracing::warn!(
-                    file = %checkpoint_path.display(),
-                    "log start checkpoint has no valid slot; using the first segment's base offset"
-                ),
-            }
-            checkpoint.file = Some(file);
-        }
-
-        // Segments wholly below the durable start are leftovers of an interrupted removal.
-        if let Some(start) = checkpoint_start {
-            while bases.len() >= 2 && bases[1] <= start {
-                let base = bases.remove(0);
-                for name in [segment_file_name(base), index_file_name(base)] {
-                    let path = dir.join(name);
-                    if storage.exists(&path) {
-                        storage.remove(&path).map_err(io_err("remove", &path))?;
-                        tracing::info!(file = %path.display(), log_start_offset = start, "removed segment below the log start");
-                        report.removed.push(path);
-                    }
-                }
-                index_bases.remove(&base);
-            }
-        }
-
-        // The active segment: the last one whose header is intact.
-        let mut active = None;
-        let mut fallback_base = checkpoint_start.unwrap_or(0);
-        while let Some(&base) = bases.last() {
-            match Self::load_active(&storage, dir, base, &config, now_ms, &mut report)? {
-                Some(segment) => {
-                    active = Some(segment);
-                    break;
-                }
-                None => {
-                    bases.pop();
-                    fallback_base = base;
-                }
-            }
-        }
-        let active_created = active.is_none();
-        let active = match active {
-            Some(segment) => segment,
-            None => Self::create_segment(&storage, dir, fallback_base)?,
-        };
-        if index_bases.contains(&active.base_offset) {
-            // The active segment's index lives in memory; a file left from an earlier seal is stale.
-            storage
-                .remove(&active.index_path)
-                .map_err(io_err("remove", &active.index_path))?;
-            report.removed.push(active.index_path.clone());
-        }
-        let mut segments = Vec::with_capacity(bases.len());
-        for &base in bases.iter().filter(|&&b| b != active.base_offset) {
-            let segment = Self::load_sealed(
-                &storage,
-                dir,
-                base,
-                &config,
-                index_bases.contains(&base),
-                &mut report,
-            )?;
-            segments.push(segment);
-        }
-        segments.push(active);
-        for pair in segments.windows(2) {
-            if pair[1].base_offset != pair[0].next_offset {
-                return Err(LogError::Corrupt {
-                    path: pair[1].path.clone(),
-                    position: 0,
-                    reason: format!(
-                        "segment starts at offset {} but the previous segment {} ends at {}{}",
-                        pair[1].base_offset,
-                        pair[0].path.display(),
-                        pair[0].next_offset,
-                        if active_created {
-                            " (the last segment was recreated empty)"
-                        } else {
-                            ""
-                        }
-                    ),
-                });
-            }
-        }
-
-        let first_base = segments[0].base_offset;
-        let log_end = segments.last().expect("a segment").next_offset;
-        let mut start = checkpoint_start.unwrap_or(first_base).max(first_base);
-        if start > log_end {
-            tracing::warn!(
-                dir = %dir.display(),
-                checkpoint_start = start,
-                log_end_offset = log_end,
-                "log start checkpoint is past the recovered log end (its data was not durable); starting at the log end"
-            );
-            start = log_end;
-        }
-        checkpoint.written_start = checkpoint_start.unwrap_or(start);
-
-        report.segments = segments.len();
-        report.log_start_offset = start;
-        report.log_end_offset = log_end;
-        let mut log = PartitionLog {
-            storage,
-            dir: dir.to_path_buf(),
-            config,
-            segments,
-            log_start_offset: start,
-            commit: GroupCommit::new(log_end),
-            dir_dirty: false,
-            checkpoint,
-            pending_removal: Vec::new(),
-            flight: None,
-            scratch: Vec::new(),
-        };
-        // A start that differs from the checkpoint (clamped to the log end) is written now:
-        // appends after recovery must never fall below a stale checkpoint at the next open.
-        if log.log_start_offset != log.checkpoint.written_start {
-            log.write_checkpoint()?;
-        }
-
-        // Make what recovery kept durable, so the durable end is the log end.
-        let last = log.active();
-        last.file.sync().map_err(io_err("fdatasync", &last.path))?;
-        if let Some(file) = &log.checkpoint.file {
-            file.sync()
-                .map_err(io_err("fdatasync", &log.checkpoint.path))?;
-        }
-        log.storage
-            .sync_dir(dir)
-            .map_err(io_err("fsync directory", dir))?;
-        log.dir_dirty = false;
-        if report.created {
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                log.storage
-                    .sync_dir(parent)
-                    .map_err(io_err("fsync directory", parent))?;
-            }
-        }
-        log.check_invariants();
-        Ok((log, report))
-    }
-
-    fn create_segment(storage: &S, dir: &Path, base: u64) -> Result<Segment<S::File>, LogError> {
-        let path = dir.join(segment_file_name(base));
-        let file = storage.create(&path).map_err(io_err("create", &path))?;
-        file.write_at(&SegmentHeader::new(SegmentKind::Log, base).encode(), 0)
-            .map_err(io_err("write", &path))?;
-        Ok(Segment {
-            base_offset: base,
-            index_path: dir.join(index_file_name(base)),
-            path,
-            file,
-            size: HEADER_BYTES_U64,
-            next_offset: base,
-            max_timestamp: NO_TIMESTAMP,
-            index: Vec::new(),
-            first_append_ms: None,
-            dirty: true,
-        })
-    }
-
-    /// Loads the last segment with a full scan, cutting a torn tail. `None` if its header is
-    /// torn and nothing valid follows it (the file is removed: it held no durable data).
-    fn load_active(
-        storage: &S,
-        dir: &Path,
-        base: u64,
-        config: &LogConfig,
-        now_ms: u64,
-        report: &mut RecoveryReport,
-    ) -> Result<Option<Segment<S::File>>, LogError> {
-        let path = dir.join(segment_file_name(base));
-        let file = storage.open(&path).map_err(io_err("open", &path))?;
-        let bytes = file.read_all().map_err(io_err("read", &path))?;
-        let corrupt = |position: u64, reason: String| LogError::Corrupt {
-            path: path.clone(),
-            position,
-            reason,
-        };
-        match SegmentHeader::decode(&bytes) {
-            Ok(header) => {
-                if header.kind != SegmentKind::Log || header.base_id != base {
-                    return Err(corrupt(
-                        0,
-                        format!(
-                            "segment header says {:?} base {}, file name says log base {base}",
-                            header.kind, header.base_id
-                        ),
-                    ));
-                }
-            }
-            Err(error) => {
-                if bytes.len() > SEGMENT_HEADER_BYTES
-                    && next_valid_frame(&bytes, SEGMENT_HEADER_BYTES).is_some()
-                {
-                    return Err(corrupt(0, format!("{error}, and valid frames follow")));
-                }
-                tracing::warn!(
-                    file = %path.display(),
-                    bytes = bytes.len(),
-                    %error,
-                    "removing the last segment: its header is torn and it holds no frame"
-                );
-                drop(file);
-                storage.remove(&path).map_err(io_err("remove", &path))?;
-                report.removed.push(path);
-                return Ok(None);
-            }
-        }
-        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base);
-        let len = bytes.len() as u64;
-        match outcome {
-            ScanOutcome::Corrupt { position, reason } => return Err(corrupt(position, reason)),
-            ScanOutcome::Torn { valid_end, reason } => {
-                tracing::warn!(
-                    file = %path.display(),
-                    position = valid_end,
-                    bytes = len - valid_end,
-                    %reason,
-                    "truncating a torn tail of the last segment"
-                );
-                file.set_len(valid_end).map_err(io_err("truncate", &path))?;
-                report.truncated.push(TruncatedTail {
-                    path: path.clone(),
-                    position: valid_end,
-                    bytes: len - valid_end,
-                    reason,
-                });
-            }
-            ScanOutcome::Clean { valid_end } if valid_end < len => {
-                tracing::debug!(file = %path.display(), position = valid_end, bytes = len - valid_end, "trimming a zero-filled tail");
-                file.set_len(valid_end).map_err(io_err("truncate", &path))?;
-                report.zero_tails.push((path.clone(), len - valid_end));
-            }
-            ScanOutcome::Clean { .. } => {}
-        }
-        let mut segment = Segment {
-            base_offset: base,
-            index_path: dir.join(index_file_name(base)),
-            path,
-            file,
-            size: HEADER_BYTES_U64,
-            next_offset: base,
-            max_timestamp: NO_TIMESTAMP,
-            index: Vec::new(),
-            first_append_ms: None,
-            dirty: false,
-        };
-        for frame in &frames {
-            segment.note_frame(frame, config.index_interval_bytes);
-        }
-        if !segment.is_empty() {
-            segment.first_append_ms = Some(now_ms);
-        }
-        Ok(Some(segment))
-    }
-
-    /// Loads a sealed segment: header, index (checked, rebuilt if damaged), and the frames
-    /// after the last index entry (which give the next offset and max timestamp).
-    fn load_sealed(
-        storage: &S,
-        dir: &Path,
-        base: u64,
-        config: &LogConfig,
-        has_index: bool,
-        report: &mut RecoveryReport,
-    ) -> Result<Segment<S::File>, LogError> {
-        let path = dir.join(segment_file_name(base));
-        let index_path = dir.join(index_file_name(base));
-        let file = storage.open(&path).map_err(io_err("open", &path))?;
-        let len = file.len().map_err(io_err("stat", &path))?;
-        let corrupt = |position: u64, reason: String| LogError::Corrupt {
-            path: path.clone(),
-            position,
-            reason,
-        };
-        let mut header = [0u8; SEGMENT_HEADER_BYTES];
-        if len < HEADER_BYTES_U64 {
-            return Err(corrupt(0, format!("sealed segment has only {len} bytes")));
-        }
-        file.read_at(&mut header, 0)
-            .map_err(io_err("read", &path))?;
-        let header = SegmentHeader::decode(&header).map_err(|e| corrupt(0, e.to_string()))?;
-        if header.kind != SegmentKind::Log || header.base_id != base {
-            return Err(corrupt(
-                0,
-                format!(
-                    "segment header says {:?} base {}, file name says log base {base}",
-                    header.kind, header.base_id
-                ),
-            ));
-        }
-        let mut segment = Segment {
-            base_offset: base,
-            path: path.clone(),
-            index_path: index_path.clone(),
-            file,
-            size: HEADER_BYTES_U64,
-            next_offset: base,
-            max_timestamp: NO_TIMESTAMP,
-            index: Vec::new(),
-            first_append_ms: None,
-            dirty: false,
-        };
-
-        // Fast path: a valid index whose last entry matches its frame; scan only after it.
-        let mut damage = String::from("missing");
-        if has_index {
-            let loaded = storage
-                .open(&index_path)
-                .and_then(|f| f.read_all())
-                .map_err(io_err("read", &index_path))?;
-            match index::decode_index(&loaded, base, len) {
-                Ok(entries) if entries.is_empty() => damage = "empty".into(),
-                Ok(entries) => {
-                    let last = *entries.last().expect("non-empty");
-                    let mut tail = vec![0u8; (len - last.position) as usize];
-                    segment
-                        .file
-                        .read_at(&mut tail, last.position)
-                        .map_err(io_err("read", &path))?;
-                    let (frames, outcome) = scan_frames(&tail, 0, last.position, last.offset);
-                    match frames.first() {
-                        Some(first) if first.crc == last.frame_crc => {
-                            Self::sealed_outcome(&path, &outcome)?;
-                            segment.index = entries;
-                            segment.max_timestamp = last.max_timestamp_before;
-                            segment.size = last.position;
-                            segment.next_offset = last.offset;
-                            for frame in &frames {
-                                // `note_frame` would add entries; the loaded index already has them.
-                                segment.size = frame.position + frame.total_bytes;
-                                segment.next_offset = frame.id + u64::from(frame.count);
-                                segment.max_timestamp =
-                                    segment.max_timestamp.max(frame.max_timestamp);
-                            }
-                            return Ok(segment);
-                        }
-                        _ => damage = "its last entry does not match the segment".into(),
-                    }
-                }
-                Err(e) => damage = e.to_string(),
-            }
-        }
-
-        // Rebuild the index from a full scan.
-        let bytes = segment.file.read_all().map_err(io_err("read", &path))?;
-        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base);
-        Self::sealed_outcome(&path, &outcome)?;
-        for frame in &frames {
-            segment.note_frame(frame, config.index_interval_bytes);
-        }
-        tracing::warn!(file = %index_path.display(), reason = %damage, "rebuilding the index of a sealed segment");
-        let index_file = storage
-            .create(&index_path)
-            .map_err(io_err("create", &index_path))?;
-        index_file
-            .write_at(&index::encode_index(base, &segment.index), 0)
-            .map_err(io_err("write", &index_path))?;
-        index_file
-            .sync()
-            .map_err(io_err("fdatasync", &index_path))?;
-        report.indexes_rebuilt.push(index_path);
-        Ok(segment)
-    }
-
-    /// A sealed segment was synced when it was sealed: any bad frame in it is corruption.
-    fn sealed_outcome(path: &Path, outcome: &ScanOutcome) -> Result<(), LogError> {
-        match outcome {
-            ScanOutcome::Clean { .. } => Ok(()),
-            ScanOutcome::Torn { valid_end, reason } => Err(LogError::Corrupt {
-                path: path.to_path_buf(),
-                position: *valid_end,
-                reason: format!("{reason} (in a sealed segment, which was synced when sealed)"),
-            }),
-            ScanOutcome::Corrupt { position, reason } => Err(LogError::Corrupt {
-                path: path.to_path_buf(),
-                position: *position,
-                reason: reason.clone(),
-            }),
-        }
-    }
-
     // ---- state ----
 
     pub fn dir(&self) -> &Path {
@@ -1026,7 +346,7 @@ impl<S: Storage> PartitionLog<S> {
         self.flight.is_some()
     }
 
-    fn active(&self) -> &Segment<S::File> {
+    pub(super) fn active(&self) -> &Segment<S::File> {
         self.segments.last().expect("a log has a segment")
     }
 
@@ -1044,7 +364,7 @@ impl<S: Storage> PartitionLog<S> {
         self.commit.poison(error.to_string());
     }
 
-    fn check_invariants(&self) {
+    pub(super) fn check_invariants(&self) {
         assert!(!self.segments.is_empty());
         for pair in self.segments.windows(2) {
             assert_eq!(pair[0].next_offset, pair[1].base_offset);
@@ -1309,7 +629,7 @@ impl<S: Storage> PartitionLog<S> {
         })
     }
 
-    fn write_checkpoint(&mut self) -> Result<(), LogError> {
+    pub(super) fn write_checkpoint(&mut self) -> Result<(), LogError> {
         let path = &self.checkpoint.path;
         if self.checkpoint.file.is_none() {
             let file = self.storage.create(path).map_err(io_err("create", path))?;

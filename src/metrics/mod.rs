@@ -130,29 +130,59 @@ impl MetricsRegistry {
         let mut out = String::new();
         let snapshots: Vec<MutexGuard<'_, ShardMetrics>> =
             self.shards.iter().map(|m| lock(m)).collect();
-        let counter = |out: &mut String, name: &str, help: &str, value: &dyn Fn(&ShardMetrics) -> u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (shard, m) in snapshots.iter().enumerate() {
-                let _ = writeln!(out, "{name}{{shard=\"{shard}\"}} {}", value(m));
-            }
-        };
-        counter(&mut out, "lockstep_bytes_in_total", "Request bytes read.", &|m| m.bytes_in);
-        counter(&mut out, "lockstep_bytes_out_total", "Response bytes written.", &|m| m.bytes_out);
-        counter(&mut out, "lockstep_connections_total", "Connections accepted.", &|m| m.connections_total);
+        let counter =
+            |out: &mut String, name: &str, help: &str, value: &dyn Fn(&ShardMetrics) -> u64| {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+                for (shard, m) in snapshots.iter().enumerate() {
+                    let _ = writeln!(out, "{name}{{shard=\"{shard}\"}} {}", value(m));
+                }
+            };
+        counter(
+            &mut out,
+            "lockstep_bytes_in_total",
+            "Request bytes read.",
+            &|m| m.bytes_in,
+        );
+        counter(
+            &mut out,
+            "lockstep_bytes_out_total",
+            "Response bytes written.",
+            &|m| m.bytes_out,
+        );
+        counter(
+            &mut out,
+            "lockstep_connections_total",
+            "Connections accepted.",
+            &|m| m.connections_total,
+        );
         counter(
             &mut out,
             "lockstep_connections_closed_on_error_total",
             "Connections closed because of malformed or unsupported requests.",
             &|m| m.connections_closed_on_error,
         );
-        counter(&mut out, "lockstep_fsync_total", "Flushes (fdatasync rounds) completed.", &|m| m.fsync.count());
-        counter(&mut out, "lockstep_fsync_errors_total", "Flushes that failed.", &|m| m.fsync_errors);
+        counter(
+            &mut out,
+            "lockstep_fsync_total",
+            "Flushes (fdatasync rounds) completed.",
+            &|m| m.fsync.count(),
+        );
+        counter(
+            &mut out,
+            "lockstep_fsync_errors_total",
+            "Flushes that failed.",
+            &|m| m.fsync_errors,
+        );
         let _ = writeln!(
             out,
             "# HELP lockstep_connections_active Open client connections.\n# TYPE lockstep_connections_active gauge"
         );
         for (shard, m) in snapshots.iter().enumerate() {
-            let _ = writeln!(out, "lockstep_connections_active{{shard=\"{shard}\"}} {}", m.connections_active);
+            let _ = writeln!(
+                out,
+                "lockstep_connections_active{{shard=\"{shard}\"}} {}",
+                m.connections_active
+            );
         }
         let _ = writeln!(
             out,
@@ -169,7 +199,11 @@ impl MetricsRegistry {
         }
         let summary = |out: &mut String, name: &str, labels: &str, latency: &Latency| {
             for q in QUANTILES {
-                let _ = writeln!(out, "{name}{{{labels},quantile=\"{q}\"}} {}", latency.quantile(q));
+                let _ = writeln!(
+                    out,
+                    "{name}{{{labels},quantile=\"{q}\"}} {}",
+                    latency.quantile(q)
+                );
             }
             let _ = writeln!(out, "{name}_sum{{{labels}}} {}", latency.sum_us);
             let _ = writeln!(out, "{name}_count{{{labels}}} {}", latency.count());
@@ -180,7 +214,12 @@ impl MetricsRegistry {
         );
         for (shard, m) in snapshots.iter().enumerate() {
             for (api, latency) in &m.requests {
-                summary(&mut out, "lockstep_request_latency_us", &format!("shard=\"{shard}\",api=\"{api}\""), latency);
+                summary(
+                    &mut out,
+                    "lockstep_request_latency_us",
+                    &format!("shard=\"{shard}\",api=\"{api}\""),
+                    latency,
+                );
             }
         }
         let _ = writeln!(
@@ -188,11 +227,24 @@ impl MetricsRegistry {
             "# HELP lockstep_fsync_latency_us Flush (fdatasync) latency in microseconds.\n# TYPE lockstep_fsync_latency_us summary"
         );
         for (shard, m) in snapshots.iter().enumerate() {
-            summary(&mut out, "lockstep_fsync_latency_us", &format!("shard=\"{shard}\""), &m.fsync);
+            summary(
+                &mut out,
+                "lockstep_fsync_latency_us",
+                &format!("shard=\"{shard}\""),
+                &m.fsync,
+            );
         }
         for (name, help, value) in [
-            ("lockstep_log_size_bytes", "Bytes of a partition log.", (|g: &LogGauge| g.size_bytes) as fn(&LogGauge) -> u64),
-            ("lockstep_log_end_offset", "Log end offset of a partition.", |g: &LogGauge| g.log_end_offset),
+            (
+                "lockstep_log_size_bytes",
+                "Bytes of a partition log.",
+                (|g: &LogGauge| g.size_bytes) as fn(&LogGauge) -> u64,
+            ),
+            (
+                "lockstep_log_end_offset",
+                "Log end offset of a partition.",
+                |g: &LogGauge| g.log_end_offset,
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
             for (shard, m) in snapshots.iter().enumerate() {
@@ -241,7 +293,8 @@ pub fn serve(listener: TcpListener, registry: Arc<MetricsRegistry>) -> io::Resul
                 body.len()
             )
         } else {
-            "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+            "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                .to_string()
         };
         let _ = stream.write_all(response.as_bytes());
     }
@@ -290,7 +343,9 @@ mod tests {
         assert!(text.contains("lockstep_request_latency_us_count{shard=\"1\",api=\"Produce\"} 2"));
         assert!(text.contains("lockstep_request_latency_us_sum{shard=\"1\",api=\"Produce\"} 200"));
         assert!(text.contains("lockstep_fsync_total{shard=\"1\"} 1"));
-        assert!(text.contains("lockstep_log_size_bytes{shard=\"1\",topic=\"orders\",partition=\"3\"} 4096"));
+        assert!(text.contains(
+            "lockstep_log_size_bytes{shard=\"1\",topic=\"orders\",partition=\"3\"} 4096"
+        ));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let value = line.rsplit(' ').next().unwrap();
             assert!(value.parse::<f64>().is_ok(), "bad sample line {line:?}");
@@ -312,7 +367,9 @@ mod tests {
         registry.shard(0).lock().unwrap().bytes_out = 42;
         let addr = spawn_server("127.0.0.1:0".parse().unwrap(), registry).unwrap();
         let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut body = String::new();
         stream.read_to_string(&mut body).unwrap();
         assert!(body.starts_with("HTTP/1.1 200 OK"));

@@ -35,10 +35,22 @@ pub struct Request {
 /// Why a frame is refused and its connection closed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reject {
-    ShortHeader { bytes: usize },
-    UnknownApi { api_key: i16, correlation_id: i32 },
-    UnsupportedVersion { api_key: i16, api_version: i16, correlation_id: i32 },
-    BadHeader { api_key: i16, reason: String },
+    ShortHeader {
+        bytes: usize,
+    },
+    UnknownApi {
+        api_key: i16,
+        correlation_id: i32,
+    },
+    UnsupportedVersion {
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+    },
+    BadHeader {
+        api_key: i16,
+        reason: String,
+    },
 }
 
 impl fmt::Display for Reject {
@@ -122,7 +134,11 @@ pub fn parse_frame(mut frame: Bytes) -> Inbound {
 #[derive(Debug)]
 pub enum DecodeError {
     Guard(GuardError),
-    Crate { api: &'static str, version: i16, reason: String },
+    Crate {
+        api: &'static str,
+        version: i16,
+        reason: String,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -201,9 +217,15 @@ pub fn encode_response<T: Encodable>(
         version,
         reason: format!("response of {size} bytes is too large"),
     })?);
-    header.encode(&mut out, header_version).map_err(|e| err(&e))?;
+    header
+        .encode(&mut out, header_version)
+        .map_err(|e| err(&e))?;
     body.encode(&mut out, version).map_err(|e| err(&e))?;
-    assert_eq!(out.len(), SIZE_PREFIX_BYTES + size, "compute_size disagrees with encode");
+    assert_eq!(
+        out.len(),
+        SIZE_PREFIX_BYTES + size,
+        "compute_size disagrees with encode"
+    );
     Ok(out.freeze())
 }
 
@@ -255,7 +277,10 @@ mod tests {
     fn unknown_keys_and_versions_are_rejected() {
         assert!(matches!(
             parse_frame(request_frame(METADATA, 99, 1, &[])),
-            Inbound::Reject(Reject::UnsupportedVersion { api_version: 99, .. })
+            Inbound::Reject(Reject::UnsupportedVersion {
+                api_version: 99,
+                ..
+            })
         ));
         let mut frame = BytesMut::new();
         frame.put_i16(777);
@@ -263,7 +288,10 @@ mod tests {
         frame.put_i32(5);
         assert!(matches!(
             parse_frame(frame.freeze()),
-            Inbound::Reject(Reject::UnknownApi { api_key: 777, correlation_id: 5 })
+            Inbound::Reject(Reject::UnknownApi {
+                api_key: 777,
+                correlation_id: 5
+            })
         ));
         assert!(matches!(
             parse_frame(Bytes::from_static(&[0, 3, 0])),

@@ -31,7 +31,10 @@ impl fmt::Display for FrameError {
                 write!(f, "frame size prefix is negative ({declared})")
             }
             FrameError::TooLarge { declared, max } => {
-                write!(f, "frame of {declared} bytes exceeds the maximum of {max} bytes")
+                write!(
+                    f,
+                    "frame of {declared} bytes exceeds the maximum of {max} bytes"
+                )
             }
         }
     }

@@ -135,11 +135,7 @@ const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)]
 
 // DescribeConfigs v1–4 (flexible from 4).
 const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, ArrStr)];
-const DESCRIBE_CONFIGS: &[Field] = &[
-    f(0, Arr(DESCRIBE_CONFIGS_RESOURCE)),
-    f(1, Bool),
-    f(3, Bool),
-];
+const DESCRIBE_CONFIGS: &[Field] = &[f(0, Arr(DESCRIBE_CONFIGS_RESOURCE)), f(1, Bool), f(3, Bool)];
 
 // IncrementalAlterConfigs v0–1 (flexible from 1).
 const ALTERABLE_CONFIG: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
@@ -169,7 +165,11 @@ pub enum GuardError {
     /// The body ended inside a field.
     Truncated { at: usize },
     /// An array declares more elements than bytes remain.
-    ArrayTooLong { at: usize, count: u64, remaining: usize },
+    ArrayTooLong {
+        at: usize,
+        count: u64,
+        remaining: usize,
+    },
     /// A length prefix is negative (other than -1 for null) or a varint is malformed.
     BadLength { at: usize },
     /// No schema is known for this API key (a bug: dispatch checks keys first).

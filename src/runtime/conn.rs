@@ -61,7 +61,8 @@ pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener) {
                     continue;
                 }
                 let conn_ctx = ctx.clone();
-                glommio::spawn_local(async move { serve_connection(conn_ctx, stream).await }).detach();
+                glommio::spawn_local(async move { serve_connection(conn_ctx, stream).await })
+                    .detach();
             }
             Some(Err(e)) => {
                 tracing::warn!(shard = %ctx.id, error = %e, "accept failed");
@@ -88,7 +89,8 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
         peer_addr,
     };
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let (queue_tx, queue_rx) = local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
+    let (queue_tx, queue_rx) =
+        local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
     let writer_done = super::sync::Event::new();
     let writer_ctx = ctx.clone();
     let writer_done_set = writer_done.clone();
@@ -148,7 +150,12 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
             let Some(size) = size else { break };
             if reserved.is_none() {
                 let permit = futures_lite::future::or(
-                    async { ctx.request_bytes.acquire_static_permit(size.max(1) as u64).await.ok() },
+                    async {
+                        ctx.request_bytes
+                            .acquire_static_permit(size.max(1) as u64)
+                            .await
+                            .ok()
+                    },
                     async {
                         writer_done.wait().await;
                         None
@@ -187,7 +194,10 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
                 ),
                 Inbound::Reject(reject) => {
                     let _ = queue_tx
-                        .send(Queued::Ready(Outcome::Close(reject.to_string()), Some(permit)))
+                        .send(Queued::Ready(
+                            Outcome::Close(reject.to_string()),
+                            Some(permit),
+                        ))
                         .await;
                     break 'connection;
                 }

@@ -37,6 +37,9 @@ async fn sync_dir(path: &Path) -> io::Result<()> {
 pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
     let files = join_all(ticket.files.iter().map(|p| sync_file(p)).collect()).await;
     let dirs = join_all(ticket.dirs.iter().map(|p| sync_dir(p)).collect()).await;
-    files.into_iter().chain(dirs).collect::<io::Result<Vec<()>>>()?;
+    files
+        .into_iter()
+        .chain(dirs)
+        .collect::<io::Result<Vec<()>>>()?;
     Ok(())
 }

@@ -101,6 +101,37 @@ fn load_or_create_registry(config: &BrokerConfig) -> Result<TopicRegistry, Runti
     Ok(registry)
 }
 
+/// Name of the lock file that keeps two brokers off one data directory.
+pub const DATA_DIR_LOCK_FILE: &str = "lock";
+
+/// Takes an exclusive advisory lock on `{data_dir}/lock` for the life of the returned file, so
+/// a second broker on the same data directory refuses to start instead of corrupting it.
+fn lock_data_dir(config: &BrokerConfig) -> Result<std::fs::File, RuntimeError> {
+    use std::os::fd::AsRawFd;
+    let path = config.data_dir.join(DATA_DIR_LOCK_FILE);
+    let err = |error| RuntimeError::DataDir {
+        path: config.data_dir.display().to_string(),
+        error,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(err)?;
+    // SAFETY: flock only reads its two integer arguments; the descriptor is valid while `file`
+    // lives, and the lock is released when the descriptor is closed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let os = io::Error::last_os_error();
+        return Err(err(io::Error::new(
+            os.kind(),
+            format!("already in use by another broker ({os})"),
+        )));
+    }
+    Ok(file)
+}
+
 /// The CPUs shards are pinned to, in order (empty if the topology cannot be read).
 fn shard_cpus() -> Vec<usize> {
     match CpuSet::online() {
@@ -129,13 +160,17 @@ struct ShardSetup {
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
 pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|error| RuntimeError::DataDir {
+        path: config.data_dir.display().to_string(),
+        error,
+    })?;
+    let _lock = lock_data_dir(&config)?;
     let registry = load_or_create_registry(&config)?;
-    let removed = remove_orphan_logs(&config.data_dir, &registry).map_err(|error| {
-        RuntimeError::DataDir {
+    let removed =
+        remove_orphan_logs(&config.data_dir, &registry).map_err(|error| RuntimeError::DataDir {
             path: config.data_dir.display().to_string(),
             error,
-        }
-    })?;
+        })?;
     for path in removed {
         tracing::info!(dir = %path.display(), "removed the log of a deleted partition");
     }
@@ -247,10 +282,18 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         wall_ms() as u64,
     )
     .map_err(|e| e.to_string())?;
-    for report in reports.iter().filter(|r| !r.truncated.is_empty() || !r.removed.is_empty()) {
+    for report in reports
+        .iter()
+        .filter(|r| !r.truncated.is_empty() || !r.removed.is_empty())
+    {
         tracing::warn!(shard = id, ?report, "partition recovered with repairs");
     }
-    tracing::info!(shard = id, partitions = reports.len(), elapsed_ms = started.elapsed().as_millis() as u64, "partitions open");
+    tracing::info!(
+        shard = id,
+        partitions = reports.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "partitions open"
+    );
     let listener = TcpListener::bind(config.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let metrics: Arc<Mutex<ShardMetrics>> = setup.metrics.shard(id);
@@ -292,7 +335,11 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
     if ctx.connections_active.get() > 0 {
-        tracing::warn!(shard = id, open = ctx.connections_active.get(), "connections still busy at the drain deadline");
+        tracing::warn!(
+            shard = id,
+            open = ctx.connections_active.get(),
+            "connections still busy at the drain deadline"
+        );
     }
     setup.drained.fetch_add(1, Ordering::SeqCst);
     while setup.drained.load(Ordering::SeqCst) < shards {

@@ -20,7 +20,9 @@ use crate::metrics::{LogGauge, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
-use crate::server::ops::{AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, WaitOp};
+use crate::server::ops::{
+    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, WaitOp,
+};
 use crate::server::registry::random_uuid;
 use crate::server::shard::{PartitionKey, ShardState};
 use crate::server::{Bus, TopicRegistry};
@@ -155,7 +157,9 @@ impl ShardCtx {
         match op {
             ShardOp::Produce(op) => self.produce(op).await,
             ShardOp::Fetch(op) => ShardReply::Fetch(self.state.borrow().fetch(&op)),
-            ShardOp::ListOffsets(op) => ShardReply::ListOffsets(self.state.borrow().list_offsets(&op)),
+            ShardOp::ListOffsets(op) => {
+                ShardReply::ListOffsets(self.state.borrow().list_offsets(&op))
+            }
             ShardOp::WaitForData(op) => self.wait_for_data(op).await,
             ShardOp::Admin(op) => {
                 if self.id != ShardId(0) {
@@ -333,7 +337,11 @@ impl ShardCtx {
         let (tx, rx) = oneshot();
         self.data_waiters.borrow_mut().push(DataWaiter {
             id,
-            keys: op.partitions.iter().map(|(r, _)| PartitionKey::of(r)).collect(),
+            keys: op
+                .partitions
+                .iter()
+                .map(|(r, _)| PartitionKey::of(r))
+                .collect(),
             tx,
         });
         let arrived = futures_lite::future::or(async { rx.await.is_some() }, async {
@@ -375,7 +383,12 @@ impl ShardCtx {
         self.controller.borrow_mut().commit(&plan);
         let next = Arc::new(next);
         let installs = (0..self.shard_count)
-            .map(|shard| self.call(ShardId(shard as u16), ShardOp::InstallRegistry(next.clone())))
+            .map(|shard| {
+                self.call(
+                    ShardId(shard as u16),
+                    ShardOp::InstallRegistry(next.clone()),
+                )
+            })
             .collect();
         for reply in join_all(installs).await {
             if !matches!(reply, ShardReply::Installed) {

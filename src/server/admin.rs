@@ -11,8 +11,8 @@
 //! (`producer_ids_reserved_until`), so an id is never handed out twice, across restarts too.
 
 use super::ops::{
-    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult,
-    NewTopic, ShardOp, ShardReply, TopicRef,
+    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult, NewTopic,
+    ShardOp, ShardReply, TopicRef,
 };
 use super::registry::{TopicError, TopicRegistry};
 use super::{Bus, Outcome};
@@ -94,7 +94,12 @@ pub fn topic_config_entries(
         .iter()
         .map(|def| {
             let (value, source) = effective_topic_value(def, topic, broker);
-            (def.name.to_string(), value, def.is_read_only(), source as i8)
+            (
+                def.name.to_string(),
+                value,
+                def.is_read_only(),
+                source as i8,
+            )
         })
         .collect()
 }
@@ -182,7 +187,10 @@ fn plan_create(
         if counts[topic.name.as_str()] > 1 {
             results.push(fail(
                 ResponseError::InvalidRequest.code(),
-                format!("topic {:?} appears more than once in the request", topic.name),
+                format!(
+                    "topic {:?} appears more than once in the request",
+                    topic.name
+                ),
             ));
             continue;
         }
@@ -261,8 +269,7 @@ fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, 
     }
     let indices: BTreeSet<i32> = topic.assignments.iter().map(|(index, _)| *index).collect();
     let n = topic.assignments.len() as i32;
-    let contiguous = indices.len() == topic.assignments.len()
-        && indices.iter().copied().eq(0..n);
+    let contiguous = indices.len() == topic.assignments.len() && indices.iter().copied().eq(0..n);
     let on_this_broker = topic
         .assignments
         .iter()
@@ -270,7 +277,9 @@ fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, 
     if !contiguous || !on_this_broker {
         return Err((
             ResponseError::InvalidReplicaAssignment.code(),
-            format!("assignments must cover partitions 0..{n} each on broker {BROKER_NODE_ID} only"),
+            format!(
+                "assignments must cover partitions 0..{n} each on broker {BROKER_NODE_ID} only"
+            ),
         ));
     }
     Ok(n)
@@ -543,7 +552,12 @@ async fn call_controller<B: Bus>(bus: &B, op: AdminOp) -> Result<AdminReply, i16
 }
 
 fn respond<T: kafka_protocol::protocol::Encodable>(request: &Request, body: &T) -> Outcome {
-    match encode_response(request.spec, request.api_version, request.correlation_id, body) {
+    match encode_response(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        body,
+    ) {
         Ok(frame) => Outcome::Respond(frame),
         Err(e) => Outcome::Close(e.to_string()),
     }
@@ -566,7 +580,12 @@ pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
             assignments: t
                 .assignments
                 .iter()
-                .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect()))
+                .map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                })
                 .collect(),
             configs: t
                 .configs
@@ -652,7 +671,13 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
             .map(|n| TopicRef::Name(n.to_string()))
             .collect()
     };
-    let results = match call_controller(bus, AdminOp::DeleteTopics { topics: topics.clone() }).await
+    let results = match call_controller(
+        bus,
+        AdminOp::DeleteTopics {
+            topics: topics.clone(),
+        },
+    )
+    .await
     {
         Ok(AdminReply::Deleted(results)) => results,
         Ok(other) => panic!("DeleteTopics answered with {other:?}"),
@@ -717,7 +742,11 @@ pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request
                         3 => Ok(AlterOp::Subtract),
                         other => Err(other),
                     };
-                    (c.name.to_string(), op, c.value.as_ref().map(|v| v.to_string()))
+                    (
+                        c.name.to_string(),
+                        op,
+                        c.value.as_ref().map(|v| v.to_string()),
+                    )
                 })
                 .collect(),
         })
@@ -743,7 +772,8 @@ pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request
     response.responses = results
         .into_iter()
         .map(|r| {
-            let mut out = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+            let mut out =
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default();
             out.error_code = r.error_code;
             out.error_message = r.error_message.as_deref().map(sb);
             out.resource_type = r.resource_type;
@@ -764,7 +794,14 @@ pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outc
     let mut response = InitProducerIdResponse::default();
     response.producer_id = (-1).into();
     response.producer_epoch = -1;
-    if decoded.transactional_id.is_some() {
+    if decoded
+        .transactional_id
+        .as_deref()
+        .is_some_and(|id| id.is_empty())
+    {
+        // As Kafka: an empty transactional id is malformed.
+        response.error_code = ResponseError::InvalidRequest.code();
+    } else if decoded.transactional_id.is_some() {
         response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
     } else {
         match call_controller(bus, AdminOp::AllocateProducerId).await {
@@ -868,9 +905,15 @@ mod tests {
         assert_eq!(created(&plan)[0].error_code, 0);
         assert_eq!(plan.registry.unwrap().topic("m").unwrap().partitions, 2);
         t.assignments = vec![(0, vec![0]), (2, vec![0])];
-        assert_eq!(created(&create(&reg, vec![t.clone()], false))[0].error_code, 39);
+        assert_eq!(
+            created(&create(&reg, vec![t.clone()], false))[0].error_code,
+            39
+        );
         t.assignments = vec![(0, vec![1])];
-        assert_eq!(created(&create(&reg, vec![t.clone()], false))[0].error_code, 39);
+        assert_eq!(
+            created(&create(&reg, vec![t.clone()], false))[0].error_code,
+            39
+        );
         t.num_partitions = 1;
         assert_eq!(created(&create(&reg, vec![t], false))[0].error_code, 42);
     }
@@ -892,7 +935,9 @@ mod tests {
             },
             &mut ids(),
         );
-        let AdminReply::Deleted(results) = &plan.reply else { panic!() };
+        let AdminReply::Deleted(results) = &plan.reply else {
+            panic!()
+        };
         let codes: Vec<i16> = results.iter().map(|r| r.error_code).collect();
         assert_eq!(codes, vec![0, 0, 3, 100]);
         assert_eq!(results[1].name.as_deref(), Some("b"));
@@ -940,19 +985,29 @@ mod tests {
                 },
             ],
         );
-        let AdminReply::Altered(results) = &plan.reply else { panic!() };
+        let AdminReply::Altered(results) = &plan.reply else {
+            panic!()
+        };
         let codes: Vec<i16> = results.iter().map(|r| r.error_code).collect();
         assert_eq!(codes, vec![40, 0, 3, 42]);
         let next = plan.registry.unwrap();
-        assert!(next.topic("a").unwrap().configs.is_empty(), "refused resource unchanged");
+        assert!(
+            next.topic("a").unwrap().configs.is_empty(),
+            "refused resource unchanged"
+        );
         assert_eq!(next.broker_configs["log.retention.ms"], "100");
     }
 
     #[test]
     fn alter_delete_append_subtract() {
         let mut reg = TopicRegistry::new("c".into());
-        reg.create_topic("a", Uuid::from_u128(5), 1, &[("retention.ms".into(), Some("5".into()))])
-            .unwrap();
+        reg.create_topic(
+            "a",
+            Uuid::from_u128(5),
+            1,
+            &[("retention.ms".into(), Some("5".into()))],
+        )
+        .unwrap();
         let plan = alter(
             &reg,
             vec![AlterResource {
@@ -960,7 +1015,11 @@ mod tests {
                 resource_name: "a".into(),
                 changes: vec![
                     ("retention.ms".into(), Ok(AlterOp::Delete), None),
-                    ("cleanup.policy".into(), Ok(AlterOp::Append), Some("delete".into())),
+                    (
+                        "cleanup.policy".into(),
+                        Ok(AlterOp::Append),
+                        Some("delete".into()),
+                    ),
                 ],
             }],
         );
@@ -973,11 +1032,20 @@ mod tests {
             vec![AlterResource {
                 resource_type: RESOURCE_TOPIC,
                 resource_name: "a".into(),
-                changes: vec![("cleanup.policy".into(), Ok(AlterOp::Subtract), Some("delete".into()))],
+                changes: vec![(
+                    "cleanup.policy".into(),
+                    Ok(AlterOp::Subtract),
+                    Some("delete".into()),
+                )],
             }],
         );
-        let AdminReply::Altered(results) = &plan.reply else { panic!() };
-        assert_eq!(results[0].error_code, 40, "an empty cleanup.policy is invalid");
+        let AdminReply::Altered(results) = &plan.reply else {
+            panic!()
+        };
+        assert_eq!(
+            results[0].error_code, 40,
+            "an empty cleanup.policy is invalid"
+        );
         let plan = alter(
             &next,
             vec![AlterResource {
@@ -986,7 +1054,9 @@ mod tests {
                 changes: vec![("retention.ms".into(), Ok(AlterOp::Append), Some("1".into()))],
             }],
         );
-        let AdminReply::Altered(results) = &plan.reply else { panic!() };
+        let AdminReply::Altered(results) = &plan.reply else {
+            panic!()
+        };
         assert_eq!(results[0].error_code, 40);
     }
 
@@ -997,9 +1067,14 @@ mod tests {
         let mut seen = BTreeSet::new();
         for _ in 0..(crate::constants::PRODUCER_ID_BLOCK_SIZE * 2 + 3) {
             let plan = controller.plan(&reg, &AdminOp::AllocateProducerId, &mut ids());
-            let AdminReply::ProducerId(Ok(id)) = plan.reply else { panic!() };
+            let AdminReply::ProducerId(Ok(id)) = plan.reply else {
+                panic!()
+            };
             if let Some(next) = &plan.registry {
-                assert!(next.producer_ids_reserved_until > id, "the id is inside the reservation");
+                assert!(
+                    next.producer_ids_reserved_until > id,
+                    "the id is inside the reservation"
+                );
                 reg = next.clone();
             }
             assert!(id < reg.producer_ids_reserved_until);
@@ -1009,15 +1084,23 @@ mod tests {
         // A restart loses the in-memory block: new ids start past the reservation.
         let controller = Controller::new();
         let plan = controller.plan(&reg, &AdminOp::AllocateProducerId, &mut ids());
-        let AdminReply::ProducerId(Ok(id)) = plan.reply else { panic!() };
+        let AdminReply::ProducerId(Ok(id)) = plan.reply else {
+            panic!()
+        };
         assert!(!seen.contains(&id));
     }
 
     #[test]
     fn failed_persistence_turns_successes_into_errors() {
         let reg = TopicRegistry::new("c".into());
-        let plan = create(&reg, vec![new_topic("a", 1), new_topic("bad name", 1)], false);
-        let AdminReply::Created(results) = fail_reply(plan.reply, 56, "disk") else { panic!() };
+        let plan = create(
+            &reg,
+            vec![new_topic("a", 1), new_topic("bad name", 1)],
+            false,
+        );
+        let AdminReply::Created(results) = fail_reply(plan.reply, 56, "disk") else {
+            panic!()
+        };
         assert_eq!(results[0].error_code, 56);
         assert_eq!(results[0].topic_id, Uuid::nil());
         assert_eq!(results[1].error_code, 17);

@@ -38,7 +38,12 @@ pub fn handle(request: &Request) -> Outcome {
     {
         response.error_code = ResponseError::InvalidRequest.code();
     }
-    match encode_response(request.spec, request.api_version, request.correlation_id, &response) {
+    match encode_response(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        &response,
+    ) {
         Ok(frame) => Outcome::Respond(frame),
         Err(e) => Outcome::Close(e.to_string()),
     }

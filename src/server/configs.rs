@@ -24,7 +24,11 @@ fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
 }
 
-fn synonym(name: &str, value: &str, source: ConfigSource) -> describe_configs_response::DescribeConfigsSynonym {
+fn synonym(
+    name: &str,
+    value: &str,
+    source: ConfigSource,
+) -> describe_configs_response::DescribeConfigsSynonym {
     let mut s = describe_configs_response::DescribeConfigsSynonym::default();
     s.name = sb(name);
     s.value = Some(sb(value));
@@ -167,8 +171,9 @@ pub fn describe_configs_response(
                 }
                 other => {
                     result.error_code = ResponseError::InvalidRequest.code();
-                    result.error_message =
-                        Some(sb(&format!("config resource type {other} is not supported")));
+                    result.error_message = Some(sb(&format!(
+                        "config resource type {other} is not supported"
+                    )));
                 }
             }
             result
@@ -184,7 +189,12 @@ pub async fn handle_describe_configs<B: Bus>(bus: &B, request: &Request) -> Outc
         Err(e) => return Outcome::Close(e.to_string()),
     };
     let response = describe_configs_response(&bus.registry(), &decoded, request.api_version);
-    match encode_response(request.spec, request.api_version, request.correlation_id, &response) {
+    match encode_response(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        &response,
+    ) {
         Ok(frame) => Outcome::Respond(frame),
         Err(e) => Outcome::Close(e.to_string()),
     }
@@ -216,12 +226,21 @@ mod tests {
     #[test]
     fn effective_values_sources_and_synonyms() {
         let mut reg = TopicRegistry::new("c".into());
-        reg.create_topic("t", uuid::Uuid::from_u128(1), 1, &[("retention.ms".into(), Some("10".into()))])
-            .unwrap();
+        reg.create_topic(
+            "t",
+            uuid::Uuid::from_u128(1),
+            1,
+            &[("retention.ms".into(), Some("10".into()))],
+        )
+        .unwrap();
         reg.set_broker_configs([("log.segment.bytes".to_string(), "2097152".to_string())].into())
             .unwrap();
         let req = request(vec![
-            (RESOURCE_TOPIC, "t", Some(vec!["retention.ms", "segment.bytes", "unknown"])),
+            (
+                RESOURCE_TOPIC,
+                "t",
+                Some(vec!["retention.ms", "segment.bytes", "unknown"]),
+            ),
             (RESOURCE_TOPIC, "missing", None),
             (RESOURCE_BROKER, "0", None),
             (RESOURCE_BROKER, "7", None),
@@ -239,7 +258,10 @@ mod tests {
             assert_eq!(topic[0].config_source, ConfigSource::DynamicTopic as i8);
             assert_eq!(topic[0].synonyms.len(), 2);
             assert_eq!(topic[1].value.as_deref(), Some("2097152"));
-            assert_eq!(topic[1].config_source, ConfigSource::DynamicDefaultBroker as i8);
+            assert_eq!(
+                topic[1].config_source,
+                ConfigSource::DynamicDefaultBroker as i8
+            );
             assert_eq!(back.results[2].configs.len(), BROKER_CONFIGS.len());
         }
     }

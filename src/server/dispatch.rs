@@ -20,7 +20,9 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,
         apis::CREATE_TOPICS => admin::handle_create_topics(bus, request).await,
         apis::DELETE_TOPICS => admin::handle_delete_topics(bus, request).await,
-        apis::INCREMENTAL_ALTER_CONFIGS => admin::handle_incremental_alter_configs(bus, request).await,
+        apis::INCREMENTAL_ALTER_CONFIGS => {
+            admin::handle_incremental_alter_configs(bus, request).await
+        }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
         other => Outcome::Close(format!(

@@ -106,7 +106,13 @@ async fn read_round<B: Bus>(
                     Err(_) => unreachable!("only resolved partitions are grouped"),
                 })
                 .collect();
-            bus.call(*shard, ShardOp::Fetch(FetchOp { partitions, max_bytes }))
+            bus.call(
+                *shard,
+                ShardOp::Fetch(FetchOp {
+                    partitions,
+                    max_bytes,
+                }),
+            )
         })
         .collect();
     let replies = join_all(calls).await;
@@ -216,7 +222,11 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         let total: usize = parts.iter().flatten().map(|p| p.records.len()).sum();
         let any_error = parts.iter().flatten().any(|p| p.error_code != 0);
         let now = bus.now_ms();
-        if min_bytes == 0 || total >= min_bytes || any_error || now >= deadline_ms || wanted.is_empty()
+        if min_bytes == 0
+            || total >= min_bytes
+            || any_error
+            || now >= deadline_ms
+            || wanted.is_empty()
         {
             break parts;
         }
@@ -263,7 +273,12 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
 }
 
 fn respond<T: kafka_protocol::protocol::Encodable>(request: &Request, body: &T) -> Outcome {
-    match encode_response(request.spec, request.api_version, request.correlation_id, body) {
+    match encode_response(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        body,
+    ) {
         Ok(frame) => Outcome::Respond(frame),
         Err(e) => Outcome::Close(e.to_string()),
     }
@@ -290,14 +305,19 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
                 offset: -1,
             };
             row.push(unknown);
-            if let Some(meta) = meta.filter(|m| p.partition_index >= 0 && p.partition_index < m.partitions) {
+            if let Some(meta) =
+                meta.filter(|m| p.partition_index >= 0 && p.partition_index < m.partitions)
+            {
                 let shard = partition_shard(&meta.name, p.partition_index, bus.shard_count());
                 let r = PartitionRef {
                     topic: meta.name.clone(),
                     topic_id: meta.id,
                     partition: p.partition_index,
                 };
-                by_shard.entry(shard).or_default().push(((ti, pi), (r, p.timestamp)));
+                by_shard
+                    .entry(shard)
+                    .or_default()
+                    .push(((ti, pi), (r, p.timestamp)));
             }
         }
         answers.push(row);
@@ -373,11 +393,17 @@ mod tests {
     fn budget_keeps_the_first_non_empty_partition_and_fits_the_rest() {
         let mut parts = vec![part(0), part(300), part(50), part(100), None, part(40)];
         apply_budget(&mut parts, 100);
-        let lens: Vec<usize> = parts.iter().map(|p| p.as_ref().map_or(0, |p| p.records.len())).collect();
+        let lens: Vec<usize> = parts
+            .iter()
+            .map(|p| p.as_ref().map_or(0, |p| p.records.len()))
+            .collect();
         assert_eq!(lens, vec![0, 300, 0, 0, 0, 0]);
         let mut parts = vec![part(30), part(50), part(30)];
         apply_budget(&mut parts, 100);
-        let lens: Vec<usize> = parts.iter().map(|p| p.as_ref().map_or(0, |p| p.records.len())).collect();
+        let lens: Vec<usize> = parts
+            .iter()
+            .map(|p| p.as_ref().map_or(0, |p| p.records.len()))
+            .collect();
         assert_eq!(lens, vec![30, 50, 0]);
     }
 }

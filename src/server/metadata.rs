@@ -9,8 +9,8 @@ use crate::constants::BROKER_NODE_ID;
 use crate::protocol::codec::{decode_body, encode_response, Request};
 use crate::server::registry::{validate_topic_name, TopicMeta, TopicRegistry};
 use kafka_protocol::messages::{
-    find_coordinator_response, metadata_response, FindCoordinatorRequest,
-    FindCoordinatorResponse, MetadataRequest, MetadataResponse, TopicName,
+    find_coordinator_response, metadata_response, FindCoordinatorRequest, FindCoordinatorResponse,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -92,33 +92,43 @@ pub fn metadata_response(
         Some(list) => version == 0 && list.is_empty(),
     };
     response.topics = if all {
-        registry.topics.values().map(|t| topic_entry(t, version)).collect()
+        registry
+            .topics
+            .values()
+            .map(|t| topic_entry(t, version))
+            .collect()
     } else {
         request
             .topics
             .iter()
             .flatten()
-            .map(|wanted| match wanted.name.as_ref().filter(|n| !(n.is_empty() && !wanted.topic_id.is_nil())) {
-                Some(name) => match registry.topic(name) {
-                    Some(topic) => topic_entry(topic, version),
-                    None => {
-                        let code = if validate_topic_name(name).is_err() {
-                            ResponseError::InvalidTopicException.code()
-                        } else {
-                            ResponseError::UnknownTopicOrPartition.code()
-                        };
-                        missing_topic(Some(name), uuid::Uuid::nil(), code, version)
-                    }
-                },
-                None => match registry.topic_by_id(&wanted.topic_id) {
-                    Some(topic) => topic_entry(topic, version),
-                    None => missing_topic(
-                        None,
-                        wanted.topic_id,
-                        ResponseError::UnknownTopicId.code(),
-                        version,
-                    ),
-                },
+            .map(|wanted| {
+                match wanted
+                    .name
+                    .as_ref()
+                    .filter(|n| !(n.is_empty() && !wanted.topic_id.is_nil()))
+                {
+                    Some(name) => match registry.topic(name) {
+                        Some(topic) => topic_entry(topic, version),
+                        None => {
+                            let code = if validate_topic_name(name).is_err() {
+                                ResponseError::InvalidTopicException.code()
+                            } else {
+                                ResponseError::UnknownTopicOrPartition.code()
+                            };
+                            missing_topic(Some(name), uuid::Uuid::nil(), code, version)
+                        }
+                    },
+                    None => match registry.topic_by_id(&wanted.topic_id) {
+                        Some(topic) => topic_entry(topic, version),
+                        None => missing_topic(
+                            None,
+                            wanted.topic_id,
+                            ResponseError::UnknownTopicId.code(),
+                            version,
+                        ),
+                    },
+                }
             })
             .collect()
     };
@@ -132,7 +142,12 @@ pub async fn handle_metadata<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request
         Err(e) => return Outcome::Close(e.to_string()),
     };
     let response = metadata_response(&bus.registry(), &decoded, request.api_version, conn);
-    match encode_response(request.spec, request.api_version, request.correlation_id, &response) {
+    match encode_response(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        &response,
+    ) {
         Ok(frame) => Outcome::Respond(frame),
         Err(e) => Outcome::Close(e.to_string()),
     }
@@ -215,7 +230,12 @@ pub fn handle_find_coordinator(conn: &ConnInfo, request: &Request) -> Outcome {
         Err(e) => return Outcome::Close(e.to_string()),
     };
     let response = find_coordinator_response(&decoded, request.api_version, conn);
-    match encode_response(request.spec, request.api_version, request.correlation_id, &response) {
+    match encode_response(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        &response,
+    ) {
         Ok(frame) => Outcome::Respond(frame),
         Err(e) => Outcome::Close(e.to_string()),
     }
@@ -237,8 +257,10 @@ mod tests {
 
     fn registry() -> TopicRegistry {
         let mut r = TopicRegistry::new("cluster-x".into());
-        r.create_topic("orders", uuid::Uuid::from_u128(11), 3, &[]).unwrap();
-        r.create_topic("audit", uuid::Uuid::from_u128(12), 1, &[]).unwrap();
+        r.create_topic("orders", uuid::Uuid::from_u128(11), 3, &[])
+            .unwrap();
+        r.create_topic("audit", uuid::Uuid::from_u128(12), 1, &[])
+            .unwrap();
         r
     }
 
@@ -254,7 +276,10 @@ mod tests {
         for version in spec.min_version..=spec.max_version {
             let mut request = MetadataRequest::default();
             request.topics = None; // all topics
-            let response = round_trip(&metadata_response(&registry(), &request, version, &conn()), version);
+            let response = round_trip(
+                &metadata_response(&registry(), &request, version, &conn()),
+                version,
+            );
             assert_eq!(response.topics.len(), 2, "v{version}");
             let orders = response
                 .topics
@@ -288,12 +313,22 @@ mod tests {
         let response = round_trip(&metadata_response(&registry(), &request, 13, &conn()), 13);
         let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
         assert_eq!(codes, vec![0, 3, 17, 0, 100]);
-        assert_eq!(response.topics[3].name.as_deref().map(|n| n.as_str()), Some("audit"));
+        assert_eq!(
+            response.topics[3].name.as_deref().map(|n| n.as_str()),
+            Some("audit")
+        );
         // An empty list (v1+) asks for no topics.
         request.topics = Some(vec![]);
-        assert!(metadata_response(&registry(), &request, 1, &conn()).topics.is_empty());
+        assert!(metadata_response(&registry(), &request, 1, &conn())
+            .topics
+            .is_empty());
         // In v0 an empty list means all topics.
-        assert_eq!(metadata_response(&registry(), &request, 0, &conn()).topics.len(), 2);
+        assert_eq!(
+            metadata_response(&registry(), &request, 0, &conn())
+                .topics
+                .len(),
+            2
+        );
     }
 
     #[test]

@@ -98,7 +98,8 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
         }
         layout.push((topic.name.clone(), topic.topic_id, slots));
     }
-    let mut replies: Vec<Option<ShardReply>> = join_all(calls).await.into_iter().map(Some).collect();
+    let mut replies: Vec<Option<ShardReply>> =
+        join_all(calls).await.into_iter().map(Some).collect();
     if acks == 0 {
         return Outcome::NoResponse;
     }
@@ -135,9 +136,7 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
                         p.log_start_offset = result.log_start_offset;
                     }
                     if version >= 8 {
-                        p.error_message = result
-                            .error_message
-                            .map(|m| StrBytes::from_string(m));
+                        p.error_message = result.error_message.map(|m| StrBytes::from_string(m));
                     }
                     p
                 })

@@ -221,7 +221,10 @@ impl ProducerStates {
             entry.batches.clear();
         }
         if let Some(last) = entry.batches.back() {
-            assert!(last.last_offset < batch.base_offset, "batches are recorded in log order");
+            assert!(
+                last.last_offset < batch.base_offset,
+                "batches are recorded in log order"
+            );
         }
         entry.batches.push_back(batch);
         while entry.batches.len() > PRODUCER_BATCHES_REMEMBERED {
@@ -326,10 +329,16 @@ mod tests {
             s.record(1, 0, rec(i, i, i64::from(i)));
         }
         for i in 0..3 {
-            assert!(s.check(1, 0, i, i).is_err(), "batch {i} fell out of the window");
+            assert!(
+                s.check(1, 0, i, i).is_err(),
+                "batch {i} fell out of the window"
+            );
         }
         for i in 3..8 {
-            assert!(matches!(s.check(1, 0, i, i), Ok(SequenceCheck::Duplicate { .. })));
+            assert!(matches!(
+                s.check(1, 0, i, i),
+                Ok(SequenceCheck::Duplicate { .. })
+            ));
         }
     }
 
@@ -343,7 +352,10 @@ mod tests {
         s.record(999_999, 0, rec(0, 0, 1_000_001));
         assert_eq!(s.len(), PRODUCERS_PER_PARTITION_MAX);
         assert!(s.epoch(0).is_some());
-        assert!(s.epoch(1).is_none(), "producer 1 was the least recently active");
+        assert!(
+            s.epoch(1).is_none(),
+            "producer 1 was the least recently active"
+        );
     }
 
     /// A model: one producer retrying random batches; the log must hold each sequence once,

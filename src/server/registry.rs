@@ -140,7 +140,9 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
     {
-        return Err(invalid("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+        return Err(invalid(
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ));
     }
     Ok(())
 }
@@ -159,8 +161,7 @@ pub fn random_uuid() -> io::Result<Uuid> {
 
 /// A Kafka-style cluster id: URL-safe base64 (no padding) of a random UUID, 22 characters.
 pub fn cluster_id_from(uuid: Uuid) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let bytes = uuid.as_bytes();
     let mut out = String::with_capacity(22);
     let mut bits: u32 = 0;
@@ -215,7 +216,10 @@ impl TopicRegistry {
     /// Checks every invariant listed in the module docs.
     pub fn check(&self) -> Result<(), String> {
         if self.format_version != METADATA_FORMAT_VERSION {
-            return Err(format!("format version {} is not supported", self.format_version));
+            return Err(format!(
+                "format version {} is not supported",
+                self.format_version
+            ));
         }
         if self.topics.len() > TOPICS_MAX {
             return Err(format!("{} topics exceed {TOPICS_MAX}", self.topics.len()));
@@ -223,17 +227,26 @@ impl TopicRegistry {
         let mut ids = HashMap::new();
         for (name, topic) in &self.topics {
             if name != &topic.name {
-                return Err(format!("topic stored under {name:?} is named {:?}", topic.name));
+                return Err(format!(
+                    "topic stored under {name:?} is named {:?}",
+                    topic.name
+                ));
             }
             validate_topic_name(name).map_err(|e| e.to_string())?;
             if topic.partitions < 1 || topic.partitions > TOPIC_PARTITIONS_MAX {
-                return Err(format!("topic {name:?} has {} partitions", topic.partitions));
+                return Err(format!(
+                    "topic {name:?} has {} partitions",
+                    topic.partitions
+                ));
             }
             if topic.id.is_nil() {
                 return Err(format!("topic {name:?} has the nil topic id"));
             }
             if let Some(other) = ids.insert(topic.id, name.clone()) {
-                return Err(format!("topics {other:?} and {name:?} share id {}", topic.id));
+                return Err(format!(
+                    "topics {other:?} and {name:?} share id {}",
+                    topic.id
+                ));
             }
             for (key, value) in &topic.configs {
                 let canonical = validate_topic_config(key, value).map_err(|e| e.to_string())?;
@@ -243,7 +256,10 @@ impl TopicRegistry {
             }
         }
         if self.partition_total() > BROKER_PARTITIONS_MAX {
-            return Err(format!("{} partitions exceed {BROKER_PARTITIONS_MAX}", self.partition_total()));
+            return Err(format!(
+                "{} partitions exceed {BROKER_PARTITIONS_MAX}",
+                self.partition_total()
+            ));
         }
         for (key, value) in &self.broker_configs {
             validate_broker_config(key, value).map_err(|e| e.to_string())?;
@@ -468,7 +484,12 @@ mod tests {
             Err(TopicError::InvalidPartitions { requested: 0 })
         ));
         assert!(matches!(
-            r.create_topic("x", id(3), 1, &[("retention.ms".into(), Some("abc".into()))]),
+            r.create_topic(
+                "x",
+                id(3),
+                1,
+                &[("retention.ms".into(), Some("abc".into()))]
+            ),
             Err(TopicError::Config(_))
         ));
         assert!(r.topic("x").is_none(), "a refused topic leaves no trace");
@@ -514,8 +535,15 @@ mod tests {
         r.version = 9;
         let back = TopicRegistry::from_json(Path::new("m"), &r.to_json()).unwrap();
         assert_eq!(back, r);
-        assert_eq!(back.topic_by_id(&id(5)).unwrap().configs["retention.ms"], "1000");
-        assert!(!back.topic("orders").unwrap().configs.contains_key("segment.ms"));
+        assert_eq!(
+            back.topic_by_id(&id(5)).unwrap().configs["retention.ms"],
+            "1000"
+        );
+        assert!(!back
+            .topic("orders")
+            .unwrap()
+            .configs
+            .contains_key("segment.ms"));
         assert_eq!(back.producer_ids_reserved_until, PRODUCER_ID_BLOCK_SIZE);
     }
 
@@ -554,7 +582,9 @@ mod tests {
     fn cluster_id_is_22_url_safe_characters() {
         let cid = cluster_id_from(Uuid::from_u128(u128::MAX));
         assert_eq!(cid.len(), 22);
-        assert!(cid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert!(cid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
         assert_eq!(cluster_id_from(Uuid::nil()), "A".repeat(22));
     }
 }

@@ -15,8 +15,7 @@
 //! flushes as soon as anything is written (group commit), so this costs one fsync of latency.
 
 use super::ops::{
-    FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, ProduceOp,
-    ProduceResult,
+    FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, ProduceOp, ProduceResult,
 };
 use super::producer_state::{BatchRecord, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
@@ -93,11 +92,14 @@ pub fn remove_orphan_logs(data_dir: &Path, registry: &TopicRegistry) -> io::Resu
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
-        let keep = name.to_str().and_then(parse_partition_dir).is_some_and(|key| {
-            registry
-                .topic_by_id(&key.topic_id)
-                .is_some_and(|t| key.partition < t.partitions)
-        });
+        let keep = name
+            .to_str()
+            .and_then(parse_partition_dir)
+            .is_some_and(|key| {
+                registry
+                    .topic_by_id(&key.topic_id)
+                    .is_some_and(|t| key.partition < t.partitions)
+            });
         if !keep {
             std::fs::remove_dir_all(entry.path())?;
             removed.push(entry.path());
@@ -148,7 +150,11 @@ pub struct OpenError {
 
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot open partition {}: {}", self.partition, self.error)
+        write!(
+            f,
+            "cannot open partition {}: {}",
+            self.partition, self.error
+        )
     }
 }
 
@@ -189,7 +195,10 @@ fn rebuild_producers<S: Storage>(log: &PartitionLog<S>) -> Result<ProducerStates
     let end = log.log_end_offset();
     while offset < end {
         let read = log.read(offset, REBUILD_READ_BYTES)?;
-        assert!(read.next_offset > offset, "a read below the end makes progress");
+        assert!(
+            read.next_offset > offset,
+            "a read below the end makes progress"
+        );
         let batches = batch::split_batches(&read.records).map_err(|e| LogError::Corrupt {
             path: log.dir().to_path_buf(),
             position: offset,
@@ -208,7 +217,10 @@ fn rebuild_producers<S: Storage>(log: &PartitionLog<S>) -> Result<ProducerStates
                     header.producer_epoch,
                     BatchRecord {
                         first_sequence: header.base_sequence,
-                        last_sequence: wrap_sequence(header.base_sequence, header.last_offset_delta),
+                        last_sequence: wrap_sequence(
+                            header.base_sequence,
+                            header.last_offset_delta,
+                        ),
                         base_offset: base,
                         last_offset: base + i64::from(header.last_offset_delta),
                     },
@@ -342,7 +354,8 @@ impl<S: Storage + Clone> ShardState<S> {
             }
         }
         for topic in registry.topics.values() {
-            let (settings, errors) = TopicSettings::resolve(&topic.configs, &registry.broker_configs);
+            let (settings, errors) =
+                TopicSettings::resolve(&topic.configs, &registry.broker_configs);
             for e in errors {
                 tracing::warn!(topic = %topic.name, error = %e, "topic config");
             }
@@ -363,7 +376,10 @@ impl<S: Storage + Clone> ShardState<S> {
                 }
             }
         }
-        assert!(registry.version >= self.registry.version, "registry versions only grow");
+        assert!(
+            registry.version >= self.registry.version,
+            "registry versions only grow"
+        );
         self.registry = registry;
         (reports, failures)
     }
@@ -397,11 +413,17 @@ impl<S: Storage + Clone> ShardState<S> {
         };
         let key = PartitionKey::of(&op.partition);
         let missing = self.missing_code(&op.partition);
-        let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == op.partition.topic)
+        let Some(partition) = self
+            .partitions
+            .get_mut(&key)
+            .filter(|p| p.topic == op.partition.topic)
         else {
             return fail(
                 missing,
-                format!("{}-{} is not available on this broker", op.partition.topic, op.partition.partition),
+                format!(
+                    "{}-{} is not available on this broker",
+                    op.partition.topic, op.partition.partition
+                ),
             );
         };
         let records = &op.records[..];
@@ -630,7 +652,8 @@ impl<S: Storage + Clone> ShardState<S> {
             .iter()
             .filter(|(_, p)| {
                 !p.log.is_poisoned()
-                    && (p.log.durable_end_offset() < p.log.log_end_offset() || p.log.flush_in_flight())
+                    && (p.log.durable_end_offset() < p.log.log_end_offset()
+                        || p.log.flush_in_flight())
             })
             .map(|(k, _)| *k)
             .collect();
@@ -731,7 +754,8 @@ mod tests {
     fn registry(topics: &[(&str, u128, i32)]) -> Arc<TopicRegistry> {
         let mut r = TopicRegistry::new("c".into());
         for (name, id, partitions) in topics {
-            r.create_topic(name, Uuid::from_u128(*id), *partitions, &[]).unwrap();
+            r.create_topic(name, Uuid::from_u128(*id), *partitions, &[])
+                .unwrap();
         }
         Arc::new(r)
     }
@@ -755,7 +779,11 @@ mod tests {
         Bytes::from(b.build())
     }
 
-    fn produce(state: &mut ShardState<SimStorage>, r: &PartitionRef, records: Bytes) -> ProduceApplied {
+    fn produce(
+        state: &mut ShardState<SimStorage>,
+        r: &PartitionRef,
+        records: Bytes,
+    ) -> ProduceApplied {
         state.produce(
             &ProduceOp {
                 partition: r.clone(),
@@ -774,10 +802,22 @@ mod tests {
         assert!(state.unflushed().is_empty());
     }
 
-    fn open(storage: &SimStorage, reg: Arc<TopicRegistry>, shards: usize, id: u16) -> ShardState<SimStorage> {
-        ShardState::open(ShardId(id), shards, Path::new("/data"), storage.clone(), reg, 0)
-            .unwrap()
-            .0
+    fn open(
+        storage: &SimStorage,
+        reg: Arc<TopicRegistry>,
+        shards: usize,
+        id: u16,
+    ) -> ShardState<SimStorage> {
+        ShardState::open(
+            ShardId(id),
+            shards,
+            Path::new("/data"),
+            storage.clone(),
+            reg,
+            0,
+        )
+        .unwrap()
+        .0
     }
 
     #[test]
@@ -819,10 +859,16 @@ mod tests {
         flush(&mut s, &key);
         let after = &s.fetch(&fetch)[0];
         assert_eq!(after.high_watermark, 2);
-        assert_eq!(batch::parse_header(&after.records).unwrap().records_count, 2);
+        assert_eq!(
+            batch::parse_header(&after.records).unwrap().records_count,
+            2
+        );
         assert!(s.has_data(&[(r.clone(), 0)]));
         let listed = s.list_offsets(&ListOffsetsOp {
-            partitions: vec![(r.clone(), LATEST_TIMESTAMP), (r.clone(), EARLIEST_TIMESTAMP)],
+            partitions: vec![
+                (r.clone(), LATEST_TIMESTAMP),
+                (r.clone(), EARLIEST_TIMESTAMP),
+            ],
         });
         assert_eq!((listed[0].offset, listed[1].offset), (2, 0));
     }
@@ -836,11 +882,31 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert_eq!(produce(&mut s, &r, Bytes::from(bad)).result.error_code, 2);
-        assert_eq!(produce(&mut s, &r, Bytes::from_static(b"short")).result.error_code, 87);
-        assert_eq!(produce(&mut s, &pref("t", 2, 0), batch(-1, -1, -1, &[b"x"])).result.error_code, 3);
-        assert_eq!(produce(&mut s, &pref("t", 1, 5), batch(-1, -1, -1, &[b"x"])).result.error_code, 3);
+        assert_eq!(
+            produce(&mut s, &r, Bytes::from_static(b"short"))
+                .result
+                .error_code,
+            87
+        );
+        assert_eq!(
+            produce(&mut s, &pref("t", 2, 0), batch(-1, -1, -1, &[b"x"]))
+                .result
+                .error_code,
+            3
+        );
+        assert_eq!(
+            produce(&mut s, &pref("t", 1, 5), batch(-1, -1, -1, &[b"x"]))
+                .result
+                .error_code,
+            3
+        );
         let big = vec![0u8; 2 * 1024 * 1024];
-        assert_eq!(produce(&mut s, &r, batch(-1, -1, -1, &[&big])).result.error_code, 10);
+        assert_eq!(
+            produce(&mut s, &r, batch(-1, -1, -1, &[&big]))
+                .result
+                .error_code,
+            10
+        );
         let key = PartitionKey::of(&r);
         assert_eq!(s.partition(&key).unwrap().log.log_end_offset(), 0);
     }
@@ -852,20 +918,50 @@ mod tests {
         let mut s = open(&storage, reg.clone(), 1, 0);
         let r = pref("t", 1, 0);
         let key = PartitionKey::of(&r);
-        assert_eq!(produce(&mut s, &r, batch(5, 0, 0, &[b"a", b"b"])).result.base_offset, 0);
-        assert_eq!(produce(&mut s, &r, batch(5, 0, 2, &[b"c"])).result.base_offset, 2);
+        assert_eq!(
+            produce(&mut s, &r, batch(5, 0, 0, &[b"a", b"b"]))
+                .result
+                .base_offset,
+            0
+        );
+        assert_eq!(
+            produce(&mut s, &r, batch(5, 0, 2, &[b"c"]))
+                .result
+                .base_offset,
+            2
+        );
         let dup = produce(&mut s, &r, batch(5, 0, 0, &[b"a", b"b"]));
         assert_eq!((dup.result.error_code, dup.result.base_offset), (0, 0));
-        assert_eq!(produce(&mut s, &r, batch(5, 0, 9, &[b"z"])).result.error_code, 45);
+        assert_eq!(
+            produce(&mut s, &r, batch(5, 0, 9, &[b"z"]))
+                .result
+                .error_code,
+            45
+        );
         flush(&mut s, &key);
         drop(s);
         // Producer state is rebuilt from the log.
         let mut s = open(&storage, reg, 1, 0);
         let dup = produce(&mut s, &r, batch(5, 0, 2, &[b"c"]));
         assert_eq!((dup.result.error_code, dup.result.base_offset), (0, 2));
-        assert_eq!(produce(&mut s, &r, batch(5, 0, 3, &[b"d"])).result.base_offset, 3);
-        assert_eq!(produce(&mut s, &r, batch(5, 1, 0, &[b"e"])).result.base_offset, 4);
-        assert_eq!(produce(&mut s, &r, batch(5, 0, 4, &[b"f"])).result.error_code, 47);
+        assert_eq!(
+            produce(&mut s, &r, batch(5, 0, 3, &[b"d"]))
+                .result
+                .base_offset,
+            3
+        );
+        assert_eq!(
+            produce(&mut s, &r, batch(5, 1, 0, &[b"e"]))
+                .result
+                .base_offset,
+            4
+        );
+        assert_eq!(
+            produce(&mut s, &r, batch(5, 0, 4, &[b"f"]))
+                .result
+                .error_code,
+            47
+        );
         assert_eq!(s.partition(&key).unwrap().log.log_end_offset(), 5);
     }
 
@@ -912,7 +1008,12 @@ mod tests {
         let (_, failures) = s.install_registry(Arc::new(next), 0);
         assert!(failures.is_empty());
         assert!(s.partition_keys().is_empty());
-        assert_eq!(produce(&mut s, &pref("t", 1, 0), batch(-1, -1, -1, &[b"x"])).result.error_code, 3);
+        assert_eq!(
+            produce(&mut s, &pref("t", 1, 0), batch(-1, -1, -1, &[b"x"]))
+                .result
+                .error_code,
+            3
+        );
     }
 
     #[test]
@@ -937,7 +1038,13 @@ mod tests {
         let id = Uuid::from_u128(0xabc);
         let dir = partition_dir(Path::new("/d"), id, 7);
         let name = dir.file_name().unwrap().to_str().unwrap();
-        assert_eq!(parse_partition_dir(name), Some(PartitionKey { topic_id: id, partition: 7 }));
+        assert_eq!(
+            parse_partition_dir(name),
+            Some(PartitionKey {
+                topic_id: id,
+                partition: 7
+            })
+        );
         assert_eq!(parse_partition_dir("junk"), None);
         let tmp = tempfile::tempdir().unwrap();
         let reg = registry(&[("t", 0xabc, 1)]);

@@ -84,7 +84,12 @@ fn check(name: &'static str, value: u64, min: u64, max: u64) -> Result<(), Inval
     if (min..=max).contains(&value) {
         Ok(())
     } else {
-        Err(InvalidShareConfig { name, value, min, max })
+        Err(InvalidShareConfig {
+            name,
+            value,
+            min,
+            max,
+        })
     }
 }
 
@@ -103,12 +108,27 @@ mod tests {
 
     #[test]
     fn out_of_range_values_are_named() {
-        let c = ShareConfig { delivery_count_limit: 1, ..ShareConfig::default() };
+        let c = ShareConfig {
+            delivery_count_limit: 1,
+            ..ShareConfig::default()
+        };
         assert_eq!(c.validate().unwrap_err().name, "share.delivery.count.limit");
-        let c = ShareConfig { record_lock_duration_ms: 999, ..ShareConfig::default() };
-        assert_eq!(c.validate().unwrap_err().name, "share.record.lock.duration.ms");
-        let c = ShareConfig { partition_max_record_locks: 0, ..ShareConfig::default() };
-        assert_eq!(c.validate().unwrap_err().name, "share.partition.max.record.locks");
+        let c = ShareConfig {
+            record_lock_duration_ms: 999,
+            ..ShareConfig::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().name,
+            "share.record.lock.duration.ms"
+        );
+        let c = ShareConfig {
+            partition_max_record_locks: 0,
+            ..ShareConfig::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().name,
+            "share.partition.max.record.locks"
+        );
         let c = ShareConfig {
             partition_max_record_locks: SHARE_PARTITION_MAX_RECORD_LOCKS_MAX + 1,
             ..ShareConfig::default()

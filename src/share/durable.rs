@@ -171,7 +171,10 @@ fn validate_runs(runs: &[StateRun], spso: i64) -> Result<(), ShareError> {
                 run.first, run.last
             )));
         }
-        floor = run.last.checked_add(1).ok_or_else(|| ShareError::corrupt("offset overflow"))?;
+        floor = run
+            .last
+            .checked_add(1)
+            .ok_or_else(|| ShareError::corrupt("offset overflow"))?;
     }
     Ok(())
 }
@@ -192,12 +195,19 @@ fn overlay(base: &[StateRun], top: &[StateRun]) -> Vec<StateRun> {
             match top.get(t) {
                 Some(top_run) if top_run.first <= b.last => {
                     if top_run.first > cursor {
-                        out.push(StateRun { first: cursor, last: top_run.first - 1, ..b.clone() });
+                        out.push(StateRun {
+                            first: cursor,
+                            last: top_run.first - 1,
+                            ..b.clone()
+                        });
                     }
                     cursor = top_run.last.saturating_add(1);
                 }
                 _ => {
-                    out.push(StateRun { first: cursor, ..b.clone() });
+                    out.push(StateRun {
+                        first: cursor,
+                        ..b.clone()
+                    });
                     cursor = b.last + 1;
                 }
             }
@@ -274,7 +284,12 @@ mod tests {
     use super::*;
 
     fn run(first: i64, last: i64, state: DurableState, dc: u16) -> StateRun {
-        StateRun { first, last, state, delivery_count: dc }
+        StateRun {
+            first,
+            last,
+            state,
+            delivery_count: dc,
+        }
     }
 
     #[test]
@@ -330,9 +345,19 @@ mod tests {
 
     #[test]
     fn corrupt_deltas_are_refused_and_change_nothing() {
-        let mut s = ShareSnapshot { spso: 10, runs: vec![] };
-        let back = ShareDelta { spso: 5, reset: false, runs: vec![] };
-        assert!(matches!(s.apply_delta(&back), Err(ShareError::CorruptState { .. })));
+        let mut s = ShareSnapshot {
+            spso: 10,
+            runs: vec![],
+        };
+        let back = ShareDelta {
+            spso: 5,
+            reset: false,
+            runs: vec![],
+        };
+        assert!(matches!(
+            s.apply_delta(&back),
+            Err(ShareError::CorruptState { .. })
+        ));
         let overlapping = ShareDelta {
             spso: 10,
             reset: false,
@@ -342,15 +367,29 @@ mod tests {
             ],
         };
         assert!(s.apply_delta(&overlapping).is_err());
-        assert_eq!(s, ShareSnapshot { spso: 10, runs: vec![] });
+        assert_eq!(
+            s,
+            ShareSnapshot {
+                spso: 10,
+                runs: vec![]
+            }
+        );
         // A reset may move SPSO back.
-        s.apply_delta(&ShareDelta { spso: 2, reset: true, runs: vec![] }).unwrap();
+        s.apply_delta(&ShareDelta {
+            spso: 2,
+            reset: true,
+            runs: vec![],
+        })
+        .unwrap();
         assert_eq!(s.spso, 2);
     }
 
     #[test]
     fn non_canonical_snapshots_fail_validation() {
-        let zero = ShareSnapshot { spso: 0, runs: vec![run(0, 1, DurableState::Available, 0)] };
+        let zero = ShareSnapshot {
+            spso: 0,
+            runs: vec![run(0, 1, DurableState::Available, 0)],
+        };
         assert!(zero.validate().is_err());
         let uncoalesced = ShareSnapshot {
             spso: 0,
@@ -365,7 +404,10 @@ mod tests {
             runs: vec![run(
                 0,
                 1,
-                DurableState::Locked { txn: "g-p-1".into(), outcome: LockOutcome::Accept },
+                DurableState::Locked {
+                    txn: "g-p-1".into(),
+                    outcome: LockOutcome::Accept,
+                },
                 0,
             )],
         };

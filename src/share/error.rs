@@ -19,7 +19,10 @@ pub enum ShareError {
     /// Some offset of `[first, last]` is not ACQUIRED by the member (or outside the window).
     InvalidRecordState { first: i64, last: i64 },
     /// The start offset cannot be altered while records are ACQUIRED or LOCKED.
-    RecordsInFlight { acquired_records: u64, locked_records: u64 },
+    RecordsInFlight {
+        acquired_records: u64,
+        locked_records: u64,
+    },
     /// A persisted snapshot or delta that cannot describe a share partition.
     CorruptState { reason: String },
 }
@@ -37,11 +40,15 @@ impl ShareError {
     }
 
     pub(crate) fn invalid_request(reason: impl Into<String>) -> ShareError {
-        ShareError::InvalidRequest { reason: reason.into() }
+        ShareError::InvalidRequest {
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn corrupt(reason: impl Into<String>) -> ShareError {
-        ShareError::CorruptState { reason: reason.into() }
+        ShareError::CorruptState {
+            reason: reason.into(),
+        }
     }
 }
 
@@ -53,7 +60,10 @@ impl fmt::Display for ShareError {
                 f,
                 "offsets [{first}, {last}] are not all acquired by this member"
             ),
-            ShareError::RecordsInFlight { acquired_records, locked_records } => write!(
+            ShareError::RecordsInFlight {
+                acquired_records,
+                locked_records,
+            } => write!(
                 f,
                 "{acquired_records} records acquired and {locked_records} locked in transactions"
             ),

@@ -28,4 +28,6 @@ pub use error::ShareError;
 pub use partition::{
     AckBatch, AckCounts, AcquiredRange, CommitCounts, LockedRange, RunView, SharePartition,
 };
-pub use state::{validate_transition, AcknowledgeType, IllegalTransition, LockOutcome, RecordState, TxnKey};
+pub use state::{
+    validate_transition, AcknowledgeType, IllegalTransition, LockOutcome, RecordState, TxnKey,
+};

@@ -28,15 +28,24 @@
 //!   aborted transaction consumes no delivery attempt and can never archive a record. A
 //!   LOCKED record's count is at least 1 (it was acquired), so the decrement cannot underflow.
 //!
-//! Cost: every range operation splits at most two runs, transitions the k runs it covers and
-//! re-coalesces its neighbours — O(log n + k) — and finds its runs through indexes (first
-//! AVAILABLE run, runs by lock deadline, by member, by transaction), never by a walk.
+//! Cost: every range operation carves at most two runs at its ends, transitions the k runs
+//! it covers and re-coalesces its neighbours — O(log n + k) — and finds its runs through
+//! indexes, never by a walk: the first AVAILABLE run (acquire), the LOCKED runs of each
+//! transaction (commit, abort), and acquisition grants by deadline (lock expiry) and by
+//! member (member release), which are lazy and checked against the runs on use (see
+//! `runs`).
+//!
+//! Durability: [`SharePartition::take_delta`] returns what changed in the durable view since
+//! the previous call; acquisitions and renewals change nothing durable (module docs of
+//! `durable`), so the hot fetch path never writes to the journal.
 
 use std::cmp::min;
 use std::collections::HashMap;
 
 use super::config::ShareConfig;
-use super::durable::{push_coalesced, DirtyRanges, DurableState, ShareDelta, ShareSnapshot, StateRun};
+use super::durable::{
+    push_coalesced, DirtyRanges, DurableState, ShareDelta, ShareSnapshot, StateRun,
+};
 use super::error::ShareError;
 use super::runs::{span, Grant, MemberKey, Run, RunMap};
 use super::state::{validate_transition, AcknowledgeType, LockOutcome, RecordState, TxnKey};
@@ -61,7 +70,11 @@ pub struct AckBatch {
 impl AckBatch {
     /// A batch with one type for the whole range.
     pub fn new(first: i64, last: i64, ack_type: AcknowledgeType) -> AckBatch {
-        AckBatch { first, last, types: vec![ack_type] }
+        AckBatch {
+            first,
+            last,
+            types: vec![ack_type],
+        }
     }
 
     /// Maximal sub-ranges with one type each, in order. The batch must be validated.
@@ -157,11 +170,15 @@ impl Interner {
     }
 
     fn name(&self, key: u32) -> &str {
-        self.names[key as usize].as_deref().expect("interned key is live")
+        self.names[key as usize]
+            .as_deref()
+            .expect("interned key is live")
     }
 
     fn forget(&mut self, key: u32) {
-        let name = self.names[key as usize].take().expect("interned key is live");
+        let name = self.names[key as usize]
+            .take()
+            .expect("interned key is live");
         assert_eq!(self.index.remove(&name), Some(key));
         self.free.push(key);
     }
@@ -199,7 +216,9 @@ impl SharePartition {
     /// `share.auto.offset.reset`: latest, earliest, or by_duration). The first
     /// [`SharePartition::take_delta`] is a reset that persists this start offset.
     pub fn new(config: ShareConfig, start_offset: i64) -> SharePartition {
-        config.validate().expect("share config validated by the caller");
+        config
+            .validate()
+            .expect("share config validated by the caller");
         assert!(start_offset >= 0, "start offset {start_offset} is negative");
         SharePartition {
             config,
@@ -226,7 +245,9 @@ impl SharePartition {
         let mut cursor = snapshot.spso;
         for run in &snapshot.runs {
             if run.first > cursor {
-                partition.runs.insert(cursor, Run::new(run.first - 1, RecordState::Available, 0));
+                partition
+                    .runs
+                    .insert(cursor, Run::new(run.first - 1, RecordState::Available, 0));
             }
             let state = match &run.state {
                 DurableState::Available => RecordState::Available,
@@ -234,13 +255,20 @@ impl SharePartition {
                 DurableState::Archived => RecordState::Archived,
                 DurableState::Locked { txn, outcome } => {
                     if txn.is_empty() {
-                        return Err(ShareError::corrupt("LOCKED run with an empty transaction id"));
+                        return Err(ShareError::corrupt(
+                            "LOCKED run with an empty transaction id",
+                        ));
                     }
                     let key = TxnKey(partition.txns.intern(txn));
-                    RecordState::Locked { txn: key, outcome: *outcome }
+                    RecordState::Locked {
+                        txn: key,
+                        outcome: *outcome,
+                    }
                 }
             };
-            partition.runs.insert(run.first, Run::new(run.last, state, run.delivery_count));
+            partition
+                .runs
+                .insert(run.first, Run::new(run.last, state, run.delivery_count));
             cursor = run.last + 1;
         }
         partition.next_offset = cursor;
@@ -255,7 +283,9 @@ impl SharePartition {
 
     /// New group configs; they apply to transitions made from now on.
     pub fn set_config(&mut self, config: ShareConfig) {
-        config.validate().expect("share config validated by the caller");
+        config
+            .validate()
+            .expect("share config validated by the caller");
         self.config = config;
     }
 
@@ -288,7 +318,9 @@ impl SharePartition {
 
     /// Where the next fetch should read the log from: the first AVAILABLE offset, or SPEO + 1.
     pub fn next_fetch_offset(&self) -> i64 {
-        self.runs.next_available(self.spso).unwrap_or(self.next_offset)
+        self.runs
+            .next_available(self.spso)
+            .unwrap_or(self.next_offset)
     }
 
     /// The transaction id of a LOCKED state's key.
@@ -299,7 +331,11 @@ impl SharePartition {
     /// The state of `offset`; `None` below SPSO (done) or beyond SPEO (never acquired).
     pub fn record(&self, offset: i64) -> Option<RunView<'_>> {
         let (first, run) = self.runs.containing(offset)?;
-        Some(RunView { first: offset, last: offset, ..self.view(first, &run) })
+        Some(RunView {
+            first: offset,
+            last: offset,
+            ..self.view(first, &run)
+        })
     }
 
     /// All runs in offset order.
@@ -345,18 +381,38 @@ impl SharePartition {
 
         let mut cursor = self.spso;
         while budget > 0 {
-            let Some(first) = self.runs.next_available(cursor) else { break };
+            let Some(first) = self.runs.next_available(cursor) else {
+                break;
+            };
             if first >= available_log_end {
                 break;
             }
             let run = *self.runs.get(first).expect("indexed AVAILABLE run");
-            let last = min(min(run.last, available_log_end - 1), first + budget as i64 - 1);
-            let delivery_count = run.delivery_count.checked_add(1).expect("delivery count overflow");
+            let last = min(
+                min(run.last, available_log_end - 1),
+                first + budget as i64 - 1,
+            );
+            let delivery_count = run
+                .delivery_count
+                .checked_add(1)
+                .expect("delivery count overflow");
             self.rewrite(first, last, |r| {
                 Run::acquired(r.last, r.delivery_count + 1, key, deadline_ms)
             });
-            self.runs.add_grant(Grant { member: key, first, last, deadline_ms });
-            push_acquired(&mut out, AcquiredRange { first, last, delivery_count });
+            self.runs.add_grant(Grant {
+                member: key,
+                first,
+                last,
+                deadline_ms,
+            });
+            push_acquired(
+                &mut out,
+                AcquiredRange {
+                    first,
+                    last,
+                    delivery_count,
+                },
+            );
             budget -= span(first, last);
             cursor = last + 1;
         }
@@ -364,16 +420,32 @@ impl SharePartition {
         if budget > 0 {
             let cap_last = self.spso + i64::from(self.config.partition_max_record_locks) - 1;
             let first = self.next_offset;
-            let last = min(min(available_log_end - 1, cap_last), first + budget as i64 - 1);
+            let last = min(
+                min(available_log_end - 1, cap_last),
+                first + budget as i64 - 1,
+            );
             if last >= first {
                 assert!(last <= cap_last && last < available_log_end);
                 validate_transition(RecordState::Available, RecordState::Acquired)
                     .expect("table allows acquisition");
-                self.runs.insert(first, Run::acquired(last, 1, key, deadline_ms));
-                self.runs.add_grant(Grant { member: key, first, last, deadline_ms });
+                self.runs
+                    .insert(first, Run::acquired(last, 1, key, deadline_ms));
+                self.runs.add_grant(Grant {
+                    member: key,
+                    first,
+                    last,
+                    deadline_ms,
+                });
                 self.next_offset = last + 1;
                 self.runs.coalesce(first, last);
-                push_acquired(&mut out, AcquiredRange { first, last, delivery_count: 1 });
+                push_acquired(
+                    &mut out,
+                    AcquiredRange {
+                        first,
+                        last,
+                        delivery_count: 1,
+                    },
+                );
             }
         }
 
@@ -428,7 +500,12 @@ impl SharePartition {
                         self.rewrite(first, last, |r| {
                             Run::acquired(r.last, r.delivery_count, key, deadline_ms)
                         });
-                        self.runs.add_grant(Grant { member: key, first, last, deadline_ms });
+                        self.runs.add_grant(Grant {
+                            member: key,
+                            first,
+                            last,
+                            deadline_ms,
+                        });
                         counts.renewed += n;
                     }
                 }
@@ -480,13 +557,18 @@ impl SharePartition {
     /// The member left, its share session closed or its connection dropped: its ACQUIRED
     /// records are released (AVAILABLE, or ARCHIVED at the limit). LOCKED records stay.
     pub fn release_member(&mut self, member: &str) -> u64 {
-        let Some(key) = self.members.find(member).map(MemberKey) else { return 0 };
+        let Some(key) = self.members.find(member).map(MemberKey) else {
+            return 0;
+        };
         let mut released = 0;
         let mut owners = Vec::new();
         for (first, last) in self.runs.take_member_grants(key) {
             released += self.release_in(first, last, &mut owners, |run| run.owner == Some(key));
         }
-        assert!(!self.runs.holds_any(key), "a member's grants cover everything it holds");
+        assert!(
+            !self.runs.holds_any(key),
+            "a member's grants cover everything it holds"
+        );
         self.advance_spso();
         self.forget_member_if_idle(key);
         assert!(self.members.find(member).is_none());
@@ -496,12 +578,19 @@ impl SharePartition {
     /// Acknowledges records `member` holds into transaction `txn`: ACQUIRED → LOCKED.
     /// ACCEPT locks as ACCEPT, REJECT and GAP as REJECT; RELEASE and RENEW are refused.
     /// All-or-nothing. The caller has checked with the coordinator that `txn` is ONGOING.
-    pub fn lock(&mut self, member: &str, txn: &str, batches: &[AckBatch]) -> Result<u64, ShareError> {
+    pub fn lock(
+        &mut self,
+        member: &str,
+        txn: &str,
+        batches: &[AckBatch],
+    ) -> Result<u64, ShareError> {
         if txn.is_empty() {
             return Err(ShareError::invalid_request("empty transaction id"));
         }
         validate_batches(batches, AckContext::Transaction)?;
-        let Some(member_key) = self.check_held(member, batches)? else { return Ok(0) };
+        let Some(member_key) = self.check_held(member, batches)? else {
+            return Ok(0);
+        };
         let txn_key = TxnKey(self.txns.intern(txn));
         let before = self.runs.locked_count(txn_key);
         let mut locked = 0;
@@ -514,7 +603,10 @@ impl SharePartition {
                         unreachable!("refused by validate_batches")
                     }
                 };
-                let state = RecordState::Locked { txn: txn_key, outcome };
+                let state = RecordState::Locked {
+                    txn: txn_key,
+                    outcome,
+                };
                 self.rewrite(first, last, |r| Run::new(r.last, state, r.delivery_count));
                 self.dirty.insert(first, last);
                 locked += span(first, last);
@@ -529,7 +621,9 @@ impl SharePartition {
     /// LOCKED{REJECT} records ARCHIVED. Idempotent (nothing locked: nothing to do).
     pub fn commit(&mut self, txn: &str) -> CommitCounts {
         let mut counts = CommitCounts::default();
-        let Some(key) = self.txns.find(txn).map(TxnKey) else { return counts };
+        let Some(key) = self.txns.find(txn).map(TxnKey) else {
+            return counts;
+        };
         for first in self.runs.locked_by(key) {
             let run = *self.runs.get(first).expect("indexed LOCKED run");
             let RecordState::Locked { txn: k, outcome } = run.state else {
@@ -546,7 +640,9 @@ impl SharePartition {
                     RecordState::Archived
                 }
             };
-            self.rewrite(first, run.last, |r| Run::new(r.last, state, r.delivery_count));
+            self.rewrite(first, run.last, |r| {
+                Run::new(r.last, state, r.delivery_count)
+            });
             self.dirty.insert(first, run.last);
         }
         assert_eq!(self.runs.locked_count(key), 0);
@@ -558,7 +654,9 @@ impl SharePartition {
     /// The transaction aborted: its LOCKED records become AVAILABLE without consuming a
     /// delivery attempt (count - 1; module docs). Idempotent. Returns the records released.
     pub fn abort(&mut self, txn: &str) -> u64 {
-        let Some(key) = self.txns.find(txn).map(TxnKey) else { return 0 };
+        let Some(key) = self.txns.find(txn).map(TxnKey) else {
+            return 0;
+        };
         let mut released = 0;
         for first in self.runs.locked_by(key) {
             let run = *self.runs.get(first).expect("indexed LOCKED run");
@@ -577,7 +675,9 @@ impl SharePartition {
 
     /// The LOCKED ranges of `txn`, in offset order.
     pub fn locked_ranges(&self, txn: &str) -> Vec<LockedRange> {
-        let Some(key) = self.txns.find(txn).map(TxnKey) else { return Vec::new() };
+        let Some(key) = self.txns.find(txn).map(TxnKey) else {
+            return Vec::new();
+        };
         self.runs
             .locked_by(key)
             .into_iter()
@@ -586,20 +686,30 @@ impl SharePartition {
                 let RecordState::Locked { outcome, .. } = run.state else {
                     panic!("txn index points at a {} run", run.state)
                 };
-                LockedRange { first, last: run.last, outcome, delivery_count: run.delivery_count }
+                LockedRange {
+                    first,
+                    last: run.last,
+                    outcome,
+                    delivery_count: run.delivery_count,
+                }
             })
             .collect()
     }
 
     /// Records LOCKED by `txn`.
     pub fn locked_count(&self, txn: &str) -> u64 {
-        self.txns.find(txn).map_or(0, |k| self.runs.locked_count(TxnKey(k)))
+        self.txns
+            .find(txn)
+            .map_or(0, |k| self.runs.locked_count(TxnKey(k)))
     }
 
     /// Transactions with LOCKED records here, sorted (recovery asks the coordinator about each).
     pub fn locked_txns(&self) -> Vec<String> {
-        let mut ids: Vec<String> =
-            self.runs.locking_txns().map(|k| self.txns.name(k.0).to_string()).collect();
+        let mut ids: Vec<String> = self
+            .runs
+            .locking_txns()
+            .map(|k| self.txns.name(k.0).to_string())
+            .collect();
         ids.sort();
         ids
     }
@@ -608,16 +718,25 @@ impl SharePartition {
     /// Refused while any record is ACQUIRED or LOCKED.
     pub fn set_start_offset(&mut self, offset: i64) -> Result<(), ShareError> {
         if offset < 0 {
-            return Err(ShareError::invalid_request(format!("negative start offset {offset}")));
+            return Err(ShareError::invalid_request(format!(
+                "negative start offset {offset}"
+            )));
         }
         let acquired_records = self.runs.acquired_records();
         let locked_records = self.runs.locked_records();
         if acquired_records > 0 || locked_records > 0 {
-            return Err(ShareError::RecordsInFlight { acquired_records, locked_records });
+            return Err(ShareError::RecordsInFlight {
+                acquired_records,
+                locked_records,
+            });
         }
         self.runs.clear();
         assert_eq!(self.members.live().count(), 0, "idle members are forgotten");
-        assert_eq!(self.txns.live().count(), 0, "finished transactions are forgotten");
+        assert_eq!(
+            self.txns.live().count(),
+            0,
+            "finished transactions are forgotten"
+        );
         self.spso = offset;
         self.next_offset = offset;
         self.dirty.clear();
@@ -635,7 +754,10 @@ impl SharePartition {
                 push_coalesced(&mut runs, durable);
             }
         }
-        let snapshot = ShareSnapshot { spso: self.spso, runs };
+        let snapshot = ShareSnapshot {
+            spso: self.spso,
+            runs,
+        };
         debug_assert!(snapshot.validate().is_ok());
         snapshot
     }
@@ -653,7 +775,11 @@ impl SharePartition {
             self.reset_pending = false;
             self.spso_dirty = false;
             self.dirty.clear();
-            return Some(ShareDelta { spso: snapshot.spso, reset: true, runs: snapshot.runs });
+            return Some(ShareDelta {
+                spso: snapshot.spso,
+                reset: true,
+                runs: snapshot.runs,
+            });
         }
         if !self.has_delta() {
             return None;
@@ -665,14 +791,18 @@ impl SharePartition {
             if a > b {
                 continue;
             }
-            for (first, run) in self.runs.overlapping(a, b) {
-                let piece = self.durable_run(first.max(a), run.last.min(b), run);
+            for (first, run) in self.runs.overlapping_vec(a, b) {
+                let piece = self.durable_run(first.max(a), run.last.min(b), &run);
                 push_coalesced(&mut runs, piece);
             }
         }
         self.dirty.clear();
         self.spso_dirty = false;
-        Some(ShareDelta { spso: self.spso, reset: false, runs })
+        Some(ShareDelta {
+            spso: self.spso,
+            reset: false,
+            runs,
+        })
     }
 
     /// Number of dirty ranges waiting for the next delta.
@@ -700,7 +830,10 @@ impl SharePartition {
             used.dedup();
             let mut live: Vec<u32> = interner.live().collect();
             live.sort_unstable();
-            assert_eq!(used, live, "interned ids must be exactly those the runs refer to");
+            assert_eq!(
+                used, live,
+                "interned ids must be exactly those the runs refer to"
+            );
         }
     }
 
@@ -708,7 +841,11 @@ impl SharePartition {
 
     /// The member key if `member` holds every offset of every batch; INVALID_RECORD_STATE
     /// (naming the first batch that fails) otherwise. `Ok(None)` only for no batches.
-    fn check_held(&self, member: &str, batches: &[AckBatch]) -> Result<Option<MemberKey>, ShareError> {
+    fn check_held(
+        &self,
+        member: &str,
+        batches: &[AckBatch],
+    ) -> Result<Option<MemberKey>, ShareError> {
         if batches.is_empty() {
             return Ok(None);
         }
@@ -719,11 +856,16 @@ impl SharePartition {
                     && batch.last < self.next_offset
                     && self
                         .runs
-                        .overlapping(batch.first, batch.last)
-                        .all(|(_, run)| run.state == RecordState::Acquired && run.owner == Some(key))
+                        .overlapping_rev(batch.first, batch.last)
+                        .all(|(_, run)| {
+                            run.state == RecordState::Acquired && run.owner == Some(key)
+                        })
             });
             if !held {
-                return Err(ShareError::InvalidRecordState { first: batch.first, last: batch.last });
+                return Err(ShareError::InvalidRecordState {
+                    first: batch.first,
+                    last: batch.last,
+                });
             }
         }
         Ok(key)
@@ -737,21 +879,49 @@ impl SharePartition {
 
     fn rewrite_counted(&mut self, first: i64, last: i64, mut f: impl FnMut(i64, &Run) -> Run) {
         assert!(self.spso <= first && first <= last && last < self.next_offset);
-        self.runs.split_at(first);
-        self.runs.split_at(last + 1);
-        let mut cursor = first;
-        while let Some(key) = self.runs.next_first_in(cursor, last) {
-            let old = self.runs.remove(key);
-            cursor = old.last + 1;
-            let new = f(key, &old);
-            assert_eq!(new.last, old.last, "a rewrite keeps run extents");
-            if new.state == old.state {
-                assert_eq!(old.state, RecordState::Acquired, "only a lock renewal keeps the state");
-                assert_eq!(new.delivery_count, old.delivery_count);
-            } else if let Err(e) = validate_transition(old.state, new.state) {
-                panic!("{e} at offset {key}");
+        // Carve each overlapping run: the part before `first` and the part after `last` keep
+        // its attributes, the part inside becomes `f(part)`.
+        for (key, old) in self.runs.overlapping_vec(first, last) {
+            let removed = self.runs.remove(key);
+            assert_eq!(removed, old);
+            let lo = key.max(first);
+            let hi = old.last.min(last);
+            if key < first {
+                self.runs.insert_in_hole(
+                    key,
+                    old.last,
+                    key,
+                    Run {
+                        last: first - 1,
+                        ..old
+                    },
+                );
             }
-            self.runs.insert(key, new);
+            let part = Run { last: hi, ..old };
+            let new = f(lo, &part);
+            assert_eq!(new.last, hi, "a rewrite keeps run extents");
+            if new.state == part.state {
+                assert_eq!(
+                    part.state,
+                    RecordState::Acquired,
+                    "only a lock renewal keeps the state"
+                );
+                assert_eq!(new.delivery_count, part.delivery_count);
+            } else if let Err(e) = validate_transition(part.state, new.state) {
+                panic!("{e} at offset {lo}");
+            }
+            self.runs.insert_in_hole(key, old.last, lo, new);
+            if old.last > last {
+                self.runs.insert_in_hole(
+                    key,
+                    old.last,
+                    last + 1,
+                    Run {
+                        last: old.last,
+                        ..old
+                    },
+                );
+            }
         }
         self.runs.coalesce(first, last);
     }
@@ -770,7 +940,10 @@ impl SharePartition {
         while cursor <= last {
             let found = match self.runs.containing(cursor) {
                 Some(found) => Some(found),
-                None => self.runs.next_first_in(cursor, last).map(|f| (f, *self.runs.get(f).expect("run"))),
+                None => self
+                    .runs
+                    .next_first_in(cursor, last)
+                    .map(|f| (f, *self.runs.get(f).expect("run"))),
             };
             let Some((run_first, run)) = found else { break };
             cursor = run.last + 1;
@@ -785,7 +958,9 @@ impl SharePartition {
     /// Releases one whole ACQUIRED run (lock expiry, member release).
     fn release_run(&mut self, first: i64, run: Run) -> u64 {
         let state = released_state(run.delivery_count, self.config.delivery_count_limit);
-        self.rewrite(first, run.last, |r| Run::new(r.last, state, r.delivery_count));
+        self.rewrite(first, run.last, |r| {
+            Run::new(r.last, state, r.delivery_count)
+        });
         self.dirty.insert(first, run.last);
         span(first, run.last)
     }
@@ -802,7 +977,10 @@ impl SharePartition {
             self.spso_dirty = true;
         }
         if self.runs.is_empty() {
-            assert_eq!(self.spso, self.next_offset, "an empty window is empty at SPEO + 1");
+            assert_eq!(
+                self.spso, self.next_offset,
+                "an empty window is empty at SPEO + 1"
+            );
         }
     }
 
@@ -821,11 +999,19 @@ impl SharePartition {
             RecordState::Acknowledged => (DurableState::Acknowledged, run.delivery_count),
             RecordState::Archived => (DurableState::Archived, run.delivery_count),
             RecordState::Locked { txn, outcome } => (
-                DurableState::Locked { txn: self.txns.name(txn.0).to_string(), outcome },
+                DurableState::Locked {
+                    txn: self.txns.name(txn.0).to_string(),
+                    outcome,
+                },
                 run.delivery_count,
             ),
         };
-        StateRun { first, last, state, delivery_count }
+        StateRun {
+            first,
+            last,
+            state,
+            delivery_count,
+        }
     }
 }
 
@@ -879,7 +1065,10 @@ fn validate_batches(batches: &[AckBatch], context: AckContext) -> Result<(), Sha
                 )));
             }
         }
-        floor = batch.last.checked_add(1).ok_or_else(|| ShareError::invalid_request("offset overflow"))?;
+        floor = batch
+            .last
+            .checked_add(1)
+            .ok_or_else(|| ShareError::invalid_request("offset overflow"))?;
     }
     Ok(())
 }

@@ -47,8 +47,17 @@ pub(crate) struct Run {
 
 impl Run {
     pub fn new(last: i64, state: RecordState, delivery_count: u16) -> Run {
-        assert!(state != RecordState::Acquired, "an ACQUIRED run needs an owner");
-        Run { last, state, delivery_count, owner: None, deadline_ms: 0 }
+        assert!(
+            state != RecordState::Acquired,
+            "an ACQUIRED run needs an owner"
+        );
+        Run {
+            last,
+            state,
+            delivery_count,
+            owner: None,
+            deadline_ms: 0,
+        }
     }
 
     pub fn acquired(last: i64, delivery_count: u16, owner: MemberKey, deadline_ms: u64) -> Run {
@@ -70,12 +79,26 @@ impl Run {
     }
 
     fn check_shape(&self, first: i64) {
-        assert!(first >= 0 && first <= self.last, "run [{first}, {}]", self.last);
+        assert!(
+            first >= 0 && first <= self.last,
+            "run [{first}, {}]",
+            self.last
+        );
         let acquired = self.state == RecordState::Acquired;
-        assert_eq!(acquired, self.owner.is_some(), "run at {first}: owner iff ACQUIRED");
-        assert!(acquired || self.deadline_ms == 0, "run at {first}: deadline iff ACQUIRED");
+        assert_eq!(
+            acquired,
+            self.owner.is_some(),
+            "run at {first}: owner iff ACQUIRED"
+        );
+        assert!(
+            acquired || self.deadline_ms == 0,
+            "run at {first}: deadline iff ACQUIRED"
+        );
         if acquired || matches!(self.state, RecordState::Locked { .. }) {
-            assert!(self.delivery_count >= 1, "run at {first}: delivered records count >= 1");
+            assert!(
+                self.delivery_count >= 1,
+                "run at {first}: delivered records count >= 1"
+            );
         }
     }
 }
@@ -150,13 +173,14 @@ impl RunMap {
         (run.last >= offset).then_some((first, *run))
     }
 
-    /// Runs overlapping `[first, last]`, in order (the first may start before `first`).
-    pub fn overlapping(&self, first: i64, last: i64) -> impl Iterator<Item = (i64, &Run)> + '_ {
-        let start = match self.containing(first) {
-            Some((f, _)) => f,
-            None => first,
-        };
-        self.runs.range(start..=last).map(|(&f, r)| (f, r))
+    /// Runs overlapping `[first, last]`, last first (one range search; the last run yielded
+    /// may start before `first`).
+    pub fn overlapping_rev(&self, first: i64, last: i64) -> impl Iterator<Item = (i64, &Run)> + '_ {
+        self.runs
+            .range(..=last)
+            .rev()
+            .take_while(move |(_, r)| r.last >= first)
+            .map(|(&f, r)| (f, r))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (i64, &Run)> + '_ {
@@ -175,7 +199,9 @@ impl RunMap {
         let last = self.grants_by_deadline.entry(key).or_insert(grant.last);
         *last = (*last).max(grant.last);
         let by_member = self.grants_by_member.entry(grant.member).or_default();
-        let last = by_member.entry((grant.first, grant.deadline_ms)).or_insert(grant.last);
+        let last = by_member
+            .entry((grant.first, grant.deadline_ms))
+            .or_insert(grant.last);
         *last = (*last).max(grant.last);
     }
 
@@ -185,14 +211,20 @@ impl RunMap {
         if deadline_ms > now_ms {
             return None;
         }
-        self.grants_by_deadline.remove(&(deadline_ms, first, member));
+        self.grants_by_deadline
+            .remove(&(deadline_ms, first, member));
         if let Some(by_member) = self.grants_by_member.get_mut(&member) {
             by_member.remove(&(first, deadline_ms));
             if by_member.is_empty() {
                 self.grants_by_member.remove(&member);
             }
         }
-        Some(Grant { member, first, last, deadline_ms })
+        Some(Grant {
+            member,
+            first,
+            last,
+            deadline_ms,
+        })
     }
 
     /// Removes and returns `member`'s grants as `[first, last]` ranges (their deadline
@@ -200,7 +232,11 @@ impl RunMap {
     pub fn take_member_grants(&mut self, member: MemberKey) -> Vec<(i64, i64)> {
         self.grants_by_member
             .remove(&member)
-            .map(|g| g.into_iter().map(|((first, _), last)| (first, last)).collect())
+            .map(|g| {
+                g.into_iter()
+                    .map(|((first, _), last)| (first, last))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -227,7 +263,6 @@ impl RunMap {
 
     /// Adds a run; it must not overlap any other.
     pub fn insert(&mut self, first: i64, run: Run) {
-        run.check_shape(first);
         // The run with the greatest first offset at or before `run.last` must end before
         // `first` (one lookup checks both neighbours).
         if let Some((&pf, prev)) = self.runs.range(..=run.last).next_back() {
@@ -238,6 +273,21 @@ impl RunMap {
                 prev.last
             );
         }
+        self.put(first, run);
+    }
+
+    /// Adds a piece of a run just removed from `[hole_first, hole_last]`: inside the hole
+    /// it cannot overlap any run but the other pieces, which the caller carves disjoint.
+    pub fn insert_in_hole(&mut self, hole_first: i64, hole_last: i64, first: i64, run: Run) {
+        assert!(
+            hole_first <= first && run.last <= hole_last,
+            "piece outside its hole"
+        );
+        self.put(first, run);
+    }
+
+    fn put(&mut self, first: i64, run: Run) {
+        run.check_shape(first);
         match run.state {
             RecordState::Available => {
                 let fresh = self.available.insert(first);
@@ -257,12 +307,15 @@ impl RunMap {
             RecordState::Acknowledged | RecordState::Archived => {}
         }
         let replaced = self.runs.insert(first, run);
-        assert!(replaced.is_none());
+        assert!(replaced.is_none(), "a run already starts at {first}");
     }
 
     /// Removes the run starting at `first`; there must be one.
     pub fn remove(&mut self, first: i64) -> Run {
-        let run = self.runs.remove(&first).expect("no run starts at this offset");
+        let run = self
+            .runs
+            .remove(&first)
+            .expect("no run starts at this offset");
         match run.state {
             RecordState::Available => assert!(self.available.remove(&first)),
             RecordState::Acquired => {
@@ -299,14 +352,43 @@ impl RunMap {
     }
 
     /// Makes `offset` the first offset of a run, splitting the run that spans it (if any).
+    #[cfg(test)]
     pub fn split_at(&mut self, offset: i64) {
-        let Some((first, run)) = self.containing(offset) else { return };
+        let Some((first, run)) = self.containing(offset) else {
+            return;
+        };
         if first == offset {
             return;
         }
         let whole = self.remove(first);
-        self.insert(first, Run { last: offset - 1, ..whole });
-        self.insert(offset, Run { last: run.last, ..whole });
+        self.insert_in_hole(
+            first,
+            run.last,
+            first,
+            Run {
+                last: offset - 1,
+                ..whole
+            },
+        );
+        self.insert_in_hole(
+            first,
+            run.last,
+            offset,
+            Run {
+                last: run.last,
+                ..whole
+            },
+        );
+    }
+
+    /// The runs overlapping `[first, last]`, copied out (one range query).
+    pub fn overlapping_vec(&self, first: i64, last: i64) -> Vec<(i64, Run)> {
+        let mut runs: Vec<(i64, Run)> = self
+            .overlapping_rev(first, last)
+            .map(|(f, r)| (f, *r))
+            .collect();
+        runs.reverse();
+        runs
     }
 
     /// First offset of the first run starting in `[from, last]`.
@@ -317,36 +399,52 @@ impl RunMap {
         self.runs.range(from..=last).next().map(|(&f, _)| f)
     }
 
-    /// Merges equal adjacent runs from the run before `first` to the run after `last`.
+    /// Merges equal adjacent runs from the run before `first` to the run after `last`:
+    /// one range scan, and map changes only where runs merge.
     pub fn coalesce(&mut self, first: i64, last: i64) {
-        let mut cur = match self.runs.range(..first).next_back() {
+        let start = match self.runs.range(..first).next_back() {
             Some((&f, _)) => f,
-            None => match self.runs.range(first..).next() {
-                Some((&f, _)) => f,
-                None => return,
-            },
+            None => first,
         };
         let end = last.saturating_add(1);
-        while cur <= end {
-            let a = self.runs[&cur];
-            let next = a.last + 1;
-            let Some(&b) = self.runs.get(&next) else {
-                // A hole (end of the window): continue from the next run, if in range.
-                match self.runs.range(next..).next() {
-                    Some((&f, _)) if f <= end => {
-                        cur = f;
-                        continue;
-                    }
-                    _ => return,
+        // Groups of two or more equal adjacent runs, as (first, last) of the merged run.
+        let mut merges: Vec<(i64, i64)> = Vec::new();
+        let mut group: Option<(i64, Run, bool)> = None;
+        for (&k, r) in self.runs.range(start..=end) {
+            match &mut group {
+                Some((_, g, grown)) if g.last + 1 == k && g.same_attributes(r) => {
+                    g.last = r.last;
+                    *grown = true;
                 }
-            };
-            if a.same_attributes(&b) {
-                self.remove(cur);
-                self.remove(next);
-                self.insert(cur, Run { last: b.last, ..a });
-            } else {
-                cur = next;
+                _ => {
+                    if let Some((gk, g, true)) = group {
+                        merges.push((gk, g.last));
+                    }
+                    group = Some((k, *r, false));
+                }
             }
+        }
+        if let Some((gk, g, true)) = group {
+            merges.push((gk, g.last));
+        }
+        for (gk, glast) in merges {
+            let head = self.remove(gk);
+            let mut cursor = head.last + 1;
+            while cursor <= glast {
+                let piece = self.remove(cursor);
+                assert!(piece.same_attributes(&head));
+                cursor = piece.last + 1;
+            }
+            assert_eq!(cursor, glast + 1);
+            self.insert_in_hole(
+                gk,
+                glast,
+                gk,
+                Run {
+                    last: glast,
+                    ..head
+                },
+            );
         }
     }
 
@@ -363,15 +461,26 @@ impl RunMap {
                 covered_to = covered_to.max(l);
             }
         }
-        assert!(covered_to >= run.last, "ACQUIRED run [{first}, {}] not covered by grants", run.last);
-        let by_member = self.grants_by_member.get(&owner).expect("holder has grants");
+        assert!(
+            covered_to >= run.last,
+            "ACQUIRED run [{first}, {}] not covered by grants",
+            run.last
+        );
+        let by_member = self
+            .grants_by_member
+            .get(&owner)
+            .expect("holder has grants");
         let mut covered_to = first - 1;
         for (&(f, d), &l) in by_member.range(..=(run.last, u64::MAX)) {
             if d == run.deadline_ms && f <= covered_to + 1 {
                 covered_to = covered_to.max(l);
             }
         }
-        assert!(covered_to >= run.last, "ACQUIRED run [{first}, {}] not in its member's grants", run.last);
+        assert!(
+            covered_to >= run.last,
+            "ACQUIRED run [{first}, {}] not in its member's grants",
+            run.last
+        );
     }
 
     /// Full consistency check (O(n)): every invariant of the module docs, with `window`
@@ -387,7 +496,10 @@ impl RunMap {
             run.check_shape(first);
             assert_eq!(first, expect, "runs must tile the window without holes");
             if let Some(p) = prev {
-                assert!(!p.same_attributes(run), "adjacent equal runs at {first} not coalesced");
+                assert!(
+                    !p.same_attributes(run),
+                    "adjacent equal runs at {first} not coalesced"
+                );
             }
             match run.state {
                 RecordState::Available => {
@@ -411,7 +523,10 @@ impl RunMap {
         }
         assert_eq!(expect, next_offset, "runs must end at SPEO");
         if let Some((_, first)) = self.runs.first_key_value() {
-            assert!(!first.state.is_terminal(), "SPSO must have advanced over a terminal run");
+            assert!(
+                !first.state.is_terminal(),
+                "SPSO must have advanced over a terminal run"
+            );
         }
         assert_eq!(available, self.available, "available index");
         assert_eq!(members, self.member_records, "member counts");
@@ -423,7 +538,10 @@ impl RunMap {
             for (&(first, deadline_ms), &last) in grants {
                 assert!(first <= last);
                 let due = self.grants_by_deadline.get(&(deadline_ms, first, *member));
-                assert!(due.is_some_and(|&l| l >= last), "member grant [{first}, {last}] is due");
+                assert!(
+                    due.is_some_and(|&l| l >= last),
+                    "member grant [{first}, {last}] is due"
+                );
             }
         }
         let indexed: BTreeMap<TxnKey, (BTreeSet<i64>, u64)> = self
@@ -463,12 +581,25 @@ mod tests {
         let mut m = RunMap::default();
         let member = MemberKey(3);
         let txn = TxnKey(1);
-        let locked = RecordState::Locked { txn, outcome: super::super::LockOutcome::Accept };
+        let locked = RecordState::Locked {
+            txn,
+            outcome: super::super::LockOutcome::Accept,
+        };
         m.insert(0, Run::acquired(9, 1, member, 500));
-        m.add_grant(Grant { member, first: 0, last: 9, deadline_ms: 500 });
+        m.add_grant(Grant {
+            member,
+            first: 0,
+            last: 9,
+            deadline_ms: 500,
+        });
         m.insert(10, Run::new(14, locked, 1));
         m.insert(15, Run::acquired(19, 1, member, 700));
-        m.add_grant(Grant { member, first: 15, last: 19, deadline_ms: 700 });
+        m.add_grant(Grant {
+            member,
+            first: 15,
+            last: 19,
+            deadline_ms: 700,
+        });
         m.check(0, 20);
         assert_eq!(m.acquired_records(), 15);
         assert!(m.holds_any(member));
@@ -480,7 +611,15 @@ mod tests {
         m.check(0, 20);
         assert_eq!(m.pop_due_grant(499), None);
         let due = m.pop_due_grant(500).unwrap();
-        assert_eq!(due, Grant { member, first: 0, last: 9, deadline_ms: 500 });
+        assert_eq!(
+            due,
+            Grant {
+                member,
+                first: 0,
+                last: 9,
+                deadline_ms: 500
+            }
+        );
         assert_eq!(m.take_member_grants(member), vec![(15, 19)]);
         let r = m.remove(10);
         assert_eq!(r.last, 14);
@@ -492,12 +631,38 @@ mod tests {
     fn equal_grants_merge_and_the_widest_range_wins() {
         let mut m = RunMap::default();
         let member = MemberKey(0);
-        m.add_grant(Grant { member, first: 4, last: 6, deadline_ms: 9 });
-        m.add_grant(Grant { member, first: 4, last: 8, deadline_ms: 9 });
-        m.add_grant(Grant { member, first: 4, last: 5, deadline_ms: 9 });
-        assert_eq!(m.pop_due_grant(9), Some(Grant { member, first: 4, last: 8, deadline_ms: 9 }));
+        m.add_grant(Grant {
+            member,
+            first: 4,
+            last: 6,
+            deadline_ms: 9,
+        });
+        m.add_grant(Grant {
+            member,
+            first: 4,
+            last: 8,
+            deadline_ms: 9,
+        });
+        m.add_grant(Grant {
+            member,
+            first: 4,
+            last: 5,
+            deadline_ms: 9,
+        });
+        assert_eq!(
+            m.pop_due_grant(9),
+            Some(Grant {
+                member,
+                first: 4,
+                last: 8,
+                deadline_ms: 9
+            })
+        );
         assert_eq!(m.pop_due_grant(u64::MAX), None);
-        assert!(m.take_member_grants(member).is_empty(), "popping removed the member's copy");
+        assert!(
+            m.take_member_grants(member).is_empty(),
+            "popping removed the member's copy"
+        );
     }
 
     #[test]

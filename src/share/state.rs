@@ -121,7 +121,11 @@ pub struct IllegalTransition {
 
 impl fmt::Display for IllegalTransition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "illegal record state transition {} -> {}", self.from, self.to)
+        write!(
+            f,
+            "illegal record state transition {} -> {}",
+            self.from, self.to
+        )
     }
 }
 
@@ -130,15 +134,29 @@ impl std::error::Error for IllegalTransition {}
 /// The transition table (see the module docs). Same-state "transitions" are illegal.
 pub fn validate_transition(from: RecordState, to: RecordState) -> Result<(), IllegalTransition> {
     use RecordState::*;
-    let legal = match (from, to) {
-        (Available, Acquired) => true,
-        (Acquired, Available) | (Acquired, Acknowledged) | (Acquired, Archived) => true,
-        (Acquired, Locked { .. }) => true,
-        (Locked { .. }, Available) => true,
-        (Locked { outcome: LockOutcome::Accept, .. }, Acknowledged) => true,
-        (Locked { outcome: LockOutcome::Reject, .. }, Archived) => true,
-        _ => false,
-    };
+    let legal = matches!(
+        (from, to),
+        (Available, Acquired)
+            | (Acquired, Available)
+            | (Acquired, Acknowledged)
+            | (Acquired, Archived)
+            | (Acquired, Locked { .. })
+            | (Locked { .. }, Available)
+            | (
+                Locked {
+                    outcome: LockOutcome::Accept,
+                    ..
+                },
+                Acknowledged
+            )
+            | (
+                Locked {
+                    outcome: LockOutcome::Reject,
+                    ..
+                },
+                Archived
+            )
+    );
     if legal {
         Ok(())
     } else {
@@ -198,9 +216,18 @@ mod tests {
             RecordState::Acquired,
             RecordState::Acknowledged,
             RecordState::Archived,
-            RecordState::Locked { txn: t, outcome: LockOutcome::Accept },
-            RecordState::Locked { txn: t, outcome: LockOutcome::Reject },
-            RecordState::Locked { txn: TxnKey(8), outcome: LockOutcome::Accept },
+            RecordState::Locked {
+                txn: t,
+                outcome: LockOutcome::Accept,
+            },
+            RecordState::Locked {
+                txn: t,
+                outcome: LockOutcome::Reject,
+            },
+            RecordState::Locked {
+                txn: TxnKey(8),
+                outcome: LockOutcome::Accept,
+            },
         ]
     }
 
@@ -216,10 +243,22 @@ mod tests {
                     ("ACQUIRED", "AVAILABLE" | "ACKNOWLEDGED" | "ARCHIVED" | "LOCKED") => true,
                     ("LOCKED", "AVAILABLE") => true,
                     ("LOCKED", "ACKNOWLEDGED") => {
-                        matches!(from, Locked { outcome: LockOutcome::Accept, .. })
+                        matches!(
+                            from,
+                            Locked {
+                                outcome: LockOutcome::Accept,
+                                ..
+                            }
+                        )
                     }
                     ("LOCKED", "ARCHIVED") => {
-                        matches!(from, Locked { outcome: LockOutcome::Reject, .. })
+                        matches!(
+                            from,
+                            Locked {
+                                outcome: LockOutcome::Reject,
+                                ..
+                            }
+                        )
                     }
                     _ => false,
                 };
@@ -256,7 +295,10 @@ mod tests {
         for o in [LockOutcome::Accept, LockOutcome::Reject] {
             assert_eq!(LockOutcome::from_code(o.code()), Some(o));
         }
-        assert_eq!(LockOutcome::from_code(AcknowledgeType::Release.code()), None);
+        assert_eq!(
+            LockOutcome::from_code(AcknowledgeType::Release.code()),
+            None
+        );
         let codes: Vec<u8> = all_states().iter().map(|s| s.code()).collect();
         assert_eq!(&codes[..5], &[0, 1, 2, 4, 8]);
     }

@@ -77,7 +77,10 @@ impl TxnConfig {
     /// Checks the ranges; the message names the offending config.
     pub fn validate(&self) -> Result<(), String> {
         if self.timeout_ms_max == 0 || self.timeout_ms_max > SHARE_TRANSACTION_TIMEOUT_MS_MAX {
-            return Err(format!("transaction timeout max {} ms", self.timeout_ms_max));
+            return Err(format!(
+                "transaction timeout max {} ms",
+                self.timeout_ms_max
+            ));
         }
         if self.timeout_ms_default == 0 || self.timeout_ms_default > self.timeout_ms_max {
             return Err(format!(
@@ -92,7 +95,10 @@ impl TxnConfig {
             ));
         }
         if self.finished_max == 0 || self.finished_max > SHARE_TRANSACTIONS_FINISHED_MAX {
-            return Err(format!("finished transactions kept = {}", self.finished_max));
+            return Err(format!(
+                "finished transactions kept = {}",
+                self.finished_max
+            ));
         }
         Ok(())
     }
@@ -183,7 +189,11 @@ struct Txn {
 
 impl Txn {
     fn reply(&self, changed: bool) -> TxnReply {
-        TxnReply { state: self.state, timeout_ms: self.timeout_ms, changed }
+        TxnReply {
+            state: self.state,
+            timeout_ms: self.timeout_ms,
+            changed,
+        }
     }
 
     fn deadline_ms(&self) -> u64 {
@@ -206,7 +216,9 @@ pub fn check_transaction_id(group_id: &str, id: &str) -> Result<(), TxnError> {
         .and_then(|rest| rest.strip_prefix('-'))
         .filter(|_| !group_id.is_empty());
     let Some(rest) = rest else {
-        return invalid(format!("transaction id {id:?} does not belong to group {group_id:?}"));
+        return invalid(format!(
+            "transaction id {id:?} does not belong to group {group_id:?}"
+        ));
     };
     match rest.rsplit_once('-') {
         Some((prefix, checkpoint)) if !prefix.is_empty() && !checkpoint.is_empty() => Ok(()),
@@ -233,7 +245,9 @@ pub struct GroupTransactions {
 impl GroupTransactions {
     pub fn new(group_id: &str, config: TxnConfig) -> GroupTransactions {
         assert!(!group_id.is_empty(), "group id");
-        config.validate().expect("transaction config validated by the caller");
+        config
+            .validate()
+            .expect("transaction config validated by the caller");
         GroupTransactions {
             group_id: group_id.to_string(),
             config,
@@ -273,7 +287,10 @@ impl GroupTransactions {
                 )));
             }
             if group.txns.contains_key(&record.transaction_id) {
-                return Err(corrupt(format!("transaction {} restored twice", record.transaction_id)));
+                return Err(corrupt(format!(
+                    "transaction {} restored twice",
+                    record.transaction_id
+                )));
             }
             let txn = Txn {
                 state: record.state,
@@ -292,11 +309,18 @@ impl GroupTransactions {
             if txn.state.is_pending() {
                 group.pending.insert(id.clone());
             } else {
-                group.finished.insert((txn.finish_time_ms.expect("checked"), id.clone()));
+                group
+                    .finished
+                    .insert((txn.finish_time_ms.expect("checked"), id.clone()));
             }
             group.txns.insert(id.clone(), txn);
             if record.state == TxnState::Ongoing {
-                group.finish(&id, TxnState::Aborted, now_ms, TxnChangeCause::AbortedOnRestart);
+                group.finish(
+                    &id,
+                    TxnState::Aborted,
+                    now_ms,
+                    TxnChangeCause::AbortedOnRestart,
+                );
             }
         }
         group.forget_finished(now_ms);
@@ -314,7 +338,9 @@ impl GroupTransactions {
 
     /// New configs; a lowered `max_pending` refuses new begins until enough finish.
     pub fn set_config(&mut self, config: TxnConfig) {
-        config.validate().expect("transaction config validated by the caller");
+        config
+            .validate()
+            .expect("transaction config validated by the caller");
         self.config = config;
     }
 
@@ -394,12 +420,18 @@ impl GroupTransactions {
     ) -> Result<TxnReply, TxnError> {
         check_transaction_id(&self.group_id, id)?;
         self.tick(now_ms);
-        let txn = self.txns.get_mut(id).ok_or(TxnError::TransactionalIdNotFound)?;
+        let txn = self
+            .txns
+            .get_mut(id)
+            .ok_or(TxnError::TransactionalIdNotFound)?;
         if txn.state != TxnState::Ongoing {
             return Err(TxnError::InvalidTxnState { state: txn.state });
         }
         txn.participants.entry(partition).or_insert(0);
-        txn.acks_in_flight = txn.acks_in_flight.checked_add(1).expect("acks in flight overflow");
+        txn.acks_in_flight = txn
+            .acks_in_flight
+            .checked_add(1)
+            .expect("acks in flight overflow");
         Ok(txn.reply(false))
     }
 
@@ -410,14 +442,31 @@ impl GroupTransactions {
     ///
     /// Completing on a PREPARE transaction re-queues its record ([`TxnChangeCause::Prepared`])
     /// so the durable PREPARE record names every partition that holds its locks.
-    pub fn complete_ack(&mut self, id: &str, partition: TxnPartition, locked_records: u64) -> TxnState {
-        let Some(txn) = self.txns.get_mut(id) else { return TxnState::Empty };
-        assert!(txn.acks_in_flight > 0, "complete_ack without register_participant");
+    pub fn complete_ack(
+        &mut self,
+        id: &str,
+        partition: TxnPartition,
+        locked_records: u64,
+    ) -> TxnState {
+        let Some(txn) = self.txns.get_mut(id) else {
+            return TxnState::Empty;
+        };
+        assert!(
+            txn.acks_in_flight > 0,
+            "complete_ack without register_participant"
+        );
         txn.acks_in_flight -= 1;
-        assert_ne!(txn.state, TxnState::Committed, "commit waits for acknowledgements in flight");
+        assert_ne!(
+            txn.state,
+            TxnState::Committed,
+            "commit waits for acknowledgements in flight"
+        );
         let state = txn.state;
         if state.is_pending() {
-            let count = txn.participants.get_mut(&partition).expect("registered participant");
+            let count = txn
+                .participants
+                .get_mut(&partition)
+                .expect("registered participant");
             *count += locked_records;
         }
         if state == TxnState::Prepare {
@@ -430,7 +479,10 @@ impl GroupTransactions {
     pub fn prepare(&mut self, id: &str, now_ms: u64) -> Result<TxnReply, TxnError> {
         check_transaction_id(&self.group_id, id)?;
         self.tick(now_ms);
-        let txn = self.txns.get_mut(id).ok_or(TxnError::TransactionalIdNotFound)?;
+        let txn = self
+            .txns
+            .get_mut(id)
+            .ok_or(TxnError::TransactionalIdNotFound)?;
         if txn.state == TxnState::Prepare {
             return Ok(txn.reply(false));
         }
@@ -452,7 +504,10 @@ impl GroupTransactions {
         }
         validate_transition(txn.state, TxnState::Committed)?;
         if txn.acks_in_flight > 0 {
-            return Err(TxnError::AcksInFlight { state: txn.state, acks: txn.acks_in_flight });
+            return Err(TxnError::AcksInFlight {
+                state: txn.state,
+                acks: txn.acks_in_flight,
+            });
         }
         Ok(self.finish(id, TxnState::Committed, now_ms, TxnChangeCause::Committed))
     }
@@ -494,7 +549,9 @@ impl GroupTransactions {
     /// Forgets finished transactions past retention (or beyond `finished_max`), oldest
     /// first; returns their ids.
     pub fn forget_finished(&mut self, now_ms: u64) -> Vec<String> {
-        self.forget_oldest(|finish_ms, retention_ms| finish_ms.saturating_add(retention_ms) <= now_ms)
+        self.forget_oldest(|finish_ms, retention_ms| {
+            finish_ms.saturating_add(retention_ms) <= now_ms
+        })
     }
 
     /// Forgets the oldest finished transactions while `expired(finish time, retention)` or
@@ -514,7 +571,10 @@ impl GroupTransactions {
             }
             self.queue(&id, TxnChangeCause::Forgotten);
             self.finished.remove(&(finish_ms, id.clone()));
-            let txn = self.txns.remove(&id).expect("finished transaction is known");
+            let txn = self
+                .txns
+                .remove(&id)
+                .expect("finished transaction is known");
             assert!(txn.state.is_finished());
             forgotten.push(id);
         }
@@ -560,12 +620,17 @@ impl GroupTransactions {
                 finished.insert((txn.finish_time_ms.expect("finished has a time"), id.clone()));
             }
             match txn.state {
-                TxnState::Ongoing => assert!(txn.prepare_time_ms.is_none(), "{id}: ONGOING prepared"),
+                TxnState::Ongoing => {
+                    assert!(txn.prepare_time_ms.is_none(), "{id}: ONGOING prepared")
+                }
                 TxnState::Prepare => assert!(txn.prepare_time_ms.is_some(), "{id}: prepare time"),
                 _ => {}
             }
             if txn.state == TxnState::Committed {
-                assert!(txn.prepare_time_ms.is_some(), "{id}: committed without prepare");
+                assert!(
+                    txn.prepare_time_ms.is_some(),
+                    "{id}: committed without prepare"
+                );
                 assert_eq!(txn.acks_in_flight, 0, "{id}: committed with acks in flight");
             }
         }
@@ -624,7 +689,10 @@ impl GroupTransactions {
             participants: txn
                 .participants
                 .iter()
-                .map(|(&partition, &locked_records)| Participant { partition, locked_records })
+                .map(|(&partition, &locked_records)| Participant {
+                    partition,
+                    locked_records,
+                })
                 .collect(),
         }
     }

@@ -156,7 +156,10 @@ impl fmt::Display for TxnError {
                 f,
                 "transaction timeout {timeout_ms} ms is not -1 and not in [1, {max_ms}]"
             ),
-            TxnError::ConcurrentTransactions { pending, max_pending } => write!(
+            TxnError::ConcurrentTransactions {
+                pending,
+                max_pending,
+            } => write!(
                 f,
                 "{pending} transactions pending; share.transaction.max.pending is {max_pending}"
             ),
@@ -194,7 +197,11 @@ mod tests {
                     seen += 1;
                 } else {
                     let err = got.expect_err("refused");
-                    assert_eq!(err, TxnError::InvalidTxnState { state: from }, "{from} -> {to}");
+                    assert_eq!(
+                        err,
+                        TxnError::InvalidTxnState { state: from },
+                        "{from} -> {to}"
+                    );
                     assert_eq!(err.code(), 48);
                     assert_eq!(err.state(), from);
                 }
@@ -211,12 +218,38 @@ mod tests {
             assert_eq!(TxnState::from_code(s.code()), Some(s));
         }
         assert_eq!(TxnState::from_code(5), None);
-        assert_eq!(TxnError::InvalidRequest { reason: String::new() }.code(), 42);
-        assert_eq!(TxnError::InvalidTransactionTimeout { timeout_ms: 0, max_ms: 1 }.code(), 50);
-        assert_eq!(TxnError::ConcurrentTransactions { pending: 5, max_pending: 5 }.code(), 51);
+        assert_eq!(
+            TxnError::InvalidRequest {
+                reason: String::new()
+            }
+            .code(),
+            42
+        );
+        assert_eq!(
+            TxnError::InvalidTransactionTimeout {
+                timeout_ms: 0,
+                max_ms: 1
+            }
+            .code(),
+            50
+        );
+        assert_eq!(
+            TxnError::ConcurrentTransactions {
+                pending: 5,
+                max_pending: 5
+            }
+            .code(),
+            51
+        );
         assert_eq!(TxnError::TransactionalIdNotFound.code(), 105);
         assert_eq!(TxnError::TransactionalIdNotFound.state(), TxnState::Empty);
-        let in_flight = TxnError::AcksInFlight { state: TxnState::Prepare, acks: 1 };
-        assert_eq!((in_flight.code(), in_flight.state()), (51, TxnState::Prepare));
+        let in_flight = TxnError::AcksInFlight {
+            state: TxnState::Prepare,
+            acks: 1,
+        };
+        assert_eq!(
+            (in_flight.code(), in_flight.state()),
+            (51, TxnState::Prepare)
+        );
     }
 }

@@ -51,7 +51,7 @@ def main():
     ok = True
     try:
         ver = run([a.kcat, "-V"]).stdout.decode(errors="replace").splitlines()
-        out["client"] = " ".join(ver[:2])[:120]
+        out["client"] = "kcat " + next((l for l in ver if l.startswith("Version")), ver[0] if ver else "?")[:100]
         common = ["-b", a.bootstrap, "-X", "broker.address.family=v4", "-X", "client.id=lockstep-interop-kcat"]
         if a.mode == "both":
             admin = AdminClient({"bootstrap.servers": a.bootstrap, "client.id": "lockstep-interop-kcat-admin"})

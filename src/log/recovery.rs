@@ -1,0 +1,464 @@
+//! Opening a partition log: recovery. The rule (see the parent module's durability argument
+//! and schemas/FORMAT.md §4): segments wholly below the durable log start are leftovers and
+//! are deleted; the last segment is scanned whole and a torn tail cut (a last segment whose
+//! header is torn and which holds no frame is removed); sealed segments get their index
+//! checked against the segment (rebuilt from a full scan if missing or damaged) and the frames
+//! after its last entry scanned, any bad frame being corruption; segments must be contiguous;
+//! then what was kept is synced.
+
+use super::checkpoint::{self, CHECKPOINT_FILE_NAME};
+use super::group_commit::GroupCommit;
+use super::index;
+use super::partition::{
+    io_err, CheckpointState, LogConfig, LogError, PartitionLog, RecoveryReport, TruncatedTail,
+    HEADER_BYTES_U64, NO_TIMESTAMP,
+};
+use super::segment::{
+    index_file_name, parse_file_name, scan_frames, segment_file_name, ScanOutcome, Segment,
+};
+use crate::constants::SEGMENT_HEADER_BYTES;
+use crate::storage::file::{Storage, StorageFile};
+use crate::storage::frame::{next_valid_frame, SegmentHeader, SegmentKind};
+use std::path::Path;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Opens (or creates) the log in `dir`, recovering it: see the module docs. After `open`
+    /// everything in the log is durable.
+    pub fn open(
+        storage: S,
+        dir: &Path,
+        config: LogConfig,
+        now_ms: u64,
+    ) -> Result<(PartitionLog<S>, RecoveryReport), LogError> {
+        config.validate()?;
+        let mut report = RecoveryReport::default();
+        if !storage.exists(dir) {
+            storage
+                .create_dir_all(dir)
+                .map_err(io_err("create directory", dir))?;
+            report.created = true;
+        }
+        let names = storage.list(dir).map_err(io_err("list", dir))?;
+        let mut bases = Vec::new();
+        let mut index_bases = std::collections::BTreeSet::new();
+        let mut has_checkpoint = false;
+        for name in &names {
+            match parse_file_name(name) {
+                Some((base, false)) => bases.push(base),
+                Some((base, true)) => {
+                    index_bases.insert(base);
+                }
+                None if name == CHECKPOINT_FILE_NAME => has_checkpoint = true,
+                None => {
+                    tracing::warn!(dir = %dir.display(), file = %name, "ignoring unknown file in partition directory")
+                }
+            }
+        }
+        bases.sort_unstable();
+
+        // The durable log start offset.
+        let checkpoint_path = dir.join(CHECKPOINT_FILE_NAME);
+        let mut checkpoint = CheckpointState {
+            path: checkpoint_path.clone(),
+            file: None,
+            generation: 0,
+            written_start: 0,
+        };
+        let mut checkpoint_start = None;
+        if has_checkpoint {
+            let file = storage
+                .open(&checkpoint_path)
+                .map_err(io_err("open", &checkpoint_path))?;
+            let bytes = file.read_all().map_err(io_err("read", &checkpoint_path))?;
+            match checkpoint::decode_checkpoint(&bytes) {
+                Some(slot) => {
+                    checkpoint.generation = slot.generation;
+                    checkpoint_start = Some(slot.log_start_offset);
+                }
+                None => tracing::warn!(
+                    file = %checkpoint_path.display(),
+                    "log start checkpoint has no valid slot; using the first segment's base offset"
+                ),
+            }
+            checkpoint.file = Some(file);
+        }
+
+        // Segments wholly below the durable start are leftovers of an interrupted removal.
+        if let Some(start) = checkpoint_start {
+            while bases.len() >= 2 && bases[1] <= start {
+                let base = bases.remove(0);
+                for name in [segment_file_name(base), index_file_name(base)] {
+                    let path = dir.join(name);
+                    if storage.exists(&path) {
+                        storage.remove(&path).map_err(io_err("remove", &path))?;
+                        tracing::info!(file = %path.display(), log_start_offset = start, "removed segment below the log start");
+                        report.removed.push(path);
+                    }
+                }
+                index_bases.remove(&base);
+            }
+        }
+
+        // The active segment: the last one whose header is intact.
+        let mut active = None;
+        let mut fallback_base = checkpoint_start.unwrap_or(0);
+        while let Some(&base) = bases.last() {
+            match Self::load_active(&storage, dir, base, &config, now_ms, &mut report)? {
+                Some(segment) => {
+                    active = Some(segment);
+                    break;
+                }
+                None => {
+                    bases.pop();
+                    fallback_base = base;
+                }
+            }
+        }
+        let active_created = active.is_none();
+        let active = match active {
+            Some(segment) => segment,
+            None => Self::create_segment(&storage, dir, fallback_base)?,
+        };
+        if index_bases.contains(&active.base_offset) {
+            // The active segment's index lives in memory; a file left from an earlier seal is stale.
+            storage
+                .remove(&active.index_path)
+                .map_err(io_err("remove", &active.index_path))?;
+            report.removed.push(active.index_path.clone());
+        }
+        let mut segments = Vec::with_capacity(bases.len());
+        for &base in bases.iter().filter(|&&b| b != active.base_offset) {
+            let segment = Self::load_sealed(
+                &storage,
+                dir,
+                base,
+                &config,
+                index_bases.contains(&base),
+                &mut report,
+            )?;
+            segments.push(segment);
+        }
+        segments.push(active);
+        for pair in segments.windows(2) {
+            if pair[1].base_offset != pair[0].next_offset {
+                return Err(LogError::Corrupt {
+                    path: pair[1].path.clone(),
+                    position: 0,
+                    reason: format!(
+                        "segment starts at offset {} but the previous segment {} ends at {}{}",
+                        pair[1].base_offset,
+                        pair[0].path.display(),
+                        pair[0].next_offset,
+                        if active_created {
+                            " (the last segment was recreated empty)"
+                        } else {
+                            ""
+                        }
+                    ),
+                });
+            }
+        }
+
+        let first_base = segments[0].base_offset;
+        let log_end = segments.last().expect("a segment").next_offset;
+        let mut start = checkpoint_start.unwrap_or(first_base).max(first_base);
+        if start > log_end {
+            tracing::warn!(
+                dir = %dir.display(),
+                checkpoint_start = start,
+                log_end_offset = log_end,
+                "log start checkpoint is past the recovered log end (its data was not durable); starting at the log end"
+            );
+            start = log_end;
+        }
+        checkpoint.written_start = checkpoint_start.unwrap_or(start);
+
+        report.segments = segments.len();
+        report.log_start_offset = start;
+        report.log_end_offset = log_end;
+        let mut log = PartitionLog {
+            storage,
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset: start,
+            commit: GroupCommit::new(log_end),
+            dir_dirty: false,
+            checkpoint,
+            pending_removal: Vec::new(),
+            flight: None,
+            scratch: Vec::new(),
+        };
+        // A start that differs from the checkpoint (clamped to the log end) is written now:
+        // appends after recovery must never fall below a stale checkpoint at the next open.
+        if log.log_start_offset != log.checkpoint.written_start {
+            log.write_checkpoint()?;
+        }
+
+        // Make what recovery kept durable, so the durable end is the log end.
+        let last = log.active();
+        last.file.sync().map_err(io_err("fdatasync", &last.path))?;
+        if let Some(file) = &log.checkpoint.file {
+            file.sync()
+                .map_err(io_err("fdatasync", &log.checkpoint.path))?;
+        }
+        log.storage
+            .sync_dir(dir)
+            .map_err(io_err("fsync directory", dir))?;
+        log.dir_dirty = false;
+        if report.created {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                log.storage
+                    .sync_dir(parent)
+                    .map_err(io_err("fsync directory", parent))?;
+            }
+        }
+        log.check_invariants();
+        Ok((log, report))
+    }
+
+    pub(super) fn create_segment(
+        storage: &S,
+        dir: &Path,
+        base: u64,
+    ) -> Result<Segment<S::File>, LogError> {
+        let path = dir.join(segment_file_name(base));
+        let file = storage.create(&path).map_err(io_err("create", &path))?;
+        file.write_at(&SegmentHeader::new(SegmentKind::Log, base).encode(), 0)
+            .map_err(io_err("write", &path))?;
+        Ok(Segment {
+            base_offset: base,
+            index_path: dir.join(index_file_name(base)),
+            path,
+            file,
+            size: HEADER_BYTES_U64,
+            next_offset: base,
+            max_timestamp: NO_TIMESTAMP,
+            index: Vec::new(),
+            first_append_ms: None,
+            dirty: true,
+        })
+    }
+
+    /// Loads the last segment with a full scan, cutting a torn tail. `None` if its header is
+    /// torn and nothing valid follows it (the file is removed: it held no durable data).
+    fn load_active(
+        storage: &S,
+        dir: &Path,
+        base: u64,
+        config: &LogConfig,
+        now_ms: u64,
+        report: &mut RecoveryReport,
+    ) -> Result<Option<Segment<S::File>>, LogError> {
+        let path = dir.join(segment_file_name(base));
+        let file = storage.open(&path).map_err(io_err("open", &path))?;
+        let bytes = file.read_all().map_err(io_err("read", &path))?;
+        let corrupt = |position: u64, reason: String| LogError::Corrupt {
+            path: path.clone(),
+            position,
+            reason,
+        };
+        match SegmentHeader::decode(&bytes) {
+            Ok(header) => {
+                if header.kind != SegmentKind::Log || header.base_id != base {
+                    return Err(corrupt(
+                        0,
+                        format!(
+                            "segment header says {:?} base {}, file name says log base {base}",
+                            header.kind, header.base_id
+                        ),
+                    ));
+                }
+            }
+            Err(error) => {
+                if bytes.len() > SEGMENT_HEADER_BYTES
+                    && next_valid_frame(&bytes, SEGMENT_HEADER_BYTES).is_some()
+                {
+                    return Err(corrupt(0, format!("{error}, and valid frames follow")));
+                }
+                tracing::warn!(
+                    file = %path.display(),
+                    bytes = bytes.len(),
+                    %error,
+                    "removing the last segment: its header is torn and it holds no frame"
+                );
+                drop(file);
+                storage.remove(&path).map_err(io_err("remove", &path))?;
+                report.removed.push(path);
+                return Ok(None);
+            }
+        }
+        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base);
+        let len = bytes.len() as u64;
+        match outcome {
+            ScanOutcome::Corrupt { position, reason } => return Err(corrupt(position, reason)),
+            ScanOutcome::Torn { valid_end, reason } => {
+                tracing::warn!(
+                    file = %path.display(),
+                    position = valid_end,
+                    bytes = len - valid_end,
+                    %reason,
+                    "truncating a torn tail of the last segment"
+                );
+                file.set_len(valid_end).map_err(io_err("truncate", &path))?;
+                report.truncated.push(TruncatedTail {
+                    path: path.clone(),
+                    position: valid_end,
+                    bytes: len - valid_end,
+                    reason,
+                });
+            }
+            ScanOutcome::Clean { valid_end } if valid_end < len => {
+                tracing::debug!(file = %path.display(), position = valid_end, bytes = len - valid_end, "trimming a zero-filled tail");
+                file.set_len(valid_end).map_err(io_err("truncate", &path))?;
+                report.zero_tails.push((path.clone(), len - valid_end));
+            }
+            ScanOutcome::Clean { .. } => {}
+        }
+        let mut segment = Segment {
+            base_offset: base,
+            index_path: dir.join(index_file_name(base)),
+            path,
+            file,
+            size: HEADER_BYTES_U64,
+            next_offset: base,
+            max_timestamp: NO_TIMESTAMP,
+            index: Vec::new(),
+            first_append_ms: None,
+            dirty: false,
+        };
+        for frame in &frames {
+            segment.note_frame(frame, config.index_interval_bytes);
+        }
+        if !segment.is_empty() {
+            segment.first_append_ms = Some(now_ms);
+        }
+        Ok(Some(segment))
+    }
+
+    /// Loads a sealed segment: header, index (checked, rebuilt if damaged), and the frames
+    /// after the last index entry (which give the next offset and max timestamp).
+    fn load_sealed(
+        storage: &S,
+        dir: &Path,
+        base: u64,
+        config: &LogConfig,
+        has_index: bool,
+        report: &mut RecoveryReport,
+    ) -> Result<Segment<S::File>, LogError> {
+        let path = dir.join(segment_file_name(base));
+        let index_path = dir.join(index_file_name(base));
+        let file = storage.open(&path).map_err(io_err("open", &path))?;
+        let len = file.len().map_err(io_err("stat", &path))?;
+        let corrupt = |position: u64, reason: String| LogError::Corrupt {
+            path: path.clone(),
+            position,
+            reason,
+        };
+        let mut header = [0u8; SEGMENT_HEADER_BYTES];
+        if len < HEADER_BYTES_U64 {
+            return Err(corrupt(0, format!("sealed segment has only {len} bytes")));
+        }
+        file.read_at(&mut header, 0)
+            .map_err(io_err("read", &path))?;
+        let header = SegmentHeader::decode(&header).map_err(|e| corrupt(0, e.to_string()))?;
+        if header.kind != SegmentKind::Log || header.base_id != base {
+            return Err(corrupt(
+                0,
+                format!(
+                    "segment header says {:?} base {}, file name says log base {base}",
+                    header.kind, header.base_id
+                ),
+            ));
+        }
+        let mut segment = Segment {
+            base_offset: base,
+            path: path.clone(),
+            index_path: index_path.clone(),
+            file,
+            size: HEADER_BYTES_U64,
+            next_offset: base,
+            max_timestamp: NO_TIMESTAMP,
+            index: Vec::new(),
+            first_append_ms: None,
+            dirty: false,
+        };
+
+        // Fast path: a valid index whose last entry matches its frame; scan only after it.
+        let mut damage = String::from("missing");
+        if has_index {
+            let loaded = storage
+                .open(&index_path)
+                .and_then(|f| f.read_all())
+                .map_err(io_err("read", &index_path))?;
+            match index::decode_index(&loaded, base, len) {
+                Ok(entries) if entries.is_empty() => damage = "empty".into(),
+                Ok(entries) => {
+                    let last = *entries.last().expect("non-empty");
+                    let mut tail = vec![0u8; (len - last.position) as usize];
+                    segment
+                        .file
+                        .read_at(&mut tail, last.position)
+                        .map_err(io_err("read", &path))?;
+                    let (frames, outcome) = scan_frames(&tail, 0, last.position, last.offset);
+                    match frames.first() {
+                        Some(first) if first.crc == last.frame_crc => {
+                            Self::sealed_outcome(&path, &outcome)?;
+                            segment.index = entries;
+                            segment.max_timestamp = last.max_timestamp_before;
+                            segment.size = last.position;
+                            segment.next_offset = last.offset;
+                            for frame in &frames {
+                                // `note_frame` would add entries; the loaded index already has them.
+                                segment.size = frame.position + frame.total_bytes;
+                                segment.next_offset = frame.id + u64::from(frame.count);
+                                segment.max_timestamp =
+                                    segment.max_timestamp.max(frame.max_timestamp);
+                            }
+                            return Ok(segment);
+                        }
+                        _ => damage = "its last entry does not match the segment".into(),
+                    }
+                }
+                Err(e) => damage = e.to_string(),
+            }
+        }
+
+        // Rebuild the index from a full scan.
+        let bytes = segment.file.read_all().map_err(io_err("read", &path))?;
+        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base);
+        Self::sealed_outcome(&path, &outcome)?;
+        for frame in &frames {
+            segment.note_frame(frame, config.index_interval_bytes);
+        }
+        tracing::warn!(file = %index_path.display(), reason = %damage, "rebuilding the index of a sealed segment");
+        let index_file = storage
+            .create(&index_path)
+            .map_err(io_err("create", &index_path))?;
+        index_file
+            .write_at(&index::encode_index(base, &segment.index), 0)
+            .map_err(io_err("write", &index_path))?;
+        index_file
+            .sync()
+            .map_err(io_err("fdatasync", &index_path))?;
+        report.indexes_rebuilt.push(index_path);
+        Ok(segment)
+    }
+
+    /// A sealed segment was synced when it was sealed: any bad frame in it is corruption.
+    fn sealed_outcome(path: &Path, outcome: &ScanOutcome) -> Result<(), LogError> {
+        match outcome {
+            ScanOutcome::Clean { .. } => Ok(()),
+            ScanOutcome::Torn { valid_end, reason } => Err(LogError::Corrupt {
+                path: path.to_path_buf(),
+                position: *valid_end,
+                reason: format!("{reason} (in a sealed segment, which was synced when sealed)"),
+            }),
+            ScanOutcome::Corrupt { position, reason } => Err(LogError::Corrupt {
+                path: path.to_path_buf(),
+                position: *position,
+                reason: reason.clone(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! One segment file of a partition log, in memory and on disk: the accounting of its frames,
+//! the checks every frame must pass, the recovery scan (frame.rs's rule plus those checks),
+//! and reading one frame back. Owned by the partition log of the shard that owns the partition.
+
+use super::batch::{self, BatchHeader};
+use super::index::IndexEntry;
+use super::partition::{io_err, LogError, BATCH_FRAME_KIND};
+use crate::constants::{FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX};
+use crate::storage::file::StorageFile;
+use crate::storage::frame::{
+    self, decode_frame, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd,
+};
+use std::path::{Path, PathBuf};
+
+pub(super) struct Segment<F> {
+    pub(super) base_offset: u64,
+    pub(super) path: PathBuf,
+    pub(super) index_path: PathBuf,
+    pub(super) file: F,
+    /// Bytes in use: header and frames (the next frame is written here).
+    pub(super) size: u64,
+    pub(super) next_offset: u64,
+    /// Largest batch maxTimestamp in the segment, or -1.
+    pub(super) max_timestamp: i64,
+    pub(super) index: Vec<IndexEntry>,
+    /// Broker time of the first append into this segment in this process (or of its
+    /// recovery): the age that `segment_ms` measures.
+    pub(super) first_append_ms: Option<u64>,
+    /// Written since the last sync handed out in a ticket.
+    pub(super) dirty: bool,
+}
+
+impl<F> Segment<F> {
+    pub(super) fn is_empty(&self) -> bool {
+        self.next_offset == self.base_offset
+    }
+
+    /// Accounts for a frame at the end of the segment (append or recovery scan).
+    pub(super) fn note_frame(&mut self, frame: &ScannedFrame, interval_bytes: u64) {
+        assert_eq!(
+            frame.position, self.size,
+            "frames are contiguous in a segment"
+        );
+        assert_eq!(
+            frame.id, self.next_offset,
+            "offsets are contiguous in a segment"
+        );
+        let due = match self.index.last() {
+            None => true,
+            Some(last) => frame.position - last.position >= interval_bytes,
+        };
+        if due {
+            self.index.push(IndexEntry {
+                offset: frame.id,
+                position: frame.position,
+                max_timestamp_before: self.max_timestamp,
+                frame_crc: frame.crc,
+            });
+        }
+        self.size = frame.position + frame.total_bytes;
+        self.next_offset = frame.id + u64::from(frame.count);
+        self.max_timestamp = self.max_timestamp.max(frame.max_timestamp);
+    }
+}
+
+pub(super) fn segment_file_name(base_offset: u64) -> String {
+    format!("{base_offset:020}.log")
+}
+
+pub(super) fn index_file_name(base_offset: u64) -> String {
+    format!("{base_offset:020}.index")
+}
+
+/// `(base offset, is_index)` of a segment or index file name.
+pub(super) fn parse_file_name(name: &str) -> Option<(u64, bool)> {
+    let (stem, is_index) = if let Some(stem) = name.strip_suffix(".log") {
+        (stem, false)
+    } else {
+        (name.strip_suffix(".index")?, true)
+    };
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stem.parse().ok()?, is_index))
+}
+
+/// A frame found valid by [`scan_frames`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ScannedFrame {
+    pub(super) position: u64,
+    pub(super) id: u64,
+    pub(super) count: u32,
+    pub(super) crc: u32,
+    pub(super) total_bytes: u64,
+    pub(super) max_timestamp: i64,
+}
+
+/// How [`scan_frames`] ended; positions are absolute.
+#[derive(Clone, Debug)]
+pub(super) enum ScanOutcome {
+    Clean { valid_end: u64 },
+    Torn { valid_end: u64, reason: String },
+    Corrupt { position: u64, reason: String },
+}
+
+/// Checks that a frame holds what the log writes: kind 1, a valid batch whose base offset is
+/// the frame id and whose record count is the frame count, at the expected offset.
+pub(super) fn check_frame(
+    meta: &FrameMeta,
+    payload: &[u8],
+    expected_id: u64,
+) -> Result<BatchHeader, String> {
+    if meta.kind != BATCH_FRAME_KIND {
+        return Err(format!("frame kind {} is not a record batch", meta.kind));
+    }
+    if meta.id != expected_id {
+        return Err(format!(
+            "frame holds offset {} where offset {expected_id} was expected",
+            meta.id
+        ));
+    }
+    let header = batch::validate(payload).map_err(|e| e.to_string())?;
+    if header.base_offset != meta.id as i64 {
+        return Err(format!(
+            "batch base offset {} differs from its frame's {}",
+            header.base_offset, meta.id
+        ));
+    }
+    if header.records_count as u32 != meta.count {
+        return Err(format!(
+            "batch holds {} records, its frame says {}",
+            header.records_count, meta.count
+        ));
+    }
+    Ok(header)
+}
+
+/// Scans `bytes` (the part of a segment that starts at byte `origin` of the file) from
+/// relative position `start`, checking every frame with [`check_frame`] from `first_id` on.
+/// The recovery rule is frame.rs's [`frame::scan`]; a frame that decodes but fails
+/// `check_frame` is a bad frame too, corruption if a valid frame follows it, else a tail.
+pub(super) fn scan_frames(
+    bytes: &[u8],
+    start: usize,
+    origin: u64,
+    first_id: u64,
+) -> (Vec<ScannedFrame>, ScanOutcome) {
+    let mut frames = Vec::new();
+    let mut expected = first_id;
+    let mut scan = frame::scan(bytes, start);
+    let mut bad = None;
+    for f in scan.by_ref() {
+        match check_frame(&f.meta, f.payload, expected) {
+            Ok(header) => {
+                frames.push(ScannedFrame {
+                    position: origin + f.position as u64,
+                    id: f.meta.id,
+                    count: f.meta.count,
+                    crc: f.crc,
+                    total_bytes: f.total_bytes() as u64,
+                    max_timestamp: header.max_timestamp,
+                });
+                expected = f.meta.id + u64::from(f.meta.count);
+            }
+            Err(reason) => {
+                bad = Some((f.position, f.end(), reason));
+                break;
+            }
+        }
+    }
+    let outcome = match bad {
+        Some((position, end, reason)) => match next_valid_frame(bytes, end) {
+            Some(next) => ScanOutcome::Corrupt {
+                position: origin + position as u64,
+                reason: format!(
+                    "{reason}; a valid frame follows at byte {}",
+                    origin + next as u64
+                ),
+            },
+            None => ScanOutcome::Torn {
+                valid_end: origin + position as u64,
+                reason,
+            },
+        },
+        None => match scan.end().expect("scan finished") {
+            ScanEnd::Clean { valid_end } => ScanOutcome::Clean {
+                valid_end: origin + valid_end as u64,
+            },
+            ScanEnd::TornTail {
+                valid_end, error, ..
+            } => ScanOutcome::Torn {
+                valid_end: origin + valid_end as u64,
+                reason: error.to_string(),
+            },
+            ScanEnd::Corrupt {
+                position,
+                error,
+                next_valid,
+            } => ScanOutcome::Corrupt {
+                position: origin + position as u64,
+                reason: format!(
+                    "{error}; a valid frame follows at byte {}",
+                    origin + next_valid as u64
+                ),
+            },
+        },
+    };
+    (frames, outcome)
+}
+
+/// A frame read back from a segment by [`read_frame`]; its payload is in the scratch buffer.
+pub(super) struct ReadFrame {
+    pub(super) meta: FrameMeta,
+    pub(super) payload_len: usize,
+    pub(super) total_bytes: u64,
+}
+
+/// Reads and CRC-checks the frame at `position` of a segment of `size` bytes into `scratch`
+/// (header at `scratch[0..]`, payload at `scratch[FRAME_HEADER_BYTES..]`).
+pub(super) fn read_frame<F: StorageFile>(
+    file: &F,
+    path: &Path,
+    position: u64,
+    size: u64,
+    scratch: &mut Vec<u8>,
+) -> Result<ReadFrame, LogError> {
+    let corrupt = |reason: String| LogError::Corrupt {
+        path: path.to_path_buf(),
+        position,
+        reason,
+    };
+    if position + FRAME_HEADER_BYTES as u64 > size {
+        return Err(corrupt(format!(
+            "frame header needs {FRAME_HEADER_BYTES} bytes, segment ends at {size}"
+        )));
+    }
+    scratch.resize(FRAME_HEADER_BYTES, 0);
+    file.read_at(&mut scratch[..FRAME_HEADER_BYTES], position)
+        .map_err(io_err("read", path))?;
+    let len = u32::from_le_bytes(scratch[4..8].try_into().expect("4 bytes")) as usize;
+    if len == 0 || len > FRAME_PAYLOAD_BYTES_MAX {
+        return Err(corrupt(format!("invalid frame length {len}")));
+    }
+    let need = (FRAME_HEADER_BYTES + len) as u64;
+    if position + need > size {
+        return Err(corrupt(format!(
+            "frame of {need} bytes runs past the segment end at {size}"
+        )));
+    }
+    scratch.resize(FRAME_HEADER_BYTES + len, 0);
+    file.read_at(
+        &mut scratch[FRAME_HEADER_BYTES..],
+        position + FRAME_HEADER_BYTES as u64,
+    )
+    .map_err(io_err("read", path))?;
+    let frame = decode_frame(scratch, 0).map_err(|e| corrupt(e.to_string()))?;
+    Ok(ReadFrame {
+        meta: frame.meta,
+        payload_len: len,
+        total_bytes: frame_total_bytes(len) as u64,
+    })
+}
