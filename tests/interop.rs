@@ -12,6 +12,9 @@
 //! cargo test --release --test interop                    # against Lockstep
 //! ```
 //!
+//! `LOCKSTEP_INTEROP_KEEP=1` keeps every broker directory (data, broker logs); a failed test's is
+//! always kept. For Kafka, `KAFKA_REQUEST_LOG=1` adds DIR/data/request.log (every request as JSON).
+//!
 //! The client programs live in `tests/clients/` and print one `RESULT {json}` line; the tests
 //! assert on it. The clients come from `tools/install-test-deps.sh` (under `target/test-deps/`);
 //! when they are missing the tests fail and say so. Tests run one at a time (one broker at a
@@ -173,6 +176,22 @@ struct Broker {
     starts: u32,
 }
 
+/// The child gets SIGKILL if the thread that started it dies (a killed test binary leaves no broker
+/// or client behind). Brokers and clients are started and dropped on their test's own thread, and
+/// the signal survives the `exec java` in tools/kafka-reference.sh.
+fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -215,7 +234,7 @@ impl Broker {
             }
         };
         let t0 = Instant::now();
-        let mut child = cmd
+        let mut child = die_with_parent(&mut cmd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -280,8 +299,8 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         self.sigkill();
-        if thread::panicking() {
-            // keep the directory (data and logs) of a failed test
+        if thread::panicking() || std::env::var_os("LOCKSTEP_INTEROP_KEEP").is_some() {
+            // keep the directory (data and logs) of a failed test, or of every test if asked
             let p = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
             eprintln!("broker directory kept for inspection: {}", p.display());
         }
@@ -355,7 +374,7 @@ impl Run {
 /// Runs a client program with a timeout; echoes its output; returns its parsed RESULT line.
 fn run_client(name: &str, mut cmd: Command) -> Run {
     let t0 = Instant::now();
-    let mut child = cmd
+    let mut child = die_with_parent(&mut cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

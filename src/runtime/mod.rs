@@ -17,6 +17,7 @@
 //! - [`files`]: io_uring fdatasync of flush tickets.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
 
+pub mod bench;
 pub mod conn;
 pub mod files;
 pub mod shard;
