@@ -109,8 +109,6 @@ pub const LOG_INDEX_INTERVAL_BYTES_MIN: u64 = 64;
 pub const LOG_CHECKPOINT_SLOT_BYTES: usize = 32;
 /// Distance between the two checkpoint slots.
 pub const LOG_CHECKPOINT_SLOT_STRIDE_BYTES: u64 = 4096;
-/// Bytes a read in `offset_for_timestamp` and index rebuilds takes from a segment at once.
-pub const LOG_SCAN_CHUNK_BYTES: usize = 1024 * 1024;
 
 const _: () = assert!(LOG_INDEX_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(LOG_INDEX_ENTRY_BYTES % FRAME_ALIGN_BYTES == 0);

@@ -556,6 +556,184 @@ fn malformed_input_gets_its_defined_outcome_and_others_are_unaffected() {
 }
 
 #[test]
+fn acks_zero_gets_no_response_and_later_requests_keep_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let mut client = broker.client();
+    create_topic(&mut client, "fire", 1);
+    let mut data = produce_request::PartitionProduceData::default();
+    data.index = 0;
+    data.records = Some(Bytes::from(make_batch(-1, -1, &["a"])));
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = TopicName(sb("fire"));
+    t.partition_data = vec![data];
+    let mut request = ProduceRequest::default();
+    request.acks = 0;
+    request.timeout_ms = 1000;
+    request.topic_data = vec![t];
+    let mut buf = client.header(ApiKey::Produce, 9);
+    request.encode(&mut buf, 9).unwrap();
+    client.send_frame(&buf);
+    // The next response on the connection answers the next request (no produce response).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, end) = list_offset(&mut client, "fire", 0, -1);
+        assert_eq!(code, 0);
+        if end == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the acks=0 batch becomes visible"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn fetch_long_polls_until_data_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let mut client = broker.client();
+    let id = create_topic(&mut client, "poll", 2);
+    let port = broker.port;
+    let producer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut other = Client::connect(port);
+        assert_eq!(
+            produce(&mut other, "poll", 1, make_batch(-1, -1, &["late"])),
+            (0, 0)
+        );
+    });
+    // Fetch both partitions with a 10 s wait: it returns once the record is durable.
+    let mut request = FetchRequest::default();
+    request.replica_id = (-1).into();
+    request.max_wait_ms = 10_000;
+    request.min_bytes = 1;
+    request.max_bytes = 1 << 20;
+    request.session_epoch = -1;
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic_id = id;
+    t.partitions = (0..2)
+        .map(|partition| {
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition = partition;
+            p.partition_max_bytes = 1 << 20;
+            p
+        })
+        .collect();
+    request.topics = vec![t];
+    let started = Instant::now();
+    let response: FetchResponse = client.call(ApiKey::Fetch, 16, &request);
+    let waited = started.elapsed();
+    producer.join().unwrap();
+    assert!(
+        waited >= Duration::from_millis(250),
+        "it waited for data: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "it did not wait for the deadline: {waited:?}"
+    );
+    let parts = &response.responses[0].partitions;
+    assert!(parts[0].records.as_ref().is_none_or(|r| r.is_empty()));
+    assert_eq!(parts[1].high_watermark, 1);
+    assert!(!parts[1].records.as_ref().unwrap().is_empty());
+    // With nothing to come, the fetch returns at its deadline with no records.
+    request.max_wait_ms = 200;
+    request.topics[0].partitions[1].fetch_offset = 1;
+    let started = Instant::now();
+    let response: FetchResponse = client.call(ApiKey::Fetch, 16, &request);
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert!(response.responses[0].partitions[1]
+        .records
+        .as_ref()
+        .is_none_or(|r| r.is_empty()));
+}
+
+#[test]
+fn admin_apis_configs_delete_and_coordinator() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let mut client = broker.client();
+    let first_id = create_topic(&mut client, "cfg", 3);
+
+    // Alter a topic config, then describe it.
+    let mut change = incremental_alter_configs_request::AlterableConfig::default();
+    change.name = sb("retention.ms");
+    change.config_operation = 0;
+    change.value = Some(sb("3600000"));
+    let mut resource = incremental_alter_configs_request::AlterConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = sb("cfg");
+    resource.configs = vec![change];
+    let mut alter = IncrementalAlterConfigsRequest::default();
+    alter.resources = vec![resource];
+    let altered: IncrementalAlterConfigsResponse =
+        client.call(ApiKey::IncrementalAlterConfigs, 1, &alter);
+    assert_eq!(altered.responses[0].error_code, 0);
+    alter.resources[0].configs[0].name = sb("no.such.config");
+    let refused: IncrementalAlterConfigsResponse =
+        client.call(ApiKey::IncrementalAlterConfigs, 1, &alter);
+    assert_eq!(refused.responses[0].error_code, 40);
+
+    let mut describe = DescribeConfigsRequest::default();
+    let mut res = describe_configs_request::DescribeConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = sb("cfg");
+    res.configuration_keys = Some(vec![sb("retention.ms")]);
+    let mut broker_res = describe_configs_request::DescribeConfigsResource::default();
+    broker_res.resource_type = 4;
+    broker_res.resource_name = sb("0");
+    broker_res.configuration_keys = None;
+    describe.resources = vec![res, broker_res];
+    let described: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &describe);
+    assert_eq!(described.results[0].error_code, 0);
+    assert_eq!(
+        described.results[0].configs[0].value.as_deref(),
+        Some("3600000")
+    );
+    assert_eq!(described.results[0].configs[0].config_source, 1);
+    assert!(described.results[1]
+        .configs
+        .iter()
+        .any(|c| c.name.as_str() == "auto.create.topics.enable"
+            && c.value.as_deref() == Some("false")));
+
+    // FindCoordinator (batched, v4+): this broker, at the address the client used.
+    let mut find = FindCoordinatorRequest::default();
+    find.key_type = 0;
+    find.coordinator_keys = vec![sb("group-a"), sb("group-b")];
+    let found: FindCoordinatorResponse = client.call(ApiKey::FindCoordinator, 4, &find);
+    assert_eq!(found.coordinators.len(), 2);
+    assert!(found
+        .coordinators
+        .iter()
+        .all(|c| c.error_code == 0 && c.port == i32::from(broker.port)));
+
+    // Delete, then the topic is unknown; re-created, it gets a new id and an empty log.
+    let mut delete = DeleteTopicsRequest::default();
+    let mut state = delete_topics_request::DeleteTopicState::default();
+    state.name = None;
+    state.topic_id = first_id;
+    delete.topics = vec![state];
+    delete.timeout_ms = 10_000;
+    let deleted: DeleteTopicsResponse = client.call(ApiKey::DeleteTopics, 6, &delete);
+    assert_eq!(deleted.responses[0].error_code, 0);
+    assert_eq!(
+        deleted.responses[0].name.as_deref().map(|n| n.as_str()),
+        Some("cfg")
+    );
+    assert_eq!(
+        produce(&mut client, "cfg", 0, make_batch(-1, -1, &["x"])).0,
+        3
+    );
+    let second_id = create_topic(&mut client, "cfg", 1);
+    assert_ne!(first_id, second_id);
+    assert_eq!(list_offset(&mut client, "cfg", 0, -1), (0, 0));
+}
+
+#[test]
 fn sigterm_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
     let mut broker = Broker::start(dir.path());

@@ -572,3 +572,22 @@ fn a_live_journal_can_be_inspected_and_not_opened_twice() {
     assert_eq!(journal.durable_end(), 51);
     assert!(journal.begin_flush().unwrap().is_none());
 }
+
+#[test]
+fn a_failed_recovery_does_not_cut_a_torn_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), 90);
+    let last = frames(tmp.path()).pop().unwrap();
+    flip(&last.path, last.position + 30);
+    fs::remove_file(tmp.path().join(segment_name(0))).unwrap();
+    let before = snapshot_files(tmp.path());
+    assert!(matches!(
+        open(tmp.path()),
+        Err(JournalError::MissingSnapshot { .. })
+    ));
+    assert_eq!(
+        snapshot_files(tmp.path()),
+        before,
+        "nothing cut before the checks passed"
+    );
+}

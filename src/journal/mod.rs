@@ -320,7 +320,7 @@ impl<D: RegionDir> Journal<D> {
         for (index, (first_seq, name)) in segments.into_iter().enumerate() {
             let is_last = Some(index) == last;
             let path: Arc<Path> = dir.path(&name).into();
-            let mut region = dir.open(&name).map_err(io_error("open", &path))?;
+            let region = dir.open(&name).map_err(io_error("open", &path))?;
             let header =
                 SegmentHeader::decode(region.bytes()).map_err(|error| JournalError::Header {
                     path: path.to_path_buf(),
@@ -447,17 +447,8 @@ impl<D: RegionDir> Journal<D> {
                             error,
                         });
                     }
-                    region.write(valid_end, &vec![0u8; cut_bytes]);
-                    region
-                        .flush_range(valid_end, cut_bytes)
-                        .map_err(io_error("sync the cut tail of", &path))?;
-                    tracing::warn!(
-                        file = %path.display(),
-                        position = valid_end,
-                        bytes = cut_bytes,
-                        %error,
-                        "journal: cut a torn tail"
-                    );
+                    // Cut only once every check has passed (below): a failed recovery
+                    // writes nothing.
                     report.truncated = Some(Truncation {
                         path: path.to_path_buf(),
                         position: valid_end,
@@ -468,11 +459,6 @@ impl<D: RegionDir> Journal<D> {
                 }
             };
             if is_last {
-                // Make everything replayed durable: a process crash leaves written, unsynced
-                // pages that recovery reads; they must not vanish after we act on them.
-                region
-                    .flush_range(SEGMENT_HEADER_BYTES, valid_end - SEGMENT_HEADER_BYTES)
-                    .map_err(io_error("sync", &path))?;
                 active = Some(ActiveSegment {
                     first_seq,
                     name,
@@ -495,7 +481,28 @@ impl<D: RegionDir> Journal<D> {
             });
         }
         let active = match active {
-            Some(active) => active,
+            Some(mut active) => {
+                if let Some(cut) = &report.truncated {
+                    assert_eq!(cut.position, active.write_pos);
+                    active.region.write(cut.position, &vec![0u8; cut.bytes]);
+                    tracing::warn!(
+                        file = %cut.path.display(),
+                        position = cut.position,
+                        bytes = cut.bytes,
+                        error = %cut.error,
+                        "journal: cut a torn tail"
+                    );
+                }
+                // Make everything replayed durable (and the cut): a process crash leaves
+                // written, unsynced pages that recovery reads; they must not vanish after the
+                // shard acts on them.
+                let end = active.write_pos + report.truncated.as_ref().map_or(0, |c| c.bytes);
+                active
+                    .region
+                    .flush_range(SEGMENT_HEADER_BYTES, end - SEGMENT_HEADER_BYTES)
+                    .map_err(io_error("sync", &active.path))?;
+                active
+            }
             None => Self::create_segment(&mut dir, &config, 0)?,
         };
         report.next_seq = expected;
@@ -668,6 +675,20 @@ impl<D: RegionDir> Journal<D> {
     /// Seals the active segment (synchronously durable) and starts the next one.
     fn roll(&mut self) -> Result<(), JournalError> {
         self.sync_active()?;
+        if self.active.write_pos == SEGMENT_HEADER_BYTES {
+            // An empty active segment smaller than the configured size (written under an
+            // earlier configuration): its successor would have its name. Replace it instead;
+            // it holds no entry, so a crash between removal and creation loses nothing.
+            assert_eq!(self.active.first_seq, self.next_seq);
+            let path = self.active.path.clone();
+            self.dir
+                .remove(&self.active.name)
+                .map_err(io_error("remove empty", &path))?;
+            self.active = Self::create_segment(&mut self.dir, &self.config, self.next_seq)?;
+            tracing::info!(file = %path.display(), bytes = self.config.segment_bytes, "journal: resized an empty segment");
+            self.check_invariants();
+            return Ok(());
+        }
         let next = Self::create_segment(&mut self.dir, &self.config, self.next_seq)?;
         let old = std::mem::replace(&mut self.active, next);
         tracing::debug!(sealed = %old.path.display(), next_seq = self.next_seq, "journal: rolled");
@@ -919,6 +940,46 @@ mod tests {
             None,
             "overflows u64"
         );
+    }
+
+    #[test]
+    fn an_empty_small_segment_is_replaced_when_the_configured_size_grew() {
+        use crate::journal::entries::{RunState, SharePartitionState, StateRun};
+        use crate::storage::mmap::MemDir;
+        let dir = MemDir::default();
+        let small = JournalConfig {
+            segment_bytes: 4096,
+            snapshot_chunk_bytes: 64,
+        };
+        drop(Journal::open(dir.clone(), small).unwrap());
+        let large = JournalConfig {
+            segment_bytes: 65536,
+            snapshot_chunk_bytes: 64,
+        };
+        let (mut journal, _) = Journal::open(dir.clone(), large.clone()).unwrap();
+        let big = Entry::SharePartitionUpdate(SharePartitionState {
+            group_id: "g".into(),
+            topic_id: [1; 16],
+            partition: 0,
+            start_offset: None,
+            end_offset: None,
+            state_epoch: 0,
+            runs: (0..400)
+                .map(|i| StateRun {
+                    first_offset: 2 * i,
+                    last_offset: 2 * i,
+                    state: RunState::Archived,
+                    delivery_count: 5,
+                })
+                .collect(),
+        });
+        assert_eq!(journal.append_entry(&big).unwrap(), 0);
+        journal.flush().unwrap();
+        drop(journal);
+        assert_eq!(dir.names(), vec![segment_name(0)]);
+        assert_eq!(dir.file_bytes(&segment_name(0)).unwrap().len(), 65536);
+        let (_, recovered) = Journal::open(dir, large).unwrap();
+        assert_eq!(recovered.entries[0].entry, big);
     }
 
     #[test]

@@ -585,7 +585,9 @@ impl<S: Storage> PartitionLog<S> {
     // ---- durability ----
 
     /// Starts a flush of everything written so far (and of a changed log start). `None` if
-    /// there is nothing to make durable, a flush is already in flight, or the log is poisoned.
+    /// there is nothing to make durable, a flush is already in flight, or the log is poisoned
+    /// (writing the checkpoint slot can poison it here: callers waiting for durability should
+    /// check [`Self::is_poisoned`] when they get `None`).
     pub fn begin_flush(&mut self) -> Option<FlushTicket> {
         if self.is_poisoned() || self.flight.is_some() {
             return None;
@@ -705,7 +707,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Synchronous flush: [`Self::begin_flush`], sync through the storage, [`Self::complete_flush`].
-    /// Must not be mixed with an asynchronous flush in flight.
+    /// Must not be called while an asynchronous flush is in flight (asserted: complete it
+    /// first, e.g. at shutdown).
     pub fn flush(&mut self) -> Result<(), LogError> {
         assert!(
             self.flight.is_none(),
@@ -862,6 +865,7 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
 mod tests {
     use super::*;
     use crate::log::batch::BatchBuilder;
+    use crate::log::segment::{parse_file_name, segment_file_name};
     use crate::storage::file::SimStorage;
 
     fn batch(records: usize, ts: i64, fill: usize) -> Vec<u8> {

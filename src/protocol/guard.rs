@@ -372,7 +372,10 @@ mod tests {
     }
 
     /// A request of `api_key` with every array holding two elements, encodable at `version`.
-    fn populated(api_key: i16, version: i16) -> Box<dyn Fn(&mut BytesMut) -> Result<(), String>> {
+    /// Encodes a request into a buffer.
+    type Encoder = Box<dyn Fn(&mut BytesMut) -> Result<(), String>>;
+
+    fn populated(api_key: i16, version: i16) -> Encoder {
         match api_key {
             apis::PRODUCE => {
                 let mut partition = produce_request::PartitionProduceData::default();

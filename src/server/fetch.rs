@@ -28,6 +28,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 
+/// A ListOffsets partition routed to its shard: (topic index, partition index) in the request,
+/// and what to ask.
+type ListItem = ((usize, usize), (PartitionRef, i64));
+
 /// Fetch v13 names topics by id.
 const FETCH_TOPIC_IDS_FROM_VERSION: i16 = 13;
 
@@ -293,8 +297,7 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
     let version = request.api_version;
     let registry = bus.registry();
     let mut answers: Vec<Vec<ListedOffset>> = Vec::new();
-    let mut by_shard: BTreeMap<ShardId, Vec<((usize, usize), (PartitionRef, i64))>> =
-        BTreeMap::new();
+    let mut by_shard: BTreeMap<ShardId, Vec<ListItem>> = BTreeMap::new();
     for (ti, topic) in decoded.topics.iter().enumerate() {
         let meta = registry.topic(&topic.name);
         let mut row = Vec::with_capacity(topic.partitions.len());

@@ -106,7 +106,7 @@ pub fn metadata_response(
                 match wanted
                     .name
                     .as_ref()
-                    .filter(|n| !(n.is_empty() && !wanted.topic_id.is_nil()))
+                    .filter(|n| !n.is_empty() || wanted.topic_id.is_nil())
                 {
                     Some(name) => match registry.topic(name) {
                         Some(topic) => topic_entry(topic, version),

@@ -20,6 +20,9 @@ use kafka_protocol::ResponseError;
 /// Produce v13 names topics by id.
 const TOPIC_IDS_FROM_VERSION: i16 = 13;
 
+/// A topic of the request: its name, id, and one slot per partition (index, answer).
+type TopicSlots = (TopicName, uuid::Uuid, Vec<(i32, Slot<usize>)>);
+
 enum Slot<F> {
     Ready(ProduceResult),
     Pending(F),
@@ -40,7 +43,7 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
         .min(PRODUCE_TIMEOUT_MS_MAX);
 
     // One slot per partition, in request order; pending slots index into `calls`.
-    let mut layout: Vec<(TopicName, uuid::Uuid, Vec<(i32, Slot<usize>)>)> = Vec::new();
+    let mut layout: Vec<TopicSlots> = Vec::new();
     let mut calls = Vec::new();
     for topic in &decoded.topic_data {
         let meta = if version >= TOPIC_IDS_FROM_VERSION {
@@ -136,7 +139,7 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
                         p.log_start_offset = result.log_start_offset;
                     }
                     if version >= 8 {
-                        p.error_message = result.error_message.map(|m| StrBytes::from_string(m));
+                        p.error_message = result.error_message.map(StrBytes::from_string);
                     }
                     p
                 })

@@ -291,7 +291,7 @@ impl TopicRegistry {
                 name: name.to_string(),
             });
         }
-        if partitions < 1 || partitions > TOPIC_PARTITIONS_MAX {
+        if !(1..=TOPIC_PARTITIONS_MAX).contains(&partitions) {
             return Err(TopicError::InvalidPartitions {
                 requested: partitions,
             });

@@ -322,9 +322,10 @@ impl<S: Storage + Clone> ShardState<S> {
     }
 
     /// Installs a new registry snapshot: opens partitions this shard now owns, drops (and
-    /// deletes the files of) partitions whose topic is gone. Partitions whose topic settings
-    /// changed keep running with the settings they were opened with until the next start
-    /// (the log has no live reconfiguration).
+    /// deletes the files of) partitions whose topic is gone, and updates the settings of the
+    /// others. `max.message.bytes` applies at once; segment and retention settings are given to
+    /// the log when it is opened, so they apply from the next start (the log has no live
+    /// reconfiguration).
     ///
     /// A partition that fails to open is reported and left closed (requests for it get
     /// KAFKA_STORAGE_ERROR); the others open and the registry is installed regardless.
@@ -364,7 +365,14 @@ impl<S: Storage + Clone> ShardState<S> {
                     topic_id: topic.id,
                     partition,
                 };
-                if !self.owns(&topic.name, partition) || self.partitions.contains_key(&key) {
+                if let Some(open) = self.partitions.get_mut(&key) {
+                    if open.settings != settings {
+                        tracing::info!(topic = %topic.name, partition, "topic settings changed; segment and retention settings apply from the next start");
+                        open.settings = settings;
+                    }
+                    continue;
+                }
+                if !self.owns(&topic.name, partition) {
                     continue;
                 }
                 match self.open_partition(&topic.name, topic.id, partition, settings, now_ms) {
@@ -799,7 +807,7 @@ mod tests {
         if let Some(ticket) = state.begin_flush(key) {
             state.complete_flush(key, ticket, Ok(())).unwrap().unwrap();
         }
-        assert!(state.unflushed().is_empty());
+        assert!(!state.unflushed().contains(key));
     }
 
     fn open(
@@ -1013,6 +1021,36 @@ mod tests {
                 .result
                 .error_code,
             3
+        );
+    }
+
+    #[test]
+    fn max_message_bytes_changes_apply_at_once() {
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 1)]);
+        let mut s = open(&storage, reg.clone(), 1, 0);
+        let r = pref("t", 1, 0);
+        let mut next = (*reg).clone();
+        next.set_topic_configs(
+            "t",
+            [("max.message.bytes".to_string(), "100".to_string())].into(),
+        )
+        .unwrap();
+        next.version += 1;
+        let (_, failures) = s.install_registry(Arc::new(next), 0);
+        assert!(failures.is_empty());
+        let big: &[u8] = &[0u8; 200];
+        assert_eq!(
+            produce(&mut s, &r, batch(-1, -1, -1, &[big]))
+                .result
+                .error_code,
+            10
+        );
+        assert_eq!(
+            produce(&mut s, &r, batch(-1, -1, -1, &[b"x"]))
+                .result
+                .error_code,
+            0
         );
     }
 
