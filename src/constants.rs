@@ -156,7 +156,8 @@ const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_DEFAULT <= SHARE_RECORD_LOCK
 const _: () = assert!(SHARE_DELIVERY_COUNT_LIMIT_MIN >= 2);
 const _: () = assert!(SHARE_DELIVERY_COUNT_LIMIT_MIN <= SHARE_DELIVERY_COUNT_LIMIT_DEFAULT);
 const _: () = assert!(SHARE_DELIVERY_COUNT_LIMIT_DEFAULT <= SHARE_DELIVERY_COUNT_LIMIT_MAX);
-const _: () = assert!(SHARE_PARTITION_MAX_RECORD_LOCKS_DEFAULT <= SHARE_PARTITION_MAX_RECORD_LOCKS_MAX);
+const _: () =
+    assert!(SHARE_PARTITION_MAX_RECORD_LOCKS_DEFAULT <= SHARE_PARTITION_MAX_RECORD_LOCKS_MAX);
 const _: () = assert!(SHARE_TRANSACTION_TIMEOUT_MS_DEFAULT <= SHARE_TRANSACTION_TIMEOUT_MS_MAX);
 const _: () = assert!(SHARE_TRANSACTION_MAX_PENDING_DEFAULT >= 1);
 const _: () = assert!(SHARE_TRANSACTION_MAX_PENDING_DEFAULT <= SHARE_TRANSACTION_MAX_PENDING_MAX);
@@ -201,10 +202,18 @@ const _: () = assert!(
         + JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX) as u64
         <= JOURNAL_SEGMENT_BYTES_MIN
 );
-const _: () = assert!(JOURNAL_SNAPSHOT_BYTES_MAX <= u32::MAX as u64 * JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN as u64);
+const _: () = assert!(
+    JOURNAL_SNAPSHOT_BYTES_MAX <= u32::MAX as u64 * JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN as u64
+);
 /// Bytes of requests one shard holds in memory at once (read and not yet answered), over all
 /// its connections; a frame's size is reserved before its body is read.
 pub const SHARD_INFLIGHT_REQUEST_BYTES_MAX: u64 = 512 * 1024 * 1024;
 /// How often each shard publishes its log sizes to the metrics.
 pub const METRICS_REFRESH_MS: u64 = 5_000;
 const _: () = assert!(REQUEST_FRAME_BYTES_MAX as u64 <= SHARD_INFLIGHT_REQUEST_BYTES_MAX);
+/// Partition entries one Produce, Fetch or ListOffsets request may name (no legitimate request
+/// names more partitions than the broker holds); beyond it the connection is closed.
+pub const REQUEST_PARTITIONS_MAX: usize = BROKER_PARTITIONS_MAX;
+/// Topics, config resources or coordinator keys one request may name; beyond it the
+/// connection is closed. Bounds how much a small request can make the broker build.
+pub const REQUEST_ENTITIES_MAX: usize = TOPICS_MAX + 1;

@@ -569,6 +569,13 @@ pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "topics",
+        decoded.topics.len(),
+        crate::constants::REQUEST_ENTITIES_MAX,
+    ) {
+        return refused;
+    }
     let version = request.api_version;
     let topics: Vec<NewTopic> = decoded
         .topics
@@ -654,6 +661,13 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "topics",
+        decoded.topics.len() + decoded.topic_names.len(),
+        crate::constants::REQUEST_ENTITIES_MAX,
+    ) {
+        return refused;
+    }
     let version = request.api_version;
     let topics: Vec<TopicRef> = if version >= 6 {
         decoded
@@ -725,6 +739,13 @@ pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "config resources",
+        decoded.resources.len(),
+        crate::constants::REQUEST_ENTITIES_MAX,
+    ) {
+        return refused;
+    }
     let resources: Vec<AlterResource> = decoded
         .resources
         .iter()

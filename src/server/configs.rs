@@ -188,6 +188,13 @@ pub async fn handle_describe_configs<B: Bus>(bus: &B, request: &Request) -> Outc
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "config resources",
+        decoded.resources.len(),
+        crate::constants::REQUEST_ENTITIES_MAX,
+    ) {
+        return refused;
+    }
     let response = describe_configs_response(&bus.registry(), &decoded, request.api_version);
     match encode_response(
         request.spec,

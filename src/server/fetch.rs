@@ -198,6 +198,13 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "partitions",
+        decoded.topics.iter().map(|t| t.partitions.len()).sum(),
+        crate::constants::REQUEST_PARTITIONS_MAX,
+    ) {
+        return refused;
+    }
     let version = request.api_version;
     let mut response = FetchResponse::default();
     let session_error = if version >= 7 && decoded.session_id != 0 {
@@ -294,6 +301,13 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "partitions",
+        decoded.topics.iter().map(|t| t.partitions.len()).sum(),
+        crate::constants::REQUEST_PARTITIONS_MAX,
+    ) {
+        return refused;
+    }
     let version = request.api_version;
     let registry = bus.registry();
     let mut answers: Vec<Vec<ListedOffset>> = Vec::new();

@@ -98,10 +98,12 @@ pub fn metadata_response(
             .map(|t| topic_entry(t, version))
             .collect()
     } else {
+        let mut seen = std::collections::HashSet::new();
         request
             .topics
             .iter()
             .flatten()
+            .filter(|wanted| seen.insert((wanted.name.clone(), wanted.topic_id)))
             .map(|wanted| {
                 match wanted
                     .name
@@ -141,6 +143,13 @@ pub async fn handle_metadata<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "topics",
+        decoded.topics.as_ref().map_or(0, Vec::len),
+        crate::constants::REQUEST_ENTITIES_MAX,
+    ) {
+        return refused;
+    }
     let response = metadata_response(&bus.registry(), &decoded, request.api_version, conn);
     match encode_response(
         request.spec,
@@ -229,6 +238,13 @@ pub fn handle_find_coordinator(conn: &ConnInfo, request: &Request) -> Outcome {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "coordinator keys",
+        decoded.coordinator_keys.len(),
+        crate::constants::REQUEST_ENTITIES_MAX,
+    ) {
+        return refused;
+    }
     let response = find_coordinator_response(&decoded, request.api_version, conn);
     match encode_response(
         request.spec,
@@ -329,6 +345,16 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn repeated_topics_are_answered_once() {
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(TopicName(sb("orders")));
+        let mut request = MetadataRequest::default();
+        request.topics = Some(vec![t.clone(); 1000]);
+        let response = metadata_response(&registry(), &request, 12, &conn());
+        assert_eq!(response.topics.len(), 1);
     }
 
     #[test]

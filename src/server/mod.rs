@@ -63,6 +63,18 @@ pub trait Bus {
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
 }
 
+/// Refuses a request that names more items than any legitimate one could (a small request
+/// must not make the broker build an outsized answer).
+pub fn check_count(what: &str, count: usize, max: usize) -> Result<(), Outcome> {
+    if count > max {
+        Err(Outcome::Close(format!(
+            "request names {count} {what}; at most {max} are accepted"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
 /// What the connection does after a request was handled.
 #[derive(Debug)]
 pub enum Outcome {

@@ -34,6 +34,17 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if let Err(refused) = super::check_count(
+        "partitions",
+        decoded
+            .topic_data
+            .iter()
+            .map(|t| t.partition_data.len())
+            .sum(),
+        crate::constants::REQUEST_PARTITIONS_MAX,
+    ) {
+        return refused;
+    }
     let version = request.api_version;
     let registry = bus.registry();
     let acks = decoded.acks;
