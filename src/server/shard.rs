@@ -555,10 +555,12 @@ impl<S: Storage + Clone> ShardState<S> {
                 let ask = if any_records { limit } else { limit.max(1) };
                 match partition.log.read(want.fetch_offset as u64, ask) {
                     Ok(read) => {
-                        let records = trim_to(&read.records, hw);
-                        budget = budget.saturating_sub(records.len());
-                        any_records |= !records.is_empty();
-                        out.records = Bytes::copy_from_slice(records);
+                        let len = trim_to(&read.records, hw).len();
+                        budget = budget.saturating_sub(len);
+                        any_records |= len > 0;
+                        let mut records = Bytes::from(read.records);
+                        records.truncate(len);
+                        out.records = records;
                     }
                     Err(e) => {
                         tracing::error!(topic = %partition.topic, partition = partition.partition, error = %e, "fetch read failed");
