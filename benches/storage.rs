@@ -32,20 +32,22 @@ struct Plan {
     seconds_per_case: f64,
     direct_write_bytes: usize,
     fdatasync_ops_max: usize,
-    appenders: usize,
+    /// Group commit: enough concurrent appenders to keep this many bytes waiting for a flush
+    /// (a broker with many producers and partitions), at least 4 of them.
+    group_commit_bytes_in_flight: usize,
 }
 
 const FULL: Plan = Plan {
     seconds_per_case: 5.0,
     direct_write_bytes: 1 << 30,
     fdatasync_ops_max: 100_000,
-    appenders: 32,
+    group_commit_bytes_in_flight: 16 << 20,
 };
 const SMOKE: Plan = Plan {
     seconds_per_case: 0.05,
     direct_write_bytes: 4 << 20,
     fdatasync_ops_max: 20,
-    appenders: 4,
+    group_commit_bytes_in_flight: 64 << 10,
 };
 
 #[derive(Serialize)]
@@ -121,13 +123,13 @@ fn main() {
         let (batches, seconds) = rt::group_commit_appends(
             &work.join(format!("group-{batch_bytes}")),
             &batch(batch_bytes),
-            plan.appenders,
+            appenders,
             Duration::from_secs_f64(plan.seconds_per_case),
         )
         .expect("group-commit run");
         let mb_per_s = batches as f64 * batch_bytes as f64 / seconds / 1e6;
         cases.push(Case {
-            name: format!("group commit ({} appenders)", plan.appenders),
+            name: format!("group commit ({appenders} appenders)"),
             batch_bytes,
             batches,
             seconds,

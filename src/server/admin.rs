@@ -15,14 +15,14 @@ use super::ops::{
     ShardOp, ShardReply, TopicRef,
 };
 use super::registry::{TopicError, TopicRegistry};
-use super::{Bus, Outcome};
+use super::{respond, Bus, Outcome};
 use crate::config::{
     broker_config_def, effective_broker_value, effective_topic_value, topic_config_def,
     validate_broker_config, validate_topic_config, ConfigError, ConfigType, TOPIC_CONFIGS,
 };
 use crate::constants::BROKER_NODE_ID;
 use crate::model::ShardId;
-use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::protocol::codec::{decode_body, Request};
 use kafka_protocol::messages::{
     create_topics_response, delete_topics_response, incremental_alter_configs_response,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
@@ -548,18 +548,6 @@ async fn call_controller<B: Bus>(bus: &B, op: AdminOp) -> Result<AdminReply, i16
         ShardReply::Admin(reply) => Ok(reply),
         ShardReply::Failed(code) => Err(code),
         other => panic!("controller answered an admin op with {other:?}"),
-    }
-}
-
-fn respond<T: kafka_protocol::protocol::Encodable>(request: &Request, body: &T) -> Outcome {
-    match encode_response(
-        request.spec,
-        request.api_version,
-        request.correlation_id,
-        body,
-    ) {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(e) => Outcome::Close(e.to_string()),
     }
 }
 

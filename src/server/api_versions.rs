@@ -3,9 +3,9 @@
 //! An unsupported ApiVersions version never reaches this handler: the codec answers it with
 //! the v0-format UNSUPPORTED_VERSION body before dispatch.
 
-use super::Outcome;
+use super::{respond, Outcome};
 use crate::protocol::apis::api_versions_response;
-use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::protocol::codec::{decode_body, Request};
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::ResponseError;
 
@@ -38,15 +38,7 @@ pub fn handle(request: &Request) -> Outcome {
     {
         response.error_code = ResponseError::InvalidRequest.code();
     }
-    match encode_response(
-        request.spec,
-        request.api_version,
-        request.correlation_id,
-        &response,
-    ) {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(e) => Outcome::Close(e.to_string()),
-    }
+    respond(request, &response)
 }
 
 #[cfg(test)]

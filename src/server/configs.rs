@@ -6,13 +6,13 @@
 
 use super::admin::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::registry::TopicRegistry;
-use super::{Bus, Outcome};
+use super::{respond, Bus, Outcome};
 use crate::config::{
     broker_config_def, effective_broker_value, effective_topic_value, ConfigDef, ConfigSource,
     BROKER_CONFIGS, TOPIC_CONFIGS,
 };
 use crate::constants::BROKER_NODE_ID;
-use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::protocol::codec::{decode_body, Request};
 use kafka_protocol::messages::{
     describe_configs_response, DescribeConfigsRequest, DescribeConfigsResponse,
 };
@@ -196,15 +196,7 @@ pub async fn handle_describe_configs<B: Bus>(bus: &B, request: &Request) -> Outc
         return refused;
     }
     let response = describe_configs_response(&bus.registry(), &decoded, request.api_version);
-    match encode_response(
-        request.spec,
-        request.api_version,
-        request.correlation_id,
-        &response,
-    ) {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(e) => Outcome::Close(e.to_string()),
-    }
+    respond(request, &response)
 }
 
 #[cfg(test)]

@@ -16,10 +16,10 @@ use super::ops::{
     ShardOp, ShardReply, WaitOp,
 };
 use super::registry::TopicRegistry;
-use super::{Bus, Outcome};
+use super::{respond, Bus, Outcome};
 use crate::constants::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX};
 use crate::model::{partition_shard, ShardId};
-use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::protocol::codec::{decode_body, Request};
 use bytes::Bytes;
 use kafka_protocol::messages::{
     fetch_response, list_offsets_response, FetchRequest, FetchResponse, ListOffsetsRequest,
@@ -281,18 +281,6 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
     }
     response.responses = topics;
     respond(request, &response)
-}
-
-fn respond<T: kafka_protocol::protocol::Encodable>(request: &Request, body: &T) -> Outcome {
-    match encode_response(
-        request.spec,
-        request.api_version,
-        request.correlation_id,
-        body,
-    ) {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(e) => Outcome::Close(e.to_string()),
-    }
 }
 
 /// ListOffsets v1–10: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.

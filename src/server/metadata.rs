@@ -4,9 +4,9 @@
 //! node [`BROKER_NODE_ID`], the leader of every partition, the controller, and the coordinator
 //! of every group; it advertises the address the client connected to.
 
-use super::{Bus, ConnInfo, Outcome};
+use super::{respond, Bus, ConnInfo, Outcome};
 use crate::constants::BROKER_NODE_ID;
-use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::protocol::codec::{decode_body, Request};
 use crate::server::registry::{validate_topic_name, TopicMeta, TopicRegistry};
 use kafka_protocol::messages::{
     find_coordinator_response, metadata_response, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -151,15 +151,7 @@ pub async fn handle_metadata<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request
         return refused;
     }
     let response = metadata_response(&bus.registry(), &decoded, request.api_version, conn);
-    match encode_response(
-        request.spec,
-        request.api_version,
-        request.correlation_id,
-        &response,
-    ) {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(e) => Outcome::Close(e.to_string()),
-    }
+    respond(request, &response)
 }
 
 /// Builds the FindCoordinator response (pure, for tests).
@@ -246,15 +238,7 @@ pub fn handle_find_coordinator(conn: &ConnInfo, request: &Request) -> Outcome {
         return refused;
     }
     let response = find_coordinator_response(&decoded, request.api_version, conn);
-    match encode_response(
-        request.spec,
-        request.api_version,
-        request.correlation_id,
-        &response,
-    ) {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(e) => Outcome::Close(e.to_string()),
-    }
+    respond(request, &response)
 }
 
 #[cfg(test)]

@@ -75,6 +75,23 @@ pub fn check_count(what: &str, count: usize, max: usize) -> Result<(), Outcome> 
     }
 }
 
+/// Encodes `body` as the response to `request` (its API, version and correlation id); a body
+/// that cannot be encoded at that version closes the connection.
+pub(crate) fn respond<T: kafka_protocol::protocol::Encodable>(
+    request: &crate::protocol::codec::Request,
+    body: &T,
+) -> Outcome {
+    match crate::protocol::codec::encode_response(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        body,
+    ) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}
+
 /// What the connection does after a request was handled.
 #[derive(Debug)]
 pub enum Outcome {
