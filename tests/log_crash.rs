@@ -13,7 +13,7 @@
 //! What this adds to the in-memory model test: the real file system, the real `fdatasync`,
 //! a kill that lands anywhere (inside a write, between a roll's steps), recovery at the next
 //! open. SIGKILL keeps the page cache, so it tests process death, not power loss; the model
-//! test covers power loss with the crash double. Seed: `LOG_CRASH_SEED` (default 1).
+//! test covers power loss with the crash double. Seed: `LOCKSTEP_SEED` (default 1).
 
 use lockstep::log::batch::{self, BatchBuilder};
 use lockstep::log::{sync_ticket, LogConfig, PartitionLog};
@@ -145,11 +145,11 @@ fn verify(dir: &Path, seed: u64, acked: u64, round: u64) -> u64 {
 
 #[test]
 fn sigkill_at_random_moments_keeps_every_durable_batch() {
-    let seed: u64 = std::env::var("LOG_CRASH_SEED")
+    let seed: u64 = std::env::var("LOCKSTEP_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    eprintln!("log_crash: seed {seed} (replay with LOG_CRASH_SEED={seed})");
+    eprintln!("log_crash: seed {seed} (replay with LOCKSTEP_SEED={seed})");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("topic-0");
     let mut rng = SmallRng::seed_from_u64(seed);

@@ -15,8 +15,8 @@
 //!   and the current one;
 //! - after a failed write or fsync every write is refused with `Poisoned`.
 //!
-//! Seeds: `LOG_MODEL_SEEDS` (default 300) seeds from `LOG_MODEL_FIRST_SEED` (default 0); a
-//! failing seed is printed and replays alone with `LOG_MODEL_FIRST_SEED=<seed> LOG_MODEL_SEEDS=1`.
+//! Seeds: `LOCKSTEP_SEEDS` (default 300) seeds from 0; a failing seed is printed and replays
+//! alone with `LOCKSTEP_SEED=<seed>`.
 
 use lockstep::log::batch::{self, BatchBuilder};
 use lockstep::log::{FlushTicket, LogConfig, LogError, PartitionLog};
@@ -464,20 +464,20 @@ fn run_seed(seed: u64, stats: &mut Stats) {
 
 #[test]
 fn random_operations_match_the_model() {
-    let first: u64 = std::env::var("LOG_MODEL_FIRST_SEED")
+    let replay: Option<u64> = std::env::var("LOCKSTEP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let first = replay.unwrap_or(0);
+    let seeds: u64 = std::env::var("LOCKSTEP_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let seeds: u64 = std::env::var("LOG_MODEL_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(if replay.is_some() { 1 } else { 300 });
     let mut stats = Stats::default();
     for seed in first..first + seeds {
         let result =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(seed, &mut stats)));
         if let Err(panic) = result {
-            eprintln!("log_model: seed {seed} failed; replay with LOG_MODEL_FIRST_SEED={seed} LOG_MODEL_SEEDS=1");
+            eprintln!("log_model: seed {seed} failed; replay with LOCKSTEP_SEED={seed}");
             std::panic::resume_unwind(panic);
         }
     }

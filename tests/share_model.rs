@@ -11,7 +11,7 @@
 //! `snapshot()`, and restarting from that replayed view loses only acquisitions.
 //!
 //! How: `random_sequences` runs many seeded random sequences (seed printed on failure;
-//! `SHARE_MODEL_SEED=n` replays one, `SHARE_MODEL_SEEDS=n` runs more);
+//! `LOCKSTEP_SEED=n` replays one, `LOCKSTEP_SEEDS=n` runs more);
 //! `exhaustive_small_cases` runs every sequence of up to 4 operations from a 31-operation
 //! alphabet on a 4-offset log with 2 members, by depth-first search over cloned states.
 
@@ -547,7 +547,7 @@ impl Drop for SeedOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!(
-                "share_model failed with seed {} (replay: SHARE_MODEL_SEED={})",
+                "share_model failed with seed {} (replay: LOCKSTEP_SEED={})",
                 self.0, self.0
             );
         }
@@ -682,11 +682,11 @@ fn run_seed(seed: u64, ops: usize) {
 
 #[test]
 fn random_sequences() {
-    if let Ok(seed) = std::env::var("SHARE_MODEL_SEED") {
-        run_seed(seed.parse().expect("SHARE_MODEL_SEED is a u64"), 2_000);
+    if let Ok(seed) = std::env::var("LOCKSTEP_SEED") {
+        run_seed(seed.parse().expect("LOCKSTEP_SEED is a u64"), 2_000);
         return;
     }
-    let seeds: u64 = std::env::var("SHARE_MODEL_SEEDS")
+    let seeds: u64 = std::env::var("LOCKSTEP_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);

@@ -15,7 +15,7 @@
 //!   restarts until the coordinator decides; restart aborts ONGOING transactions;
 //! - the journal (share-partition deltas and transaction records) replays to the state.
 //!
-//! How: seeded runs (`TXN_MODEL_SEED=n` replays one, `TXN_MODEL_SEEDS=n` runs more; the
+//! How: seeded runs (`LOCKSTEP_SEED=n` replays one, `LOCKSTEP_SEEDS=n` runs more; the
 //! seed is printed on failure), each ending with a drain that decides every transaction and
 //! acknowledges everything left.
 
@@ -866,7 +866,7 @@ impl Drop for SeedOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!(
-                "txn_model failed with seed {} (replay: TXN_MODEL_SEED={})",
+                "txn_model failed with seed {} (replay: LOCKSTEP_SEED={})",
                 self.0, self.0
             );
         }
@@ -1030,11 +1030,11 @@ fn run_seed(seed: u64, ops: usize) {
 
 #[test]
 fn random_interleavings() {
-    if let Ok(seed) = std::env::var("TXN_MODEL_SEED") {
-        run_seed(seed.parse().expect("TXN_MODEL_SEED is a u64"), 3_000);
+    if let Ok(seed) = std::env::var("LOCKSTEP_SEED") {
+        run_seed(seed.parse().expect("LOCKSTEP_SEED is a u64"), 3_000);
         return;
     }
-    let seeds: u64 = std::env::var("TXN_MODEL_SEEDS")
+    let seeds: u64 = std::env::var("LOCKSTEP_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
