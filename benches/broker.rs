@@ -19,8 +19,16 @@
 //!    not hidden by the generator waiting for it. The brokers are restarted for this phase (so
 //!    only one broker runs at a time) and warmed up again.
 //!
-//! Client CPU (this process, getrusage) and broker CPU (/proc/PID/stat) are reported per phase
-//! in cores, to show which side limits the numbers.
+//! To show what limits the numbers, every phase also reports CPU in cores for the client (this
+//! process, getrusage), the broker (/proc/PID/stat) and everything else on the machine
+//! (/proc/stat), the broker's writes to storage (/proc/PID/io), and for Lockstep its flushes per
+//! second and their mean latency (from its own `--metrics-listen` endpoint). The run starts with
+//! two machine probes (sequential writes + fdatasync; 16 KiB write + fdatasync) and records the
+//! load average, since other work on the machine skews every figure.
+//!
+//! Durability differs: Lockstep answers acks=all after fdatasync; a single Kafka broker answers
+//! acks=all once the batch is in its page cache (it never fsyncs by default). `--kafka-fsync`
+//! measures Kafka with the same durability.
 //!
 //! `cargo bench --bench broker` runs the full measurement (Kafka too, if
 //! `target/test-deps/kafka` is installed or `tools/kafka-reference.sh fetch` succeeds) and
@@ -551,6 +559,8 @@ struct Broker {
     kind: Kind,
     child: Option<Child>,
     port: u16,
+    /// Lockstep's Prometheus endpoint.
+    metrics_port: Option<u16>,
 }
 
 fn free_port() -> u16 {
@@ -585,9 +595,11 @@ impl Broker {
 
     fn start_lockstep(dir: &Path, port: u16) -> Result<Broker, String> {
         let shards = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let metrics_port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_lockstep"));
         command
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .args(["--shards", &shards.to_string()])
             .arg("--data-dir")
             .arg(dir.join("data"))
@@ -612,6 +624,7 @@ impl Broker {
             kind: Kind::Lockstep,
             child: Some(child),
             port,
+            metrics_port: Some(metrics_port),
         };
         match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(_) => Ok(broker),
@@ -651,6 +664,7 @@ impl Broker {
             },
             child: Some(child),
             port,
+            metrics_port: None,
         };
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
@@ -787,6 +801,10 @@ struct Usage {
     /// and the kernel's own threads (e.g. writeback).
     other_cpu_cores: f64,
     broker_disk_write_mb_per_s: f64,
+    /// Lockstep only, from its own metrics (`--metrics-listen`): flushes per second and their
+    /// mean latency over the phase.
+    broker_fsyncs_per_s: Option<f64>,
+    broker_fsync_mean_ms: Option<f64>,
 }
 
 struct UsageMeter {
@@ -796,6 +814,8 @@ struct UsageMeter {
     machine: f64,
     written: u64,
     pid: u32,
+    metrics_port: Option<u16>,
+    fsync: Option<(f64, f64)>,
 }
 
 impl UsageMeter {
@@ -807,6 +827,8 @@ impl UsageMeter {
             machine: machine_busy_seconds(),
             written: proc_write_bytes(broker.pid()),
             pid: broker.pid(),
+            metrics_port: broker.metrics_port,
+            fsync: broker.metrics_port.and_then(fsync_totals),
         }
     }
 
@@ -815,7 +837,13 @@ impl UsageMeter {
         let client = (self_cpu_seconds() - self.client) / wall;
         let broker = (proc_cpu_seconds(self.pid) - self.broker) / wall;
         let machine = (machine_busy_seconds() - self.machine) / wall;
+        let fsync = match (self.fsync, self.metrics_port.and_then(fsync_totals)) {
+            (Some((sum0, n0)), Some((sum1, n1))) => Some((sum1 - sum0, n1 - n0)),
+            _ => None,
+        };
         Usage {
+            broker_fsyncs_per_s: fsync.map(|(_, n)| n / wall),
+            broker_fsync_mean_ms: fsync.map(|(sum, n)| sum / n.max(1.0) / 1000.0),
             client_cpu_cores: client,
             broker_cpu_cores: broker,
             other_cpu_cores: (machine - client - broker).max(0.0),
@@ -851,6 +879,30 @@ fn machine_busy_seconds() -> f64 {
         return 0.0;
     }
     (ticks.iter().sum::<f64>() - ticks[3] - ticks[4] - ticks[7]) / clock_ticks_per_s()
+}
+
+/// Lockstep's flush totals over all shards: (sum of latencies in µs, count), from its
+/// Prometheus text.
+fn fsync_totals(port: u16) -> Option<(f64, f64)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let total = |name: &str| -> Option<f64> {
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    };
+    Some((
+        total("lockstep_fsync_latency_us_sum")?,
+        total("lockstep_fsync_latency_us_count")?,
+    ))
 }
 
 /// Bytes the process has caused to be sent to the storage layer.
@@ -1614,10 +1666,11 @@ fn print_table(report: &Report) {
         report.request_bytes
     );
     println!(
-        "machine: {} cpus, load average {} at start; 1 MiB writes + fdatasync {:.0} MB/s; \
+        "machine: {} cpus, load average {} at start; {} MiB buffered writes + fdatasync {:.0} MB/s; \
          16 KiB write + fdatasync {:.0}/s; commit {}",
         report.machine["cpus"],
         report.load_average_at_start,
+        report.plan.sequential_write_bytes >> 20,
         report.sequential_write_mb_per_s,
         report.fdatasync_16k_per_s,
         report.commit
@@ -1644,7 +1697,7 @@ fn print_table(report: &Report) {
         print!(" {:>8} {:>8}", "ratio", "target");
     }
     println!();
-    let row = |label: &str, values: Vec<Option<f64>>, target: Option<&str>| {
+    let row = |label: &str, values: Vec<Option<f64>>, target: Option<&str>, ratio: bool| {
         print!("{label:<36}");
         for v in &values {
             match v {
@@ -1653,7 +1706,7 @@ fn print_table(report: &Report) {
                 None => print!(" {:>12}", "-"),
             }
         }
-        if comparing {
+        if comparing && ratio {
             match (values[0], values[1]) {
                 (Some(a), Some(b)) if b != 0.0 => print!(" {:>8.2}", a / b),
                 _ => print!(" {:>8}", "-"),
@@ -1665,18 +1718,22 @@ fn print_table(report: &Report) {
         println!();
     };
     type P = fn(&ProduceStats) -> f64;
-    type U = fn(&Usage) -> f64;
+    type U = fn(&Usage) -> Option<f64>;
     let latency: [(&str, P); 4] = [
         ("p50 ms", |s| s.p50_ms),
         ("p99 ms", |s| s.p99_ms),
         ("p99.9 ms", |s| s.p999_ms),
         ("max ms", |s| s.max_ms),
     ];
-    let usage: [(&str, U); 4] = [
-        ("client CPU (cores)", |u| u.client_cpu_cores),
-        ("broker CPU (cores)", |u| u.broker_cpu_cores),
-        ("other CPU (cores)", |u| u.other_cpu_cores),
-        ("broker disk writes MB/s", |u| u.broker_disk_write_mb_per_s),
+    let usage: [(&str, U); 6] = [
+        ("client CPU (cores)", |u| Some(u.client_cpu_cores)),
+        ("broker CPU (cores)", |u| Some(u.broker_cpu_cores)),
+        ("other CPU (cores)", |u| Some(u.other_cpu_cores)),
+        ("broker disk writes MB/s", |u| {
+            Some(u.broker_disk_write_mb_per_s)
+        }),
+        ("broker fsyncs/s", |u| u.broker_fsyncs_per_s),
+        ("broker fsync mean ms", |u| u.broker_fsync_mean_ms),
     ];
     for (phase, get) in [
         (
@@ -1692,36 +1749,44 @@ fn print_table(report: &Report) {
                 "produce records/s",
                 values(|s| s.records_per_s),
                 Some(">= 1.5"),
+                true,
             );
-            row("produce MB/s", values(|s| s.mb_per_s), None);
+            row("produce MB/s", values(|s| s.mb_per_s), None, true);
         } else {
             row(
                 "fixed rate: asked records/s",
                 values(|s| s.target_records_per_s),
                 None,
+                false,
             );
             row(
                 "fixed rate: achieved records/s",
                 values(|s| s.records_per_s),
                 None,
+                false,
             );
         }
         for (label, f) in latency {
             let target = (phase == "fixed rate" && label == "p99 ms").then_some("<= 0.5");
-            row(&format!("{phase}: latency {label}"), values(f), target);
+            row(
+                &format!("{phase}: latency {label}"),
+                values(f),
+                target,
+                true,
+            );
         }
         for (label, f) in usage {
-            let v = stats.iter().map(|s| s.map(|s| f(&s.usage))).collect();
-            row(&format!("{phase}: {label}"), v, None);
+            let v = stats.iter().map(|s| s.and_then(|s| f(&s.usage))).collect();
+            row(&format!("{phase}: {label}"), v, None, false);
         }
     }
     let fetch: Vec<Option<&FetchStats>> = ran.iter().map(|b| b.fetch.as_ref()).collect();
     let values = |f: fn(&FetchStats) -> f64| fetch.iter().map(|s| s.map(f)).collect::<Vec<_>>();
-    row("fetch records/s", values(|s| s.records_per_s), None);
-    row("fetch MB/s", values(|s| s.mb_per_s), None);
+    row("fetch records/s", values(|s| s.records_per_s), None, true);
+    row("fetch MB/s", values(|s| s.mb_per_s), None, true);
     for (label, f) in usage {
-        let v = fetch.iter().map(|s| s.map(|s| f(&s.usage))).collect();
-        row(&format!("fetch: {label}"), v, None);
+        let v = fetch.iter().map(|s| s.and_then(|s| f(&s.usage))).collect();
+        row(&format!("fetch: {label}"), v, None, false);
     }
     if let Some(c) = &report.comparison {
         println!(
@@ -1745,7 +1810,8 @@ fn print_table(report: &Report) {
 
 fn git_commit() -> String {
     Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
+        // "-dirty" when the tree differs from HEAD (the bench measures the working tree).
+        .args(["describe", "--always", "--dirty"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .ok()
