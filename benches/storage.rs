@@ -116,8 +116,9 @@ fn main() {
         case.ratio = case.batches_per_s / raw;
         case.raw_per_s = raw;
         cases.push(case);
+        let appenders = (plan.group_commit_bytes_in_flight / batch_bytes).max(4);
         progress(&format!(
-            "log: group commit, {} KiB batches",
+            "log: group commit, {} KiB batches, {appenders} appenders",
             batch_bytes >> 10
         ));
         let (batches, seconds) = rt::group_commit_appends(
