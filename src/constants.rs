@@ -46,7 +46,7 @@ pub const SHARD_CONNECTIONS_MAX: usize = 4096;
 pub const SOCKET_READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Messages queued on one cross-shard channel before senders wait.
 pub const SHARD_MESH_CHANNEL_MESSAGES: usize = 1024;
-/// Memory glommio may lock for io_uring buffers per shard (the machine's memlock limit is small).
+/// Memory the runtime may lock for io_uring buffers per shard (the machine's memlock limit is small).
 pub const SHARD_IO_MEMORY_BYTES: usize = 512 * 1024;
 /// How often each shard polls the shutdown flag set by the signal handler.
 pub const SHUTDOWN_POLL_MS: u64 = 50;

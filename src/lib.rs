@@ -10,7 +10,7 @@
 //! - [`log`]: segmented, CRC-framed partition logs of Kafka record batches.
 //! - [`journal`]: the memory-mapped state journal (share-partition state, transactions).
 //! - [`protocol`]: the Kafka wire codec; [`server`]: request handling.
-//! - [`runtime`]: the only module that touches glommio.
+//! - [`runtime`]: the only module that touches the io_uring executor.
 //! - [`metrics`]: counters and histograms, Prometheus text.
 
 pub mod config;
@@ -22,6 +22,6 @@ pub mod model;
 pub mod protocol;
 pub mod runtime;
 pub mod server;
-pub mod storage;
 pub mod share;
+pub mod storage;
 pub mod txn;

@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const INSTALL_HINT: &str = "run tools/install-test-deps.sh (it installs the interop clients into target/test-deps/)";
+const INSTALL_HINT: &str =
+    "run tools/install-test-deps.sh (it installs the interop clients into target/test-deps/)";
 /// Records per client in the produce/fetch tests (the issue asks for at least 100 000).
 const RECORDS: u64 = 100_000;
 const PARTITIONS: u32 = 4;
@@ -78,19 +79,30 @@ fn deps() -> &'static Deps {
             python.display()
         );
         let ok = Command::new(&python)
-            .args(["-c", "import confluent_kafka; from confluent_kafka import ShareConsumer"])
+            .args([
+                "-c",
+                "import confluent_kafka; from confluent_kafka import ShareConsumer",
+            ])
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
-        assert!(ok, "confluent-kafka with ShareConsumer not importable from {} — {INSTALL_HINT}", python.display());
+        assert!(
+            ok,
+            "confluent-kafka with ShareConsumer not importable from {} — {INSTALL_HINT}",
+            python.display()
+        );
         assert!(
             jars.join("kafka-clients-4.4.0.jar").exists(),
             "interop client missing: {}/kafka-clients-4.4.0.jar — {INSTALL_HINT}",
             jars.display()
         );
-        let kcat = which("kcat").unwrap_or_else(|| panic!("interop client missing: kcat not on PATH — {INSTALL_HINT}"));
+        let kcat = which("kcat")
+            .unwrap_or_else(|| panic!("interop client missing: kcat not on PATH — {INSTALL_HINT}"));
         for tool in ["java", "javac"] {
-            assert!(which(tool).is_some(), "{tool} not on PATH (Java 17 JDK needed for the kafka-clients tests)");
+            assert!(
+                which(tool).is_some(),
+                "{tool} not on PATH (Java 17 JDK needed for the kafka-clients tests)"
+            );
         }
         Deps { python, jars, kcat }
     })
@@ -98,7 +110,9 @@ fn deps() -> &'static Deps {
 
 fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|p| p.join(name)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|p| p.join(name))
+        .find(|p| p.is_file())
 }
 
 fn clients_dir() -> PathBuf {
@@ -146,7 +160,10 @@ fn java_classes() -> &'static PathBuf {
             // another test process compiled the same sources first
             let _ = fs::remove_dir_all(&tmp);
         }
-        eprintln!("compiled tests/clients/java in {:.1}s", t0.elapsed().as_secs_f64());
+        eprintln!(
+            "compiled tests/clients/java in {:.1}s",
+            t0.elapsed().as_secs_f64()
+        );
         out
     })
 }
@@ -184,7 +201,14 @@ fn die_with_parent(cmd: &mut Command) -> &mut Command {
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -193,14 +217,27 @@ fn die_with_parent(cmd: &mut Command) -> &mut Command {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Broker {
     fn start() -> Broker {
         let target = target();
-        let dir = tempfile::Builder::new().prefix("lockstep-interop-").tempdir().unwrap();
-        let mut b = Broker { target, dir, port: free_port(), child: None, starts: 0 };
+        let dir = tempfile::Builder::new()
+            .prefix("lockstep-interop-")
+            .tempdir()
+            .unwrap();
+        let mut b = Broker {
+            target,
+            dir,
+            port: free_port(),
+            child: None,
+            starts: 0,
+        };
         b.spawn();
         b
     }
@@ -240,7 +277,11 @@ impl Broker {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {:?} broker: {e}", self.target));
-        let log = OpenOptions::new().create(true).append(true).open(self.log_path()).unwrap();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
         let (tx, rx) = mpsc::channel::<()>();
         let out = child.stdout.take().unwrap();
         let err = child.stderr.take().unwrap();
@@ -322,7 +363,9 @@ fn copy_lines(src: impl Read, mut log: File, mut ready: Option<(String, mpsc::Se
 
 /// An ApiVersions v0 round trip on a fresh connection: the broker is serving requests.
 fn api_versions_ok(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let client_id = b"interop-probe";
     let mut req = Vec::new();
@@ -348,7 +391,8 @@ fn api_versions_ok(port: u16) -> bool {
     if s.read_exact(&mut body).is_err() {
         return false;
     }
-    i32::from_be_bytes(body[0..4].try_into().unwrap()) == 7 && i16::from_be_bytes([body[4], body[5]]) == 0
+    i32::from_be_bytes(body[0..4].try_into().unwrap()) == 7
+        && i16::from_be_bytes([body[4], body[5]]) == 0
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -367,7 +411,10 @@ struct Run {
 
 impl Run {
     fn u(&self, k: &str) -> u64 {
-        self.result.get(k).and_then(Value::as_u64).unwrap_or_else(|| panic!("RESULT has no number {k:?}: {}", self.result))
+        self.result
+            .get(k)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("RESULT has no number {k:?}: {}", self.result))
     }
 }
 
@@ -400,21 +447,33 @@ fn run_client(name: &str, mut cmd: Command) -> Run {
             let _ = child.kill();
             let _ = child.wait();
             let e = he.join().unwrap();
-            panic!("{name}: no exit after {CLIENT_TIMEOUT:?}; stderr tail:\n{}", last_chars(&e, 4000));
+            panic!(
+                "{name}: no exit after {CLIENT_TIMEOUT:?}; stderr tail:\n{}",
+                last_chars(&e, 4000)
+            );
         }
         thread::sleep(Duration::from_millis(50));
     };
     let stdout = ho.join().unwrap();
     let stderr = he.join().unwrap();
-    eprintln!("---- {name}: {status} in {:.1}s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "---- {name}: {status} in {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
     eprintln!("{}", last_chars(&stderr, 6000));
     let line = stdout
         .lines()
         .rev()
         .find_map(|l| l.strip_prefix("RESULT "))
-        .unwrap_or_else(|| panic!("{name}: no RESULT line ({status}); stdout:\n{stdout}\nstderr:\n{}", last_chars(&stderr, 4000)));
+        .unwrap_or_else(|| {
+            panic!(
+                "{name}: no RESULT line ({status}); stdout:\n{stdout}\nstderr:\n{}",
+                last_chars(&stderr, 4000)
+            )
+        });
     eprintln!("RESULT {line}");
-    let result: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}: bad RESULT json {line}: {e}"));
+    let result: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("{name}: bad RESULT json {line}: {e}"));
     Run { result, status }
 }
 
@@ -429,7 +488,8 @@ fn last_chars(s: &str, n: usize) -> &str {
 fn python(script: &str) -> Command {
     let mut c = Command::new(&deps().python);
     c.arg(clients_dir().join("python").join(script));
-    c.env("PYTHONUNBUFFERED", "1").env("PYTHONDONTWRITEBYTECODE", "1");
+    c.env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
     c
 }
 
@@ -456,18 +516,31 @@ fn args(c: &mut Command, kv: &[(&str, String)]) {
 
 /// Asserts a produce/verify run of produce_consume.py / ProduceConsume.java.
 fn assert_roundtrip(name: &str, r: &Run, count: u64, produced: bool) {
-    assert_eq!(r.result["ok"], Value::Bool(true), "{name}: client reported failure: {}", r.result);
+    assert_eq!(
+        r.result["ok"],
+        Value::Bool(true),
+        "{name}: client reported failure: {}",
+        r.result
+    );
     assert!(r.status.success(), "{name}: exit {}", r.status);
     if produced {
         assert_eq!(r.u("produced"), count, "{name}: produced");
         assert_eq!(r.u("acked"), count, "{name}: acknowledged");
         assert_eq!(r.u("produce_errors"), 0, "{name}: produce errors");
-        assert_eq!(r.u("bad_offsets"), 0, "{name}: records not at the expected partition/offset");
+        assert_eq!(
+            r.u("bad_offsets"),
+            0,
+            "{name}: records not at the expected partition/offset"
+        );
     }
     assert_eq!(r.u("consumed"), count, "{name}: consumed");
     assert_eq!(r.u("expected"), count, "{name}: expected");
     assert_eq!(r.u("mismatches"), 0, "{name}: byte mismatches");
-    assert_eq!(r.u("short_partitions"), 0, "{name}: partitions not fully read");
+    assert_eq!(
+        r.u("short_partitions"),
+        0,
+        "{name}: partitions not fully read"
+    );
 }
 
 fn py_roundtrip(b: &Broker, topic: &str, count: u64, mode: &str, extra: &[(&str, String)]) -> Run {
@@ -486,7 +559,13 @@ fn py_roundtrip(b: &Broker, topic: &str, count: u64, mode: &str, extra: &[(&str,
     run_client(&format!("python {mode} {topic}"), c)
 }
 
-fn java_roundtrip(b: &Broker, topic: &str, count: u64, mode: &str, extra: &[(&str, String)]) -> Run {
+fn java_roundtrip(
+    b: &Broker,
+    topic: &str,
+    count: u64,
+    mode: &str,
+    extra: &[(&str, String)],
+) -> Run {
     let mut c = java("ProduceConsume");
     args(
         &mut c,
@@ -563,12 +642,21 @@ fn kcat_produce_consume_sigkill_restart() {
             b.sigkill_and_restart();
         }
         let r = kc(b.bootstrap(), mode);
-        assert_eq!(r.result["ok"], Value::Bool(true), "kcat {mode}: {}", r.result);
+        assert_eq!(
+            r.result["ok"],
+            Value::Bool(true),
+            "kcat {mode}: {}",
+            r.result
+        );
         assert!(r.status.success());
         assert_eq!(r.u("consumed"), 5000, "kcat {mode}: consumed");
         assert_eq!(r.u("missing"), 0, "kcat {mode}: missing");
         assert_eq!(r.u("mismatches"), 0, "kcat {mode}: mismatches");
-        assert_eq!(r.u("partitions_used"), 3, "kcat {mode}: the default partitioner spreads keys over all partitions");
+        assert_eq!(
+            r.u("partitions_used"),
+            3,
+            "kcat {mode}: the default partitioner spreads keys over all partitions"
+        );
     }
 }
 
@@ -605,15 +693,45 @@ fn harness_detects_missing_records() {
     let b = Broker::start();
     let r = py_roundtrip(&b, "short", 1000, "both", &[]);
     assert_roundtrip("python produce+fetch 1000", &r, 1000, true);
-    let v = py_roundtrip(&b, "short", 1001, "verify", &[base_ts(&r), ("--timeout", "5".into())]);
-    assert_eq!(v.result["ok"], Value::Bool(false), "python verify of 1001 on 1000 records must fail");
+    let v = py_roundtrip(
+        &b,
+        "short",
+        1001,
+        "verify",
+        &[base_ts(&r), ("--timeout", "5".into())],
+    );
+    assert_eq!(
+        v.result["ok"],
+        Value::Bool(false),
+        "python verify of 1001 on 1000 records must fail"
+    );
     assert!(!v.status.success());
-    let j = java_roundtrip(&b, "short", 1001, "verify", &[base_ts(&r), ("--timeout", "5".into())]);
-    assert_eq!(j.result["ok"], Value::Bool(false), "java verify of 1001 on 1000 records must fail");
+    let j = java_roundtrip(
+        &b,
+        "short",
+        1001,
+        "verify",
+        &[base_ts(&r), ("--timeout", "5".into())],
+    );
+    assert_eq!(
+        j.result["ok"],
+        Value::Bool(false),
+        "java verify of 1001 on 1000 records must fail"
+    );
     assert!(!j.status.success());
     // and a wrong timestamp base is a byte mismatch
-    let t = py_roundtrip(&b, "short", 1000, "verify", &[("--base-ts", (r.u("base_ts") + 1).to_string())]);
-    assert_eq!(t.result["ok"], Value::Bool(false), "python verify with the wrong timestamps must fail");
+    let t = py_roundtrip(
+        &b,
+        "short",
+        1000,
+        "verify",
+        &[("--base-ts", (r.u("base_ts") + 1).to_string())],
+    );
+    assert_eq!(
+        t.result["ok"],
+        Value::Bool(false),
+        "python verify with the wrong timestamps must fail"
+    );
     assert!(t.u("mismatches") > 0);
 }
 
@@ -635,7 +753,13 @@ fn py_share(b: &Broker, scenario: &str, topic: &str, group: &str, extra: &[(&str
     run_client(&format!("python share {scenario}"), c)
 }
 
-fn java_share(b: &Broker, scenario: &str, topic: &str, group: &str, extra: &[(&str, String)]) -> Run {
+fn java_share(
+    b: &Broker,
+    scenario: &str,
+    topic: &str,
+    group: &str,
+    extra: &[(&str, String)],
+) -> Run {
     let mut c = java("ShareConsume");
     args(
         &mut c,
@@ -651,7 +775,12 @@ fn java_share(b: &Broker, scenario: &str, topic: &str, group: &str, extra: &[(&s
 }
 
 fn assert_ok(name: &str, r: &Run) {
-    assert_eq!(r.result["ok"], Value::Bool(true), "{name}: client reported failure: {}", r.result);
+    assert_eq!(
+        r.result["ok"],
+        Value::Bool(true),
+        "{name}: client reported failure: {}",
+        r.result
+    );
     assert!(r.status.success(), "{name}: exit {}", r.status);
     assert_eq!(r.u("failures"), 0, "{name}: failures");
 }
@@ -663,18 +792,36 @@ fn share_python_implicit_consumers_on_one_partition_get_disjoint_records() {
     deps();
     let b = Broker::start();
     let n = 5000u64;
-    let r = py_share(&b, "implicit", "share-py-implicit", "g-py-implicit", &[
-        ("--count", n.to_string()),
-        ("--partitions", "1".into()),
-        ("--consumers", "3".into()),
-    ]);
+    let r = py_share(
+        &b,
+        "implicit",
+        "share-py-implicit",
+        "g-py-implicit",
+        &[
+            ("--count", n.to_string()),
+            ("--partitions", "1".into()),
+            ("--consumers", "3".into()),
+        ],
+    );
     assert_ok("python share implicit", &r);
     assert_eq!(r.u("received"), n);
     assert_eq!(r.u("duplicates"), 0);
     assert_eq!(r.u("bad_delivery_counts"), 0);
-    let per: Vec<u64> = r.result["per_consumer"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-    assert_eq!(per.iter().sum::<u64>(), n, "per-consumer counts add up to every record once: {per:?}");
-    assert!(per.iter().filter(|&&x| x > 0).count() >= 2, "several consumers shared the partition: {per:?}");
+    let per: Vec<u64> = r.result["per_consumer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        per.iter().sum::<u64>(),
+        n,
+        "per-consumer counts add up to every record once: {per:?}"
+    );
+    assert!(
+        per.iter().filter(|&&x| x > 0).count() >= 2,
+        "several consumers shared the partition: {per:?}"
+    );
 }
 
 #[test]
@@ -683,10 +830,13 @@ fn share_python_explicit_accept_release_reject_and_archive_at_limit() {
     let _g = serial();
     deps();
     let b = Broker::start();
-    let r = py_share(&b, "explicit", "share-py-explicit", "g-py-explicit", &[
-        ("--count", "30".into()),
-        ("--limit", "3".into()),
-    ]);
+    let r = py_share(
+        &b,
+        "explicit",
+        "share-py-explicit",
+        "g-py-explicit",
+        &[("--count", "30".into()), ("--limit", "3".into())],
+    );
     assert_ok("python share explicit", &r);
     assert_eq!(r.u("distinct"), 30);
     // 10 ACCEPT + 10 REJECT once, 10 RELEASE delivered 3 times (delivery counts 1, 2, 3), then archived
@@ -700,7 +850,13 @@ fn share_python_killed_consumer_records_are_redelivered() {
     let _g = serial();
     deps();
     let b = Broker::start();
-    let r = py_share(&b, "kill", "share-py-kill", "g-py-kill", &[("--count", "2000".into())]);
+    let r = py_share(
+        &b,
+        "kill",
+        "share-py-kill",
+        "g-py-kill",
+        &[("--count", "2000".into())],
+    );
     assert_ok("python share kill", &r);
     assert!(r.u("held") > 0);
     assert_eq!(r.u("redelivered"), r.u("held"));
@@ -713,18 +869,32 @@ fn share_java_consumers_on_one_partition_get_disjoint_records() {
     deps();
     let b = Broker::start();
     let n = 5000u64;
-    let r = java_share(&b, "accept", "share-java-accept", "g-java-accept", &[
-        ("--count", n.to_string()),
-        ("--partitions", "1".into()),
-        ("--consumers", "3".into()),
-    ]);
+    let r = java_share(
+        &b,
+        "accept",
+        "share-java-accept",
+        "g-java-accept",
+        &[
+            ("--count", n.to_string()),
+            ("--partitions", "1".into()),
+            ("--consumers", "3".into()),
+        ],
+    );
     assert_ok("java share accept", &r);
     assert_eq!(r.u("received"), n);
     assert_eq!(r.u("duplicates"), 0);
     assert_eq!(r.u("bad_delivery_counts"), 0);
-    let per: Vec<u64> = r.result["per_consumer"].as_str().unwrap().split(' ').map(|x| x.parse().unwrap()).collect();
+    let per: Vec<u64> = r.result["per_consumer"]
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .map(|x| x.parse().unwrap())
+        .collect();
     assert_eq!(per.iter().sum::<u64>(), n, "{per:?}");
-    assert!(per.iter().filter(|&&x| x > 0).count() >= 2, "several consumers shared the partition: {per:?}");
+    assert!(
+        per.iter().filter(|&&x| x > 0).count() >= 2,
+        "several consumers shared the partition: {per:?}"
+    );
 }
 
 #[test]
@@ -733,10 +903,13 @@ fn share_java_accept_release_reject_and_archive_at_limit() {
     let _g = serial();
     deps();
     let b = Broker::start();
-    let r = java_share(&b, "ackmodes", "share-java-ackmodes", "g-java-ackmodes", &[
-        ("--count", "30".into()),
-        ("--limit", "3".into()),
-    ]);
+    let r = java_share(
+        &b,
+        "ackmodes",
+        "share-java-ackmodes",
+        "g-java-ackmodes",
+        &[("--count", "30".into()), ("--limit", "3".into())],
+    );
     assert_ok("java share ackmodes", &r);
     assert_eq!(r.u("distinct"), 30);
     assert_eq!(r.u("deliveries"), 10 + 10 + 10 * 3);
@@ -752,23 +925,46 @@ fn share_acknowledgements_survive_broker_sigkill_restart() {
     let (topic, group, n) = ("share-restart", "g-restart", 3000u64);
     let state = b.dir.path().join("accepted.json");
     let common = |extra: &[(&'static str, String)]| -> Vec<(&'static str, String)> {
-        let mut v = vec![("--count", n.to_string()), ("--partitions", "2".to_string())];
+        let mut v = vec![
+            ("--count", n.to_string()),
+            ("--partitions", "2".to_string()),
+        ];
         v.extend(extra.iter().cloned());
         v
     };
     let p = py_share(&b, "produce", topic, group, &common(&[]));
     assert_ok("python share produce", &p);
-    let d = py_share(&b, "drain", topic, group, &common(&[
-        ("--limit", "1000".into()),
-        ("--state-file", state.display().to_string()),
-        base_ts(&p),
-    ]));
+    let d = py_share(
+        &b,
+        "drain",
+        topic,
+        group,
+        &common(&[
+            ("--limit", "1000".into()),
+            ("--state-file", state.display().to_string()),
+            base_ts(&p),
+        ]),
+    );
     assert_ok("python share drain 1000", &d);
     assert_eq!(d.u("accepted"), 1000);
     b.sigkill_and_restart();
-    let r = py_share(&b, "rest", topic, group, &common(&[("--state-file", state.display().to_string()), base_ts(&p)]));
+    let r = py_share(
+        &b,
+        "rest",
+        topic,
+        group,
+        &common(&[("--state-file", state.display().to_string()), base_ts(&p)]),
+    );
     assert_ok("python share rest after SIGKILL + restart", &r);
     assert_eq!(r.u("accepted_before"), 1000);
-    assert_eq!(r.u("redelivered_after_accept"), 0, "nothing acknowledged is delivered again");
-    assert_eq!(r.u("received_now"), n - 1000, "nothing unacknowledged is lost");
+    assert_eq!(
+        r.u("redelivered_after_accept"),
+        0,
+        "nothing acknowledged is delivered again"
+    );
+    assert_eq!(
+        r.u("received_now"),
+        n - 1000,
+        "nothing unacknowledged is lost"
+    );
 }

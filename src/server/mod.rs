@@ -3,7 +3,7 @@
 //! Everything here is synchronous state or runtime-agnostic `async` code: handlers are
 //! `async fn`s generic over a [`Bus`], the runtime's service that runs a [`ShardOp`] on the
 //! shard owning the state it touches (locally, or over the cross-shard mesh) and provides time.
-//! The runtime (`crate::runtime`, the only place that knows glommio) implements [`Bus`]; tests
+//! The runtime (`crate::runtime`, the only place that knows the io_uring executor) implements [`Bus`]; tests
 //! implement it in memory.
 //!
 //! State ownership:
@@ -47,7 +47,7 @@ pub struct ConnInfo {
     pub peer_addr: SocketAddr,
 }
 
-/// The runtime's services to handlers. Implemented by `runtime` (glommio) and by test doubles.
+/// The runtime's services to handlers. Implemented by `runtime` and by test doubles.
 pub trait Bus {
     /// The shard this handler runs on.
     fn local_shard(&self) -> ShardId;
