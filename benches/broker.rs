@@ -38,6 +38,9 @@
 //! and fixed-rate phases); `--kafka-fsync` (adds a third broker: Kafka with
 //! `log.flush.interval.messages=1`, i.e. an fsync before acknowledging, like Lockstep's acks=all).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::*;
@@ -302,7 +305,8 @@ fn main() {
     progress("machine: 1 MiB sequential writes + fdatasync");
     let sequential_write_mb_per_s = sequential_write(work, plan.sequential_write_bytes);
     progress("machine: 16 KiB write + fdatasync");
-    let fdatasync_16k_per_s = fdatasync_rate(work, plan.fsync_probe_seconds, 16 << 10);
+    let fdatasync_16k_per_s =
+        common::fdatasync_rate(work, plan.fsync_probe_seconds, 100_000, 16 << 10);
 
     // Phases 1 and 2, one broker at a time.
     for spec in &specs {
@@ -346,8 +350,8 @@ fn main() {
 
     let comparison = compare(&results);
     let report = Report {
-        commit: git_commit(),
-        machine: machine(),
+        commit: common::git_commit(),
+        machine: common::machine(),
         plan,
         records_per_batch,
         request_bytes,
@@ -360,11 +364,7 @@ fn main() {
     };
     print_table(&report);
     if full {
-        let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
-        std::fs::create_dir_all(&out).expect("report directory");
-        let path = out.join("broker.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json"))
-            .expect("write report");
+        let path = common::write_report("broker", &report);
         println!("report: {}", path.display());
     } else {
         let l = &report.brokers[0];
@@ -1633,25 +1633,6 @@ fn sequential_write(work: &Path, total: usize) -> f64 {
     rate
 }
 
-/// Appending writes of `bytes`, each followed by fdatasync; operations per second.
-fn fdatasync_rate(work: &Path, seconds: f64, bytes: usize) -> f64 {
-    let path = work.join("fdatasync.bin");
-    let file = std::fs::File::create(&path).expect("create");
-    let page = vec![0x3c_u8; bytes];
-    let deadline = Duration::from_secs_f64(seconds);
-    let start = Instant::now();
-    let mut ops = 0usize;
-    while (start.elapsed() < deadline && ops < 100_000) || ops == 0 {
-        file.write_all_at(&page, (ops * page.len()) as u64)
-            .expect("write");
-        file.sync_data().expect("fdatasync");
-        ops += 1;
-    }
-    let rate = ops as f64 / start.elapsed().as_secs_f64();
-    let _ = std::fs::remove_file(&path);
-    rate
-}
-
 fn print_table(report: &Report) {
     let p = &report.plan;
     println!();
@@ -1806,32 +1787,4 @@ fn print_table(report: &Report) {
             },
         );
     }
-}
-
-fn git_commit() -> String {
-    Command::new("git")
-        // "-dirty" when the tree differs from HEAD (the bench measures the working tree).
-        .args(["describe", "--always", "--dirty"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn machine() -> serde_json::Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    serde_json::json!({
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
-    })
 }

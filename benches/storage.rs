@@ -14,6 +14,9 @@
 //! code runs once on tiny inputs so it cannot rot. `--dir PATH` puts the files on another
 //! file system (default: a temporary directory under `target/`).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use lockstep::log::batch::BatchBuilder;
 use lockstep::log::{LogConfig, PartitionLog};
 use lockstep::runtime::bench as rt;
@@ -98,7 +101,8 @@ fn main() {
     progress("machine: O_DIRECT sequential write");
     let direct_write_mb_per_s = direct_write_bandwidth(work, plan.direct_write_bytes);
     progress("machine: 4 KiB write + fdatasync");
-    let fdatasync_4k_per_s = fdatasync_rate(work, plan, 4096);
+    let fdatasync_4k_per_s =
+        common::fdatasync_rate(work, plan.seconds_per_case, plan.fdatasync_ops_max, 4096);
 
     let mut cases = Vec::new();
     for batch_bytes in [16 << 10, 1 << 20] {
@@ -112,7 +116,12 @@ fn main() {
             "machine: {} KiB write + fdatasync",
             batch_bytes >> 10
         ));
-        let raw = fdatasync_rate(work, plan, case.batch_bytes);
+        let raw = common::fdatasync_rate(
+            work,
+            plan.seconds_per_case,
+            plan.fdatasync_ops_max,
+            case.batch_bytes,
+        );
         case.ratio = case.batches_per_s / raw;
         case.raw_per_s = raw;
         cases.push(case);
@@ -145,8 +154,8 @@ fn main() {
     eprintln!("\r\x1b[2K[storage bench] done");
 
     let report = Report {
-        commit: git_commit(),
-        machine: machine(),
+        commit: common::git_commit(),
+        machine: common::machine(),
         plan,
         direct_write_mb_per_s,
         fdatasync_4k_per_s,
@@ -154,11 +163,7 @@ fn main() {
     };
     print_table(&report);
     if full {
-        let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
-        std::fs::create_dir_all(&out).expect("report directory");
-        let path = out.join("storage.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json"))
-            .expect("write report");
+        let path = common::write_report("storage", &report);
         println!("report: {}", path.display());
     } else {
         assert!(
@@ -240,25 +245,6 @@ fn direct_write_bandwidth(work: &Path, total: usize) -> f64 {
     written as f64 / seconds / 1e6
 }
 
-/// Appending writes of `bytes`, each followed by fdatasync; operations per second.
-fn fdatasync_rate(work: &Path, plan: Plan, bytes: usize) -> f64 {
-    let path = work.join("fdatasync.bin");
-    let file = std::fs::File::create(&path).expect("create");
-    let page = vec![0x3c_u8; bytes];
-    let deadline = Duration::from_secs_f64(plan.seconds_per_case);
-    let start = Instant::now();
-    let mut ops = 0usize;
-    while (start.elapsed() < deadline && ops < plan.fdatasync_ops_max) || ops == 0 {
-        file.write_all_at(&page, (ops * page.len()) as u64)
-            .expect("write");
-        file.sync_data().expect("fdatasync");
-        ops += 1;
-    }
-    let rate = ops as f64 / start.elapsed().as_secs_f64();
-    let _ = std::fs::remove_file(&path);
-    rate
-}
-
 fn print_table(report: &Report) {
     println!();
     println!(
@@ -282,31 +268,4 @@ fn print_table(report: &Report) {
             c.against
         );
     }
-}
-
-fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn machine() -> serde_json::Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    serde_json::json!({
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
-    })
 }
