@@ -11,6 +11,12 @@
 //! - a zero-filled tail is a clean end, not damage;
 //! - a last segment whose header is torn (a crash right after a roll) is removed;
 //! - a missing middle segment (a gap in offsets) is an error naming the file;
+//! - past the durable position recorded in `log-start.checkpoint` (bytes never acknowledged
+//!   as durable), a bad frame followed by valid-looking frames is a tail, cut and logged with
+//!   the number of valid-looking frames discarded: a zero hole before surviving later frames
+//!   (pages written back out of order at a power loss), and a torn frame whose payload (client
+//!   data) embeds a valid frame at an aligned position; without the record (old data dirs)
+//!   both stay errors (the strict rule);
 //! - exhaustively (in memory): no single flipped byte anywhere in the active segment makes
 //!   recovery return altered data: it either refuses to open or keeps a prefix of the batches.
 
@@ -418,4 +424,170 @@ fn storage_double_matches_real_files_for_the_same_operations() {
         assert_eq!(sim.contents(&sim_dir.join(&name)), Some(bytes), "{name}");
     }
     assert_eq!(sim.list(sim_dir).unwrap().len(), files(&dir).len());
+}
+
+fn big_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024 * 1024,
+        index_interval_bytes: 4096,
+        ..LogConfig::default()
+    }
+}
+
+/// A log with `durable` batches flushed (so the checkpoint records the durable position) and
+/// then `extra` batches written but never flushed. Returns the directory, the segment, the
+/// recorded durable position and the positions of the unflushed frames.
+fn log_with_unsynced_tail(
+    root: &Path,
+    durable: u64,
+    extra: &[Vec<u8>],
+) -> (PathBuf, PathBuf, u64, Vec<u64>) {
+    let dir = root.join("topic-0");
+    let (mut log, _) = PartitionLog::open(FsStorage, &dir, big_config(), 0).unwrap();
+    for i in 0..durable {
+        log.append(&batch(i), 0).unwrap();
+    }
+    log.flush().unwrap();
+    let recorded = log.size_bytes();
+    let positions = extra
+        .iter()
+        .map(|b| log.append(b, 0).unwrap().position)
+        .collect::<Vec<_>>();
+    assert_eq!(positions[0], recorded);
+    drop(log);
+    let segment = segment_files(&dir).pop().unwrap();
+    (dir, segment, recorded, positions)
+}
+
+#[test]
+fn a_hole_past_the_durable_position_is_cut_with_what_follows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let extra: Vec<_> = (100..104).map(batch).collect();
+    let (dir, segment, recorded, positions) = log_with_unsynced_tail(tmp.path(), 10, &extra);
+    // The first unsynced frame's page never reached the disk; the later ones did.
+    let mut bytes = fs::read(&segment).unwrap();
+    bytes[positions[0] as usize..positions[1] as usize].fill(0);
+    fs::write(&segment, &bytes).unwrap();
+    let without_record = tmp.path().join("copy");
+    fs::create_dir(&without_record).unwrap();
+    fs::copy(&segment, without_record.join(segment.file_name().unwrap())).unwrap();
+
+    let ((log, report), logs) =
+        with_logs(|| PartitionLog::open(FsStorage, &dir, big_config(), 0).unwrap());
+    assert_eq!(report.truncated.len(), 1, "{report:?}");
+    let cut = &report.truncated[0];
+    assert_eq!(cut.position, recorded);
+    assert_eq!(cut.bytes, bytes.len() as u64 - recorded);
+    assert!(
+        cut.reason.contains("discarding 3 valid-looking frame(s)"),
+        "{}",
+        cut.reason
+    );
+    assert!(logs.contains("truncating a torn tail"), "{logs}");
+    assert!(logs.contains("durable position"), "{logs}");
+    assert_eq!(
+        log.log_end_offset(),
+        19,
+        "the 10 flushed batches hold 19 records"
+    );
+    assert_eq!(fs::metadata(&segment).unwrap().len(), recorded);
+    drop(log);
+
+    // Without a recorded position (a data dir from before the field), the strict rule.
+    match PartitionLog::open(FsStorage, &without_record, big_config(), 0) {
+        Err(LogError::Corrupt { position, .. }) => assert_eq!(position, recorded),
+        other => panic!("expected Corrupt, got {:?}", other.map(|(_, r)| r)),
+    }
+}
+
+#[test]
+fn a_torn_frame_embedding_a_valid_frame_is_cut_not_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Client data holding a valid frame, once at every alignment: one copy lands at an
+    // 8-aligned file position whatever the record encoding before it.
+    let mut forged = Vec::new();
+    lockstep::storage::frame::encode_frame(
+        &mut forged,
+        lockstep::storage::frame::FrameMeta {
+            id: 7,
+            kind: 1,
+            count: 1,
+        },
+        b"forged!!",
+    );
+    assert_eq!(forged.len() % 8, 0);
+    let mut value = Vec::new();
+    for _ in 0..8 {
+        value.extend_from_slice(&forged);
+        value.push(0xAA);
+    }
+    let mut b = BatchBuilder::new(5_000);
+    b.record(5_000, Some(b"k"), Some(&value));
+    let evil = b.build();
+    let (dir, segment, recorded, positions) =
+        log_with_unsynced_tail(tmp.path(), 10, std::slice::from_ref(&evil));
+    let len = fs::metadata(&segment).unwrap().len();
+    assert_eq!(positions, vec![recorded]);
+    // The crash tore the last frame: its final bytes never reached the disk.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(len - 16)
+        .unwrap();
+    let bytes = fs::read(&segment).unwrap();
+    assert!(
+        lockstep::storage::frame::next_valid_frame(&bytes, recorded as usize + 8).is_some(),
+        "the payload must embed a valid frame for this test"
+    );
+    let without_record = tmp.path().join("copy");
+    fs::create_dir(&without_record).unwrap();
+    fs::copy(&segment, without_record.join(segment.file_name().unwrap())).unwrap();
+
+    let (log, report) = PartitionLog::open(FsStorage, &dir, big_config(), 0).unwrap();
+    assert_eq!(report.truncated.len(), 1, "{report:?}");
+    assert_eq!(report.truncated[0].position, recorded);
+    assert!(
+        report.truncated[0]
+            .reason
+            .contains("valid-looking frame(s)"),
+        "{}",
+        report.truncated[0].reason
+    );
+    assert_eq!(
+        log.log_end_offset(),
+        19,
+        "the 10 flushed batches hold 19 records"
+    );
+    drop(log);
+
+    // The old strict rule refuses to start: the remote denial of service this fixes.
+    assert!(matches!(
+        PartitionLog::open(FsStorage, &without_record, big_config(), 0),
+        Err(LogError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn damage_below_the_durable_position_is_still_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let extra: Vec<_> = (100..102).map(batch).collect();
+    let (dir, segment, recorded, _) = log_with_unsynced_tail(tmp.path(), 10, &extra);
+    let frames = frame_positions(&fs::read(&segment).unwrap());
+    let (middle, _) = frames[4];
+    assert!((middle as u64) < recorded);
+    flip(&segment, middle + 30);
+    let before = files(&dir);
+    let err = PartitionLog::open(FsStorage, &dir, big_config(), 0)
+        .err()
+        .expect("damage to durable data must not open");
+    match &err {
+        LogError::Corrupt { path, position, .. } => {
+            assert_eq!(path, &segment);
+            assert_eq!(*position, middle as u64);
+        }
+        other => panic!("expected Corrupt, got {other}"),
+    }
+    assert!(err.to_string().contains(&format!("byte {middle}")), "{err}");
+    assert_eq!(files(&dir), before, "a failed recovery changes no file");
 }

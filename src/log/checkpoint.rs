@@ -11,11 +11,30 @@
 //! slot (at byte 0 and at byte LOG_CHECKPOINT_SLOT_STRIDE_BYTES), little-endian
 //!   0  8  generation        1, 2, 3, ... (0 = never written); slot = generation % 2
 //!   8  8  log_start_offset
-//!  16 12  reserved          0
+//!  16  8  durable_base      base offset of the segment `durable_position` is in
+//!  24  4  durable_position  a byte position of that segment below which everything was
+//!                           synced (0 = not recorded: files written before this field)
 //!  28  4  crc               CRC-32 (IEEE) of bytes [0, 28)
 //! ```
 //! Reading takes the valid slot with the highest generation; no valid slot means "no
 //! checkpoint" (the log start is then the first segment's base offset).
+//!
+//! **Durable position** (FORMAT.md §4–5). After each completed flush the log writes a slot
+//! holding the active segment's base offset and the byte size that flush's ticket covered.
+//! That slot is not synced at once: the checkpoint file is put into the *next* flush's ticket
+//! (no extra fsync on the write path). Crash argument:
+//! 1. Every value ever written is a true lower bound when it is written: the bytes below it
+//!    were synced by a completed flush (or a seal, or recovery). Recovery only cuts past it,
+//!    and a roll moves the active segment (the old base then names a sealed segment and is
+//!    ignored), so the bound stays true as long as the slot exists.
+//! 2. A new generation is written only when the other slot is durable (the checkpoint file
+//!    is clean: every slot written so far was covered by a completed flush). While the newest
+//!    slot is not yet synced, further writes rewrite *that* slot in place (same generation),
+//!    so the other slot, durable, is never touched. A torn write thus damages only a slot
+//!    whose older, durable neighbour still holds a valid (smaller) start and position.
+//! 3. Whichever valid slot a crash leaves is therefore a valid lower bound; its log start is
+//!    either the durable start or, for a slot not yet synced, a start that was about to
+//!    become durable (segments below it are unlinked only after a flush covered it).
 
 use crate::constants::{LOG_CHECKPOINT_SLOT_BYTES, LOG_CHECKPOINT_SLOT_STRIDE_BYTES};
 
@@ -27,6 +46,8 @@ pub const CHECKPOINT_FILE_NAME: &str = "log-start.checkpoint";
 pub struct CheckpointSlot {
     pub generation: u64,
     pub log_start_offset: u64,
+    /// `(segment base offset, byte position)` below which that segment was synced, if recorded.
+    pub durable: Option<(u64, u32)>,
 }
 
 /// Byte position of the slot for `generation`.
@@ -39,6 +60,11 @@ pub fn encode_slot(slot: CheckpointSlot) -> [u8; LOG_CHECKPOINT_SLOT_BYTES] {
     let mut out = [0u8; LOG_CHECKPOINT_SLOT_BYTES];
     out[0..8].copy_from_slice(&slot.generation.to_le_bytes());
     out[8..16].copy_from_slice(&slot.log_start_offset.to_le_bytes());
+    if let Some((base, position)) = slot.durable {
+        assert!(position > 0, "position 0 means not recorded");
+        out[16..24].copy_from_slice(&base.to_le_bytes());
+        out[24..28].copy_from_slice(&position.to_le_bytes());
+    }
     let crc = crc32fast::hash(&out[0..28]);
     out[28..32].copy_from_slice(&crc.to_le_bytes());
     out
@@ -56,9 +82,12 @@ fn decode_slot(bytes: &[u8]) -> Option<CheckpointSlot> {
     if generation == 0 {
         return None;
     }
+    let durable_base = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let durable_position = u32::from_le_bytes(bytes[24..28].try_into().expect("4 bytes"));
     Some(CheckpointSlot {
         generation,
         log_start_offset: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
+        durable: (durable_position != 0).then_some((durable_base, durable_position)),
     })
 }
 
@@ -93,10 +122,12 @@ mod tests {
         let a = CheckpointSlot {
             generation: 5,
             log_start_offset: 100,
+            durable: None,
         };
         let b = CheckpointSlot {
             generation: 6,
             log_start_offset: 250,
+            durable: Some((240, 4096)),
         };
         let bytes = file_with(&[a, b]);
         assert_eq!(decode_checkpoint(&bytes), Some(b));
@@ -112,6 +143,7 @@ mod tests {
         let first = CheckpointSlot {
             generation: 2,
             log_start_offset: 7,
+            durable: Some((7, 32)),
         };
         assert_eq!(decode_checkpoint(&encode_slot(first)), Some(first));
     }

@@ -259,6 +259,12 @@ pub(super) struct CheckpointState<F> {
     pub(super) generation: u64,
     /// The log start offset in the newest slot written (durable unless a flush is in flight).
     pub(super) written_start: u64,
+    /// The durable position in the newest slot written: `(active segment base, byte size)`
+    /// covered by the last completed flush (see checkpoint.rs for the crash argument).
+    pub(super) written_durable: Option<(u64, u32)>,
+    /// A slot was written that no flush ticket has covered yet: the next ticket syncs the
+    /// file, and until then new writes rewrite that slot in place (same generation).
+    pub(super) dirty: bool,
 }
 
 pub(super) struct PendingRemoval {
@@ -271,6 +277,9 @@ pub(super) struct PendingRemoval {
 pub(super) struct Flight {
     id: u64,
     checkpoint_start: Option<u64>,
+    /// `(active segment base, size)` when the ticket was made: everything below it is durable
+    /// once the ticket completes.
+    durable: (u64, u64),
 }
 
 /// The log of one topic-partition. See the module docs.
@@ -599,9 +608,15 @@ impl<S: Storage> PartitionLog<S> {
                 self.poison(&error);
                 return None;
             }
-            files.push(self.checkpoint.path.clone());
-            checkpoint_start = Some(self.log_start_offset);
         }
+        if self.checkpoint.dirty {
+            // Also the slot written after the previous flush (its durable position).
+            files.push(self.checkpoint.path.clone());
+            checkpoint_start = Some(self.checkpoint.written_start);
+            self.checkpoint.dirty = false;
+        }
+        let active = self.active();
+        let durable = (active.base_offset, active.size);
         for segment in &mut self.segments {
             if segment.dirty {
                 files.push(segment.path.clone());
@@ -622,6 +637,7 @@ impl<S: Storage> PartitionLog<S> {
         self.flight = Some(Flight {
             id: flight.id,
             checkpoint_start,
+            durable,
         });
         Some(FlushTicket {
             files,
@@ -631,17 +647,29 @@ impl<S: Storage> PartitionLog<S> {
         })
     }
 
+    /// Writes a checkpoint slot with the current log start and `checkpoint.written_durable`.
+    /// Never called while a flush is in flight. A new generation only when the file is clean
+    /// (the other slot is durable); else the unsynced newest slot is rewritten in place.
     pub(super) fn write_checkpoint(&mut self) -> Result<(), LogError> {
+        assert!(
+            self.flight.is_none(),
+            "a slot is never written during a flush"
+        );
         let path = &self.checkpoint.path;
         if self.checkpoint.file.is_none() {
             let file = self.storage.create(path).map_err(io_err("create", path))?;
             self.checkpoint.file = Some(file);
             self.dir_dirty = true;
         }
-        let generation = self.checkpoint.generation + 1;
+        let generation = if self.checkpoint.dirty {
+            self.checkpoint.generation.max(1)
+        } else {
+            self.checkpoint.generation + 1
+        };
         let slot = checkpoint::encode_slot(CheckpointSlot {
             generation,
             log_start_offset: self.log_start_offset,
+            durable: self.checkpoint.written_durable,
         });
         self.checkpoint
             .file
@@ -651,6 +679,7 @@ impl<S: Storage> PartitionLog<S> {
             .map_err(io_err("write", path))?;
         self.checkpoint.generation = generation;
         self.checkpoint.written_start = self.log_start_offset;
+        self.checkpoint.dirty = true;
         Ok(())
     }
 
@@ -681,9 +710,29 @@ impl<S: Storage> PartitionLog<S> {
                 if let Some(start) = flight.checkpoint_start {
                     self.unlink_removed(start);
                 }
-                Ok(())
+                self.record_durable_position(flight.durable)
             }
         }
+    }
+
+    /// After a completed flush: records `(segment base, size)` as the durable position of the
+    /// active segment in a checkpoint slot, synced by the next flush's ticket. Only when it
+    /// moved, so a flush that synced just the checkpoint does not cause another one.
+    fn record_durable_position(&mut self, (base, size): (u64, u64)) -> Result<(), LogError> {
+        let position = u32::try_from(size).unwrap_or(u32::MAX);
+        assert!(position as usize >= SEGMENT_HEADER_BYTES);
+        let durable = Some((base, position));
+        if self.checkpoint.written_durable == durable {
+            return Ok(());
+        }
+        let previous = self.checkpoint.written_durable;
+        self.checkpoint.written_durable = durable;
+        if let Err(error) = self.write_checkpoint() {
+            self.checkpoint.written_durable = previous;
+            self.poison(&error);
+            return Err(error);
+        }
+        Ok(())
     }
 
     fn unlink_removed(&mut self, durable_start: u64) {
@@ -1026,6 +1075,16 @@ mod tests {
         assert_eq!(next.durable_end_offset, 5);
         log.complete_flush(next, Ok(())).unwrap();
         assert_eq!(log.durable_end_offset(), 5);
+        // The durable position recorded after that flush is synced by one more ticket, which
+        // holds only the checkpoint (and its directory, the file being new); then nothing.
+        let record = log.begin_flush().unwrap();
+        assert_eq!(
+            record.files,
+            vec![Path::new("/data/t-0").join(checkpoint::CHECKPOINT_FILE_NAME)]
+        );
+        assert_eq!(record.durable_end_offset, 5);
+        let result = sync_ticket(&storage, &record);
+        log.complete_flush(record, result).unwrap();
         assert!(log.begin_flush().is_none());
     }
 

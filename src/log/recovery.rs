@@ -63,6 +63,8 @@ impl<S: Storage> PartitionLog<S> {
             file: None,
             generation: 0,
             written_start: 0,
+            written_durable: None,
+            dirty: false,
         };
         let mut checkpoint_start = None;
         if has_checkpoint {
@@ -70,9 +72,13 @@ impl<S: Storage> PartitionLog<S> {
                 .open(&checkpoint_path)
                 .map_err(io_err("open", &checkpoint_path))?;
             let bytes = file.read_all().map_err(io_err("read", &checkpoint_path))?;
+            // What was read may be in the page cache only (a killed process): sync it, so that
+            // both slots as read are durable before recovery writes a new one (checkpoint.rs).
+            file.sync().map_err(io_err("fdatasync", &checkpoint_path))?;
             match checkpoint::decode_checkpoint(&bytes) {
                 Some(slot) => {
                     checkpoint.generation = slot.generation;
+                    checkpoint.written_durable = slot.durable;
                     checkpoint_start = Some(slot.log_start_offset);
                 }
                 None => tracing::warn!(
@@ -103,7 +109,12 @@ impl<S: Storage> PartitionLog<S> {
         let mut active = None;
         let mut fallback_base = checkpoint_start.unwrap_or(0);
         while let Some(&base) = bases.last() {
-            match Self::load_active(&storage, dir, base, &config, now_ms, &mut report)? {
+            // The recorded durable position applies only to the segment it names.
+            let durable = checkpoint
+                .written_durable
+                .filter(|&(b, _)| b == base)
+                .map(|(_, position)| u64::from(position));
+            match Self::load_active(&storage, dir, base, durable, &config, now_ms, &mut report)? {
                 Some(segment) => {
                     active = Some(segment);
                     break;
@@ -198,10 +209,21 @@ impl<S: Storage> PartitionLog<S> {
         // Make what recovery kept durable, so the durable end is the log end.
         let last = log.active();
         last.file.sync().map_err(io_err("fdatasync", &last.path))?;
+        // The whole active segment is durable now: record that if a checkpoint file exists and
+        // says otherwise (after a roll, or after a cut below a stale record).
+        let durable = Some((
+            last.base_offset,
+            u32::try_from(last.size).unwrap_or(u32::MAX),
+        ));
+        if log.checkpoint.file.is_some() && log.checkpoint.written_durable != durable {
+            log.checkpoint.written_durable = durable;
+            log.write_checkpoint()?;
+        }
         if let Some(file) = &log.checkpoint.file {
             file.sync()
                 .map_err(io_err("fdatasync", &log.checkpoint.path))?;
         }
+        log.checkpoint.dirty = false;
         log.storage
             .sync_dir(dir)
             .map_err(io_err("fsync directory", dir))?;
@@ -242,10 +264,14 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Loads the last segment with a full scan, cutting a torn tail. `None` if its header is
     /// torn and nothing valid follows it (the file is removed: it held no durable data).
+    /// `durable`: the recorded durable position of this segment, if any; a bad frame at or
+    /// past it starts a tail even if valid-looking frames follow (FORMAT.md §4, rule 2').
+    #[allow(clippy::too_many_arguments)]
     fn load_active(
         storage: &S,
         dir: &Path,
         base: u64,
+        durable: Option<u64>,
         config: &LogConfig,
         now_ms: u64,
         report: &mut RecoveryReport,
@@ -288,7 +314,7 @@ impl<S: Storage> PartitionLog<S> {
                 return Ok(None);
             }
         }
-        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base);
+        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, durable);
         let len = bytes.len() as u64;
         match outcome {
             ScanOutcome::Corrupt { position, reason } => return Err(corrupt(position, reason)),
@@ -400,7 +426,7 @@ impl<S: Storage> PartitionLog<S> {
                         .file
                         .read_at(&mut tail, last.position)
                         .map_err(io_err("read", &path))?;
-                    let (frames, outcome) = scan_frames(&tail, 0, last.position, last.offset);
+                    let (frames, outcome) = scan_frames(&tail, 0, last.position, last.offset, None);
                     match frames.first() {
                         Some(first) if first.crc == last.frame_crc => {
                             Self::sealed_outcome(&path, &outcome)?;
@@ -426,7 +452,7 @@ impl<S: Storage> PartitionLog<S> {
 
         // Rebuild the index from a full scan.
         let bytes = segment.file.read_all().map_err(io_err("read", &path))?;
-        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base);
+        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, None);
         Self::sealed_outcome(&path, &outcome)?;
         for frame in &frames {
             segment.note_frame(frame, config.index_interval_bytes);

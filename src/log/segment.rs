@@ -5,7 +5,7 @@
 use super::batch::{self, BatchHeader};
 use super::index::IndexEntry;
 use super::partition::{io_err, LogError, BATCH_FRAME_KIND};
-use crate::constants::{FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX};
+use crate::constants::{FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX};
 use crate::storage::file::StorageFile;
 use crate::storage::frame::{
     self, decode_frame, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd,
@@ -139,11 +139,15 @@ pub(super) fn check_frame(
 /// relative position `start`, checking every frame with [`check_frame`] from `first_id` on.
 /// The recovery rule is frame.rs's [`frame::scan`]; a frame that decodes but fails
 /// `check_frame` is a bad frame too, corruption if a valid frame follows it, else a tail.
+/// With `durable` (the recorded durable position of an active segment, absolute), a bad frame
+/// at or past it is a tail even if valid-looking frames follow: nothing from there on was
+/// ever acknowledged as durable (FORMAT.md §4, rule 2').
 pub(super) fn scan_frames(
     bytes: &[u8],
     start: usize,
     origin: u64,
     first_id: u64,
+    durable: Option<u64>,
 ) -> (Vec<ScannedFrame>, ScanOutcome) {
     let mut frames = Vec::new();
     let mut expected = first_id;
@@ -205,7 +209,33 @@ pub(super) fn scan_frames(
             },
         },
     };
+    let outcome = match outcome {
+        ScanOutcome::Corrupt { position, reason } if durable.is_some_and(|d| position >= d) => {
+            let relative = (position - origin) as usize;
+            let discarded = valid_looking_frames(bytes, relative + FRAME_ALIGN_BYTES);
+            ScanOutcome::Torn {
+                valid_end: position,
+                reason: format!(
+                    "{reason}; at or past the recorded durable position {} (never acknowledged \
+                     as durable): cut, discarding {discarded} valid-looking frame(s) after it",
+                    durable.expect("checked")
+                ),
+            }
+        }
+        other => other,
+    };
     (frames, outcome)
+}
+
+/// Number of aligned positions at or after `from` that hold a frame with a valid CRC.
+fn valid_looking_frames(bytes: &[u8], from: usize) -> usize {
+    let mut count = 0;
+    let mut at = from;
+    while let Some(next) = next_valid_frame(bytes, at) {
+        count += 1;
+        at = next + FRAME_ALIGN_BYTES;
+    }
+    count
 }
 
 /// A frame read back from a segment by [`read_frame`]; its payload is in the scratch buffer.
