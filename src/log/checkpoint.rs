@@ -4,8 +4,9 @@
 //! are unlinked only after the new start is durable, so a crash can never bring back a
 //! partial prefix. The file has two slots, written alternately, each in its own 4 KiB page:
 //! a torn write damages only the slot being written, and the other still holds the previous
-//! durable value. A slot is written only when no flush is in flight, so the slot not being
-//! written is always durable.
+//! durable value. A slot is written only when no flush is in flight, and a new generation
+//! only when every slot written so far was covered by a completed flush, so the slot not being
+//! written is always durable (see "Durable position" below).
 //!
 //! ```text
 //! slot (at byte 0 and at byte LOG_CHECKPOINT_SLOT_STRIDE_BYTES), little-endian

@@ -257,7 +257,7 @@ pub(super) struct CheckpointState<F> {
     pub(super) file: Option<F>,
     /// Generation of the newest slot written.
     pub(super) generation: u64,
-    /// The log start offset in the newest slot written (durable unless a flush is in flight).
+    /// The log start offset in the newest slot written (durable unless `dirty`).
     pub(super) written_start: u64,
     /// The durable position in the newest slot written: `(active segment base, byte size)`
     /// covered by the last completed flush (see checkpoint.rs for the crash argument).

@@ -5,6 +5,12 @@
 //! checked against the segment (rebuilt from a full scan if missing or damaged) and the frames
 //! after its last entry scanned, any bad frame being corruption; segments must be contiguous;
 //! then what was kept is synced.
+//!
+//! The active segment's scan uses the durable position recorded in `log-start.checkpoint`
+//! (checkpoint.rs has the crash argument) when it names that segment: a bad frame at or past
+//! it starts a tail that is cut, even if valid-looking frames follow (FORMAT.md §4 rule 2');
+//! before it, or with no record (old data dirs), the strict rule. After the scan the whole
+//! active segment is durable and is recorded as such.
 
 use super::checkpoint::{self, CHECKPOINT_FILE_NAME};
 use super::group_commit::GroupCommit;

@@ -28,7 +28,9 @@
 //! The recovery rule lives in [`scan`]: frames are read until the first position that does
 //! not hold a valid frame. If nothing valid follows it, the rest is a *tail* (clean if all
 //! zero, torn otherwise) and may be cut. If a valid frame follows, the bad frame is
-//! corruption in the middle and is reported with its byte position, never cut.
+//! corruption in the middle and is reported with its byte position, never cut. (The partition
+//! log refines this for its active segment with a recorded durable position: see
+//! `log::segment::scan_frames` and FORMAT.md §4 rule 2'.)
 
 use crate::constants::{
     FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES,
