@@ -29,6 +29,7 @@ pub mod produce;
 pub mod producer_state;
 pub mod registry;
 pub mod shard;
+pub mod share_group;
 
 use crate::model::ShardId;
 use std::future::Future;
