@@ -30,6 +30,7 @@ pub mod producer_state;
 pub mod registry;
 pub mod shard;
 pub mod share_group;
+pub mod share_session;
 
 use crate::model::ShardId;
 use std::future::Future;
