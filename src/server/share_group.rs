@@ -276,7 +276,7 @@ impl ShareGroups {
                 vec![],
             );
         }
-        if hb.member_epoch == 0 && hb.subscribed.as_ref().map_or(true, |s| s.is_empty()) {
+        if hb.member_epoch == 0 && hb.subscribed.as_ref().is_none_or(|s| s.is_empty()) {
             return (
                 HeartbeatAnswer::error(
                     ResponseError::InvalidRequest,
