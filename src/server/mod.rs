@@ -29,6 +29,9 @@ pub mod produce;
 pub mod producer_state;
 pub mod registry;
 pub mod shard;
+pub mod share_fetch;
+pub mod share_group;
+pub mod share_session;
 
 use crate::model::ShardId;
 use std::future::Future;

@@ -1,0 +1,658 @@
+//! Share-group coordinator state (KIP-932), kept on the group's shard (`model::group_shard`).
+//!
+//! Pure and synchronous: time comes in as `now_ms`, topics come from the caller's registry
+//! snapshot. Not yet wired to the wire protocol (ShareGroupHeartbeat is not advertised); the
+//! handler will be a function over this state like the other handlers.
+//!
+//! - Members: client-generated member ids (v1), member epochs, join (epoch 0), leave
+//!   (epoch -1), session-timeout eviction, subscriptions by topic name.
+//! - Assignor: per topic, the subscribed members (sorted by id) spread its partitions
+//!   round-robin; when members outnumber partitions, partitions are shared (member i gets
+//!   partition i mod P) — share groups allow several members per partition.
+//! - Epochs: the group epoch goes up on every membership, subscription or assignment
+//!   change; a member whose assignment changed takes the new group epoch.
+//! - Group configs (`share.*`), set through IncrementalAlterConfigs on GROUP resources.
+
+use super::registry::TopicRegistry;
+use crate::share::ShareConfig;
+use kafka_protocol::ResponseError;
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+/// Kafka's `group.share.session.timeout.ms` default.
+pub const SHARE_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// Kafka's `group.share.heartbeat.interval.ms` default.
+pub const SHARE_HEARTBEAT_INTERVAL_MS: i32 = 5_000;
+/// Config resource type GROUP.
+pub const RESOURCE_GROUP: i8 = 32;
+
+/// `share.auto.offset.reset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AutoOffsetReset {
+    #[default]
+    Latest,
+    Earliest,
+}
+
+/// A share group's configs (defaults unless set).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ShareGroupConfig {
+    pub auto_offset_reset: AutoOffsetReset,
+    pub share: ShareConfig,
+    /// The explicitly set values, by name (what DescribeConfigs reports as dynamic).
+    pub explicit: BTreeMap<String, String>,
+}
+
+/// The group config names served, with their defaults.
+pub fn group_config_defaults() -> Vec<(&'static str, String)> {
+    let d = ShareConfig::default();
+    vec![
+        ("share.auto.offset.reset", "latest".to_string()),
+        (
+            "share.delivery.count.limit",
+            d.delivery_count_limit.to_string(),
+        ),
+        (
+            "share.partition.max.record.locks",
+            d.partition_max_record_locks.to_string(),
+        ),
+        (
+            "share.record.lock.duration.ms",
+            d.record_lock_duration_ms.to_string(),
+        ),
+    ]
+}
+
+impl ShareGroupConfig {
+    /// Recomputes the typed values from `explicit`; errors name the bad config.
+    fn from_explicit(explicit: BTreeMap<String, String>) -> Result<ShareGroupConfig, String> {
+        let mut out = ShareGroupConfig {
+            explicit: BTreeMap::new(),
+            ..ShareGroupConfig::default()
+        };
+        for (name, value) in &explicit {
+            let num = || {
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{name} = {value:?} is not a non-negative integer"))
+            };
+            match name.as_str() {
+                "share.auto.offset.reset" => {
+                    out.auto_offset_reset = match value.trim() {
+                        "latest" => AutoOffsetReset::Latest,
+                        "earliest" => AutoOffsetReset::Earliest,
+                        other => {
+                            return Err(format!(
+                                "share.auto.offset.reset = {other:?}: expected latest or earliest"
+                            ))
+                        }
+                    }
+                }
+                "share.delivery.count.limit" => {
+                    out.share.delivery_count_limit = u16::try_from(num()?)
+                        .map_err(|_| format!("{name} = {value} is out of range"))?
+                }
+                "share.partition.max.record.locks" => {
+                    out.share.partition_max_record_locks = u32::try_from(num()?)
+                        .map_err(|_| format!("{name} = {value} is out of range"))?
+                }
+                "share.record.lock.duration.ms" => out.share.record_lock_duration_ms = num()?,
+                other => return Err(format!("unknown group config {other:?}")),
+            }
+        }
+        out.share.validate().map_err(|e| e.to_string())?;
+        out.explicit = explicit;
+        Ok(out)
+    }
+
+    /// Applies SET (`Some`) / DELETE (`None`) changes atomically: all or nothing.
+    pub fn apply(&mut self, changes: &[(String, Option<String>)]) -> Result<(), String> {
+        let mut explicit = self.explicit.clone();
+        for (name, value) in changes {
+            match value {
+                Some(v) => {
+                    explicit.insert(name.clone(), v.clone());
+                }
+                None => {
+                    explicit.remove(name);
+                }
+            }
+        }
+        *self = ShareGroupConfig::from_explicit(explicit)?;
+        Ok(())
+    }
+
+    /// (name, value, is_default) for every served group config.
+    pub fn describe(&self) -> Vec<(String, String, bool)> {
+        group_config_defaults()
+            .into_iter()
+            .map(|(name, default)| match self.explicit.get(name) {
+                Some(v) => (name.to_string(), v.clone(), false),
+                None => (name.to_string(), default, true),
+            })
+            .collect()
+    }
+}
+
+/// One topic of a member's assignment.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AssignedTopic {
+    pub topic_id: Uuid,
+    pub topic: String,
+    pub partitions: Vec<i32>,
+}
+
+/// A member of a share group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareMember {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub rack_id: Option<String>,
+    pub subscribed: Vec<String>,
+    pub assignment: Vec<AssignedTopic>,
+    pub last_heartbeat_ms: u64,
+}
+
+/// A share group.
+#[derive(Clone, Debug, Default)]
+pub struct ShareGroup {
+    pub group_epoch: i32,
+    pub members: BTreeMap<String, ShareMember>,
+    pub config: ShareGroupConfig,
+}
+
+/// A ShareGroupHeartbeat as the coordinator sees it.
+#[derive(Clone, Debug)]
+pub struct Heartbeat {
+    pub group_id: String,
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub rack_id: Option<String>,
+    /// `None`: unchanged since the last heartbeat.
+    pub subscribed: Option<Vec<String>>,
+}
+
+/// The answer to a heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatAnswer {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub member_id: Option<String>,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// `None`: no assignment in the answer (leave, error).
+    pub assignment: Option<Vec<AssignedTopic>>,
+}
+
+impl HeartbeatAnswer {
+    fn error(error: ResponseError, message: impl Into<String>) -> HeartbeatAnswer {
+        HeartbeatAnswer {
+            error_code: error.code(),
+            error_message: Some(message.into()),
+            member_id: None,
+            member_epoch: 0,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        }
+    }
+}
+
+/// A member that left or was evicted: its acquired records must be released on the shards
+/// of `partitions`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Departed {
+    pub group_id: String,
+    pub member_id: String,
+    pub partitions: Vec<AssignedTopic>,
+}
+
+/// Every share group coordinated by one shard.
+#[derive(Debug, Default)]
+pub struct ShareGroups {
+    groups: HashMap<String, ShareGroup>,
+    pub session_timeout_ms: u64,
+}
+
+impl ShareGroups {
+    pub fn new() -> ShareGroups {
+        ShareGroups {
+            groups: HashMap::new(),
+            session_timeout_ms: SHARE_SESSION_TIMEOUT_MS,
+        }
+    }
+
+    pub fn group(&self, group_id: &str) -> Option<&ShareGroup> {
+        self.groups.get(group_id)
+    }
+
+    pub fn group_ids(&self) -> impl Iterator<Item = &String> + '_ {
+        self.groups.keys()
+    }
+
+    /// The group's configs (defaults for an unknown group).
+    pub fn config(&self, group_id: &str) -> ShareGroupConfig {
+        self.groups
+            .get(group_id)
+            .map(|g| g.config.clone())
+            .unwrap_or_default()
+    }
+
+    /// IncrementalAlterConfigs on a GROUP resource; creates the (empty) group if needed,
+    /// as Kafka does. `Err` is an INVALID_CONFIG message.
+    pub fn alter_config(
+        &mut self,
+        group_id: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<(), String> {
+        let mut config = self.config(group_id);
+        config.apply(changes)?;
+        if !validate_only {
+            self.groups.entry(group_id.to_string()).or_default().config = config;
+        }
+        Ok(())
+    }
+
+    /// Handles one heartbeat. Returns the answer and the members that departed (a leave).
+    pub fn heartbeat(
+        &mut self,
+        hb: &Heartbeat,
+        registry: &TopicRegistry,
+        now_ms: u64,
+    ) -> (HeartbeatAnswer, Vec<Departed>) {
+        if hb.group_id.is_empty() {
+            return (
+                HeartbeatAnswer::error(ResponseError::InvalidRequest, "GroupId can't be empty"),
+                vec![],
+            );
+        }
+        if hb.member_id.is_empty() || hb.member_id.len() > 36 {
+            return (
+                HeartbeatAnswer::error(
+                    ResponseError::InvalidRequest,
+                    "MemberId must be a non-empty client-generated id",
+                ),
+                vec![],
+            );
+        }
+        if hb.member_epoch == 0 && hb.subscribed.as_ref().is_none_or(|s| s.is_empty()) {
+            return (
+                HeartbeatAnswer::error(
+                    ResponseError::InvalidRequest,
+                    "SubscribedTopicNames must be set in first request",
+                ),
+                vec![],
+            );
+        }
+        if hb.member_epoch < -1 {
+            return (
+                HeartbeatAnswer::error(ResponseError::InvalidRequest, "MemberEpoch is invalid"),
+                vec![],
+            );
+        }
+        let group = self.groups.entry(hb.group_id.clone()).or_default();
+        if hb.member_epoch == -1 {
+            let departed = match group.members.remove(&hb.member_id) {
+                Some(m) => {
+                    group.group_epoch += 1;
+                    rebalance(group, registry);
+                    vec![Departed {
+                        group_id: hb.group_id.clone(),
+                        member_id: m.member_id,
+                        partitions: m.assignment,
+                    }]
+                }
+                None => vec![],
+            };
+            return (
+                HeartbeatAnswer {
+                    error_code: 0,
+                    error_message: None,
+                    member_id: Some(hb.member_id.clone()),
+                    member_epoch: -1,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                },
+                departed,
+            );
+        }
+        let mut changed = false;
+        match group.members.get_mut(&hb.member_id) {
+            None if hb.member_epoch != 0 => {
+                return (
+                    HeartbeatAnswer::error(
+                        ResponseError::UnknownMemberId,
+                        format!("member {} is not in group {}", hb.member_id, hb.group_id),
+                    ),
+                    vec![],
+                )
+            }
+            None => {
+                group.members.insert(
+                    hb.member_id.clone(),
+                    ShareMember {
+                        member_id: hb.member_id.clone(),
+                        member_epoch: 0,
+                        rack_id: hb.rack_id.clone(),
+                        subscribed: normalise(hb.subscribed.clone().unwrap_or_default()),
+                        assignment: vec![],
+                        last_heartbeat_ms: now_ms,
+                    },
+                );
+                changed = true;
+            }
+            Some(member) => {
+                // A rejoin (epoch 0) of a known member is accepted; otherwise the epoch must match.
+                if hb.member_epoch != 0 && hb.member_epoch != member.member_epoch {
+                    return (
+                        HeartbeatAnswer::error(
+                            ResponseError::FencedMemberEpoch,
+                            format!(
+                                "member epoch {} does not match {}",
+                                hb.member_epoch, member.member_epoch
+                            ),
+                        ),
+                        vec![],
+                    );
+                }
+                member.last_heartbeat_ms = now_ms;
+                if let Some(subs) = &hb.subscribed {
+                    let subs = normalise(subs.clone());
+                    if subs != member.subscribed {
+                        member.subscribed = subs;
+                        changed = true;
+                    }
+                }
+                if hb.member_epoch == 0 {
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            group.group_epoch += 1;
+        }
+        // The registry may have changed too (topics created, deleted, grown).
+        rebalance(group, registry);
+        let member = &group.members[&hb.member_id];
+        (
+            HeartbeatAnswer {
+                error_code: 0,
+                error_message: None,
+                member_id: Some(member.member_id.clone()),
+                member_epoch: member.member_epoch,
+                heartbeat_interval_ms: SHARE_HEARTBEAT_INTERVAL_MS,
+                assignment: Some(member.assignment.clone()),
+            },
+            vec![],
+        )
+    }
+
+    /// Evicts members whose session timed out; their records must be released.
+    pub fn expire_sessions(&mut self, registry: &TopicRegistry, now_ms: u64) -> Vec<Departed> {
+        let timeout = self.session_timeout_ms;
+        let mut departed = vec![];
+        for (group_id, group) in self.groups.iter_mut() {
+            let expired: Vec<String> = group
+                .members
+                .values()
+                .filter(|m| m.last_heartbeat_ms.saturating_add(timeout) < now_ms)
+                .map(|m| m.member_id.clone())
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            for id in expired {
+                if let Some(m) = group.members.remove(&id) {
+                    departed.push(Departed {
+                        group_id: group_id.clone(),
+                        member_id: m.member_id,
+                        partitions: m.assignment,
+                    });
+                }
+            }
+            group.group_epoch += 1;
+            rebalance(group, registry);
+        }
+        departed
+    }
+}
+
+fn normalise(mut topics: Vec<String>) -> Vec<String> {
+    topics.sort();
+    topics.dedup();
+    topics
+}
+
+/// The target assignment of every member (deterministic in the member ids, subscriptions
+/// and registry).
+pub fn assign(
+    members: &BTreeMap<String, ShareMember>,
+    registry: &TopicRegistry,
+) -> BTreeMap<String, Vec<AssignedTopic>> {
+    let mut out: BTreeMap<String, BTreeMap<String, AssignedTopic>> = members
+        .keys()
+        .map(|id| (id.clone(), BTreeMap::new()))
+        .collect();
+    let mut topics: Vec<&String> = members.values().flat_map(|m| m.subscribed.iter()).collect();
+    topics.sort();
+    topics.dedup();
+    for name in topics {
+        let Some(meta) = registry.topic(name) else {
+            continue;
+        };
+        let subscribers: Vec<&String> = members
+            .values()
+            .filter(|m| m.subscribed.contains(name))
+            .map(|m| &m.member_id)
+            .collect();
+        let m = subscribers.len();
+        let p = meta.partitions.max(0) as usize;
+        if m == 0 || p == 0 {
+            continue;
+        }
+        let mut give = |member: &String, partition: i32| {
+            out.get_mut(member)
+                .expect("every member has an entry")
+                .entry(name.clone())
+                .or_insert_with(|| AssignedTopic {
+                    topic_id: meta.id,
+                    topic: name.clone(),
+                    partitions: vec![],
+                })
+                .partitions
+                .push(partition);
+        };
+        if m <= p {
+            for partition in 0..p {
+                give(subscribers[partition % m], partition as i32);
+            }
+        } else {
+            for (i, member) in subscribers.iter().enumerate() {
+                give(member, (i % p) as i32);
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(id, topics)| (id, topics.into_values().collect()))
+        .collect()
+}
+
+/// Installs the target assignment; a member whose assignment changes takes a new epoch.
+fn rebalance(group: &mut ShareGroup, registry: &TopicRegistry) {
+    let target = assign(&group.members, registry);
+    let mut bumped = false;
+    for (id, assignment) in target {
+        let member = group.members.get_mut(&id).expect("assigned members exist");
+        if member.assignment != assignment || member.member_epoch == 0 {
+            if !bumped && member.member_epoch >= group.group_epoch {
+                group.group_epoch = member.member_epoch + 1;
+            }
+            bumped = true;
+            member.assignment = assignment;
+        }
+    }
+    if bumped {
+        let epoch = group.group_epoch;
+        for member in group.members.values_mut() {
+            if member.member_epoch < epoch {
+                member.member_epoch = epoch;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(topics: &[(&str, u128, i32)]) -> TopicRegistry {
+        let mut r = TopicRegistry::new("c".into());
+        for (name, id, parts) in topics {
+            r.create_topic(name, Uuid::from_u128(*id), *parts, &[])
+                .unwrap();
+        }
+        r
+    }
+
+    fn hb(member: &str, epoch: i32, subs: Option<&[&str]>) -> Heartbeat {
+        Heartbeat {
+            group_id: "g".into(),
+            member_id: member.into(),
+            member_epoch: epoch,
+            rack_id: None,
+            subscribed: subs.map(|s| s.iter().map(|t| t.to_string()).collect()),
+        }
+    }
+
+    fn parts(a: &HeartbeatAnswer) -> Vec<i32> {
+        a.assignment
+            .as_ref()
+            .unwrap()
+            .iter()
+            .flat_map(|t| t.partitions.clone())
+            .collect()
+    }
+
+    #[test]
+    fn join_heartbeat_leave() {
+        let reg = registry(&[("t", 1, 2)]);
+        let mut groups = ShareGroups::new();
+        let (a, _) = groups.heartbeat(&hb("m1", 0, Some(&["t"])), &reg, 0);
+        assert_eq!(a.error_code, 0);
+        assert!(a.member_epoch > 0);
+        assert_eq!(parts(&a), vec![0, 1]);
+        let e1 = a.member_epoch;
+        // Second member: partitions are spread, epochs go up.
+        let (b, _) = groups.heartbeat(&hb("m2", 0, Some(&["t"])), &reg, 10);
+        assert_eq!(parts(&b), vec![1]);
+        assert!(b.member_epoch > e1);
+        // m1 with its old epoch is fenced? No: its epoch was bumped; the old one is stale.
+        let (a2, _) = groups.heartbeat(&hb("m1", e1, None), &reg, 20);
+        assert_eq!(a2.error_code, ResponseError::FencedMemberEpoch.code());
+        let cur = groups.group("g").unwrap().members["m1"].member_epoch;
+        let (a3, _) = groups.heartbeat(&hb("m1", cur, None), &reg, 20);
+        assert_eq!(a3.error_code, 0);
+        assert_eq!(parts(&a3), vec![0]);
+        // Leave.
+        let (l, departed) = groups.heartbeat(&hb("m2", -1, None), &reg, 30);
+        assert_eq!(l.member_epoch, -1);
+        assert_eq!(l.heartbeat_interval_ms, 0);
+        assert_eq!(departed.len(), 1);
+        assert_eq!(departed[0].partitions[0].partitions, vec![1]);
+        let cur = groups.group("g").unwrap().members["m1"].member_epoch;
+        let (a4, _) = groups.heartbeat(&hb("m1", cur, None), &reg, 40);
+        assert_eq!(parts(&a4), vec![0, 1]);
+    }
+
+    #[test]
+    fn members_share_partitions_when_they_outnumber_them() {
+        let reg = registry(&[("t", 1, 1)]);
+        let mut groups = ShareGroups::new();
+        for m in ["a", "b", "c"] {
+            groups.heartbeat(&hb(m, 0, Some(&["t"])), &reg, 0);
+        }
+        for m in groups.group("g").unwrap().members.values() {
+            assert_eq!(m.assignment.len(), 1);
+            assert_eq!(m.assignment[0].partitions, vec![0]);
+        }
+    }
+
+    #[test]
+    fn unknown_member_and_bad_requests() {
+        let reg = registry(&[("t", 1, 1)]);
+        let mut groups = ShareGroups::new();
+        let (a, _) = groups.heartbeat(&hb("x", 5, None), &reg, 0);
+        assert_eq!(a.error_code, ResponseError::UnknownMemberId.code());
+        let (a, _) = groups.heartbeat(&hb("", 0, Some(&["t"])), &reg, 0);
+        assert_eq!(a.error_code, ResponseError::InvalidRequest.code());
+        let (a, _) = groups.heartbeat(&hb("x", 0, None), &reg, 0);
+        assert_eq!(a.error_code, ResponseError::InvalidRequest.code());
+        // Unknown topics are subscribed but assign nothing.
+        let (a, _) = groups.heartbeat(&hb("x", 0, Some(&["nope"])), &reg, 0);
+        assert_eq!(a.error_code, 0);
+        assert!(parts(&a).is_empty());
+    }
+
+    #[test]
+    fn session_timeout_evicts() {
+        let reg = registry(&[("t", 1, 1)]);
+        let mut groups = ShareGroups::new();
+        groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 0);
+        groups.heartbeat(&hb("b", 0, Some(&["t"])), &reg, 40_000);
+        let gone = groups.expire_sessions(&reg, 46_000);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].member_id, "a");
+        assert!(groups.expire_sessions(&reg, 46_001).is_empty());
+        assert_eq!(groups.group("g").unwrap().members.len(), 1);
+    }
+
+    #[test]
+    fn group_configs_are_validated_and_described() {
+        let mut groups = ShareGroups::new();
+        groups
+            .alter_config(
+                "g",
+                &[
+                    ("share.auto.offset.reset".into(), Some("earliest".into())),
+                    ("share.delivery.count.limit".into(), Some("3".into())),
+                ],
+                false,
+            )
+            .unwrap();
+        let c = groups.config("g");
+        assert_eq!(c.auto_offset_reset, AutoOffsetReset::Earliest);
+        assert_eq!(c.share.delivery_count_limit, 3);
+        assert!(groups
+            .alter_config(
+                "g",
+                &[("share.auto.offset.reset".into(), Some("sideways".into()))],
+                false
+            )
+            .is_err());
+        assert!(groups
+            .alter_config(
+                "g",
+                &[("share.record.lock.duration.ms".into(), Some("1".into()))],
+                false
+            )
+            .is_err());
+        assert!(groups
+            .alter_config("g", &[("no.such".into(), Some("1".into()))], false)
+            .is_err());
+        // Unchanged by the failures.
+        assert_eq!(groups.config("g").share.delivery_count_limit, 3);
+        let described = groups.config("g").describe();
+        assert!(described.contains(&("share.auto.offset.reset".into(), "earliest".into(), false)));
+        assert!(described
+            .iter()
+            .any(|(n, _, d)| n == "share.record.lock.duration.ms" && *d));
+        groups
+            .alter_config("g", &[("share.auto.offset.reset".into(), None)], false)
+            .unwrap();
+        assert_eq!(
+            groups.config("g").auto_offset_reset,
+            AutoOffsetReset::Latest
+        );
+    }
+}
