@@ -17,7 +17,7 @@ use super::group_commit::GroupCommit;
 use super::index;
 use super::partition::{
     io_err, CheckpointState, LogConfig, LogError, PartitionLog, RecoveryReport, TruncatedTail,
-    HEADER_BYTES_U64, NO_TIMESTAMP,
+    HEADER_BYTES_U64,
 };
 use super::segment::{
     index_file_name, parse_file_name, scan_frames, segment_file_name, ScanOutcome, Segment,
@@ -254,18 +254,13 @@ impl<S: Storage> PartitionLog<S> {
         let file = storage.create(&path).map_err(io_err("create", &path))?;
         file.write_at(&SegmentHeader::new(SegmentKind::Log, base).encode(), 0)
             .map_err(io_err("write", &path))?;
-        Ok(Segment {
-            base_offset: base,
-            index_path: dir.join(index_file_name(base)),
+        Ok(Segment::empty(
+            base,
             path,
+            dir.join(index_file_name(base)),
             file,
-            size: HEADER_BYTES_U64,
-            next_offset: base,
-            max_timestamp: NO_TIMESTAMP,
-            index: Vec::new(),
-            first_append_ms: None,
-            dirty: true,
-        })
+            true,
+        ))
     }
 
     /// Loads the last segment with a full scan, cutting a torn tail. `None` if its header is
@@ -347,18 +342,7 @@ impl<S: Storage> PartitionLog<S> {
             }
             ScanOutcome::Clean { .. } => {}
         }
-        let mut segment = Segment {
-            base_offset: base,
-            index_path: dir.join(index_file_name(base)),
-            path,
-            file,
-            size: HEADER_BYTES_U64,
-            next_offset: base,
-            max_timestamp: NO_TIMESTAMP,
-            index: Vec::new(),
-            first_append_ms: None,
-            dirty: false,
-        };
+        let mut segment = Segment::empty(base, path, dir.join(index_file_name(base)), file, false);
         for frame in &frames {
             segment.note_frame(frame, config.index_interval_bytes);
         }
@@ -403,18 +387,7 @@ impl<S: Storage> PartitionLog<S> {
                 ),
             ));
         }
-        let mut segment = Segment {
-            base_offset: base,
-            path: path.clone(),
-            index_path: index_path.clone(),
-            file,
-            size: HEADER_BYTES_U64,
-            next_offset: base,
-            max_timestamp: NO_TIMESTAMP,
-            index: Vec::new(),
-            first_append_ms: None,
-            dirty: false,
-        };
+        let mut segment = Segment::empty(base, path.clone(), index_path.clone(), file, false);
 
         // Fast path: a valid index whose last entry matches its frame; scan only after it.
         let mut damage = String::from("missing");

@@ -4,7 +4,7 @@
 
 use super::batch::{self, BatchHeader};
 use super::index::IndexEntry;
-use super::partition::{io_err, LogError, BATCH_FRAME_KIND};
+use super::partition::{io_err, LogError, BATCH_FRAME_KIND, HEADER_BYTES_U64, NO_TIMESTAMP};
 use crate::constants::{FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX};
 use crate::storage::file::StorageFile;
 use crate::storage::frame::{
@@ -31,6 +31,28 @@ pub(super) struct Segment<F> {
 }
 
 impl<F> Segment<F> {
+    /// A segment holding only its header: a new one, or one about to be scanned at recovery.
+    pub(super) fn empty(
+        base: u64,
+        path: PathBuf,
+        index_path: PathBuf,
+        file: F,
+        dirty: bool,
+    ) -> Self {
+        Segment {
+            base_offset: base,
+            path,
+            index_path,
+            file,
+            size: HEADER_BYTES_U64,
+            next_offset: base,
+            max_timestamp: NO_TIMESTAMP,
+            index: Vec::new(),
+            first_append_ms: None,
+            dirty,
+        }
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.next_offset == self.base_offset
     }

@@ -492,6 +492,17 @@ fn plan_alter(
     }
 }
 
+/// Turns every successful result (error code 0) in `results` into error `code` with `msg`.
+/// A macro because the results are different generated types with the same two fields.
+macro_rules! fail_each {
+    ($results:expr, $code:expr, $msg:expr) => {
+        for r in $results.iter_mut().filter(|r| r.error_code == 0) {
+            r.error_code = $code;
+            r.error_message = $msg.clone();
+        }
+    };
+}
+
 /// The reply when the plan's registry could not be persisted: every success becomes `code`.
 pub fn fail_reply(reply: AdminReply, code: i16, message: &str) -> AdminReply {
     let msg = Some(message.to_string());
@@ -511,30 +522,14 @@ pub fn fail_reply(reply: AdminReply, code: i16, message: &str) -> AdminReply {
                 })
                 .collect(),
         ),
-        AdminReply::Deleted(results) => AdminReply::Deleted(
-            results
-                .into_iter()
-                .map(|mut r| {
-                    if r.error_code == 0 {
-                        r.error_code = code;
-                        r.error_message = msg.clone();
-                    }
-                    r
-                })
-                .collect(),
-        ),
-        AdminReply::Altered(results) => AdminReply::Altered(
-            results
-                .into_iter()
-                .map(|mut r| {
-                    if r.error_code == 0 {
-                        r.error_code = code;
-                        r.error_message = msg.clone();
-                    }
-                    r
-                })
-                .collect(),
-        ),
+        AdminReply::Deleted(mut results) => {
+            fail_each!(results, code, msg);
+            AdminReply::Deleted(results)
+        }
+        AdminReply::Altered(mut results) => {
+            fail_each!(results, code, msg);
+            AdminReply::Altered(results)
+        }
         AdminReply::ProducerId(_) => AdminReply::ProducerId(Err(code)),
     }
 }
