@@ -14,7 +14,10 @@
 
 use crate::constants::{
     DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
-    RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, TOPIC_PARTITIONS_DEFAULT, TOPIC_PARTITIONS_MAX,
+    RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, SHARE_DELIVERY_COUNT_LIMIT_MAX,
+    SHARE_DELIVERY_COUNT_LIMIT_MIN, SHARE_PARTITION_MAX_RECORD_LOCKS_MAX,
+    SHARE_RECORD_LOCK_DURATION_MS_MAX, SHARE_RECORD_LOCK_DURATION_MS_MIN,
+    TOPIC_PARTITIONS_DEFAULT, TOPIC_PARTITIONS_MAX,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -277,6 +280,60 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
     },
 ];
 
+/// Share-group configs (resource type GROUP), Kafka's names and ranges; the typed view is
+/// `server::share_group::ShareGroupConfig`.
+pub const GROUP_CONFIGS: &[ConfigDef] = &[
+    ConfigDef {
+        name: "share.auto.offset.reset",
+        config_type: ConfigType::String,
+        default: "latest",
+        rule: ConfigRule::OneOf(&["latest", "earliest"]),
+        synonym: None,
+        doc: "Where a share group with no state for a partition starts: the log end (latest) or the log start (earliest).",
+    },
+    ConfigDef {
+        name: "share.isolation.level",
+        config_type: ConfigType::String,
+        default: "read_uncommitted",
+        rule: ConfigRule::OneOf(&["read_uncommitted", "read_committed"]),
+        synonym: None,
+        doc: "Which records share consumers read; the same here, because produce has no transactions.",
+    },
+    ConfigDef {
+        name: "share.record.lock.duration.ms",
+        config_type: ConfigType::Int,
+        default: "30000",
+        rule: ConfigRule::Range {
+            min: SHARE_RECORD_LOCK_DURATION_MS_MIN as i64,
+            max: SHARE_RECORD_LOCK_DURATION_MS_MAX as i64,
+        },
+        synonym: None,
+        doc: "How long an acquired record stays with its consumer before it is available again.",
+    },
+    ConfigDef {
+        name: "share.delivery.count.limit",
+        config_type: ConfigType::Int,
+        default: "5",
+        rule: ConfigRule::Range {
+            min: SHARE_DELIVERY_COUNT_LIMIT_MIN as i64,
+            max: SHARE_DELIVERY_COUNT_LIMIT_MAX as i64,
+        },
+        synonym: None,
+        doc: "Deliveries after which a record that comes back is archived instead.",
+    },
+    ConfigDef {
+        name: "share.partition.max.record.locks",
+        config_type: ConfigType::Int,
+        default: "2000",
+        rule: ConfigRule::Range {
+            min: 1,
+            max: SHARE_PARTITION_MAX_RECORD_LOCKS_MAX as i64,
+        },
+        synonym: None,
+        doc: "Most in-flight records (from the share-partition start offset) per partition.",
+    },
+];
+
 /// Broker configs (resource type BROKER). Dynamic ones give topics their defaults.
 pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ConfigDef {
@@ -389,6 +446,20 @@ pub fn broker_config_def(name: &str) -> Option<&'static ConfigDef> {
     BROKER_CONFIGS.iter().find(|def| def.name == name)
 }
 
+/// The definition of share-group config `name`, if the broker knows it.
+pub fn group_config_def(name: &str) -> Option<&'static ConfigDef> {
+    GROUP_CONFIGS.iter().find(|def| def.name == name)
+}
+
+/// Validates a share-group config; returns the canonical value.
+pub fn validate_group_config(name: &str, value: &str) -> Result<String, ConfigError> {
+    group_config_def(name)
+        .ok_or_else(|| ConfigError::UnknownKey {
+            key: name.to_string(),
+        })?
+        .validate(value)
+}
+
 /// Validates a topic override; returns the canonical value.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<String, ConfigError> {
     topic_config_def(name)
@@ -411,6 +482,8 @@ pub fn validate_broker_config(name: &str, value: &str) -> Result<String, ConfigE
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    /// Kafka's GROUP_CONFIG.
+    Group = 8,
     DynamicDefaultBroker = 4,
     Default = 5,
 }

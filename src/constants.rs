@@ -65,6 +65,8 @@ pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
 pub const BROKER_PARTITIONS_MAX: usize = 20_000;
 /// Kafka's limit on topic name length.
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Share groups with explicit configs (each is a few hundred bytes of metadata.json).
+pub const GROUP_CONFIGS_MAX: usize = 10_000;
 /// Partitions a topic gets when CreateTopics asks for the default (-1); Kafka's `num.partitions`.
 pub const TOPIC_PARTITIONS_DEFAULT: i32 = 1;
 /// Producer ids reserved durably at a time; ids of a reserved block are never handed out twice.
@@ -149,6 +151,15 @@ pub const SHARE_TRANSACTION_RETENTION_MS_DEFAULT: u64 = 3_600_000;
 pub const SHARE_TRANSACTIONS_FINISHED_MAX: usize = 10_000;
 /// Longest transaction id accepted, in bytes.
 pub const SHARE_TRANSACTION_ID_BYTES_MAX: usize = 1_024;
+
+/// How often a shard expires acquisition locks and share-member sessions.
+pub const SHARE_HOUSEKEEPING_INTERVAL_MS: u64 = 200;
+/// A shard writes a journal snapshot once this many entries follow the last one (then the
+/// segments before it can be deleted).
+pub const JOURNAL_SNAPSHOT_EVERY_ENTRIES: u64 = 100_000;
+/// Longest a ShareFetch with nothing to hand out waits before it looks again for records
+/// released, expired or aborted meanwhile (new data in the log wakes it at once).
+pub const SHARE_FETCH_RECHECK_MS: u64 = 100;
 
 const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_MIN > 0);
 const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_MIN <= SHARE_RECORD_LOCK_DURATION_MS_DEFAULT);

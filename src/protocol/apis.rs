@@ -61,6 +61,9 @@ pub const DELETE_TOPICS: i16 = 20;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
+pub const SHARE_FETCH: i16 = 78;
+pub const SHARE_ACKNOWLEDGE: i16 = 79;
 
 /// Every API this broker implements, sorted by key.
 pub const SUPPORTED_APIS: &[ApiSpec] = &[
@@ -140,6 +143,28 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 0,
         max_version: 1,
         flexible_min: 1,
+    },
+    // KIP-932. Only v1: the crate has no v2 codec, and Java 4.4 negotiates down to v1.
+    ApiSpec {
+        key: SHARE_GROUP_HEARTBEAT,
+        name: "ShareGroupHeartbeat",
+        min_version: 1,
+        max_version: 1,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: SHARE_FETCH,
+        name: "ShareFetch",
+        min_version: 1,
+        max_version: 1,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: SHARE_ACKNOWLEDGE,
+        name: "ShareAcknowledge",
+        min_version: 1,
+        max_version: 1,
+        flexible_min: 0,
     },
 ];
 

@@ -84,10 +84,7 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
         m.connections_total += 1;
         m.connections_active += 1;
     });
-    let conn = ConnInfo {
-        local_addr,
-        peer_addr,
-    };
+    let conn = ConnInfo::new(local_addr, peer_addr);
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue_tx, queue_rx) =
         local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
@@ -222,6 +219,7 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
     drop(reserved);
     drop(queue_tx);
     let closed_on_error = writer_task.await;
+    crate::server::share_api::connection_closed(&ctx, &conn).await;
     ctx.connections_active.set(ctx.connections_active.get() - 1);
     ctx.with_metrics(|m| {
         m.connections_active -= 1;

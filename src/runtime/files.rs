@@ -15,7 +15,9 @@ fn with_path(path: &Path, error: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{}: {error}", path.display()))
 }
 
-async fn sync_file(path: &Path) -> io::Result<()> {
+/// `fdatasync` of one file (the journal's memory-mapped segment: a shared mapping's dirty
+/// pages are the file's page cache, so this makes them durable).
+pub async fn sync_file(path: &Path) -> io::Result<()> {
     let file = BufferedFile::open(path)
         .await
         .map_err(|e| with_path(path, e))?;

@@ -25,13 +25,16 @@ pub mod sync;
 
 use crate::config::BrokerConfig;
 use crate::constants::{
-    LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
+    LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARE_HOUSEKEEPING_INTERVAL_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
     SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
 };
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
-use crate::server::shard::{remove_orphan_logs, ShardState};
+use crate::journal::{Journal, JournalConfig};
+use crate::server::shard::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
+use crate::server::share::ShareShard;
+use crate::storage::mmap::MmapDir;
 use crate::storage::file::FsStorage;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::TcpListener;
@@ -175,6 +178,12 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
     for path in removed {
         tracing::info!(dir = %path.display(), "removed the log of a deleted partition");
     }
+    check_journal_shards(&config.data_dir, config.shards).map_err(|error| {
+        RuntimeError::DataDir {
+            path: config.data_dir.display().to_string(),
+            error,
+        }
+    })?;
     let registry = Arc::new(registry);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -274,7 +283,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         .map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let id = senders.peer_id();
     let started = Instant::now();
-    let (state, reports) = ShardState::open(
+    let (mut state, reports) = ShardState::open(
         ShardId(id as u16),
         shards,
         &config.data_dir,
@@ -283,6 +292,16 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         wall_ms() as u64,
     )
     .map_err(|e| e.to_string())?;
+    let jdir = journal_dir(&config.data_dir, ShardId(id as u16));
+    let region_dir = MmapDir::open(&jdir).map_err(|e| format!("{}: {e}", jdir.display()))?;
+    let (journal, recovered) = Journal::open(region_dir, JournalConfig::default())
+        .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
+    if let Some(cut) = &recovered.report.truncated {
+        tracing::warn!(shard = id, ?cut, "state journal recovered with a torn tail cut");
+    }
+    state.share = ShareShard::restore(&recovered)
+        .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
+    state.share.retain_topics(&state.registry().clone());
     for report in reports
         .iter()
         .filter(|r| !r.truncated.is_empty() || !r.removed.is_empty())
@@ -300,6 +319,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     let metrics: Arc<Mutex<ShardMetrics>> = setup.metrics.shard(id);
     let ctx = ShardCtx::new(
         state,
+        journal,
         (shards > 1).then_some(senders),
         metrics,
         SHARD_INFLIGHT_REQUEST_BYTES_MAX,
@@ -314,6 +334,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         .detach();
     }
     spawn_periodic(&ctx, LOG_HOUSEKEEPING_INTERVAL_MS, |c| c.housekeeping());
+    spawn_periodic(&ctx, SHARE_HOUSEKEEPING_INTERVAL_MS, |c| c.share_housekeeping());
     spawn_periodic(&ctx, METRICS_REFRESH_MS, |c| c.refresh_log_gauges());
     {
         let c = ctx.clone();

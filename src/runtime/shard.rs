@@ -20,9 +20,12 @@ use crate::metrics::{LogGauge, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
+use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
+use crate::journal::Journal;
 use crate::server::ops::{
-    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, WaitOp,
+    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult, WaitOp,
 };
+use crate::storage::mmap::MmapDir;
 use crate::server::registry::random_uuid;
 use crate::server::shard::{PartitionKey, ShardState};
 use crate::server::{Bus, TopicRegistry};
@@ -69,6 +72,9 @@ pub struct ShardRuntime {
     pub shard_count: usize,
     pub data_dir: PathBuf,
     state: RefCell<ShardState<FsStorage>>,
+    /// The shard's state journal (share-partition state); see `server::share`.
+    journal: RefCell<Journal<MmapDir>>,
+    journal_sync: RefCell<PartitionSync>,
     senders: Option<Senders<MeshMsg>>,
     next_request_id: Cell<u64>,
     pending: RefCell<HashMap<u64, OneshotSender<ShardReply>>>,
@@ -99,6 +105,7 @@ impl std::ops::Deref for ShardCtx {
 impl ShardCtx {
     pub fn new(
         state: ShardState<FsStorage>,
+        journal: Journal<MmapDir>,
         senders: Option<Senders<MeshMsg>>,
         metrics: Arc<Mutex<ShardMetrics>>,
         request_bytes_max: u64,
@@ -108,6 +115,8 @@ impl ShardCtx {
             shard_count: state.shard_count,
             data_dir: state.data_dir.clone(),
             state: RefCell::new(state),
+            journal: RefCell::new(journal),
+            journal_sync: RefCell::new(PartitionSync::default()),
             senders,
             next_request_id: Cell::new(1),
             pending: RefCell::new(HashMap::new()),
@@ -171,6 +180,226 @@ impl ShardCtx {
                 self.install_registry(registry);
                 ShardReply::Installed
             }
+            ShardOp::ShareHeartbeat(hb) => {
+                let (answer, departed) = {
+                    let mut state = self.state.borrow_mut();
+                    let registry = state.registry().clone();
+                    state
+                        .share
+                        .groups
+                        .heartbeat(&hb, &registry, wall_ms() as u64)
+                };
+                for d in departed {
+                    self.member_gone(d.group_id, d.member_id);
+                }
+                ShardReply::ShareHeartbeat(answer)
+            }
+            ShardOp::ShareSession(op) => {
+                let now = wall_ms() as u64;
+                let mut state = self.state.borrow_mut();
+                let sessions = &mut state.share.sessions;
+                let outcome = if op.acknowledge_only {
+                    sessions.acknowledge(&op.key, op.epoch, now)
+                } else {
+                    sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, now)
+                };
+                ShardReply::ShareSession(outcome.map_err(|e| e.code()))
+            }
+            ShardOp::ShareFetch(op) => {
+                let fetched = self.state.borrow_mut().share_fetch(&op, wall_ms() as u64);
+                // A new share partition's start offset is journalled; nothing waits for it.
+                let _ = self.append_share_entries();
+                ShardReply::ShareFetched(fetched)
+            }
+            ShardOp::ShareAcknowledge(op) => {
+                let mut results = self
+                    .state
+                    .borrow_mut()
+                    .share_acknowledge(&op, wall_ms() as u64);
+                let durable = match self.append_share_entries() {
+                    Ok(Some(seq)) => self.wait_journal(seq).await,
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Err(cause) = durable {
+                    for r in results.iter_mut().filter(|r| r.error_code == 0) {
+                        *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+                    }
+                }
+                ShardReply::ShareAcknowledged(results)
+            }
+            ShardOp::ShareReleaseMember {
+                group_id,
+                member_id,
+            } => {
+                let released = self
+                    .state
+                    .borrow_mut()
+                    .share
+                    .release_member(&group_id, &member_id);
+                let _ = self.append_share_entries();
+                ShardReply::ShareReleased(released)
+            }
+            ShardOp::ShareDisconnected {
+                group_id,
+                member_id,
+            } => {
+                self.member_gone(group_id, member_id);
+                ShardReply::ShareReleased(0)
+            }
+        }
+    }
+
+    /// A share member left, was evicted, or lost its connection: close its share session (on
+    /// this, the group's shard) and release its acquired records on every shard.
+    fn member_gone(&self, group_id: String, member_id: String) {
+        self.state
+            .borrow_mut()
+            .share
+            .sessions
+            .remove_member(&group_id, &member_id);
+        for shard in 0..self.shard_count {
+            let op = ShardOp::ShareReleaseMember {
+                group_id: group_id.clone(),
+                member_id: member_id.clone(),
+            };
+            let ctx = self.clone();
+            glommio::spawn_local(async move {
+                ctx.call(ShardId(shard as u16), op).await;
+            })
+            .detach();
+        }
+    }
+
+    /// Appends the share state's pending journal entries; returns the last sequence number
+    /// appended (`None`: nothing to append) and starts a flush.
+    fn append_share_entries(&self) -> Result<Option<u64>, String> {
+        let entries = self.state.borrow_mut().share.take_entries();
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let mut last = None;
+        {
+            let mut journal = self.journal.borrow_mut();
+            for entry in &entries {
+                match journal.append_entry(entry) {
+                    Ok(seq) => last = Some(seq),
+                    Err(e) => {
+                        tracing::error!(shard = %self.id, error = %e, "state journal append failed");
+                        return Err(e.to_string());
+                    }
+                }
+            }
+        }
+        self.ensure_journal_flush();
+        Ok(last)
+    }
+
+    /// Completes once journal entry `seq` is durable.
+    async fn wait_journal(&self, seq: u64) -> Result<(), String> {
+        if self.journal.borrow().durable_end() > seq {
+            return Ok(());
+        }
+        let (tx, rx) = oneshot();
+        self.journal_sync.borrow_mut().waiters.park(seq + 1, tx);
+        self.ensure_journal_flush();
+        match rx.await {
+            Some(result) => result,
+            None => Err("the state journal flush was abandoned".into()),
+        }
+    }
+
+    fn ensure_journal_flush(&self) {
+        {
+            let mut sync = self.journal_sync.borrow_mut();
+            if sync.flushing {
+                return;
+            }
+            sync.flushing = true;
+        }
+        let ctx = self.clone();
+        glommio::spawn_local(async move { ctx.journal_flush_loop().await }).detach();
+    }
+
+    async fn journal_flush_loop(&self) {
+        loop {
+            let ticket = self.journal.borrow_mut().begin_flush();
+            let ticket = match ticket {
+                Ok(Some(ticket)) => ticket,
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail_journal_waiters(&e.to_string());
+                    break;
+                }
+            };
+            let started = Instant::now();
+            let result = files::sync_file(&ticket.path).await;
+            let micros = started.elapsed().as_micros() as u64;
+            self.with_metrics(|m| m.fsync.record(micros));
+            let completed = self.journal.borrow_mut().complete_flush(ticket, result);
+            match completed {
+                Ok(()) => {
+                    let end = self.journal.borrow().durable_end();
+                    let released = self.journal_sync.borrow_mut().waiters.release(end);
+                    for waiter in released {
+                        waiter.send(Ok(()));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(shard = %self.id, error = %e, "state journal flush failed; journal poisoned");
+                    self.fail_journal_waiters(&e.to_string());
+                    break;
+                }
+            }
+        }
+        self.journal_sync.borrow_mut().flushing = false;
+    }
+
+    fn fail_journal_waiters(&self, cause: &str) {
+        let drained = self.journal_sync.borrow_mut().waiters.drain();
+        for waiter in drained {
+            waiter.send(Err(cause.to_string()));
+        }
+    }
+
+    /// Expires acquisition locks and member sessions; snapshots and compacts the journal.
+    pub fn share_housekeeping(&self) {
+        let now = wall_ms() as u64;
+        let departed = {
+            let mut state = self.state.borrow_mut();
+            state.share.expire_locks(now);
+            let registry = state.registry().clone();
+            state.share.groups.expire_sessions(&registry, now)
+        };
+        for d in departed {
+            tracing::info!(shard = %self.id, group = %d.group_id, member = %d.member_id, "share member session timed out");
+            self.member_gone(d.group_id, d.member_id);
+        }
+        if self.append_share_entries().is_err() {
+            return;
+        }
+        let due = {
+            let journal = self.journal.borrow();
+            let since = journal
+                .latest_durable_snapshot()
+                .map_or(journal.next_seq(), |s| journal.next_seq() - s.end_seq);
+            since >= JOURNAL_SNAPSHOT_EVERY_ENTRIES && !journal.needs_flush()
+        };
+        if due {
+            let snapshot = self.state.borrow().share.durable_snapshot();
+            let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
+            match written {
+                Ok(_) => self.ensure_journal_flush(),
+                Err(e) => tracing::error!(shard = %self.id, error = %e, "journal snapshot failed"),
+            }
+        }
+        let compacted = self.journal.borrow_mut().compact();
+        match compacted {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::debug!(shard = %self.id, segments = removed.len(), "state journal compacted")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(shard = %self.id, error = %e, "journal compaction failed"),
         }
     }
 
@@ -424,6 +653,11 @@ impl ShardCtx {
 
     /// Flushes every partition with unflushed writes and waits until all are durable.
     pub async fn flush_all(&self) {
+        if let Ok(Some(seq)) = self.append_share_entries() {
+            if let Err(e) = self.wait_journal(seq).await {
+                tracing::error!(shard = %self.id, error = %e, "state journal not flushed at shutdown");
+            }
+        }
         loop {
             let pending = self.state.borrow().unflushed();
             if pending.is_empty() {

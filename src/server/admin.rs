@@ -17,8 +17,9 @@ use super::ops::{
 use super::registry::{TopicError, TopicRegistry};
 use super::{respond, Bus, Outcome};
 use crate::config::{
-    broker_config_def, effective_broker_value, effective_topic_value, topic_config_def,
-    validate_broker_config, validate_topic_config, ConfigError, ConfigType, TOPIC_CONFIGS,
+    broker_config_def, effective_broker_value, effective_topic_value, group_config_def,
+    topic_config_def, validate_broker_config, validate_group_config, validate_topic_config,
+    ConfigError, ConfigType, TOPIC_CONFIGS,
 };
 use crate::constants::BROKER_NODE_ID;
 use crate::model::ShardId;
@@ -40,6 +41,8 @@ use uuid::Uuid;
 pub const RESOURCE_TOPIC: i8 = 2;
 /// Kafka resource type of a broker in config APIs.
 pub const RESOURCE_BROKER: i8 = 4;
+/// Kafka resource type of a (share) group in config APIs.
+pub const RESOURCE_GROUP: i8 = 32;
 
 /// The metadata controller's own state (on shard 0).
 #[derive(Debug, Default)]
@@ -458,6 +461,27 @@ fn plan_alter(
                         .and_then(|()| {
                             next.set_broker_configs(configs)
                                 .map_err(|e| (config_error_code(&e), e.to_string()))
+                        })
+                    }
+                }
+                RESOURCE_GROUP => {
+                    let group = resource.resource_name.as_str();
+                    let mut configs = next.group_configs.get(group).cloned().unwrap_or_default();
+                    if group.is_empty() {
+                        Err((
+                            ResponseError::InvalidGroupId.code(),
+                            "the group id is empty".to_string(),
+                        ))
+                    } else {
+                        apply_changes(
+                            &mut configs,
+                            &resource.changes,
+                            &|name| group_config_def(name).map(|d| d.config_type),
+                            &validate_group_config,
+                        )
+                        .and_then(|()| {
+                            next.set_group_configs(group, configs)
+                                .map_err(|e| (ResponseError::InvalidConfig.code(), e))
                         })
                     }
                 }

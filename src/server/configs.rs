@@ -4,12 +4,12 @@
 //! broker default, static default); with `include_synonyms`, the whole chain is listed, most
 //! specific first, as Kafka does.
 
-use super::admin::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::admin::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::registry::TopicRegistry;
 use super::{respond, Bus, Outcome};
 use crate::config::{
     broker_config_def, effective_broker_value, effective_topic_value, ConfigDef, ConfigSource,
-    BROKER_CONFIGS, TOPIC_CONFIGS,
+    BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS,
 };
 use crate::constants::BROKER_NODE_ID;
 use crate::protocol::codec::{decode_body, Request};
@@ -121,6 +121,31 @@ fn broker_configs(
         .collect()
 }
 
+fn group_configs(
+    group: &BTreeMap<String, String>,
+    keys: &Option<Vec<StrBytes>>,
+    include_synonyms: bool,
+    version: i16,
+    include_documentation: bool,
+) -> Vec<describe_configs_response::DescribeConfigsResourceResult> {
+    GROUP_CONFIGS
+        .iter()
+        .filter(|def| wanted(keys, def.name))
+        .map(|def| {
+            let (value, source) = match group.get(def.name) {
+                Some(v) => (v.clone(), ConfigSource::Group),
+                None => (def.default.to_string(), ConfigSource::Default),
+            };
+            let synonyms = if include_synonyms {
+                vec![synonym(def.name, &value, source)]
+            } else {
+                Vec::new()
+            };
+            entry(def, value, source, synonyms, version, include_documentation)
+        })
+        .collect()
+}
+
 /// Builds the DescribeConfigs response (pure, for tests).
 pub fn describe_configs_response(
     registry: &TopicRegistry,
@@ -157,6 +182,16 @@ pub fn describe_configs_response(
                 RESOURCE_BROKER if name.is_empty() || name == BROKER_NODE_ID.to_string() => {
                     result.configs = broker_configs(
                         &registry.broker_configs,
+                        &resource.configuration_keys,
+                        request.include_synonyms,
+                        version,
+                        include_documentation,
+                    )
+                }
+                RESOURCE_GROUP if !name.is_empty() => {
+                    let empty = BTreeMap::new();
+                    result.configs = group_configs(
+                        registry.group_configs.get(name).unwrap_or(&empty),
                         &resource.configuration_keys,
                         request.include_synonyms,
                         version,

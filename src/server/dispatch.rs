@@ -5,7 +5,9 @@
 //! consistent table and closes the connection rather than panic. New API keys (the project's
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
-use super::{admin, api_versions, configs, fetch, metadata, produce, Bus, ConnInfo, Outcome};
+use super::{
+    admin, api_versions, configs, fetch, metadata, produce, share_api, Bus, ConnInfo, Outcome,
+};
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
 
@@ -25,6 +27,9 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
+        apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, request).await,
+        apis::SHARE_FETCH => share_api::handle_share_fetch(bus, conn, request).await,
+        apis::SHARE_ACKNOWLEDGE => share_api::handle_share_acknowledge(bus, conn, request).await,
         other => Outcome::Close(format!(
             "API key {other} is in the served table but has no handler"
         )),

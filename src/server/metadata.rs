@@ -249,10 +249,10 @@ mod tests {
     use kafka_protocol::protocol::{Decodable, Encodable};
 
     fn conn() -> ConnInfo {
-        ConnInfo {
-            local_addr: "127.0.0.1:19092".parse().unwrap(),
-            peer_addr: "127.0.0.1:50000".parse().unwrap(),
-        }
+        ConnInfo::new(
+            "127.0.0.1:19092".parse().unwrap(),
+            "127.0.0.1:50000".parse().unwrap(),
+        )
     }
 
     fn registry() -> TopicRegistry {

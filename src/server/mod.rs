@@ -29,13 +29,18 @@ pub mod produce;
 pub mod producer_state;
 pub mod registry;
 pub mod shard;
+pub mod share;
+pub mod share_api;
 pub mod share_fetch;
 pub mod share_group;
 pub mod share_session;
 
 use crate::model::ShardId;
 use std::future::Future;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 
 pub use ops::{ShardOp, ShardReply};
@@ -48,6 +53,20 @@ pub struct ConnInfo {
     /// client reaches the broker the way it already did.
     pub local_addr: SocketAddr,
     pub peer_addr: SocketAddr,
+    /// Share-group members (group id, member id) that fetched or acknowledged on this
+    /// connection: when it drops, their sessions close and their acquired records are
+    /// released at once, as Kafka does.
+    pub share_members: Rc<RefCell<BTreeSet<(String, String)>>>,
+}
+
+impl ConnInfo {
+    pub fn new(local_addr: SocketAddr, peer_addr: SocketAddr) -> ConnInfo {
+        ConnInfo {
+            local_addr,
+            peer_addr,
+            share_members: Rc::default(),
+        }
+    }
 }
 
 /// The runtime's services to handlers. Implemented by `runtime` and by test doubles.

@@ -6,6 +6,10 @@
 //! under the same name) is refused rather than applied to the wrong log.
 
 use super::registry::TopicRegistry;
+use super::shard::PartitionKey;
+use super::share_group::{Heartbeat, HeartbeatAnswer};
+use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
+use crate::share::{AckBatch, AcquiredRange};
 use bytes::Bytes;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -201,6 +205,71 @@ pub enum AdminReply {
     ProducerId(Result<i64, i16>),
 }
 
+/// Acquire records for one share-group member from partitions of one shard.
+#[derive(Clone, Debug)]
+pub struct ShareFetchOp {
+    pub group_id: String,
+    pub member_id: String,
+    pub partitions: Vec<PartitionRef>,
+    pub max_records: u32,
+    pub max_bytes: usize,
+}
+
+/// What one partition of a ShareFetch returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareFetchedPartition {
+    pub partition: PartitionKey,
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    /// Whole batches overlapping the acquired ranges.
+    pub records: Bytes,
+    pub acquired: Vec<AcquiredRange>,
+    /// New records at or past this offset could be acquired (for the long poll).
+    pub wait_offset: i64,
+}
+
+/// Acknowledge records of one share-group member on partitions of one shard.
+#[derive(Clone, Debug)]
+pub struct ShareAckOp {
+    pub group_id: String,
+    pub member_id: String,
+    pub partitions: Vec<(PartitionRef, Vec<AckBatch>)>,
+}
+
+/// Outcome of acknowledging one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareAckResult {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+}
+
+impl ShareAckResult {
+    pub fn ok() -> ShareAckResult {
+        ShareAckResult {
+            error_code: 0,
+            error_message: None,
+        }
+    }
+
+    pub fn error(error_code: i16, message: impl Into<String>) -> ShareAckResult {
+        ShareAckResult {
+            error_code,
+            error_message: Some(message.into()),
+        }
+    }
+}
+
+/// A ShareFetch's or ShareAcknowledge's session fields, for the group's shard.
+#[derive(Clone, Debug)]
+pub struct ShareSessionOp {
+    pub key: SessionKey,
+    pub epoch: i32,
+    pub added: Vec<SessionPartition>,
+    pub forgotten: Vec<SessionPartition>,
+    /// ShareAcknowledge (which cannot open a session or change its partitions).
+    pub acknowledge_only: bool,
+}
+
 /// Work for the shard that owns the state.
 #[derive(Clone, Debug)]
 pub enum ShardOp {
@@ -211,6 +280,19 @@ pub enum ShardOp {
     Admin(AdminOp),
     /// Replace the shard's registry snapshot (and open or remove partitions accordingly).
     InstallRegistry(Arc<TopicRegistry>),
+    /// On the group's shard.
+    ShareHeartbeat(Heartbeat),
+    /// On the group's shard.
+    ShareSession(ShareSessionOp),
+    /// On the partitions' shard.
+    ShareFetch(ShareFetchOp),
+    /// On the partitions' shard; answered once the new state is durable.
+    ShareAcknowledge(ShareAckOp),
+    /// On every shard: release what a member holds (it left, or its connection dropped).
+    ShareReleaseMember { group_id: String, member_id: String },
+    /// On the group's shard: a member's connection dropped; close its share session and
+    /// release its records on every shard.
+    ShareDisconnected { group_id: String, member_id: String },
 }
 
 /// The reply to a [`ShardOp`] (same variant).
@@ -223,6 +305,12 @@ pub enum ShardReply {
     Waited(bool),
     Admin(AdminReply),
     Installed,
+    ShareHeartbeat(HeartbeatAnswer),
+    ShareSession(Result<SessionOutcome, i16>),
+    ShareFetched(Vec<ShareFetchedPartition>),
+    ShareAcknowledged(Vec<ShareAckResult>),
+    /// How many records were released.
+    ShareReleased(u64),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

@@ -14,8 +14,10 @@
 //! `1 ..= TOPIC_PARTITIONS_MAX`, the partition total stays within `BROKER_PARTITIONS_MAX`,
 //! stored config values pass their definitions.
 
+use super::share_group::ShareGroupConfig;
 use crate::config::{validate_broker_config, validate_topic_config, ConfigError};
 use crate::constants::{
+    GROUP_CONFIGS_MAX,
     BROKER_PARTITIONS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX, TOPIC_NAME_BYTES_MAX,
     TOPIC_PARTITIONS_MAX,
 };
@@ -55,6 +57,11 @@ pub struct TopicRegistry {
     pub broker_configs: BTreeMap<String, String>,
     /// Producer ids below this were reserved by an earlier run and are never handed out again.
     pub producer_ids_reserved_until: i64,
+    /// Share-group configs set through IncrementalAlterConfigs on GROUP resources, by group id
+    /// (validated by `ShareGroupConfig`). Kept here, not in the journal, because every shard
+    /// needs them (the group's shard and the shards of its partitions) and they change rarely.
+    #[serde(default)]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
 }
@@ -189,6 +196,7 @@ impl TopicRegistry {
             cluster_id,
             topics: BTreeMap::new(),
             broker_configs: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
             producer_ids_reserved_until: 0,
             ids: HashMap::new(),
         }
@@ -380,6 +388,46 @@ impl TopicRegistry {
             validate_broker_config(key, value)?;
         }
         self.broker_configs = configs;
+        Ok(())
+    }
+
+    /// The configs of share group `group_id` (defaults where not set).
+    pub fn group_config(&self, group_id: &str) -> ShareGroupConfig {
+        let mut config = ShareGroupConfig::default();
+        if let Some(explicit) = self.group_configs.get(group_id) {
+            let changes: Vec<(String, Option<String>)> = explicit
+                .iter()
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect();
+            // Stored configs were validated when set; a refused one leaves the defaults.
+            if let Err(e) = config.apply(&changes) {
+                tracing::warn!(group_id, error = %e, "stored group configs are invalid; using defaults");
+            }
+        }
+        config
+    }
+
+    /// Replaces the explicit configs of share group `group_id` (each already validated; an
+    /// empty map removes the entry).
+    pub fn set_group_configs(
+        &mut self,
+        group_id: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        let changes: Vec<(String, Option<String>)> = configs
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        ShareGroupConfig::default().apply(&changes)?;
+        if configs.is_empty() {
+            self.group_configs.remove(group_id);
+            return Ok(());
+        }
+        if !self.group_configs.contains_key(group_id) && self.group_configs.len() >= GROUP_CONFIGS_MAX
+        {
+            return Err(format!("at most {GROUP_CONFIGS_MAX} groups can have configs"));
+        }
+        self.group_configs.insert(group_id.to_string(), configs);
         Ok(())
     }
 

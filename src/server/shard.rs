@@ -19,6 +19,7 @@ use super::ops::{
 };
 use super::producer_state::{BatchRecord, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
+use super::share::ShareShard;
 use crate::config::TopicSettings;
 use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
@@ -35,6 +36,56 @@ use uuid::Uuid;
 
 /// Directory under the data directory that holds the partition logs.
 pub const LOGS_DIR: &str = "logs";
+/// Directory (under the data dir) of the shards' state journals.
+pub const JOURNAL_DIR: &str = "journal";
+/// File in [`JOURNAL_DIR`] naming the shard count the journals were written with.
+const JOURNAL_SHARDS_FILE: &str = "shards";
+
+/// Directory of shard `shard`'s state journal.
+pub fn journal_dir(data_dir: &Path, shard: ShardId) -> PathBuf {
+    data_dir
+        .join(JOURNAL_DIR)
+        .join(format!("shard-{}", shard.index()))
+}
+
+/// Share state is journalled by the shard that owns it, and ownership is a function of the
+/// shard count, so a data dir must be reopened with the shard count that wrote it. Records
+/// the count on first use; refuses a different one with an error that says what to do.
+pub fn check_journal_shards(data_dir: &Path, shards: usize) -> io::Result<()> {
+    let dir = data_dir.join(JOURNAL_DIR);
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(JOURNAL_SHARDS_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let recorded: usize = text.trim().parse().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: expected a shard count, found {text:?}", path.display()),
+                )
+            })?;
+            if recorded != shards {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: the share-group state of this data dir was written by {recorded} shards; \
+                         start with --shards {recorded}",
+                        path.display()
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let tmp = dir.join(format!("{JOURNAL_SHARDS_FILE}.tmp"));
+            std::fs::write(&tmp, format!("{shards}\n"))?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&dir)?.sync_all()?;
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
 /// Bytes read at a time while rebuilding producer state from a log.
 const REBUILD_READ_BYTES: usize = 4 * 1024 * 1024;
 
@@ -176,6 +227,8 @@ pub struct ShardState<S: Storage + Clone> {
     storage: S,
     registry: Arc<TopicRegistry>,
     partitions: HashMap<PartitionKey, Partition<S>>,
+    /// Share groups coordinated here and share partitions of the partitions owned here.
+    pub share: ShareShard,
 }
 
 fn log_config(settings: &TopicSettings) -> LogConfig {
@@ -257,6 +310,7 @@ impl<S: Storage + Clone> ShardState<S> {
             storage,
             registry: Arc::new(TopicRegistry::new(registry.cluster_id.clone())),
             partitions: HashMap::new(),
+            share: ShareShard::default(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
         match failures.is_empty() {
@@ -389,12 +443,13 @@ impl<S: Storage + Clone> ShardState<S> {
             "registry versions only grow"
         );
         self.registry = registry;
+        self.share.retain_topics(&self.registry);
         (reports, failures)
     }
 
     /// The partition an operation names, or the Kafka error for its absence: a partition the
     /// registry has but that failed to open is a storage error, anything else is unknown.
-    fn lookup(&self, r: &PartitionRef) -> Result<&Partition<S>, i16> {
+    pub(crate) fn lookup(&self, r: &PartitionRef) -> Result<&Partition<S>, i16> {
         match self.partitions.get(&PartitionKey::of(r)) {
             Some(p) if p.topic == r.topic => Ok(p),
             _ => Err(self.missing_code(r)),

@@ -11,9 +11,11 @@
 //!   partition i mod P) — share groups allow several members per partition.
 //! - Epochs: the group epoch goes up on every membership, subscription or assignment
 //!   change; a member whose assignment changed takes the new group epoch.
-//! - Group configs (`share.*`), set through IncrementalAlterConfigs on GROUP resources.
+//! - Group configs (`share.*`, [`ShareGroupConfig`]) live in the topic registry, which every
+//!   shard has; they are set through IncrementalAlterConfigs on GROUP resources.
 
 use super::registry::TopicRegistry;
+use crate::config::validate_group_config;
 use crate::share::ShareConfig;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, HashMap};
@@ -23,8 +25,6 @@ use uuid::Uuid;
 pub const SHARE_SESSION_TIMEOUT_MS: u64 = 45_000;
 /// Kafka's `group.share.heartbeat.interval.ms` default.
 pub const SHARE_HEARTBEAT_INTERVAL_MS: i32 = 5_000;
-/// Config resource type GROUP.
-pub const RESOURCE_GROUP: i8 = 32;
 
 /// `share.auto.offset.reset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -34,75 +34,44 @@ pub enum AutoOffsetReset {
     Earliest,
 }
 
-/// A share group's configs (defaults unless set).
+/// A share group's configs (defaults unless set); the names, ranges and defaults are
+/// `config::GROUP_CONFIGS`.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ShareGroupConfig {
     pub auto_offset_reset: AutoOffsetReset,
     pub share: ShareConfig,
-    /// The explicitly set values, by name (what DescribeConfigs reports as dynamic).
+    /// The explicitly set values, by name, canonical (what DescribeConfigs reports as dynamic).
     pub explicit: BTreeMap<String, String>,
-}
-
-/// The group config names served, with their defaults.
-pub fn group_config_defaults() -> Vec<(&'static str, String)> {
-    let d = ShareConfig::default();
-    vec![
-        ("share.auto.offset.reset", "latest".to_string()),
-        (
-            "share.delivery.count.limit",
-            d.delivery_count_limit.to_string(),
-        ),
-        (
-            "share.partition.max.record.locks",
-            d.partition_max_record_locks.to_string(),
-        ),
-        (
-            "share.record.lock.duration.ms",
-            d.record_lock_duration_ms.to_string(),
-        ),
-    ]
 }
 
 impl ShareGroupConfig {
     /// Recomputes the typed values from `explicit`; errors name the bad config.
     fn from_explicit(explicit: BTreeMap<String, String>) -> Result<ShareGroupConfig, String> {
-        let mut out = ShareGroupConfig {
-            explicit: BTreeMap::new(),
-            ..ShareGroupConfig::default()
-        };
+        let mut out = ShareGroupConfig::default();
         for (name, value) in &explicit {
-            let num = || {
-                value
-                    .trim()
-                    .parse::<u64>()
-                    .map_err(|_| format!("{name} = {value:?} is not a non-negative integer"))
-            };
+            let canonical = validate_group_config(name, value).map_err(|e| e.to_string())?;
+            let num = || canonical.parse::<u64>().map_err(|e| format!("{name}: {e}"));
             match name.as_str() {
                 "share.auto.offset.reset" => {
-                    out.auto_offset_reset = match value.trim() {
-                        "latest" => AutoOffsetReset::Latest,
+                    out.auto_offset_reset = match canonical.as_str() {
                         "earliest" => AutoOffsetReset::Earliest,
-                        other => {
-                            return Err(format!(
-                                "share.auto.offset.reset = {other:?}: expected latest or earliest"
-                            ))
-                        }
+                        _ => AutoOffsetReset::Latest,
                     }
                 }
                 "share.delivery.count.limit" => {
-                    out.share.delivery_count_limit = u16::try_from(num()?)
-                        .map_err(|_| format!("{name} = {value} is out of range"))?
+                    out.share.delivery_count_limit =
+                        u16::try_from(num()?).map_err(|e| format!("{name}: {e}"))?
                 }
                 "share.partition.max.record.locks" => {
-                    out.share.partition_max_record_locks = u32::try_from(num()?)
-                        .map_err(|_| format!("{name} = {value} is out of range"))?
+                    out.share.partition_max_record_locks =
+                        u32::try_from(num()?).map_err(|e| format!("{name}: {e}"))?
                 }
                 "share.record.lock.duration.ms" => out.share.record_lock_duration_ms = num()?,
-                other => return Err(format!("unknown group config {other:?}")),
+                _ => {}
             }
+            out.explicit.insert(name.clone(), canonical);
         }
         out.share.validate().map_err(|e| e.to_string())?;
-        out.explicit = explicit;
         Ok(out)
     }
 
@@ -121,17 +90,6 @@ impl ShareGroupConfig {
         }
         *self = ShareGroupConfig::from_explicit(explicit)?;
         Ok(())
-    }
-
-    /// (name, value, is_default) for every served group config.
-    pub fn describe(&self) -> Vec<(String, String, bool)> {
-        group_config_defaults()
-            .into_iter()
-            .map(|(name, default)| match self.explicit.get(name) {
-                Some(v) => (name.to_string(), v.clone(), false),
-                None => (name.to_string(), default, true),
-            })
-            .collect()
     }
 }
 
@@ -159,7 +117,6 @@ pub struct ShareMember {
 pub struct ShareGroup {
     pub group_epoch: i32,
     pub members: BTreeMap<String, ShareMember>,
-    pub config: ShareGroupConfig,
 }
 
 /// A ShareGroupHeartbeat as the coordinator sees it.
@@ -228,30 +185,6 @@ impl ShareGroups {
 
     pub fn group_ids(&self) -> impl Iterator<Item = &String> + '_ {
         self.groups.keys()
-    }
-
-    /// The group's configs (defaults for an unknown group).
-    pub fn config(&self, group_id: &str) -> ShareGroupConfig {
-        self.groups
-            .get(group_id)
-            .map(|g| g.config.clone())
-            .unwrap_or_default()
-    }
-
-    /// IncrementalAlterConfigs on a GROUP resource; creates the (empty) group if needed,
-    /// as Kafka does. `Err` is an INVALID_CONFIG message.
-    pub fn alter_config(
-        &mut self,
-        group_id: &str,
-        changes: &[(String, Option<String>)],
-        validate_only: bool,
-    ) -> Result<(), String> {
-        let mut config = self.config(group_id);
-        config.apply(changes)?;
-        if !validate_only {
-            self.groups.entry(group_id.to_string()).or_default().config = config;
-        }
-        Ok(())
     }
 
     /// Handles one heartbeat. Returns the answer and the members that departed (a leave).
@@ -608,51 +541,31 @@ mod tests {
     }
 
     #[test]
-    fn group_configs_are_validated_and_described() {
-        let mut groups = ShareGroups::new();
-        groups
-            .alter_config(
-                "g",
-                &[
-                    ("share.auto.offset.reset".into(), Some("earliest".into())),
-                    ("share.delivery.count.limit".into(), Some("3".into())),
-                ],
-                false,
-            )
-            .unwrap();
-        let c = groups.config("g");
+    fn group_configs_are_validated_atomically() {
+        let mut c = ShareGroupConfig::default();
+        c.apply(&[
+            ("share.auto.offset.reset".into(), Some("earliest".into())),
+            ("share.delivery.count.limit".into(), Some(" 3".into())),
+        ])
+        .unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::Earliest);
         assert_eq!(c.share.delivery_count_limit, 3);
-        assert!(groups
-            .alter_config(
-                "g",
-                &[("share.auto.offset.reset".into(), Some("sideways".into()))],
-                false
-            )
-            .is_err());
-        assert!(groups
-            .alter_config(
-                "g",
-                &[("share.record.lock.duration.ms".into(), Some("1".into()))],
-                false
-            )
-            .is_err());
-        assert!(groups
-            .alter_config("g", &[("no.such".into(), Some("1".into()))], false)
-            .is_err());
-        // Unchanged by the failures.
-        assert_eq!(groups.config("g").share.delivery_count_limit, 3);
-        let described = groups.config("g").describe();
-        assert!(described.contains(&("share.auto.offset.reset".into(), "earliest".into(), false)));
-        assert!(described
-            .iter()
-            .any(|(n, _, d)| n == "share.record.lock.duration.ms" && *d));
-        groups
-            .alter_config("g", &[("share.auto.offset.reset".into(), None)], false)
-            .unwrap();
-        assert_eq!(
-            groups.config("g").auto_offset_reset,
-            AutoOffsetReset::Latest
-        );
+        assert_eq!(c.explicit["share.delivery.count.limit"], "3");
+        for bad in [
+            ("share.auto.offset.reset", "sideways"),
+            ("share.record.lock.duration.ms", "1"),
+            ("no.such", "1"),
+        ] {
+            let before = c.clone();
+            assert!(c
+                .apply(&[
+                    ("share.delivery.count.limit".into(), Some("4".into())),
+                    (bad.0.into(), Some(bad.1.into())),
+                ])
+                .is_err());
+            assert_eq!(c, before, "a refused change leaves the config as it was");
+        }
+        c.apply(&[("share.auto.offset.reset".into(), None)]).unwrap();
+        assert_eq!(c.auto_offset_reset, AutoOffsetReset::Latest);
     }
 }

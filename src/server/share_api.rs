@@ -1,0 +1,661 @@
+//! The KIP-932 share-group APIs: ShareGroupHeartbeat v1 (76), ShareFetch v1 (78) and
+//! ShareAcknowledge v1 (79), and what happens when a share consumer's connection drops.
+//!
+//! Routing (`server::share` has the state): a heartbeat runs on the group's shard. A
+//! ShareFetch first updates the member's share session on the group's shard (epochs as Kafka:
+//! 0 opens, -1 closes, otherwise the next epoch), then applies its piggybacked
+//! acknowledgements on the partitions' shards (answered once durable), then acquires records
+//! there; with nothing to hand out it waits for new data, up to `MaxWaitMs`, looking again
+//! every `SHARE_FETCH_RECHECK_MS` for records released or expired meanwhile. A ShareAcknowledge
+//! checks the session epoch, then acknowledges. A session closed by epoch -1 (after the
+//! request's acknowledgements) or by the connection dropping releases the member's acquired
+//! records at once.
+
+use super::join::{first_of, join_all};
+use super::ops::{
+    PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
+    ShareSessionOp, ShardOp, ShardReply, WaitOp,
+};
+use super::registry::TopicRegistry;
+use super::share_group::Heartbeat;
+use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
+use super::{respond, Bus, ConnInfo, Outcome};
+use crate::constants::{
+    BROKER_NODE_ID, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, REQUEST_PARTITIONS_MAX,
+    SHARE_FETCH_RECHECK_MS,
+};
+use crate::model::{group_shard, partition_shard, ShardId};
+use crate::protocol::codec::{decode_body, Request};
+use crate::share::{AckBatch, AcknowledgeType};
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    share_acknowledge_response, share_fetch_response, share_group_heartbeat_response,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+fn sb(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+/// Records handed out by one ShareFetch at most, whatever the client asks.
+const SHARE_FETCH_RECORDS_MAX: u32 = 100_000;
+
+/// ShareGroupHeartbeat v1.
+pub async fn handle_heartbeat<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: ShareGroupHeartbeatRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    if let Some(topics) = &decoded.subscribed_topic_names {
+        if let Err(refused) =
+            super::check_count("topics", topics.len(), crate::constants::TOPICS_MAX)
+        {
+            return refused;
+        }
+    }
+    let hb = Heartbeat {
+        group_id: decoded.group_id.0.to_string(),
+        member_id: decoded.member_id.to_string(),
+        member_epoch: decoded.member_epoch,
+        rack_id: decoded.rack_id.as_ref().map(|r| r.to_string()),
+        subscribed: decoded
+            .subscribed_topic_names
+            .as_ref()
+            .map(|t| t.iter().map(|n| n.0.to_string()).collect()),
+    };
+    let shard = group_shard(&hb.group_id, bus.shard_count());
+    let mut response = ShareGroupHeartbeatResponse::default();
+    match bus.call(shard, ShardOp::ShareHeartbeat(hb)).await {
+        ShardReply::ShareHeartbeat(answer) => {
+            response.error_code = answer.error_code;
+            response.error_message = answer.error_message.as_deref().map(sb);
+            response.member_id = answer.member_id.as_deref().map(sb);
+            response.member_epoch = answer.member_epoch;
+            response.heartbeat_interval_ms = answer.heartbeat_interval_ms;
+            response.assignment = answer.assignment.map(|topics| {
+                let mut a = share_group_heartbeat_response::Assignment::default();
+                a.topic_partitions = topics
+                    .into_iter()
+                    .map(|t| {
+                        let mut tp = share_group_heartbeat_response::TopicPartitions::default();
+                        tp.topic_id = t.topic_id;
+                        tp.partitions = t.partitions;
+                        tp
+                    })
+                    .collect();
+                a
+            });
+        }
+        ShardReply::Failed(code) => response.error_code = code,
+        other => return Outcome::Close(format!("heartbeat answered with {other:?}")),
+    }
+    respond(request, &response)
+}
+
+/// A partition a request names, resolved against the registry.
+struct Named {
+    topic_id: Uuid,
+    partition: i32,
+    /// The partition and its shard, or the Kafka error for it.
+    target: Result<(ShardId, PartitionRef), i16>,
+}
+
+fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i32) -> Named {
+    let target = match registry.topic_by_id(&topic_id) {
+        None => Err(ResponseError::UnknownTopicId.code()),
+        Some(t) if partition < 0 || partition >= t.partitions => {
+            Err(ResponseError::UnknownTopicOrPartition.code())
+        }
+        Some(t) => Ok((
+            partition_shard(&t.name, partition, shards),
+            PartitionRef {
+                topic: t.name.clone(),
+                topic_id,
+                partition,
+            },
+        )),
+    };
+    Named {
+        topic_id,
+        partition,
+        target,
+    }
+}
+
+/// Converts wire acknowledgement batches; `Err` is an INVALID_REQUEST message.
+fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, String> {
+    batches
+        .iter()
+        .map(|(first, last, types)| {
+            let types = types
+                .iter()
+                .map(|code| {
+                    AcknowledgeType::from_code(*code)
+                        .ok_or_else(|| format!("unknown acknowledge type {code}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(AckBatch {
+                first: *first,
+                last: *last,
+                types,
+            })
+        })
+        .collect()
+}
+
+/// Applies acknowledgements; returns one result per entry of `acks`, in order.
+async fn acknowledge<B: Bus>(
+    bus: &B,
+    group_id: &str,
+    member_id: &str,
+    acks: Vec<(Named, Result<Vec<AckBatch>, String>)>,
+) -> Vec<(Uuid, i32, ShareAckResult)> {
+    let mut by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>> =
+        BTreeMap::new();
+    let mut results: Vec<(Uuid, i32, ShareAckResult)> = Vec::with_capacity(acks.len());
+    for (i, (named, batches)) in acks.into_iter().enumerate() {
+        let result = match (named.target, batches) {
+            (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
+            (Ok(_), Err(message)) => {
+                ShareAckResult::error(ResponseError::InvalidRequest.code(), message)
+            }
+            (Ok((shard, r)), Ok(batches)) => {
+                by_shard.entry(shard).or_default().push((i, r, batches));
+                ShareAckResult::ok()
+            }
+        };
+        results.push((named.topic_id, named.partition, result));
+    }
+    let shards: Vec<ShardId> = by_shard.keys().copied().collect();
+    let calls = by_shard
+        .iter()
+        .map(|(shard, parts)| {
+            bus.call(
+                *shard,
+                ShardOp::ShareAcknowledge(ShareAckOp {
+                    group_id: group_id.to_string(),
+                    member_id: member_id.to_string(),
+                    partitions: parts.iter().map(|(_, r, b)| (r.clone(), b.clone())).collect(),
+                }),
+            )
+        })
+        .collect();
+    for (shard, reply) in shards.iter().zip(join_all(calls).await) {
+        let parts = &by_shard[shard];
+        match reply {
+            ShardReply::ShareAcknowledged(answers) => {
+                for ((i, _, _), answer) in parts.iter().zip(answers) {
+                    results[*i].2 = answer;
+                }
+            }
+            other => {
+                let code = match other {
+                    ShardReply::Failed(code) => code,
+                    _ => ResponseError::UnknownServerError.code(),
+                };
+                for (i, _, _) in parts {
+                    results[*i].2 = ShareAckResult::error(code, "the shard could not acknowledge");
+                }
+            }
+        }
+    }
+    results
+}
+
+/// Releases what a member holds on every shard (its share session closed).
+async fn release_everywhere<B: Bus>(bus: &B, group_id: &str, member_id: &str) {
+    let calls = (0..bus.shard_count())
+        .map(|s| {
+            bus.call(
+                ShardId(s as u16),
+                ShardOp::ShareReleaseMember {
+                    group_id: group_id.to_string(),
+                    member_id: member_id.to_string(),
+                },
+            )
+        })
+        .collect();
+    join_all(calls).await;
+}
+
+/// Runs a session update on the group's shard.
+async fn session<B: Bus>(bus: &B, op: ShareSessionOp) -> Result<SessionOutcome, i16> {
+    let shard = group_shard(&op.key.group_id, bus.shard_count());
+    match bus.call(shard, ShardOp::ShareSession(op)).await {
+        ShardReply::ShareSession(outcome) => outcome,
+        ShardReply::Failed(code) => Err(code),
+        _ => Err(ResponseError::UnknownServerError.code()),
+    }
+}
+
+fn remember_member(conn: &ConnInfo, group_id: &str, member_id: &str) {
+    conn.share_members
+        .borrow_mut()
+        .insert((group_id.to_string(), member_id.to_string()));
+}
+
+fn forget_member(conn: &ConnInfo, group_id: &str, member_id: &str) {
+    conn.share_members
+        .borrow_mut()
+        .remove(&(group_id.to_string(), member_id.to_string()));
+}
+
+/// The connection went away: close its members' share sessions and release their records.
+pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
+    let members = std::mem::take(&mut *conn.share_members.borrow_mut());
+    for (group_id, member_id) in members {
+        let shard = group_shard(&group_id, bus.shard_count());
+        bus.call(
+            shard,
+            ShardOp::ShareDisconnected {
+                group_id,
+                member_id,
+            },
+        )
+        .await;
+    }
+}
+
+fn node_endpoint(conn: &ConnInfo) -> share_fetch_response::NodeEndpoint {
+    let mut node = share_fetch_response::NodeEndpoint::default();
+    node.node_id = BROKER_NODE_ID.into();
+    node.host = sb(&conn.local_addr.ip().to_string());
+    node.port = i32::from(conn.local_addr.port());
+    node
+}
+
+fn top_level_error_fetch(request: &Request, code: i16, message: &str) -> Outcome {
+    let mut response = ShareFetchResponse::default();
+    response.error_code = code;
+    response.error_message = Some(sb(message));
+    respond(request, &response)
+}
+
+/// One acquisition round over the session's partitions, grouped by shard.
+async fn acquire_round<B: Bus>(
+    bus: &B,
+    group_id: &str,
+    member_id: &str,
+    targets: &BTreeMap<ShardId, Vec<PartitionRef>>,
+    max_records: u32,
+    max_bytes: usize,
+) -> Vec<ShareFetchedPartition> {
+    let shards = targets.len().max(1);
+    let per_shard_records = (max_records / shards as u32).max(1);
+    let per_shard_bytes = (max_bytes / shards).max(1);
+    let calls = targets
+        .iter()
+        .map(|(shard, partitions)| {
+            bus.call(
+                *shard,
+                ShardOp::ShareFetch(ShareFetchOp {
+                    group_id: group_id.to_string(),
+                    member_id: member_id.to_string(),
+                    partitions: partitions.clone(),
+                    max_records: per_shard_records,
+                    max_bytes: per_shard_bytes,
+                }),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for ((_, partitions), reply) in targets.iter().zip(join_all(calls).await) {
+        match reply {
+            ShardReply::ShareFetched(parts) => out.extend(parts),
+            other => {
+                let code = match other {
+                    ShardReply::Failed(code) => code,
+                    _ => ResponseError::UnknownServerError.code(),
+                };
+                out.extend(partitions.iter().map(|r| ShareFetchedPartition {
+                    partition: super::shard::PartitionKey::of(r),
+                    error_code: code,
+                    error_message: None,
+                    records: Bytes::new(),
+                    acquired: Vec::new(),
+                    wait_offset: 0,
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// ShareFetch v1.
+pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
+    let decoded: ShareFetchRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let named_count: usize = decoded.topics.iter().map(|t| t.partitions.len()).sum::<usize>()
+        + decoded
+            .forgotten_topics_data
+            .iter()
+            .map(|t| t.partitions.len())
+            .sum::<usize>();
+    if let Err(refused) = super::check_count("partitions", named_count, REQUEST_PARTITIONS_MAX) {
+        return refused;
+    }
+    let group_id = decoded
+        .group_id
+        .as_ref()
+        .map(|g| g.0.to_string())
+        .unwrap_or_default();
+    let member_id = decoded
+        .member_id
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    if group_id.is_empty() || member_id.is_empty() {
+        return top_level_error_fetch(
+            request,
+            ResponseError::InvalidRequest.code(),
+            "GroupId and MemberId must be set",
+        );
+    }
+    let registry = bus.registry();
+    let shards = bus.shard_count();
+    let epoch = decoded.share_session_epoch;
+
+    let mut added: Vec<SessionPartition> = Vec::new();
+    let mut acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = Vec::new();
+    for t in &decoded.topics {
+        for p in &t.partitions {
+            added.push((t.topic_id, p.partition_index));
+            if !p.acknowledgement_batches.is_empty() {
+                let raw: Vec<(i64, i64, &[i8])> = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
+                    .collect();
+                acks.push((
+                    resolve(&registry, shards, t.topic_id, p.partition_index),
+                    ack_batches(&raw),
+                ));
+            }
+        }
+    }
+    let forgotten: Vec<SessionPartition> = decoded
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+        .collect();
+    let outcome = session(
+        bus,
+        ShareSessionOp {
+            key: SessionKey {
+                group_id: group_id.clone(),
+                member_id: member_id.clone(),
+            },
+            epoch,
+            added,
+            forgotten,
+            acknowledge_only: false,
+        },
+    )
+    .await;
+    let session_partitions = match outcome {
+        Err(code) => {
+            return top_level_error_fetch(request, code, "the share session was refused")
+        }
+        Ok(SessionOutcome::Open(partitions)) => {
+            remember_member(conn, &group_id, &member_id);
+            Some(partitions)
+        }
+        Ok(SessionOutcome::Closed(_)) => None,
+    };
+
+    let mut ack_results = acknowledge(bus, &group_id, &member_id, acks).await;
+    if session_partitions.is_none() {
+        forget_member(conn, &group_id, &member_id);
+        release_everywhere(bus, &group_id, &member_id).await;
+    }
+
+    // Acquire from the session's partitions.
+    let mut unresolved: Vec<(Uuid, i32, i16)> = Vec::new();
+    let mut targets: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
+    for (topic_id, partition) in session_partitions.iter().flatten() {
+        match resolve(&registry, shards, *topic_id, *partition).target {
+            Ok((shard, r)) => targets.entry(shard).or_default().push(r),
+            Err(code) => unresolved.push((*topic_id, *partition, code)),
+        }
+    }
+    let max_records = u32::try_from(decoded.max_records)
+        .unwrap_or(0)
+        .clamp(1, SHARE_FETCH_RECORDS_MAX);
+    let max_bytes = usize::try_from(decoded.max_bytes)
+        .unwrap_or(0)
+        .clamp(1, FETCH_RESPONSE_BYTES_MAX);
+    let wait_ms = u64::try_from(decoded.max_wait_ms)
+        .unwrap_or(0)
+        .min(FETCH_WAIT_MS_MAX);
+    let deadline_ms = bus.now_ms() + wait_ms as i64;
+    let mut fetched = Vec::new();
+    while !targets.is_empty() {
+        fetched = acquire_round(bus, &group_id, &member_id, &targets, max_records, max_bytes).await;
+        let got = fetched
+            .iter()
+            .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+        let now = bus.now_ms();
+        if got || now >= deadline_ms {
+            break;
+        }
+        let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);
+        let mut waits_by_shard: BTreeMap<ShardId, Vec<(PartitionRef, i64)>> = BTreeMap::new();
+        for (shard, partitions) in &targets {
+            for r in partitions {
+                let key = super::shard::PartitionKey::of(r);
+                if let Some(p) = fetched.iter().find(|p| p.partition == key) {
+                    waits_by_shard
+                        .entry(*shard)
+                        .or_default()
+                        .push((r.clone(), p.wait_offset));
+                }
+            }
+        }
+        let waits: Vec<_> = waits_by_shard
+            .into_iter()
+            .map(|(shard, partitions)| {
+                bus.call(
+                    shard,
+                    ShardOp::WaitForData(WaitOp {
+                        partitions,
+                        deadline_ms: until,
+                    }),
+                )
+            })
+            .collect();
+        let pause = (until - now).max(1) as u64;
+        if waits.is_empty() {
+            bus.sleep_ms(pause).await;
+        } else {
+            futures_lite::future::or(
+                async {
+                    first_of(waits).await;
+                },
+                bus.sleep_ms(pause),
+            )
+            .await;
+        }
+    }
+
+    // The response: every fetched partition, every acknowledged one, every unresolved one.
+    let mut by_topic: BTreeMap<Uuid, BTreeMap<i32, share_fetch_response::PartitionData>> =
+        BTreeMap::new();
+    let blank = |index: i32| {
+        let mut p = share_fetch_response::PartitionData::default();
+        p.partition_index = index;
+        p.current_leader.leader_id = BROKER_NODE_ID.into();
+        p.current_leader.leader_epoch = 0;
+        p.records = Some(Bytes::new());
+        p
+    };
+    for p in fetched {
+        let entry = by_topic
+            .entry(p.partition.topic_id)
+            .or_default()
+            .entry(p.partition.partition)
+            .or_insert_with(|| blank(p.partition.partition));
+        entry.error_code = p.error_code;
+        entry.error_message = p.error_message.as_deref().map(sb);
+        entry.records = Some(p.records);
+        entry.acquired_records = p
+            .acquired
+            .iter()
+            .map(|a| {
+                let mut r = share_fetch_response::AcquiredRecords::default();
+                r.first_offset = a.first;
+                r.last_offset = a.last;
+                r.delivery_count = i16::try_from(a.delivery_count).unwrap_or(i16::MAX);
+                r
+            })
+            .collect();
+    }
+    for (topic_id, partition, code) in unresolved {
+        let entry = by_topic
+            .entry(topic_id)
+            .or_default()
+            .entry(partition)
+            .or_insert_with(|| blank(partition));
+        entry.error_code = code;
+    }
+    for (topic_id, partition, result) in ack_results.drain(..) {
+        let entry = by_topic
+            .entry(topic_id)
+            .or_default()
+            .entry(partition)
+            .or_insert_with(|| blank(partition));
+        entry.acknowledge_error_code = result.error_code;
+        entry.acknowledge_error_message = result.error_message.as_deref().map(sb);
+    }
+    let mut response = ShareFetchResponse::default();
+    response.acquisition_lock_timeout_ms = registry
+        .group_config(&group_id)
+        .share
+        .record_lock_duration_ms
+        .min(i32::MAX as u64) as i32;
+    response.responses = by_topic
+        .into_iter()
+        .map(|(topic_id, partitions)| {
+            let mut t = share_fetch_response::ShareFetchableTopicResponse::default();
+            t.topic_id = topic_id;
+            t.partitions = partitions.into_values().collect();
+            t
+        })
+        .collect();
+    response.node_endpoints = vec![node_endpoint(conn)];
+    respond(request, &response)
+}
+
+/// ShareAcknowledge v1.
+pub async fn handle_share_acknowledge<B: Bus>(
+    bus: &B,
+    conn: &ConnInfo,
+    request: &Request,
+) -> Outcome {
+    let decoded: ShareAcknowledgeRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let count: usize = decoded.topics.iter().map(|t| t.partitions.len()).sum();
+    if let Err(refused) = super::check_count("partitions", count, REQUEST_PARTITIONS_MAX) {
+        return refused;
+    }
+    let group_id = decoded
+        .group_id
+        .as_ref()
+        .map(|g| g.0.to_string())
+        .unwrap_or_default();
+    let member_id = decoded
+        .member_id
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    let mut response = ShareAcknowledgeResponse::default();
+    if group_id.is_empty() || member_id.is_empty() {
+        response.error_code = ResponseError::InvalidRequest.code();
+        response.error_message = Some(sb("GroupId and MemberId must be set"));
+        return respond(request, &response);
+    }
+    let outcome = session(
+        bus,
+        ShareSessionOp {
+            key: SessionKey {
+                group_id: group_id.clone(),
+                member_id: member_id.clone(),
+            },
+            epoch: decoded.share_session_epoch,
+            added: Vec::new(),
+            forgotten: Vec::new(),
+            acknowledge_only: true,
+        },
+    )
+    .await;
+    let closed = match outcome {
+        Err(code) => {
+            response.error_code = code;
+            response.error_message = Some(sb("the share session was refused"));
+            return respond(request, &response);
+        }
+        Ok(SessionOutcome::Open(_)) => {
+            remember_member(conn, &group_id, &member_id);
+            false
+        }
+        Ok(SessionOutcome::Closed(_)) => true,
+    };
+    let registry = bus.registry();
+    let shards = bus.shard_count();
+    let acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = decoded
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let registry = &registry;
+            t.partitions.iter().map(move |p| {
+                let raw: Vec<(i64, i64, &[i8])> = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
+                    .collect();
+                (
+                    resolve(registry, shards, t.topic_id, p.partition_index),
+                    ack_batches(&raw),
+                )
+            })
+        })
+        .collect();
+    let results = acknowledge(bus, &group_id, &member_id, acks).await;
+    if closed {
+        forget_member(conn, &group_id, &member_id);
+        release_everywhere(bus, &group_id, &member_id).await;
+    }
+    let mut by_topic: BTreeMap<Uuid, Vec<share_acknowledge_response::PartitionData>> =
+        BTreeMap::new();
+    for (topic_id, partition, result) in results {
+        let mut p = share_acknowledge_response::PartitionData::default();
+        p.partition_index = partition;
+        p.error_code = result.error_code;
+        p.error_message = result.error_message.as_deref().map(sb);
+        p.current_leader.leader_id = BROKER_NODE_ID.into();
+        by_topic.entry(topic_id).or_default().push(p);
+    }
+    response.responses = by_topic
+        .into_iter()
+        .map(|(topic_id, partitions)| {
+            let mut t = share_acknowledge_response::ShareAcknowledgeTopicResponse::default();
+            t.topic_id = topic_id;
+            t.partitions = partitions;
+            t
+        })
+        .collect();
+    let mut node = share_acknowledge_response::NodeEndpoint::default();
+    node.node_id = BROKER_NODE_ID.into();
+    node.host = sb(&conn.local_addr.ip().to_string());
+    node.port = i32::from(conn.local_addr.port());
+    response.node_endpoints = vec![node];
+    respond(request, &response)
+}
