@@ -62,6 +62,26 @@ pub const INIT_PRODUCER_ID: i16 = 22;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 
+// The project's share-transaction RPCs (`spec/share-transaction-rpcs.md`, `schemas/Share*.json`,
+// message types in `share_txn`). Kafka's own keys are below 100; the `kafka-protocol` crate does
+// not know these. Not in `SUPPORTED_APIS` until their handlers exist.
+pub const SHARE_BEGIN_TRANSACTION: i16 = 1000;
+pub const SHARE_ACKNOWLEDGE_TRANSACTIONAL: i16 = 1001;
+pub const SHARE_PREPARE_TRANSACTION: i16 = 1002;
+pub const SHARE_COMMIT_TRANSACTION: i16 = 1003;
+pub const SHARE_ABORT_TRANSACTION: i16 = 1004;
+pub const SHARE_LIST_TRANSACTIONS: i16 = 1005;
+
+/// The share-transaction keys in order (each version 0 only, flexible from version 0).
+pub const SHARE_TRANSACTION_KEYS: [i16; 6] = [
+    SHARE_BEGIN_TRANSACTION,
+    SHARE_ACKNOWLEDGE_TRANSACTIONAL,
+    SHARE_PREPARE_TRANSACTION,
+    SHARE_COMMIT_TRANSACTION,
+    SHARE_ABORT_TRANSACTION,
+    SHARE_LIST_TRANSACTIONS,
+];
+
 /// Every API this broker implements, sorted by key.
 pub const SUPPORTED_APIS: &[ApiSpec] = &[
     ApiSpec {
