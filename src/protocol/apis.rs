@@ -221,7 +221,12 @@ mod tests {
     #[test]
     fn table_agrees_with_the_crate_for_kafka_keys() {
         for spec in SUPPORTED_APIS {
-            let key = ApiKey::try_from(spec.key).expect("standard key");
+            // The project's own keys (1000–1005) are unknown to the crate; their header versions
+            // come from `flexible_min` alone (tested in `codec`).
+            let Ok(key) = ApiKey::try_from(spec.key) else {
+                assert!(SHARE_TRANSACTION_KEYS.contains(&spec.key), "{}", spec.name);
+                continue;
+            };
             let crate_range = key.valid_versions();
             assert!(spec.min_version >= crate_range.min, "{}", spec.name);
             assert!(spec.max_version <= crate_range.max, "{}", spec.name);
