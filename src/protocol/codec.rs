@@ -9,8 +9,12 @@
 //!
 //! Bodies are decoded with [`decode_body`], which first runs the structural guard so the
 //! decoder cannot be made to reserve memory out of proportion to the frame.
+//!
+//! Nothing here needs the `kafka-protocol` crate to know an API key: header versions come from
+//! [`ApiSpec::flexible_min`], and bodies are any `Decodable`/`Encodable` — the crate's messages
+//! or the project's own (`share_txn`, keys 1000–1005).
 
-use super::apis::{api_spec, ApiSpec, API_VERSIONS};
+use super::apis::{api_spec, ApiSpec, API_VERSIONS, SUPPORTED_APIS};
 use super::framing::SIZE_PREFIX_BYTES;
 use super::guard::{check_request, GuardError};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -86,15 +90,23 @@ pub enum Inbound {
     Reject(Reject),
 }
 
-/// Classifies a request frame (size prefix already removed).
-pub fn parse_frame(mut frame: Bytes) -> Inbound {
+/// Classifies a request frame (size prefix already removed) against [`SUPPORTED_APIS`].
+pub fn parse_frame(frame: Bytes) -> Inbound {
+    parse_frame_in(SUPPORTED_APIS, frame)
+}
+
+/// Classifies a request frame against `table`. Nothing here depends on the `kafka-protocol`
+/// crate knowing the key: the header version comes from the spec's `flexible_min`, and the
+/// crate's header decoder does not look at the key. Tests use this with tables holding the
+/// project's own keys (1000–1005).
+pub fn parse_frame_in(table: &'static [ApiSpec], mut frame: Bytes) -> Inbound {
     if frame.len() < REQUEST_PREFIX_BYTES {
         return Inbound::Reject(Reject::ShortHeader { bytes: frame.len() });
     }
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let api_version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let Some(spec) = api_spec(api_key) else {
+    let Some(spec) = table.iter().find(|spec| spec.key == api_key) else {
         return Inbound::Reject(Reject::UnknownApi {
             api_key,
             correlation_id,
@@ -244,7 +256,9 @@ pub fn encode_api_versions_unsupported(correlation_id: i32) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::apis::METADATA;
+    use crate::protocol::apis::{METADATA, SHARE_BEGIN_TRANSACTION};
+    use crate::protocol::share_txn::{ShareBeginTransactionRequest, ShareBeginTransactionResponse};
+    use crate::txn::TxnState;
     use kafka_protocol::messages::{ApiVersionsResponse, MetadataRequest};
     use kafka_protocol::protocol::StrBytes;
 
@@ -313,6 +327,108 @@ mod tests {
         let decoded = ApiVersionsResponse::decode(&mut body, 0).unwrap();
         assert_eq!(decoded.error_code, 35);
         assert!(!decoded.api_keys.is_empty());
+    }
+
+    /// A table holding the project's key 1000, built here: the path a served share-transaction
+    /// request will take once its handler exists and it joins `SUPPORTED_APIS`.
+    static SHARE_TABLE: [ApiSpec; 2] = [
+        ApiSpec {
+            key: API_VERSIONS,
+            name: "ApiVersions",
+            min_version: 0,
+            max_version: 4,
+            flexible_min: 3,
+        },
+        ApiSpec {
+            key: SHARE_BEGIN_TRANSACTION,
+            name: "ShareBeginTransaction",
+            min_version: 0,
+            max_version: 0,
+            flexible_min: 0,
+        },
+    ];
+
+    #[test]
+    fn project_keys_parse_decode_and_encode_without_the_crate_knowing_them() {
+        assert!(kafka_protocol::messages::ApiKey::try_from(SHARE_BEGIN_TRANSACTION).is_err());
+        let spec = &SHARE_TABLE[1];
+        assert_eq!(spec.request_header_version(0), 2);
+        assert_eq!(spec.response_header_version(0), 1);
+
+        let sent = ShareBeginTransactionRequest {
+            group_id: "g".into(),
+            transaction_id: "g-p-1".into(),
+            timeout_ms: -1,
+        };
+        let mut body = BytesMut::new();
+        sent.encode(&mut body, 0).unwrap();
+        // Header v2: key, version, correlation id, client id (INT16-length string), no tags.
+        let frame = request_frame(SHARE_BEGIN_TRANSACTION, 0, 2, &body);
+        assert_eq!(&frame[0..2], &1000i16.to_be_bytes());
+        assert_eq!(
+            frame[frame.len() - body.len() - 1],
+            0,
+            "header tagged fields"
+        );
+
+        // Not served by the real table (no handler yet): refused as an unknown key.
+        assert!(matches!(
+            parse_frame(frame.clone()),
+            Inbound::Reject(Reject::UnknownApi {
+                api_key: 1000,
+                correlation_id: 77
+            })
+        ));
+        let Inbound::Request(request) = parse_frame_in(&SHARE_TABLE, frame) else {
+            panic!("expected a request");
+        };
+        assert_eq!(request.client_id.as_deref(), Some("tester"));
+        assert_eq!(request.body.len(), body.len());
+        let decoded: ShareBeginTransactionRequest = decode_body(&request).unwrap();
+        assert_eq!(decoded, sent);
+
+        // Version 1 does not exist.
+        assert!(matches!(
+            parse_frame_in(
+                &SHARE_TABLE,
+                request_frame(SHARE_BEGIN_TRANSACTION, 1, 2, &body)
+            ),
+            Inbound::Reject(Reject::UnsupportedVersion { api_version: 1, .. })
+        ));
+
+        // The guard runs for the project's keys too.
+        let mut hostile = BytesMut::new();
+        hostile.extend_from_slice(&[0x02, b'g', 0x02, b't']);
+        hostile.extend_from_slice(&[0; 8]);
+        hostile.extend_from_slice(&[0x01, 0x05, 0xff, 0xff, 0x03]); // tagged field of 64 KiB
+        let Inbound::Request(request) = parse_frame_in(
+            &SHARE_TABLE,
+            request_frame(SHARE_BEGIN_TRANSACTION, 0, 2, &hostile),
+        ) else {
+            panic!("header is fine");
+        };
+        assert!(matches!(
+            decode_body::<ShareBeginTransactionRequest>(&request),
+            Err(DecodeError::Guard(GuardError::Truncated { .. }))
+        ));
+
+        // Response: size prefix, header v1 (correlation id + empty tagged fields), body.
+        let response = ShareBeginTransactionResponse {
+            transaction_state: TxnState::Ongoing.into(),
+            timeout_ms: 30_000,
+            ..Default::default()
+        };
+        let frame = encode_response(spec, 0, 77, &response).unwrap();
+        let size = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        assert_eq!(size as usize, frame.len() - 4);
+        assert_eq!(&frame[4..8], &77i32.to_be_bytes());
+        assert_eq!(frame[8], 0, "response header v1 tagged fields");
+        let mut body = frame.slice(9..);
+        assert_eq!(
+            ShareBeginTransactionResponse::decode(&mut body, 0).unwrap(),
+            response
+        );
+        assert!(body.is_empty());
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! classic encodings, tagged-field buffers skipped by their sizes) and refuses it if any array
 //! count exceeds the bytes remaining, or if the body ends early. A body it accepts can allocate
 //! at most O(body bytes) in the decoder. The schemas mirror Kafka's JSON message specs for the
-//! versions in `apis::SUPPORTED_APIS`; a test encodes populated requests with the crate at every
-//! version and requires the walk to consume exactly the encoded bytes.
+//! versions in `apis::SUPPORTED_APIS`, plus the project's share-transaction requests (keys
+//! 1000–1005, `schemas/Share*.json`), which are checked here before they are served. Tests encode
+//! populated requests (with the crate, or with `share_txn` for the project's keys) at every
+//! version and require the walk to consume exactly the encoded bytes.
 //!
 //! Pure, no allocation, bounded by the body length.
 
@@ -32,6 +34,8 @@ enum Ty {
     Bytes,
     /// Array of structs.
     Arr(&'static [Field]),
+    /// Array of int8.
+    ArrI8,
     /// Array of int32.
     ArrI32,
     /// Array of strings.
@@ -142,6 +146,17 @@ const ALTERABLE_CONFIG: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
 const ALTER_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, Arr(ALTERABLE_CONFIG))];
 const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[f(0, Arr(ALTER_CONFIGS_RESOURCE)), f(0, Bool)];
 
+// The share-transaction RPCs, keys 1000–1005 (`schemas/Share*.json`): v0 only, flexible from 0.
+const SHARE_BEGIN_TRANSACTION: &[Field] = &[f(0, Str), f(0, Str), f(0, I64)];
+const SHARE_ACK_BATCH: &[Field] = &[f(0, I64), f(0, I64), f(0, ArrI8)];
+const SHARE_ACK_PARTITION: &[Field] = &[f(0, I32), f(0, Arr(SHARE_ACK_BATCH))];
+const SHARE_ACK_TOPIC: &[Field] = &[f(0, Uuid), f(0, Arr(SHARE_ACK_PARTITION))];
+const SHARE_ACKNOWLEDGE_TRANSACTIONAL: &[Field] =
+    &[f(0, Str), f(0, Str), f(0, Str), f(0, Arr(SHARE_ACK_TOPIC))];
+/// SharePrepareTransaction, ShareCommitTransaction, ShareAbortTransaction.
+const SHARE_TRANSACTION_OUTCOME: &[Field] = &[f(0, Str), f(0, Str)];
+const SHARE_LIST_TRANSACTIONS: &[Field] = &[f(0, Str), f(0, ArrI8)];
+
 fn schema(api_key: i16) -> Option<&'static [Field]> {
     Some(match api_key {
         apis::PRODUCE => PRODUCE,
@@ -155,6 +170,12 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
+        apis::SHARE_BEGIN_TRANSACTION => SHARE_BEGIN_TRANSACTION,
+        apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => SHARE_ACKNOWLEDGE_TRANSACTIONAL,
+        apis::SHARE_PREPARE_TRANSACTION
+        | apis::SHARE_COMMIT_TRANSACTION
+        | apis::SHARE_ABORT_TRANSACTION => SHARE_TRANSACTION_OUTCOME,
+        apis::SHARE_LIST_TRANSACTIONS => SHARE_LIST_TRANSACTIONS,
         _ => return None,
     })
 }
@@ -310,6 +331,10 @@ impl<'a> Cursor<'a> {
             }
             match field.ty {
                 I8 | Bool => self.skip(1)?,
+                ArrI8 => {
+                    let count = self.array_count(flexible)?;
+                    self.skip(usize::try_from(count).unwrap_or(usize::MAX))?;
+                }
                 I16 => self.skip(2)?,
                 I32 => self.skip(4)?,
                 I64 => self.skip(8)?,
@@ -518,6 +543,17 @@ mod tests {
                 r.resources = vec![res.clone(), res];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
+            // The project's keys (once served): the `share_txn` samples, version 0.
+            key if apis::SHARE_TRANSACTION_KEYS.contains(&key) => {
+                let (_, body) = crate::protocol::share_txn::samples::encoded_requests()
+                    .into_iter()
+                    .find(|(k, _)| *k == key)
+                    .expect("a sample per share-transaction key");
+                Box::new(move |b| {
+                    b.extend_from_slice(&body);
+                    Ok(())
+                })
+            }
             other => panic!("no populated request for key {other}"),
         }
     }
@@ -573,6 +609,63 @@ mod tests {
         ));
         let body = [0x80u8; 6];
         assert!(check_request(apis::METADATA, 12, true, &body).is_err());
+    }
+
+    #[test]
+    fn share_transaction_requests_walk_exactly() {
+        use crate::protocol::share_txn::samples::encoded_requests;
+        let encoded = encoded_requests();
+        assert_eq!(
+            encoded.iter().map(|(key, _)| *key).collect::<Vec<_>>(),
+            apis::SHARE_TRANSACTION_KEYS
+        );
+        for (key, body) in encoded {
+            assert_eq!(
+                check_request(key, 0, true, &body),
+                Ok(body.len()),
+                "key {key}"
+            );
+            for cut in 0..body.len() {
+                assert!(
+                    check_request(key, 0, true, &body[..cut]).is_err(),
+                    "key {key} cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn share_transaction_huge_array_counts_are_refused() {
+        // ShareListTransactions: GroupId "g", States count 2^32-2 in 7 bytes.
+        let body = [0x02, b'g', 0xff, 0xff, 0xff, 0xff, 0x0f];
+        assert!(matches!(
+            check_request(apis::SHARE_LIST_TRANSACTIONS, 0, true, &body),
+            Err(GuardError::ArrayTooLong {
+                at: 2,
+                count: 0xffff_fffe,
+                remaining: 0
+            })
+        ));
+        // ShareAcknowledgeTransactional: Topics count 2^28 - 1 after three short strings.
+        let body = [
+            0x02, b'g', 0x02, b'm', 0x02, b't', 0x80, 0x80, 0x80, 0x80, 0x01, 0, 0,
+        ];
+        assert!(matches!(
+            check_request(apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL, 0, true, &body),
+            Err(GuardError::ArrayTooLong { at: 6, .. })
+        ));
+        // A nested count (AcknowledgeTypes) that exceeds what is left.
+        let mut body = vec![0x02, b'g', 0x02, b'm', 0x02, b't', 0x02];
+        body.extend_from_slice(&[0; 16]); // TopicId
+        body.push(0x02); // Partitions: 1
+        body.extend_from_slice(&[0, 0, 0, 0]); // PartitionIndex
+        body.push(0x02); // AcknowledgementBatches: 1
+        body.extend_from_slice(&[0; 16]); // FirstOffset, LastOffset
+        body.extend_from_slice(&[0xe8, 0x07, 1, 0, 0, 0, 0]); // AcknowledgeTypes: 999
+        assert!(matches!(
+            check_request(apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL, 0, true, &body),
+            Err(GuardError::ArrayTooLong { count: 999, .. })
+        ));
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! - [`apis`]: the table of served APIs and versions (what ApiVersions advertises).
 //! - [`codec`]: header parsing, dispatch classification, body decoding, response encoding.
 //! - [`guard`]: structural pre-check that bounds what the decoder may allocate.
+//! - [`share_txn`]: message types of the project's share-transaction RPCs (API keys 1000–1005),
+//!   which the `kafka-protocol` crate does not know.
 //!
 //! Record batches are validated by `log::batch` (the log stores them); this module never looks
 //! inside the `records` bytes.
@@ -15,3 +17,4 @@ pub mod apis;
 pub mod codec;
 pub mod framing;
 pub mod guard;
+pub mod share_txn;
