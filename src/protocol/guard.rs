@@ -146,6 +146,25 @@ const ALTERABLE_CONFIG: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
 const ALTER_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, Arr(ALTERABLE_CONFIG))];
 const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[f(0, Arr(ALTER_CONFIGS_RESOURCE)), f(0, Bool)];
 
+// ShareGroupHeartbeat v1, ShareFetch v1, ShareAcknowledge v1 (KIP-932; flexible from 0).
+const SHARE_GROUP_HEARTBEAT: &[Field] = &[f(0, Str), f(0, Str), f(0, I32), f(0, Str), f(0, ArrStr)];
+const SHARE_FETCH_PARTITION: &[Field] = &[f(0, I32), fr(0, 0, I32), f(0, Arr(SHARE_ACK_BATCH))];
+const SHARE_FETCH_TOPIC: &[Field] = &[f(0, Uuid), f(0, Arr(SHARE_FETCH_PARTITION))];
+const SHARE_FORGOTTEN_TOPIC: &[Field] = &[f(0, Uuid), f(0, ArrI32)];
+const SHARE_FETCH: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(0, I32),
+    f(0, I32),
+    f(0, I32),
+    f(1, I32),
+    f(1, I32),
+    f(0, Arr(SHARE_FETCH_TOPIC)),
+    f(0, Arr(SHARE_FORGOTTEN_TOPIC)),
+];
+const SHARE_ACKNOWLEDGE: &[Field] = &[f(0, Str), f(0, Str), f(0, I32), f(0, Arr(SHARE_ACK_TOPIC))];
+
 // The share-transaction RPCs, keys 1000–1005 (`schemas/Share*.json`): v0 only, flexible from 0.
 const SHARE_BEGIN_TRANSACTION: &[Field] = &[f(0, Str), f(0, Str), f(0, I64)];
 const SHARE_ACK_BATCH: &[Field] = &[f(0, I64), f(0, I64), f(0, ArrI8)];
@@ -170,6 +189,9 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
+        apis::SHARE_GROUP_HEARTBEAT => SHARE_GROUP_HEARTBEAT,
+        apis::SHARE_FETCH => SHARE_FETCH,
+        apis::SHARE_ACKNOWLEDGE => SHARE_ACKNOWLEDGE,
         apis::SHARE_BEGIN_TRANSACTION => SHARE_BEGIN_TRANSACTION,
         apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => SHARE_ACKNOWLEDGE_TRANSACTIONAL,
         apis::SHARE_PREPARE_TRANSACTION
@@ -541,6 +563,55 @@ mod tests {
                 res.configs = vec![c.clone(), c];
                 let mut r = IncrementalAlterConfigsRequest::default();
                 r.resources = vec![res.clone(), res];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SHARE_GROUP_HEARTBEAT => {
+                let mut r = ShareGroupHeartbeatRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                r.member_epoch = 3;
+                r.rack_id = Some(s("rack"));
+                r.subscribed_topic_names = Some(vec![topic("a"), topic("b")]);
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SHARE_FETCH => {
+                let mut batch = share_fetch_request::AcknowledgementBatch::default();
+                batch.first_offset = 1;
+                batch.last_offset = 2;
+                batch.acknowledge_types = vec![1, 3];
+                let mut p = share_fetch_request::FetchPartition::default();
+                p.partition_index = 4;
+                p.acknowledgement_batches = vec![batch.clone(), batch];
+                let mut t = share_fetch_request::FetchTopic::default();
+                t.topic_id = uuid::Uuid::from_u128(5);
+                t.partitions = vec![p.clone(), p];
+                let mut f = share_fetch_request::ForgottenTopic::default();
+                f.topic_id = uuid::Uuid::from_u128(6);
+                f.partitions = vec![1, 2];
+                let mut r = ShareFetchRequest::default();
+                r.group_id = Some(GroupId(s("g")));
+                r.member_id = Some(s("m"));
+                r.max_records = 500;
+                r.topics = vec![t.clone(), t];
+                r.forgotten_topics_data = vec![f.clone(), f];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SHARE_ACKNOWLEDGE => {
+                let mut batch = share_acknowledge_request::AcknowledgementBatch::default();
+                batch.first_offset = 1;
+                batch.last_offset = 1;
+                batch.acknowledge_types = vec![2];
+                let mut p = share_acknowledge_request::AcknowledgePartition::default();
+                p.partition_index = 4;
+                p.acknowledgement_batches = vec![batch.clone(), batch];
+                let mut t = share_acknowledge_request::AcknowledgeTopic::default();
+                t.topic_id = uuid::Uuid::from_u128(5);
+                t.partitions = vec![p.clone(), p];
+                let mut r = ShareAcknowledgeRequest::default();
+                r.group_id = Some(GroupId(s("g")));
+                r.member_id = Some(s("m"));
+                r.share_session_epoch = -1;
+                r.topics = vec![t.clone(), t];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             // The project's keys (once served): the `share_txn` samples, version 0.

@@ -25,17 +25,18 @@ pub mod sync;
 
 use crate::config::BrokerConfig;
 use crate::constants::{
-    LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARE_HOUSEKEEPING_INTERVAL_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
-    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
+    LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
+    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHARE_HOUSEKEEPING_INTERVAL_MS,
+    SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
 };
+use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
-use crate::journal::{Journal, JournalConfig};
 use crate::server::shard::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
 use crate::server::share::ShareShard;
-use crate::storage::mmap::MmapDir;
 use crate::storage::file::FsStorage;
+use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
@@ -297,7 +298,11 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     let (journal, recovered) = Journal::open(region_dir, JournalConfig::default())
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     if let Some(cut) = &recovered.report.truncated {
-        tracing::warn!(shard = id, ?cut, "state journal recovered with a torn tail cut");
+        tracing::warn!(
+            shard = id,
+            ?cut,
+            "state journal recovered with a torn tail cut"
+        );
     }
     state.share = ShareShard::restore(&recovered)
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
@@ -334,7 +339,9 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         .detach();
     }
     spawn_periodic(&ctx, LOG_HOUSEKEEPING_INTERVAL_MS, |c| c.housekeeping());
-    spawn_periodic(&ctx, SHARE_HOUSEKEEPING_INTERVAL_MS, |c| c.share_housekeeping());
+    spawn_periodic(&ctx, SHARE_HOUSEKEEPING_INTERVAL_MS, |c| {
+        c.share_housekeeping()
+    });
     spawn_periodic(&ctx, METRICS_REFRESH_MS, |c| c.refresh_log_gauges());
     {
         let c = ctx.clone();

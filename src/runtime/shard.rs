@@ -15,21 +15,21 @@
 
 use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
+use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
+use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
-use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
-use crate::journal::Journal;
 use crate::server::ops::{
     AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult, WaitOp,
 };
-use crate::storage::mmap::MmapDir;
 use crate::server::registry::random_uuid;
 use crate::server::shard::{PartitionKey, ShardState};
 use crate::server::{Bus, TopicRegistry};
 use crate::storage::file::FsStorage;
+use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::Senders;
 use glommio::sync::Semaphore;
 use kafka_protocol::ResponseError;
@@ -223,7 +223,10 @@ impl ShardCtx {
                 };
                 if let Err(cause) = durable {
                     for r in results.iter_mut().filter(|r| r.error_code == 0) {
-                        *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+                        *r = ShareAckResult::error(
+                            ResponseError::KafkaStorageError.code(),
+                            cause.clone(),
+                        );
                     }
                 }
                 ShardReply::ShareAcknowledged(results)

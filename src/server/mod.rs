@@ -36,9 +36,9 @@ pub mod share_group;
 pub mod share_session;
 
 use crate::model::ShardId;
-use std::future::Future;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;

@@ -289,10 +289,16 @@ pub enum ShardOp {
     /// On the partitions' shard; answered once the new state is durable.
     ShareAcknowledge(ShareAckOp),
     /// On every shard: release what a member holds (it left, or its connection dropped).
-    ShareReleaseMember { group_id: String, member_id: String },
+    ShareReleaseMember {
+        group_id: String,
+        member_id: String,
+    },
     /// On the group's shard: a member's connection dropped; close its share session and
     /// release its records on every shard.
-    ShareDisconnected { group_id: String, member_id: String },
+    ShareDisconnected {
+        group_id: String,
+        member_id: String,
+    },
 }
 
 /// The reply to a [`ShardOp`] (same variant).

@@ -17,9 +17,8 @@
 use super::share_group::ShareGroupConfig;
 use crate::config::{validate_broker_config, validate_topic_config, ConfigError};
 use crate::constants::{
-    GROUP_CONFIGS_MAX,
-    BROKER_PARTITIONS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX, TOPIC_NAME_BYTES_MAX,
-    TOPIC_PARTITIONS_MAX,
+    BROKER_PARTITIONS_MAX, GROUP_CONFIGS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX,
+    TOPIC_NAME_BYTES_MAX, TOPIC_PARTITIONS_MAX,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -423,9 +422,12 @@ impl TopicRegistry {
             self.group_configs.remove(group_id);
             return Ok(());
         }
-        if !self.group_configs.contains_key(group_id) && self.group_configs.len() >= GROUP_CONFIGS_MAX
+        if !self.group_configs.contains_key(group_id)
+            && self.group_configs.len() >= GROUP_CONFIGS_MAX
         {
-            return Err(format!("at most {GROUP_CONFIGS_MAX} groups can have configs"));
+            return Err(format!(
+                "at most {GROUP_CONFIGS_MAX} groups can have configs"
+            ));
         }
         self.group_configs.insert(group_id.to_string(), configs);
         Ok(())

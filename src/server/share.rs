@@ -21,9 +21,7 @@
 //! rebuild the durable view of every share partition; [`SharePartition::from_snapshot`] turns
 //! each back into a live partition with nothing acquired.
 
-use super::ops::{
-    PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
-};
+use super::ops::{PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition};
 use super::registry::TopicRegistry;
 use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
 use super::share_fetch::acquire_from_log;
@@ -33,9 +31,7 @@ use crate::journal::entries::{
     Entry, RunState, ShardSnapshot, SharePartitionState, StateRun as JournalRun,
 };
 use crate::journal::Recovered;
-use crate::share::{
-    DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun,
-};
+use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
 use crate::storage::file::Storage;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -280,13 +276,19 @@ impl<S: Storage + Clone> ShardState<S> {
             return SharePartition::from_snapshot(config.share, &view).map_err(|e| {
                 (
                     ResponseError::UnknownServerError.code(),
-                    format!("share state of {}-{} is unusable: {e}", r.topic, r.partition),
+                    format!(
+                        "share state of {}-{} is unusable: {e}",
+                        r.topic, r.partition
+                    ),
                 )
             });
         }
-        let partition = self
-            .lookup(r)
-            .map_err(|code| (code, format!("{}-{} is not served here", r.topic, r.partition)))?;
+        let partition = self.lookup(r).map_err(|code| {
+            (
+                code,
+                format!("{}-{} is not served here", r.topic, r.partition),
+            )
+        })?;
         let start = match config.auto_offset_reset {
             AutoOffsetReset::Latest => partition.high_watermark(),
             AutoOffsetReset::Earliest => partition.log.log_start_offset() as i64,
@@ -352,13 +354,8 @@ impl<S: Storage + Clone> ShardState<S> {
             };
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
-                    let fetched = acquire_from_log(
-                        &mut sp,
-                        &op.member_id,
-                        &bytes,
-                        records_left,
-                        now_ms,
-                    );
+                    let fetched =
+                        acquire_from_log(&mut sp, &op.member_id, &bytes, records_left, now_ms);
                     let count: u64 = fetched
                         .acquired
                         .iter()
@@ -380,7 +377,11 @@ impl<S: Storage + Clone> ShardState<S> {
             // and the poll looks again for those every SHARE_FETCH_RECHECK_MS).
             let capped =
                 sp.in_flight_records() >= u64::from(sp.config().partition_max_record_locks);
-            result.wait_offset = if capped { hw.max(sp.speo() + 1) } else { sp.speo() + 1 };
+            result.wait_offset = if capped {
+                hw.max(sp.speo() + 1)
+            } else {
+                sp.speo() + 1
+            };
             self.put_share(key, sp);
             out.push(result);
         }

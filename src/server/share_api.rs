@@ -13,8 +13,8 @@
 
 use super::join::{first_of, join_all};
 use super::ops::{
-    PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
-    ShareSessionOp, ShardOp, ShardReply, WaitOp,
+    PartitionRef, ShardOp, ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp,
+    ShareFetchedPartition, ShareSessionOp, WaitOp,
 };
 use super::registry::TopicRegistry;
 use super::share_group::Heartbeat;
@@ -180,7 +180,10 @@ async fn acknowledge<B: Bus>(
                 ShardOp::ShareAcknowledge(ShareAckOp {
                     group_id: group_id.to_string(),
                     member_id: member_id.to_string(),
-                    partitions: parts.iter().map(|(_, r, b)| (r.clone(), b.clone())).collect(),
+                    partitions: parts
+                        .iter()
+                        .map(|(_, r, b)| (r.clone(), b.clone()))
+                        .collect(),
                 }),
             )
         })
@@ -332,7 +335,11 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
-    let named_count: usize = decoded.topics.iter().map(|t| t.partitions.len()).sum::<usize>()
+    let named_count: usize = decoded
+        .topics
+        .iter()
+        .map(|t| t.partitions.len())
+        .sum::<usize>()
         + decoded
             .forgotten_topics_data
             .iter()
@@ -371,7 +378,13 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
                 let raw: Vec<(i64, i64, &[i8])> = p
                     .acknowledgement_batches
                     .iter()
-                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
+                    .map(|b| {
+                        (
+                            b.first_offset,
+                            b.last_offset,
+                            b.acknowledge_types.as_slice(),
+                        )
+                    })
                     .collect();
                 acks.push((
                     resolve(&registry, shards, t.topic_id, p.partition_index),
@@ -400,9 +413,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     )
     .await;
     let session_partitions = match outcome {
-        Err(code) => {
-            return top_level_error_fetch(request, code, "the share session was refused")
-        }
+        Err(code) => return top_level_error_fetch(request, code, "the share session was refused"),
         Ok(SessionOutcome::Open(partitions)) => {
             remember_member(conn, &group_id, &member_id);
             Some(partitions)
@@ -619,7 +630,13 @@ pub async fn handle_share_acknowledge<B: Bus>(
                 let raw: Vec<(i64, i64, &[i8])> = p
                     .acknowledgement_batches
                     .iter()
-                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
+                    .map(|b| {
+                        (
+                            b.first_offset,
+                            b.last_offset,
+                            b.acknowledge_types.as_slice(),
+                        )
+                    })
                     .collect();
                 (
                     resolve(registry, shards, t.topic_id, p.partition_index),

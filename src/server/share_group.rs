@@ -565,7 +565,8 @@ mod tests {
                 .is_err());
             assert_eq!(c, before, "a refused change leaves the config as it was");
         }
-        c.apply(&[("share.auto.offset.reset".into(), None)]).unwrap();
+        c.apply(&[("share.auto.offset.reset".into(), None)])
+            .unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::Latest);
     }
 }
