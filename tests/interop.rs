@@ -18,7 +18,8 @@
 //! The client programs live in `tests/clients/` and print one `RESULT {json}` line; the tests
 //! assert on it. The clients come from `tools/install-test-deps.sh` (under `target/test-deps/`);
 //! when they are missing the tests fail and say so. Tests run one at a time (one broker at a
-//! time: the machine has two cores). Share-group tests are `#[ignore]`d until issue 4.
+//! time: the machine has two cores). The share-group tests run real
+//! `ShareConsumer` (librdkafka) and `KafkaShareConsumer` (Java) clients.
 
 use std::collections::hash_map::DefaultHasher;
 use std::fs::{self, File, OpenOptions};
@@ -786,7 +787,6 @@ fn assert_ok(name: &str, r: &Run) {
 }
 
 #[test]
-#[ignore = "share groups: issue 4"]
 fn share_python_implicit_consumers_on_one_partition_get_disjoint_records() {
     let _g = serial();
     deps();
@@ -825,7 +825,6 @@ fn share_python_implicit_consumers_on_one_partition_get_disjoint_records() {
 }
 
 #[test]
-#[ignore = "share groups: issue 4"]
 fn share_python_explicit_accept_release_reject_and_archive_at_limit() {
     let _g = serial();
     deps();
@@ -845,7 +844,6 @@ fn share_python_explicit_accept_release_reject_and_archive_at_limit() {
 }
 
 #[test]
-#[ignore = "share groups: issue 4"]
 fn share_python_killed_consumer_records_are_redelivered() {
     let _g = serial();
     deps();
@@ -863,7 +861,6 @@ fn share_python_killed_consumer_records_are_redelivered() {
 }
 
 #[test]
-#[ignore = "share groups: issue 4"]
 fn share_java_consumers_on_one_partition_get_disjoint_records() {
     let _g = serial();
     deps();
@@ -898,7 +895,6 @@ fn share_java_consumers_on_one_partition_get_disjoint_records() {
 }
 
 #[test]
-#[ignore = "share groups: issue 4"]
 fn share_java_accept_release_reject_and_archive_at_limit() {
     let _g = serial();
     deps();
@@ -917,7 +913,6 @@ fn share_java_accept_release_reject_and_archive_at_limit() {
 }
 
 #[test]
-#[ignore = "share groups: issue 4"]
 fn share_acknowledgements_survive_broker_sigkill_restart() {
     let _g = serial();
     deps();

@@ -165,10 +165,16 @@ pub struct Departed {
 }
 
 /// Every share group coordinated by one shard.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ShareGroups {
     groups: HashMap<String, ShareGroup>,
     pub session_timeout_ms: u64,
+}
+
+impl Default for ShareGroups {
+    fn default() -> ShareGroups {
+        ShareGroups::new()
+    }
 }
 
 impl ShareGroups {
