@@ -16,7 +16,8 @@ use crate::constants::{
     DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
     RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, SHARE_DELIVERY_COUNT_LIMIT_MAX,
     SHARE_DELIVERY_COUNT_LIMIT_MIN, SHARE_PARTITION_MAX_RECORD_LOCKS_MAX,
-    SHARE_RECORD_LOCK_DURATION_MS_MAX, SHARE_RECORD_LOCK_DURATION_MS_MIN, TOPIC_PARTITIONS_DEFAULT,
+    SHARE_RECORD_LOCK_DURATION_MS_MAX, SHARE_RECORD_LOCK_DURATION_MS_MIN,
+    SHARE_TRANSACTION_MAX_PENDING_MAX, SHARE_TRANSACTION_TIMEOUT_MS_MAX, TOPIC_PARTITIONS_DEFAULT,
     TOPIC_PARTITIONS_MAX,
 };
 use std::collections::BTreeMap;
@@ -331,6 +332,36 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         },
         synonym: None,
         doc: "Most in-flight records (from the share-partition start offset) per partition.",
+    },
+    ConfigDef {
+        name: "share.acknowledgement.mode",
+        config_type: ConfigType::String,
+        default: "explicit",
+        rule: ConfigRule::OneOf(&["implicit", "explicit", "transactional"]),
+        synonym: None,
+        doc: "How the group's consumers acknowledge; in transactional mode plain acknowledgements are refused and records are acknowledged only inside share transactions.",
+    },
+    ConfigDef {
+        name: "share.transaction.timeout.ms",
+        config_type: ConfigType::Long,
+        default: "60000",
+        rule: ConfigRule::Range {
+            min: 1,
+            max: SHARE_TRANSACTION_TIMEOUT_MS_MAX as i64,
+        },
+        synonym: None,
+        doc: "Timeout of a share transaction begun with TimeoutMs -1; an ONGOING transaction older than its timeout is aborted by the broker.",
+    },
+    ConfigDef {
+        name: "share.transaction.max.pending",
+        config_type: ConfigType::Int,
+        default: "5",
+        rule: ConfigRule::Range {
+            min: 1,
+            max: SHARE_TRANSACTION_MAX_PENDING_MAX as i64,
+        },
+        synonym: None,
+        doc: "Most ONGOING + PREPARE share transactions per group.",
     },
 ];
 

@@ -152,6 +152,8 @@ pub const SHARE_TRANSACTIONS_FINISHED_MAX: usize = 10_000;
 /// Longest transaction id accepted, in bytes.
 pub const SHARE_TRANSACTION_ID_BYTES_MAX: usize = 1_024;
 
+/// Longest a prepare waits for acknowledgements into its transaction that are in flight.
+pub const TXN_PREPARE_WAIT_MS: u64 = 30_000;
 /// How often a shard expires acquisition locks and share-member sessions.
 pub const SHARE_HOUSEKEEPING_INTERVAL_MS: u64 = 200;
 /// A shard writes a journal snapshot once this many entries follow the last one (then the

@@ -10,7 +10,11 @@
 //! - `lockstep_bytes_in_total`, `lockstep_bytes_out_total`,
 //! - `lockstep_connections_active`, `lockstep_connections_total`, `lockstep_connections_closed_on_error_total`,
 //! - `lockstep_fsync_total`, `lockstep_fsync_errors_total`, `lockstep_fsync_latency_us{quantile}`,
-//! - `lockstep_log_size_bytes{topic,partition}`, `lockstep_log_end_offset{topic,partition}`.
+//! - `lockstep_log_size_bytes{topic,partition}`, `lockstep_log_end_offset{topic,partition}`,
+//! - the KIP's share-transaction metrics: `lockstep_share_transaction_active`,
+//!   `lockstep_share_transaction_prepare_time_ms{quantile}`,
+//!   `lockstep_share_transaction_commit_time_ms{quantile}` (summaries),
+//!   `lockstep_share_transaction_abort_total`, `lockstep_share_transaction_timeout_total`.
 
 use crate::constants::{
     METRICS_HISTOGRAM_SIGFIG, METRICS_HTTP_REQUEST_BYTES_MAX, METRICS_LATENCY_US_MAX,
@@ -86,6 +90,13 @@ pub struct ShardMetrics {
     pub fsync: Latency,
     pub fsync_errors: u64,
     pub logs: Vec<LogGauge>,
+    /// ONGOING + PREPARE share transactions coordinated by this shard.
+    pub share_txn_active: u64,
+    pub share_txn_aborted: u64,
+    pub share_txn_timed_out: u64,
+    /// Prepare and commit latency (phase 1 and phase 2 on the coordinator).
+    pub share_txn_prepare: Latency,
+    pub share_txn_commit: Latency,
 }
 
 impl ShardMetrics {
@@ -173,6 +184,59 @@ impl MetricsRegistry {
             "Flushes that failed.",
             &|m| m.fsync_errors,
         );
+        counter(
+            &mut out,
+            "lockstep_share_transaction_abort_total",
+            "Share transactions aborted (on request, by timeout, or at restart).",
+            &|m| m.share_txn_aborted,
+        );
+        counter(
+            &mut out,
+            "lockstep_share_transaction_timeout_total",
+            "ONGOING share transactions aborted by the broker at their timeout.",
+            &|m| m.share_txn_timed_out,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP lockstep_share_transaction_active ONGOING and PREPARE share transactions.\n# TYPE lockstep_share_transaction_active gauge"
+        );
+        for (shard, m) in snapshots.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "lockstep_share_transaction_active{{shard=\"{shard}\"}} {}",
+                m.share_txn_active
+            );
+        }
+        for (name, help, pick) in [
+            (
+                "lockstep_share_transaction_prepare_time_ms",
+                "Prepare latency (participants' locks and the PREPARE record durable).",
+                (|m: &ShardMetrics| &m.share_txn_prepare) as fn(&ShardMetrics) -> &Latency,
+            ),
+            (
+                "lockstep_share_transaction_commit_time_ms",
+                "Commit latency (the COMMITTED record durable).",
+                |m: &ShardMetrics| &m.share_txn_commit,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+            for (shard, m) in snapshots.iter().enumerate() {
+                let latency = pick(m);
+                for q in QUANTILES {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{shard=\"{shard}\",quantile=\"{q}\"}} {:.3}",
+                        latency.quantile(q) as f64 / 1000.0
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "{name}_sum{{shard=\"{shard}\"}} {:.3}",
+                    latency.sum_us as f64 / 1000.0
+                );
+                let _ = writeln!(out, "{name}_count{{shard=\"{shard}\"}} {}", latency.count());
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP lockstep_connections_active Open client connections.\n# TYPE lockstep_connections_active gauge"

@@ -186,6 +186,49 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 1,
         flexible_min: 0,
     },
+    // The share-transaction APIs (`schemas/share-transactions.md`).
+    ApiSpec {
+        key: SHARE_BEGIN_TRANSACTION,
+        name: "ShareBeginTransaction",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: SHARE_ACKNOWLEDGE_TRANSACTIONAL,
+        name: "ShareAcknowledgeTransactional",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: SHARE_PREPARE_TRANSACTION,
+        name: "SharePrepareTransaction",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: SHARE_COMMIT_TRANSACTION,
+        name: "ShareCommitTransaction",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: SHARE_ABORT_TRANSACTION,
+        name: "ShareAbortTransaction",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: SHARE_LIST_TRANSACTIONS,
+        name: "ShareListTransactions",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
 ];
 
 /// The spec of `key`, if served.

@@ -304,9 +304,10 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
             "state journal recovered with a torn tail cut"
         );
     }
-    state.share = ShareShard::restore(&recovered)
+    let registry = state.registry().clone();
+    state.share = ShareShard::restore(&recovered, &registry, wall_ms() as u64)
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
-    state.share.retain_topics(&state.registry().clone());
+    state.share.retain_topics(&registry);
     for report in reports
         .iter()
         .filter(|r| !r.truncated.is_empty() || !r.removed.is_empty())

@@ -16,24 +16,29 @@
 use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
 use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
+use crate::constants::TXN_PREPARE_WAIT_MS;
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
+use crate::model::partition_shard;
 use crate::model::ShardId;
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
-    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult, WaitOp,
+    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult, TxnAnswer,
+    TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
 use crate::server::shard::{PartitionKey, ShardState};
 use crate::server::{Bus, TopicRegistry};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
+use crate::txn::{TxnPartition, TxnState};
 use glommio::channels::channel_mesh::Senders;
 use glommio::sync::Semaphore;
 use kafka_protocol::ResponseError;
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -250,7 +255,323 @@ impl ShardCtx {
                 self.member_gone(group_id, member_id);
                 ShardReply::ShareReleased(0)
             }
+            ShardOp::Txn(op) => ShardReply::Txn(self.txn(op).await),
         }
+    }
+
+    /// Appends pending entries and waits until they are durable.
+    async fn persist_share_entries(&self) -> Result<(), String> {
+        match self.append_share_entries()? {
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The shards of a transaction's participant partitions (unknown topics are skipped:
+    /// their share state went with them).
+    fn participant_shards(&self, partitions: &[TxnPartition]) -> BTreeSet<ShardId> {
+        let registry = self.registry();
+        partitions
+            .iter()
+            .filter_map(|p| {
+                registry
+                    .topic_by_id(&p.topic_id)
+                    .map(|t| partition_shard(&t.name, p.partition, self.shard_count))
+            })
+            .collect()
+    }
+
+    /// Tells the participants of a decided transaction to apply it (they persist lazily; a
+    /// crash before they do is resolved at restart by asking the coordinator).
+    fn spawn_apply(&self, group_id: &str, id: &str, partitions: &[TxnPartition], commit: bool) {
+        for shard in self.participant_shards(partitions) {
+            let op = ShardOp::Txn(TxnOp::Apply {
+                group_id: group_id.to_string(),
+                transaction_id: id.to_string(),
+                commit,
+            });
+            let ctx = self.clone();
+            glommio::spawn_local(async move {
+                ctx.call(shard, op).await;
+            })
+            .detach();
+        }
+    }
+
+    fn record_txn_metrics(&self) {
+        let (active, counters) = {
+            let state = self.state.borrow();
+            (state.share.txn_active(), state.share.txn_counters)
+        };
+        self.with_metrics(|m| {
+            m.share_txn_active = active as u64;
+            m.share_txn_aborted = counters.aborted;
+            m.share_txn_timed_out = counters.timed_out;
+        });
+    }
+
+    async fn txn(&self, op: TxnOp) -> TxnReplyMsg {
+        let now = wall_ms() as u64;
+        let config = |group: &str| self.registry().group_config(group).txn;
+        let reply = match op {
+            TxnOp::Begin {
+                group_id,
+                transaction_id,
+                timeout_ms,
+            } => {
+                let answer = self.state.borrow_mut().share.txn_begin(
+                    &group_id,
+                    &transaction_id,
+                    timeout_ms,
+                    config(&group_id),
+                    now,
+                );
+                let _ = self.append_share_entries();
+                TxnReplyMsg::Answer(answer)
+            }
+            TxnOp::Register {
+                group_id,
+                member_id,
+                transaction_id,
+                partitions,
+            } => TxnReplyMsg::Registered(self.state.borrow_mut().share.txn_register(
+                &group_id,
+                &member_id,
+                &transaction_id,
+                &partitions,
+                config(&group_id),
+                now,
+            )),
+            TxnOp::AckDone {
+                group_id,
+                transaction_id,
+                locked,
+            } => {
+                let late =
+                    self.state
+                        .borrow_mut()
+                        .share
+                        .txn_ack_done(&group_id, &transaction_id, &locked);
+                let _ = self.append_share_entries();
+                if !late.is_empty() {
+                    self.spawn_apply(&group_id, &transaction_id, &late, false);
+                }
+                TxnReplyMsg::Done(Ok(()))
+            }
+            TxnOp::Prepare {
+                group_id,
+                transaction_id,
+            } => TxnReplyMsg::Answer(self.txn_prepare(&group_id, &transaction_id).await),
+            TxnOp::Commit {
+                group_id,
+                transaction_id,
+            } => TxnReplyMsg::Answer(self.txn_decide(&group_id, &transaction_id, true).await),
+            TxnOp::Abort {
+                group_id,
+                transaction_id,
+            } => TxnReplyMsg::Answer(self.txn_decide(&group_id, &transaction_id, false).await),
+            TxnOp::List { group_id, states } => {
+                let listed = self.state.borrow_mut().share.txn_list(
+                    &group_id,
+                    &states,
+                    config(&group_id),
+                    now,
+                );
+                let _ = self.append_share_entries();
+                TxnReplyMsg::Listed(listed)
+            }
+            TxnOp::State {
+                group_id,
+                transaction_id,
+            } => {
+                let state = self
+                    .state
+                    .borrow()
+                    .share
+                    .txn_get(&group_id, &transaction_id)
+                    .map_or(TxnState::Empty, |r| r.state);
+                TxnReplyMsg::Answer(TxnAnswer {
+                    error_code: 0,
+                    error_message: None,
+                    state,
+                    timeout_ms: 0,
+                })
+            }
+            TxnOp::Lock {
+                group_id,
+                member_id,
+                transaction_id,
+                partitions,
+            } => {
+                let locked = self.state.borrow_mut().txn_lock(
+                    &group_id,
+                    &member_id,
+                    &transaction_id,
+                    &partitions,
+                );
+                let _ = self.append_share_entries();
+                TxnReplyMsg::Locked(locked)
+            }
+            TxnOp::PersistLocks {
+                group_id,
+                transaction_id,
+            } => {
+                self.state
+                    .borrow_mut()
+                    .share
+                    .txn_persist_locks(&group_id, &transaction_id);
+                TxnReplyMsg::Done(self.persist_share_entries().await)
+            }
+            TxnOp::Apply {
+                group_id,
+                transaction_id,
+                commit,
+            } => {
+                self.state
+                    .borrow_mut()
+                    .txn_apply(&group_id, &transaction_id, commit);
+                TxnReplyMsg::Done(self.append_share_entries().map(|_| ()))
+            }
+        };
+        self.record_txn_metrics();
+        reply
+    }
+
+    /// Phase 1 on the coordinator (DESIGN.md §6).
+    async fn txn_prepare(&self, group_id: &str, id: &str) -> TxnAnswer {
+        let started = Instant::now();
+        let config = self.registry().group_config(group_id).txn;
+        let answer =
+            self.state
+                .borrow_mut()
+                .share
+                .txn_prepare(group_id, id, config, wall_ms() as u64);
+        let _ = self.append_share_entries();
+        if answer.error_code != 0 {
+            return answer;
+        }
+        // New acknowledgements are refused now; wait for those in flight.
+        let deadline = Instant::now() + Duration::from_millis(TXN_PREPARE_WAIT_MS);
+        while self.state.borrow().share.txn_acks_in_flight(group_id, id) > 0 {
+            if Instant::now() > deadline {
+                return TxnAnswer::error(
+                    ResponseError::RequestTimedOut.code(),
+                    "acknowledgements into the transaction did not complete",
+                    TxnState::Prepare,
+                );
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        let Some(record) = self.state.borrow().share.txn_get(group_id, id) else {
+            return TxnAnswer::error(
+                ResponseError::TransactionalIdNotFound.code(),
+                "the transaction was forgotten",
+                TxnState::Empty,
+            );
+        };
+        if record.state != TxnState::Prepare {
+            return TxnAnswer::error(
+                ResponseError::InvalidTxnState.code(),
+                format!("the transaction is {} now", record.state.name()),
+                record.state,
+            );
+        }
+        let partitions: Vec<TxnPartition> =
+            record.participants.iter().map(|p| p.partition).collect();
+        let calls = self
+            .participant_shards(&partitions)
+            .into_iter()
+            .map(|shard| {
+                self.call(
+                    shard,
+                    ShardOp::Txn(TxnOp::PersistLocks {
+                        group_id: group_id.to_string(),
+                        transaction_id: id.to_string(),
+                    }),
+                )
+            })
+            .collect();
+        for reply in join_all(calls).await {
+            match reply {
+                ShardReply::Txn(TxnReplyMsg::Done(Ok(()))) => {}
+                other => {
+                    return TxnAnswer::error(
+                        ResponseError::KafkaStorageError.code(),
+                        format!("a participant could not persist its locks: {other:?}"),
+                        TxnState::Prepare,
+                    )
+                }
+            }
+        }
+        let recorded = self
+            .state
+            .borrow_mut()
+            .share
+            .txn_record_prepared(group_id, id);
+        if let Err(e) = self.persist_share_entries().await {
+            return TxnAnswer::error(
+                ResponseError::KafkaStorageError.code(),
+                e,
+                TxnState::Prepare,
+            );
+        }
+        let record = self.state.borrow().share.txn_get(group_id, id);
+        let state = record.as_ref().map_or(TxnState::Empty, |r| r.state);
+        if !recorded || state != TxnState::Prepare {
+            return TxnAnswer::error(
+                ResponseError::InvalidTxnState.code(),
+                "the transaction was aborted while it was being prepared",
+                state,
+            );
+        }
+        let micros = started.elapsed().as_micros() as u64;
+        self.with_metrics(|m| m.share_txn_prepare.record(micros));
+        TxnAnswer {
+            error_code: 0,
+            error_message: None,
+            state,
+            timeout_ms: record.map_or(0, |r| r.timeout_ms),
+        }
+    }
+
+    /// Phase 2 on the coordinator: commit or abort, durable before the answer, then the
+    /// participants apply it.
+    async fn txn_decide(&self, group_id: &str, id: &str, commit: bool) -> TxnAnswer {
+        let started = Instant::now();
+        let config = self.registry().group_config(group_id).txn;
+        let now = wall_ms() as u64;
+        let before = self.state.borrow().share.txn_get(group_id, id);
+        let answer = {
+            let mut state = self.state.borrow_mut();
+            if commit {
+                state.share.txn_commit(group_id, id, config, now)
+            } else {
+                state.share.txn_abort(group_id, id, config, now)
+            }
+        };
+        if let Err(e) = self.persist_share_entries().await {
+            return TxnAnswer::error(ResponseError::KafkaStorageError.code(), e, answer.state);
+        }
+        let after = self.state.borrow().share.txn_get(group_id, id);
+        if let Some(record) = &after {
+            let decided = record.state.is_finished()
+                && before.as_ref().is_some_and(|b| !b.state.is_finished());
+            if decided {
+                let partitions: Vec<TxnPartition> =
+                    record.participants.iter().map(|p| p.partition).collect();
+                self.spawn_apply(
+                    group_id,
+                    id,
+                    &partitions,
+                    record.state == TxnState::Committed,
+                );
+                if commit {
+                    let micros = started.elapsed().as_micros() as u64;
+                    self.with_metrics(|m| m.share_txn_commit.record(micros));
+                }
+            }
+        }
+        answer
     }
 
     /// A share member left, was evicted, or lost its connection: close its share session (on
@@ -378,6 +699,14 @@ impl ShardCtx {
             tracing::info!(shard = %self.id, group = %d.group_id, member = %d.member_id, "share member session timed out");
             self.member_gone(d.group_id, d.member_id);
         }
+        let expired = self.state.borrow_mut().share.txn_expire(now);
+        for record in expired {
+            tracing::info!(shard = %self.id, group = %record.group_id, txn = %record.transaction_id, "share transaction timed out; aborted");
+            let partitions: Vec<TxnPartition> =
+                record.participants.iter().map(|p| p.partition).collect();
+            self.spawn_apply(&record.group_id, &record.transaction_id, &partitions, false);
+        }
+        self.record_txn_metrics();
         if self.append_share_entries().is_err() {
             return;
         }
@@ -389,7 +718,11 @@ impl ShardCtx {
             since >= JOURNAL_SNAPSHOT_EVERY_ENTRIES && !journal.needs_flush()
         };
         if due {
-            let snapshot = self.state.borrow().share.durable_snapshot();
+            let snapshot = self
+                .state
+                .borrow_mut()
+                .share
+                .durable_snapshot(wall_ms() as u64);
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
             match written {
                 Ok(_) => self.ensure_journal_flush(),

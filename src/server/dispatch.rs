@@ -6,7 +6,8 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, configs, fetch, metadata, produce, share_api, Bus, ConnInfo, Outcome,
+    admin, api_versions, configs, fetch, metadata, produce, share_api, txn_api, Bus, ConnInfo,
+    Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -30,6 +31,12 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, request).await,
         apis::SHARE_FETCH => share_api::handle_share_fetch(bus, conn, request).await,
         apis::SHARE_ACKNOWLEDGE => share_api::handle_share_acknowledge(bus, conn, request).await,
+        apis::SHARE_BEGIN_TRANSACTION => txn_api::handle_begin(bus, request).await,
+        apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => txn_api::handle_acknowledge(bus, request).await,
+        apis::SHARE_PREPARE_TRANSACTION
+        | apis::SHARE_COMMIT_TRANSACTION
+        | apis::SHARE_ABORT_TRANSACTION => txn_api::handle_outcome(bus, request).await,
+        apis::SHARE_LIST_TRANSACTIONS => txn_api::handle_list(bus, request).await,
         other => Outcome::Close(format!(
             "API key {other} is in the served table but has no handler"
         )),

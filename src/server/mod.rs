@@ -34,6 +34,8 @@ pub mod share_api;
 pub mod share_fetch;
 pub mod share_group;
 pub mod share_session;
+pub mod transactions;
+pub mod txn_api;
 
 use crate::model::ShardId;
 use std::cell::RefCell;

@@ -10,6 +10,7 @@ use super::shard::PartitionKey;
 use super::share_group::{Heartbeat, HeartbeatAnswer};
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
 use crate::share::{AckBatch, AcquiredRange};
+use crate::txn::{TxnPartition, TxnRecord, TxnState};
 use bytes::Bytes;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -270,6 +271,108 @@ pub struct ShareSessionOp {
     pub acknowledge_only: bool,
 }
 
+/// Share-transaction work (issue 5). Coordinator ops run on the group's shard, participant
+/// ops on the partitions' shard (DESIGN.md §6).
+#[derive(Clone, Debug)]
+pub enum TxnOp {
+    /// Coordinator: ShareBeginTransaction.
+    Begin {
+        group_id: String,
+        transaction_id: String,
+        timeout_ms: i64,
+    },
+    /// Coordinator: the transaction must be ONGOING; registers participants (one
+    /// acknowledgement in flight each, until `AckDone`).
+    Register {
+        group_id: String,
+        member_id: String,
+        transaction_id: String,
+        partitions: Vec<TxnPartition>,
+    },
+    /// Coordinator: the acknowledgements `Register` started are done; `locked` per partition.
+    AckDone {
+        group_id: String,
+        transaction_id: String,
+        locked: Vec<(TxnPartition, u64)>,
+    },
+    /// Coordinator: phase 1; answered once the participants' locks and the PREPARE record
+    /// are durable.
+    Prepare {
+        group_id: String,
+        transaction_id: String,
+    },
+    /// Coordinator: phase 2; answered once the decision is durable.
+    Commit {
+        group_id: String,
+        transaction_id: String,
+    },
+    Abort {
+        group_id: String,
+        transaction_id: String,
+    },
+    /// Coordinator: ShareListTransactions (empty `states`: ONGOING and PREPARE).
+    List {
+        group_id: String,
+        states: Vec<TxnState>,
+    },
+    /// Coordinator: a transaction's state (participants resolving locks after a restart).
+    State {
+        group_id: String,
+        transaction_id: String,
+    },
+    /// Participant: ACQUIRED → LOCKED for `member_id`'s records (each partition all-or-nothing).
+    Lock {
+        group_id: String,
+        member_id: String,
+        transaction_id: String,
+        partitions: Vec<(PartitionRef, Vec<AckBatch>)>,
+    },
+    /// Participant: make the transaction's LOCKED ranges durable (phase 1).
+    PersistLocks {
+        group_id: String,
+        transaction_id: String,
+    },
+    /// Participant: apply the decision (LOCKED → ACKNOWLEDGED / ARCHIVED, or → AVAILABLE).
+    Apply {
+        group_id: String,
+        transaction_id: String,
+        commit: bool,
+    },
+}
+
+/// The answer to a coordinator op: error (0 if none), the state after the call, the timeout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnAnswer {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub state: TxnState,
+    pub timeout_ms: u64,
+}
+
+impl TxnAnswer {
+    pub fn error(code: i16, message: impl Into<String>, state: TxnState) -> TxnAnswer {
+        TxnAnswer {
+            error_code: code,
+            error_message: Some(message.into()),
+            state,
+            timeout_ms: 0,
+        }
+    }
+}
+
+/// Replies to [`TxnOp`]s.
+#[derive(Clone, Debug)]
+pub enum TxnReplyMsg {
+    Answer(TxnAnswer),
+    /// Per partition of `Register`: `None` if registered, else the refusal.
+    Registered(Vec<Option<TxnAnswer>>),
+    /// Per partition of `Lock`: records locked, or the refusal.
+    Locked(Vec<Result<u64, ShareAckResult>>),
+    Listed(Vec<TxnRecord>),
+    /// `PersistLocks`, `Apply`, `AckDone`: done, or why not.
+    Done(Result<(), String>),
+}
+
 /// Work for the shard that owns the state.
 #[derive(Clone, Debug)]
 pub enum ShardOp {
@@ -299,6 +402,7 @@ pub enum ShardOp {
         group_id: String,
         member_id: String,
     },
+    Txn(TxnOp),
 }
 
 /// The reply to a [`ShardOp`] (same variant).
@@ -317,6 +421,7 @@ pub enum ShardReply {
     ShareAcknowledged(Vec<ShareAckResult>),
     /// How many records were released.
     ShareReleased(u64),
+    Txn(TxnReplyMsg),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

@@ -25,17 +25,21 @@ use super::ops::{PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFe
 use super::registry::TopicRegistry;
 use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
 use super::share_fetch::acquire_from_log;
-use super::share_group::{AutoOffsetReset, ShareGroups};
+use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
+use super::transactions::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
 use crate::journal::entries::{
-    Entry, RunState, ShardSnapshot, SharePartitionState, StateRun as JournalRun,
+    Entry, RunState, ShardSnapshot, SharePartitionState, StateRun as JournalRun, TransactionRecord,
 };
+use crate::journal::entries::{LockOutcome as JournalOutcome, LockedRange as JournalRange};
 use crate::journal::Recovered;
+use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
 use crate::storage::file::Storage;
+use crate::txn::{GroupTransactions, TxnRecord, TxnState};
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
 /// A share partition: its group and topic-partition.
@@ -56,6 +60,11 @@ pub struct ShareShard {
     recovered: BTreeMap<ShareKey, ShareSnapshot>,
     /// Journal entries produced and not yet taken by the runtime.
     entries: Vec<Entry>,
+    /// Share transactions of the groups coordinated here (`server::transactions`).
+    pub(crate) txns: HashMap<String, GroupTransactions>,
+    /// (group, transaction) whose PREPARE record is in the journal (phase 1 finished).
+    pub(crate) prepared_durable: BTreeSet<(String, String)>,
+    pub txn_counters: TxnCounters,
 }
 
 /// Why the journal could not be replayed: names the entry.
@@ -132,31 +141,74 @@ fn state_key(state: &SharePartitionState) -> ShareKey {
 }
 
 impl ShareShard {
-    /// Rebuilds the durable views from a recovered journal.
-    pub fn restore(recovered: &Recovered) -> Result<ShareShard, RestoreError> {
+    /// Rebuilds the durable views, the transactions this shard coordinates, and the locks of
+    /// prepared transactions from a recovered journal. ONGOING transactions are aborted (their
+    /// ABORTED records are queued as entries); live partitions are made with the group configs
+    /// of `registry`.
+    pub fn restore(
+        recovered: &Recovered,
+        registry: &TopicRegistry,
+        now_ms: u64,
+    ) -> Result<ShareShard, RestoreError> {
         let mut views: BTreeMap<ShareKey, ShareSnapshot> = BTreeMap::new();
-        let mut apply = |state: &SharePartitionState, reset: bool, at: &str| {
-            let key = state_key(state);
-            let delta = ShareDelta {
-                spso: state.start_offset.unwrap_or(0),
-                reset,
-                runs: from_journal_runs(&state.runs),
+        let mut records: BTreeMap<(String, String), TransactionRecord> = BTreeMap::new();
+        let mut locks: BTreeMap<(ShareKey, String), Vec<JournalRange>> = BTreeMap::new();
+        let mut apply =
+            |entry: &Entry, reset_snapshot: bool, at: &str| -> Result<(), RestoreError> {
+                match entry {
+                    Entry::SharePartitionSnapshot(state) | Entry::SharePartitionUpdate(state) => {
+                        let reset =
+                            reset_snapshot || matches!(entry, Entry::SharePartitionSnapshot(_));
+                        let key = state_key(state);
+                        let delta = ShareDelta {
+                            spso: state.start_offset.unwrap_or(0),
+                            reset,
+                            runs: from_journal_runs(&state.runs),
+                        };
+                        let view = views.entry(key).or_insert_with(|| ShareSnapshot {
+                            spso: delta.spso,
+                            runs: Vec::new(),
+                        });
+                        view.apply_delta(&delta)
+                            .map_err(|e: ShareError| RestoreError(format!("{at}: {e}")))
+                    }
+                    Entry::TransactionRecord(r) => {
+                        records.insert((r.group_id.clone(), r.transaction_id.clone()), r.clone());
+                        Ok(())
+                    }
+                    Entry::TransactionLocks(l) => {
+                        let key = ShareKey {
+                            group_id: l.group_id.clone(),
+                            partition: PartitionKey {
+                                topic_id: Uuid::from_bytes(l.topic_id),
+                                partition: l.partition,
+                            },
+                        };
+                        if l.ranges.is_empty() {
+                            locks.remove(&(key, l.transaction_id.clone()));
+                        } else {
+                            locks.insert((key, l.transaction_id.clone()), l.ranges.clone());
+                        }
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                }
             };
-            let view = views.entry(key).or_insert_with(|| ShareSnapshot {
-                spso: delta.spso,
-                runs: Vec::new(),
-            });
-            view.apply_delta(&delta)
-                .map_err(|e: ShareError| RestoreError(format!("{at}: {e}")))
-        };
         if let Some(snapshot) = &recovered.snapshot {
             let at = format!(
                 "snapshot at {} byte {}",
                 snapshot.location.path.display(),
                 snapshot.location.position
             );
-            for state in &snapshot.state.share_partitions {
-                apply(state, true, &at)?;
+            let state = &snapshot.state;
+            for s in &state.share_partitions {
+                apply(&Entry::SharePartitionSnapshot(s.clone()), true, &at)?;
+            }
+            for t in &state.transactions {
+                apply(&Entry::TransactionRecord(t.clone()), false, &at)?;
+            }
+            for l in &state.transaction_locks {
+                apply(&Entry::TransactionLocks(l.clone()), false, &at)?;
             }
         }
         for entry in &recovered.entries {
@@ -166,22 +218,74 @@ impl ShareShard {
                 entry.location.path.display(),
                 entry.location.position
             );
-            match &entry.entry {
-                Entry::SharePartitionSnapshot(state) => apply(state, true, &at)?,
-                Entry::SharePartitionUpdate(state) => apply(state, false, &at)?,
-                _ => {}
-            }
+            apply(&entry.entry, false, &at)?;
         }
-        Ok(ShareShard {
-            recovered: views,
-            ..ShareShard::default()
-        })
+        // Locks of prepared transactions go back over the offsets still AVAILABLE.
+        for ((key, txn), ranges) in &locks {
+            let Some(view) = views.get_mut(key) else {
+                continue;
+            };
+            let runs = lock_overlay(view, txn, ranges);
+            if runs.is_empty() {
+                continue;
+            }
+            let delta = ShareDelta {
+                spso: view.spso,
+                reset: false,
+                runs,
+            };
+            view.apply_delta(&delta)
+                .map_err(|e| RestoreError(format!("locks of transaction {txn} on {key:?}: {e}")))?;
+        }
+        let mut shard = ShareShard::default();
+        let mut by_group: BTreeMap<String, Vec<TxnRecord>> = BTreeMap::new();
+        for ((group, id), entry) in &records {
+            if entry.state == crate::journal::entries::TxnState::Prepare {
+                shard.prepared_durable.insert((group.clone(), id.clone()));
+            }
+            by_group
+                .entry(group.clone())
+                .or_default()
+                .push(entry_to_record(entry));
+        }
+        for (group, records) in by_group {
+            let config = registry.group_config(&group).txn;
+            let txns = GroupTransactions::restore(&group, config, records, now_ms)
+                .map_err(|e| RestoreError(format!("transactions of group {group}: {e}")))?;
+            shard.txns.insert(group.clone(), txns);
+            shard.drain_restored(&group);
+        }
+        for (key, view) in views {
+            let config = registry.group_config(&key.group_id).share;
+            let sp = SharePartition::from_snapshot(config, &view).map_err(|e| {
+                RestoreError(format!(
+                    "share state of {} on {:?}: {e}",
+                    key.group_id, key.partition
+                ))
+            })?;
+            shard.partitions.insert(key, sp);
+        }
+        Ok(shard)
+    }
+
+    fn drain_restored(&mut self, group: &str) {
+        let Some(txns) = self.txns.get_mut(group) else {
+            return;
+        };
+        for change in txns.take_changes() {
+            if change.record.state == TxnState::Aborted {
+                self.txn_counters.aborted += 1;
+            }
+            self.prepared_durable
+                .remove(&(group.to_string(), change.record.transaction_id.clone()));
+            let entry = record_to_entry(&change.record, change.record.state);
+            self.entries.push(Entry::TransactionRecord(entry));
+        }
     }
 
     /// The shard's whole durable share state, for a journal snapshot. Call after
-    /// [`ShareShard::take_entries`] so nothing is pending.
-    pub fn durable_snapshot(&self) -> ShardSnapshot {
-        assert!(self.entries.is_empty(), "entries pending at snapshot");
+    /// [`ShareShard::take_entries`] so the snapshot follows every entry already appended.
+    pub fn durable_snapshot(&mut self, now_ms: u64) -> ShardSnapshot {
         let mut share_partitions: Vec<SharePartitionState> = self
             .partitions
             .iter()
@@ -195,15 +299,64 @@ impl ShareShard {
                 .iter()
                 .map(|(key, s)| journal_state(key, s.spso, &s.runs)),
         );
+        let mut transactions = Vec::new();
+        let all = [
+            TxnState::Ongoing,
+            TxnState::Prepare,
+            TxnState::Committed,
+            TxnState::Aborted,
+        ];
+        let groups: Vec<String> = self.txns.keys().cloned().collect();
+        for group in &groups {
+            let records = self.txns.get_mut(group).expect("listed").list(&all, now_ms);
+            self.drain_txn_changes(group);
+            for record in records {
+                // A PREPARE whose record is not yet journalled is ONGOING on disk.
+                let durable = self
+                    .prepared_durable
+                    .contains(&(group.clone(), record.transaction_id.clone()));
+                let state = match record.state {
+                    TxnState::Prepare if !durable => TxnState::Ongoing,
+                    s => s,
+                };
+                transactions.push(record_to_entry(&record, state));
+            }
+        }
+        let mut transaction_locks = Vec::new();
+        for (key, sp) in &self.partitions {
+            for txn in sp.locked_txns() {
+                if self
+                    .prepared_durable
+                    .contains(&(key.group_id.clone(), txn.clone()))
+                {
+                    transaction_locks.push(locks_entry(key, &txn, &sp.locked_ranges(&txn)));
+                }
+            }
+        }
         ShardSnapshot {
             share_partitions,
-            ..ShardSnapshot::default()
+            transactions,
+            transaction_locks,
         }
     }
 
     /// Journal entries produced since the last call.
     pub fn take_entries(&mut self) -> Vec<Entry> {
         std::mem::take(&mut self.entries)
+    }
+
+    pub(crate) fn push_entry(&mut self, entry: Entry) {
+        self.entries.push(entry);
+    }
+
+    /// The live share partitions of one group.
+    pub(crate) fn partitions_of<'a>(
+        &'a self,
+        group_id: &'a str,
+    ) -> impl Iterator<Item = (&'a ShareKey, &'a SharePartition)> + 'a {
+        self.partitions
+            .iter()
+            .filter(move |(k, _)| k.group_id == group_id)
     }
 
     fn record_delta(&mut self, key: &ShareKey, sp: &mut SharePartition) {
@@ -296,7 +449,21 @@ impl<S: Storage + Clone> ShardState<S> {
         Ok(SharePartition::new(config.share, start))
     }
 
-    fn put_share(&mut self, key: ShareKey, mut sp: SharePartition) {
+    /// The share partition of `key` if the group has state for it (taken out of the map;
+    /// put it back with `put_share`).
+    pub(crate) fn take_existing_share(&mut self, key: &ShareKey) -> Option<SharePartition> {
+        let config = self.registry().group_config(&key.group_id);
+        if let Some(mut sp) = self.share.partitions.remove(key) {
+            if *sp.config() != config.share {
+                sp.set_config(config.share);
+            }
+            return Some(sp);
+        }
+        let view = self.share.recovered.remove(key)?;
+        SharePartition::from_snapshot(config.share, &view).ok()
+    }
+
+    pub(crate) fn put_share(&mut self, key: ShareKey, mut sp: SharePartition) {
         self.share.record_delta(&key, &mut sp);
         self.share.partitions.insert(key, sp);
     }
@@ -390,6 +557,18 @@ impl<S: Storage + Clone> ShardState<S> {
 
     /// Applies acknowledgements (each partition all-or-nothing).
     pub fn share_acknowledge(&mut self, op: &ShareAckOp, now_ms: u64) -> Vec<ShareAckResult> {
+        if self.registry().group_config(&op.group_id).ack_mode == AckMode::Transactional {
+            let message = format!(
+                "group {} acknowledges inside share transactions \
+                 (share.acknowledgement.mode=transactional): use ShareAcknowledgeTransactional",
+                op.group_id
+            );
+            return op
+                .partitions
+                .iter()
+                .map(|_| ShareAckResult::error(ResponseError::InvalidRequest.code(), &message))
+                .collect();
+        }
         op.partitions
             .iter()
             .map(|(r, batches)| {
@@ -422,4 +601,45 @@ impl<S: Storage + Clone> ShardState<S> {
             })
             .collect()
     }
+}
+
+/// The LOCKED runs that put `ranges` of transaction `txn` back over `view`: only offsets at or
+/// past SPSO whose durable state is AVAILABLE (LOCKED journals as AVAILABLE; anything else
+/// there means the decision was already applied).
+fn lock_overlay(view: &ShareSnapshot, txn: &str, ranges: &[JournalRange]) -> Vec<StateRun> {
+    let mut out = Vec::new();
+    for range in ranges {
+        let outcome = match range.outcome {
+            JournalOutcome::Accept => LockOutcome::Accept,
+            JournalOutcome::Reject | JournalOutcome::Gap => LockOutcome::Reject,
+        };
+        let last = range.last_offset;
+        let mut pieces: Vec<(i64, i64)> = Vec::new();
+        let mut cursor = range.first_offset.max(view.spso);
+        for run in &view.runs {
+            if run.last < cursor || run.first > last {
+                continue;
+            }
+            // The gap before this run is AVAILABLE (never delivered).
+            pieces.push((cursor, (run.first - 1).min(last)));
+            if run.state == DurableState::Available {
+                pieces.push((run.first.max(cursor), run.last.min(last)));
+            }
+            cursor = run.last + 1;
+        }
+        pieces.push((cursor, last));
+        for (first, last) in pieces.into_iter().filter(|(a, b)| a <= b) {
+            out.push(StateRun {
+                first,
+                last,
+                state: DurableState::Locked {
+                    txn: txn.to_string(),
+                    outcome,
+                },
+                delivery_count: range.delivery_count,
+            });
+        }
+    }
+    out.sort_by_key(|r| r.first);
+    out
 }

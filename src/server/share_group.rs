@@ -17,6 +17,7 @@
 use super::registry::TopicRegistry;
 use crate::config::validate_group_config;
 use crate::share::ShareConfig;
+use crate::txn::TxnConfig;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
@@ -34,12 +35,24 @@ pub enum AutoOffsetReset {
     Earliest,
 }
 
+/// `share.acknowledgement.mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AckMode {
+    Implicit,
+    #[default]
+    Explicit,
+    /// Plain acknowledgements are refused; records are acknowledged inside transactions.
+    Transactional,
+}
+
 /// A share group's configs (defaults unless set); the names, ranges and defaults are
 /// `config::GROUP_CONFIGS`.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ShareGroupConfig {
     pub auto_offset_reset: AutoOffsetReset,
+    pub ack_mode: AckMode,
     pub share: ShareConfig,
+    pub txn: TxnConfig,
     /// The explicitly set values, by name, canonical (what DescribeConfigs reports as dynamic).
     pub explicit: BTreeMap<String, String>,
 }
@@ -67,11 +80,24 @@ impl ShareGroupConfig {
                         u32::try_from(num()?).map_err(|e| format!("{name}: {e}"))?
                 }
                 "share.record.lock.duration.ms" => out.share.record_lock_duration_ms = num()?,
+                "share.acknowledgement.mode" => {
+                    out.ack_mode = match canonical.as_str() {
+                        "implicit" => AckMode::Implicit,
+                        "transactional" => AckMode::Transactional,
+                        _ => AckMode::Explicit,
+                    }
+                }
+                "share.transaction.timeout.ms" => out.txn.timeout_ms_default = num()?,
+                "share.transaction.max.pending" => {
+                    out.txn.max_pending =
+                        usize::try_from(num()?).map_err(|e| format!("{name}: {e}"))?
+                }
                 _ => {}
             }
             out.explicit.insert(name.clone(), canonical);
         }
         out.share.validate().map_err(|e| e.to_string())?;
+        out.txn.validate()?;
         Ok(out)
     }
 

@@ -1,0 +1,463 @@
+//! The share-transaction APIs (keys 1000–1005, `schemas/share-transactions.md`).
+//!
+//! Every call goes to the group's shard, the transaction coordinator. A transactional
+//! acknowledgement registers its partitions there (the transaction must be ONGOING and the
+//! member must belong to the group), locks the records on the partitions' shards, and reports
+//! back what it locked (`TxnOp::AckDone`); prepare waits for acknowledgements in flight.
+//! Prepare is answered once the participants' locks and the PREPARE record are durable;
+//! commit and abort once the decision record is (`runtime::shard` strings the steps).
+//!
+//! Deviation from the wire spec: GROUP_ID_NOT_FOUND is not used. A share group exists once it
+//! is named (as Kafka creates groups on first use), so a framework's coordinator may begin a
+//! checkpoint's transaction before any worker joined; operations on ids a group never had
+//! answer TRANSACTIONAL_ID_NOT_FOUND.
+
+use super::join::join_all;
+use super::ops::{PartitionRef, ShardOp, ShardReply, TxnAnswer, TxnOp, TxnReplyMsg};
+use super::{respond, Bus, Outcome};
+use crate::constants::REQUEST_PARTITIONS_MAX;
+use crate::model::{group_shard, partition_shard, ShardId};
+use crate::protocol::apis;
+use crate::protocol::codec::{decode_body, Request};
+use crate::protocol::share_txn::{
+    PartitionData, ShareAbortTransactionRequest, ShareAbortTransactionResponse,
+    ShareAcknowledgeTransactionalRequest, ShareAcknowledgeTransactionalResponse,
+    ShareAcknowledgeTransactionalTopicResponse, ShareBeginTransactionRequest,
+    ShareBeginTransactionResponse, ShareCommitTransactionRequest, ShareCommitTransactionResponse,
+    ShareListTransactionsRequest, ShareListTransactionsResponse, SharePrepareTransactionRequest,
+    SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
+};
+use crate::share::{AckBatch, AcknowledgeType};
+use crate::txn::{TxnPartition, TxnState};
+use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
+
+async fn coordinator<B: Bus>(bus: &B, group_id: &str, op: TxnOp) -> TxnReplyMsg {
+    let shard = group_shard(group_id, bus.shard_count());
+    match bus.call(shard, ShardOp::Txn(op)).await {
+        ShardReply::Txn(reply) => reply,
+        ShardReply::Failed(code) => TxnReplyMsg::Answer(TxnAnswer::error(
+            code,
+            "the coordinator shard could not run the operation",
+            TxnState::Empty,
+        )),
+        other => TxnReplyMsg::Answer(TxnAnswer::error(
+            ResponseError::UnknownServerError.code(),
+            format!("unexpected reply {other:?}"),
+            TxnState::Empty,
+        )),
+    }
+}
+
+fn as_answer(reply: TxnReplyMsg) -> TxnAnswer {
+    match reply {
+        TxnReplyMsg::Answer(answer) => answer,
+        other => TxnAnswer::error(
+            ResponseError::UnknownServerError.code(),
+            format!("unexpected reply {other:?}"),
+            TxnState::Empty,
+        ),
+    }
+}
+
+fn invalid_group(group_id: &str) -> Option<TxnAnswer> {
+    group_id.is_empty().then(|| {
+        TxnAnswer::error(
+            ResponseError::InvalidRequest.code(),
+            "GroupId is empty",
+            TxnState::Empty,
+        )
+    })
+}
+
+/// ShareBeginTransaction v0.
+pub async fn handle_begin<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let req: ShareBeginTransactionRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let answer = match invalid_group(&req.group_id) {
+        Some(refused) => refused,
+        None => as_answer(
+            coordinator(
+                bus,
+                &req.group_id,
+                TxnOp::Begin {
+                    group_id: req.group_id.clone(),
+                    transaction_id: req.transaction_id.clone(),
+                    timeout_ms: req.timeout_ms,
+                },
+            )
+            .await,
+        ),
+    };
+    respond(
+        request,
+        &ShareBeginTransactionResponse {
+            error_code: answer.error_code,
+            error_message: answer.error_message,
+            transaction_state: answer.state.into(),
+            timeout_ms: answer.timeout_ms as i64,
+            ..Default::default()
+        },
+    )
+}
+
+/// SharePrepareTransaction, ShareCommitTransaction, ShareAbortTransaction v0.
+pub async fn handle_outcome<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let (group_id, transaction_id) = match request.spec.key {
+        apis::SHARE_PREPARE_TRANSACTION => {
+            match decode_body::<SharePrepareTransactionRequest>(request) {
+                Ok(r) => (r.group_id, r.transaction_id),
+                Err(e) => return Outcome::Close(e.to_string()),
+            }
+        }
+        apis::SHARE_COMMIT_TRANSACTION => {
+            match decode_body::<ShareCommitTransactionRequest>(request) {
+                Ok(r) => (r.group_id, r.transaction_id),
+                Err(e) => return Outcome::Close(e.to_string()),
+            }
+        }
+        _ => match decode_body::<ShareAbortTransactionRequest>(request) {
+            Ok(r) => (r.group_id, r.transaction_id),
+            Err(e) => return Outcome::Close(e.to_string()),
+        },
+    };
+    let answer = match invalid_group(&group_id) {
+        Some(refused) => refused,
+        None => {
+            let op = match request.spec.key {
+                apis::SHARE_PREPARE_TRANSACTION => TxnOp::Prepare {
+                    group_id: group_id.clone(),
+                    transaction_id,
+                },
+                apis::SHARE_COMMIT_TRANSACTION => TxnOp::Commit {
+                    group_id: group_id.clone(),
+                    transaction_id,
+                },
+                _ => TxnOp::Abort {
+                    group_id: group_id.clone(),
+                    transaction_id,
+                },
+            };
+            as_answer(coordinator(bus, &group_id, op).await)
+        }
+    };
+    let state: i8 = answer.state.into();
+    match request.spec.key {
+        apis::SHARE_PREPARE_TRANSACTION => respond(
+            request,
+            &SharePrepareTransactionResponse {
+                error_code: answer.error_code,
+                error_message: answer.error_message,
+                transaction_state: state,
+                ..Default::default()
+            },
+        ),
+        apis::SHARE_COMMIT_TRANSACTION => respond(
+            request,
+            &ShareCommitTransactionResponse {
+                error_code: answer.error_code,
+                error_message: answer.error_message,
+                transaction_state: state,
+                ..Default::default()
+            },
+        ),
+        _ => respond(
+            request,
+            &ShareAbortTransactionResponse {
+                error_code: answer.error_code,
+                error_message: answer.error_message,
+                transaction_state: state,
+                ..Default::default()
+            },
+        ),
+    }
+}
+
+/// ShareListTransactions v0.
+pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let req: ShareListTransactionsRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let mut response = ShareListTransactionsResponse::default();
+    let states = match req.state_filter() {
+        Ok(states) => states,
+        Err(e) => {
+            response.error_code = ResponseError::InvalidRequest.code();
+            response.error_message = Some(e.to_string());
+            return respond(request, &response);
+        }
+    };
+    if let Some(refused) = invalid_group(&req.group_id) {
+        response.error_code = refused.error_code;
+        response.error_message = refused.error_message;
+        return respond(request, &response);
+    }
+    let reply = coordinator(
+        bus,
+        &req.group_id,
+        TxnOp::List {
+            group_id: req.group_id.clone(),
+            states,
+        },
+    )
+    .await;
+    match reply {
+        TxnReplyMsg::Listed(records) => {
+            response.transactions = records
+                .into_iter()
+                .map(|r| ShareTransaction {
+                    transaction_id: r.transaction_id,
+                    state: r.state.into(),
+                    timeout_ms: r.timeout_ms as i64,
+                    create_time_ms: r.create_time_ms as i64,
+                    prepare_time_ms: r.prepare_time_ms.map_or(-1, |t| t as i64),
+                    partitions: r
+                        .participants
+                        .iter()
+                        .map(|p| TransactionPartition {
+                            topic_id: p.partition.topic_id,
+                            partition_index: p.partition.partition,
+                            locked_records: p.locked_records as i64,
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect()
+        }
+        other => {
+            let answer = as_answer(other);
+            response.error_code = answer.error_code;
+            response.error_message = answer.error_message;
+        }
+    }
+    respond(request, &response)
+}
+
+/// One partition of a transactional acknowledgement.
+struct Part {
+    txn_partition: TxnPartition,
+    /// Where it is and what to lock, or the partition's error.
+    target: Result<(ShardId, PartitionRef, Vec<AckBatch>), (i16, String)>,
+}
+
+/// ShareAcknowledgeTransactional v0.
+pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let req: ShareAcknowledgeTransactionalRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let count: usize = req.topics.iter().map(|t| t.partitions.len()).sum();
+    if let Err(refused) = super::check_count("partitions", count, REQUEST_PARTITIONS_MAX) {
+        return refused;
+    }
+    let mut response = ShareAcknowledgeTransactionalResponse::default();
+    if req.group_id.is_empty() || req.member_id.is_empty() {
+        response.error_code = ResponseError::InvalidRequest.code();
+        response.error_message = Some("GroupId and MemberId must be set".into());
+        return respond(request, &response);
+    }
+    let registry = bus.registry();
+    let shards = bus.shard_count();
+    let mut parts: Vec<Part> = Vec::with_capacity(count);
+    for t in &req.topics {
+        for p in &t.partitions {
+            let txn_partition = TxnPartition {
+                topic_id: t.topic_id,
+                partition: p.partition_index,
+            };
+            let target = match registry.topic_by_id(&t.topic_id) {
+                None => Err((
+                    ResponseError::UnknownTopicId.code(),
+                    format!("unknown topic id {}", t.topic_id),
+                )),
+                Some(meta) if p.partition_index < 0 || p.partition_index >= meta.partitions => {
+                    Err((
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        format!("{} has no partition {}", meta.name, p.partition_index),
+                    ))
+                }
+                Some(meta) => p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| {
+                        let types = b
+                            .acknowledge_types
+                            .iter()
+                            .map(|c| {
+                                AcknowledgeType::from_code(*c)
+                                    .ok_or_else(|| format!("unknown acknowledge type {c}"))
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Ok(AckBatch {
+                            first: b.first_offset,
+                            last: b.last_offset,
+                            types,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()
+                    .map_err(|m| (ResponseError::InvalidRequest.code(), m))
+                    .map(|batches| {
+                        (
+                            partition_shard(&meta.name, p.partition_index, shards),
+                            PartitionRef {
+                                topic: meta.name.clone(),
+                                topic_id: t.topic_id,
+                                partition: p.partition_index,
+                            },
+                            batches,
+                        )
+                    }),
+            };
+            parts.push(Part {
+                txn_partition,
+                target,
+            });
+        }
+    }
+    let mut results: Vec<(i16, Option<String>)> = parts
+        .iter()
+        .map(|p| match &p.target {
+            Ok(_) => (0, None),
+            Err((code, message)) => (*code, Some(message.clone())),
+        })
+        .collect();
+
+    // 1. The coordinator: the transaction must be ONGOING, the member known.
+    let valid: Vec<usize> = (0..parts.len())
+        .filter(|i| parts[*i].target.is_ok())
+        .collect();
+    let registered = if valid.is_empty() {
+        Vec::new()
+    } else {
+        match coordinator(
+            bus,
+            &req.group_id,
+            TxnOp::Register {
+                group_id: req.group_id.clone(),
+                member_id: req.member_id.clone(),
+                transaction_id: req.transaction_id.clone(),
+                partitions: valid.iter().map(|i| parts[*i].txn_partition).collect(),
+            },
+        )
+        .await
+        {
+            TxnReplyMsg::Registered(refusals) => refusals,
+            other => {
+                let answer = as_answer(other);
+                response.error_code = answer.error_code;
+                response.error_message = answer.error_message;
+                return respond(request, &response);
+            }
+        }
+    };
+    let mut to_lock: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
+    let mut registered_parts: Vec<usize> = Vec::new();
+    for (i, refusal) in valid.iter().zip(registered) {
+        match refusal {
+            None => {
+                registered_parts.push(*i);
+                if let Ok((shard, _, _)) = &parts[*i].target {
+                    to_lock.entry(*shard).or_default().push(*i);
+                }
+            }
+            Some(answer) => {
+                // The same for every partition: the transaction's (or the member's) state.
+                if response.error_code == 0 {
+                    response.error_code = answer.error_code;
+                    response.error_message = answer.error_message.clone();
+                }
+                results[*i] = (answer.error_code, answer.error_message);
+            }
+        }
+    }
+
+    // 2. The participants lock; 3. the coordinator learns what they locked.
+    let mut locked: BTreeMap<usize, u64> = BTreeMap::new();
+    let shard_list: Vec<ShardId> = to_lock.keys().copied().collect();
+    let calls = to_lock
+        .iter()
+        .map(|(shard, indexes)| {
+            let partitions = indexes
+                .iter()
+                .filter_map(|i| match &parts[*i].target {
+                    Ok((_, r, batches)) => Some((r.clone(), batches.clone())),
+                    Err(_) => None,
+                })
+                .collect();
+            bus.call(
+                *shard,
+                ShardOp::Txn(TxnOp::Lock {
+                    group_id: req.group_id.clone(),
+                    member_id: req.member_id.clone(),
+                    transaction_id: req.transaction_id.clone(),
+                    partitions,
+                }),
+            )
+        })
+        .collect();
+    for (shard, reply) in shard_list.iter().zip(join_all(calls).await) {
+        let indexes = &to_lock[shard];
+        match reply {
+            ShardReply::Txn(TxnReplyMsg::Locked(outcomes)) => {
+                for (i, outcome) in indexes.iter().zip(outcomes) {
+                    match outcome {
+                        Ok(n) => {
+                            locked.insert(*i, n);
+                        }
+                        Err(refused) => results[*i] = (refused.error_code, refused.error_message),
+                    }
+                }
+            }
+            other => {
+                for i in indexes {
+                    results[*i] = (
+                        ResponseError::UnknownServerError.code(),
+                        Some(format!("the partition's shard answered {other:?}")),
+                    );
+                }
+            }
+        }
+    }
+    if !registered_parts.is_empty() {
+        coordinator(
+            bus,
+            &req.group_id,
+            TxnOp::AckDone {
+                group_id: req.group_id.clone(),
+                transaction_id: req.transaction_id.clone(),
+                locked: registered_parts
+                    .iter()
+                    .map(|i| (parts[*i].txn_partition, locked.get(i).copied().unwrap_or(0)))
+                    .collect(),
+            },
+        )
+        .await;
+    }
+
+    let mut by_topic: BTreeMap<uuid::Uuid, Vec<PartitionData>> = BTreeMap::new();
+    for (part, (code, message)) in parts.iter().zip(results) {
+        by_topic
+            .entry(part.txn_partition.topic_id)
+            .or_default()
+            .push(PartitionData {
+                partition_index: part.txn_partition.partition,
+                error_code: code,
+                error_message: message,
+                ..Default::default()
+            });
+    }
+    response.responses = by_topic
+        .into_iter()
+        .map(
+            |(topic_id, partitions)| ShareAcknowledgeTransactionalTopicResponse {
+                topic_id,
+                partitions,
+                ..Default::default()
+            },
+        )
+        .collect();
+    respond(request, &response)
+}
