@@ -58,7 +58,9 @@ pub fn encode_batch(records: &[ProducerRecord]) -> Result<Bytes> {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // RecordBatchEncoder keeps records in one batch only while offset - sequence is
+            // constant; offset - 1 gives the batch base sequence -1 (not idempotent).
+            sequence: i as i32 - 1,
             timestamp: if r.timestamp < 0 { now_ms } else { r.timestamp },
             key: r.key.clone(),
             value: r.value.clone(),
@@ -156,5 +158,27 @@ impl Producer {
             ));
         }
         Ok(p.base_offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::records::RecordBatchDecoder;
+
+    #[test]
+    fn encode_batch_makes_one_non_idempotent_batch() {
+        let records: Vec<ProducerRecord> = (0..100)
+            .map(|i| ProducerRecord::value(format!("v{i}")))
+            .collect();
+        let mut bytes = encode_batch(&records).unwrap();
+        let info = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+        assert_eq!(info.len(), 1);
+        assert_eq!(info[0].record_count, 100);
+        assert_eq!(info[0].base_sequence, -1);
+        assert_eq!(info[0].producer_id, -1);
+        let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        assert_eq!(set.records.len(), 100);
+        assert_eq!(set.records[99].offset, 99);
     }
 }

@@ -1186,7 +1186,7 @@ mod tests {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset,
-            sequence: -1,
+            sequence: offset as i32 - 1, // one batch per encode call
             timestamp: 1000 + offset,
             key: None,
             value: Some(Bytes::from(format!("v{offset}"))),
@@ -1307,6 +1307,59 @@ mod tests {
         assert!(a
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+    }
+
+    #[test]
+    fn transactional_hook_buffers_coalesced_and_flush_is_not_yet_available() {
+        // No network: the consumer never connects; records are marked delivered by hand.
+        let mut c = ShareConsumer::new("127.0.0.1:1", "g");
+        let tp = TopicIdPartition {
+            topic_id: Uuid::from_u128(42),
+            partition: 3,
+        };
+        let rec = |offset| ShareRecord {
+            topic: "t".into(),
+            topic_id: tp.topic_id,
+            partition: tp.partition,
+            offset,
+            delivery_count: 1,
+            key: None,
+            value: None,
+            timestamp: 0,
+        };
+        for o in 0..6 {
+            c.delivered.insert((tp, o));
+        }
+        for o in 0..4 {
+            c.acknowledge_transactional(&rec(o), AckType::Accept, "txn-1")
+                .unwrap();
+        }
+        c.acknowledge_transactional(&rec(4), AckType::Reject, "txn-1")
+            .unwrap();
+        c.acknowledge(&rec(5), AckType::Accept).unwrap();
+        // Acknowledged once: a second acknowledgement of the same delivery is refused.
+        assert!(c.acknowledge(&rec(5), AckType::Accept).is_err());
+        assert!(c
+            .acknowledge_transactional(&rec(0), AckType::Accept, "txn-2")
+            .is_err());
+        assert!(c.acknowledge(&rec(99), AckType::Accept).is_err());
+        assert_eq!(
+            c.pending_transactional("txn-1"),
+            vec![(
+                tp,
+                vec![batch(0, 3, AckType::Accept), batch(4, 4, AckType::Reject)]
+            )]
+        );
+        assert!(c.pending_transactional("txn-2").is_empty());
+        assert_eq!(c.pending_acknowledgements(), 1);
+        match c.flush_transactional() {
+            Err(ClientError::NotImplemented(m)) => {
+                assert_eq!(m, "ShareAcknowledgeTransactional not yet available")
+            }
+            other => panic!("{other:?}"),
+        }
+        // The buffer survives the failed flush.
+        assert_eq!(c.pending_transactional("txn-1").len(), 1);
     }
 
     #[test]
