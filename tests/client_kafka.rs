@@ -136,7 +136,18 @@ fn share_consumer_against_kafka() {
     admin
         .set_group_config(&group, "share.auto.offset.reset", "earliest")
         .expect("group config");
-    let coordinator = admin.find_group_coordinator(&group).expect("coordinator");
+    // The first FindCoordinator of a fresh cluster creates the offsets topic and answers
+    // COORDINATOR_NOT_AVAILABLE (15) until it is loaded.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let coordinator = loop {
+        match admin.find_group_coordinator(&group) {
+            Ok(c) => break c,
+            Err(e) if e.kafka_code() == Some(15) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            Err(e) => panic!("coordinator: {e}"),
+        }
+    };
     assert!(coordinator.port > 0);
 
     // 2. Produce 1000 records.
@@ -294,6 +305,18 @@ fn share_consumer_against_kafka() {
         assert!(records.is_empty(), "C got {:?}", records.first());
     }
     c.close().expect("close C");
+    for (name, consumer) in [("A", &a), ("B", &b), ("C", &c)] {
+        let stats = consumer.stats();
+        println!("consumer {name}: {stats:?}");
+        assert_eq!(stats.session_resets, 0, "{name}: a share session was reset");
+    }
+    // A sent acknowledgements both ways; 1100 acknowledged offsets in far fewer batches.
+    let sa = a.stats();
+    assert!(
+        sa.piggybacked_ack_batches > 0 && sa.ack_batches > 0,
+        "{sa:?}"
+    );
+    assert!(sa.piggybacked_ack_batches + sa.ack_batches < 1100, "{sa:?}");
     println!("consumer C empty, {:.1} s", t3.elapsed().as_secs_f64());
     println!("total {:.1} s", t0.elapsed().as_secs_f64());
 }

@@ -347,6 +347,21 @@ struct ShareSession {
     partitions: BTreeSet<TopicIdPartition>,
 }
 
+/// Counters of what a [`ShareConsumer`] sent and saw (for tests and diagnostics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShareConsumerStats {
+    pub heartbeats: u64,
+    pub share_fetches: u64,
+    pub share_acknowledges: u64,
+    /// Acknowledgement batches sent piggybacked on ShareFetch requests.
+    pub piggybacked_ack_batches: u64,
+    /// Acknowledgement batches sent in ShareAcknowledge requests.
+    pub ack_batches: u64,
+    /// Share sessions dropped after an error (reopened with epoch 0 at the next fetch).
+    pub session_resets: u64,
+    pub records_delivered: u64,
+}
+
 /// A share-group consumer in explicit acknowledgement mode. See the module docs.
 #[derive(Debug)]
 pub struct ShareConsumer {
@@ -372,6 +387,7 @@ pub struct ShareConsumer {
     /// Errors of acknowledgements that went out piggybacked on a ShareFetch.
     ack_errors: Vec<ClientError>,
     closed: bool,
+    stats: ShareConsumerStats,
 }
 
 impl ShareConsumer {
@@ -398,6 +414,7 @@ impl ShareConsumer {
             pending_transactional: BTreeMap::new(),
             ack_errors: Vec::new(),
             closed: false,
+            stats: ShareConsumerStats::default(),
         }
     }
 
@@ -527,6 +544,17 @@ impl ShareConsumer {
     /// Number of acknowledgements not yet sent.
     pub fn pending_acknowledgements(&self) -> usize {
         self.pending.len()
+    }
+
+    /// What this consumer has sent and seen so far.
+    pub fn stats(&self) -> ShareConsumerStats {
+        self.stats
+    }
+
+    fn reset_session(&mut self, node: i32) {
+        if self.sessions.remove(&node).is_some() {
+            self.stats.session_resets += 1;
+        }
     }
 
     /// Errors reported for acknowledgements that were piggybacked on ShareFetch requests since the
@@ -700,6 +728,7 @@ impl ShareConsumer {
                     .collect(),
             );
         }
+        self.stats.heartbeats += 1;
         let (lo, hi) = SHARE_API_VERSIONS;
         let sent = self
             .nodes
@@ -886,6 +915,8 @@ impl ShareConsumer {
             }
         }
 
+        self.stats.share_fetches += 1;
+        self.stats.piggybacked_ack_batches += acks.values().map(|b| b.len() as u64).sum::<u64>();
         let (lo, hi) = SHARE_API_VERSIONS;
         let sent = self
             .nodes
@@ -895,7 +926,7 @@ impl ShareConsumer {
             Ok((_, r)) => r,
             Err(e) => {
                 self.restore_acks(&acks);
-                self.sessions.remove(&node);
+                self.reset_session(node);
                 return Err(e);
             }
         };
@@ -905,7 +936,7 @@ impl ShareConsumer {
                 response.error_code,
                 code::SHARE_SESSION_NOT_FOUND | code::INVALID_SHARE_SESSION_EPOCH
             ) {
-                self.sessions.remove(&node);
+                self.reset_session(node);
                 return Ok(Vec::new());
             }
             return Err(ClientError::kafka(
@@ -952,6 +983,7 @@ impl ShareConsumer {
                     .unwrap_or_default();
                 for (r, delivery_count) in acquired.records {
                     self.delivered.insert((tp, r.offset));
+                    self.stats.records_delivered += 1;
                     out.push(ShareRecord {
                         topic: topic_name.clone(),
                         topic_id: tp.topic_id,
@@ -1010,6 +1042,8 @@ impl ShareConsumer {
                 }
             }
         }
+        self.stats.share_acknowledges += 1;
+        self.stats.ack_batches += acks.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         let (lo, hi) = SHARE_API_VERSIONS;
         let sent = self
             .nodes
@@ -1018,7 +1052,7 @@ impl ShareConsumer {
         let response = match sent {
             Ok((_, r)) => r,
             Err(e) => {
-                self.sessions.remove(&node);
+                self.reset_session(node);
                 return Err(e);
             }
         };
@@ -1027,7 +1061,7 @@ impl ShareConsumer {
                 response.error_code,
                 code::SHARE_SESSION_NOT_FOUND | code::INVALID_SHARE_SESSION_EPOCH
             ) {
-                self.sessions.remove(&node);
+                self.reset_session(node);
             }
             return Err(ClientError::kafka(
                 response.error_code,
