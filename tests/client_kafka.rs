@@ -206,7 +206,7 @@ fn share_consumer_against_kafka() {
             }
         }
         // Alternate: commit explicitly, or leave the acks to ride on the next ShareFetch.
-        if polls % 2 == 0 {
+        if polls.is_multiple_of(2) {
             a.commit_sync().expect("commit_sync A");
         }
         let errors = a.take_acknowledgement_errors();

@@ -331,10 +331,9 @@ pub fn generate_member_id() -> String {
 
 /// The next share session epoch after `epoch` (1, 2, …, wrapping to 1).
 fn next_epoch(epoch: i32) -> i32 {
-    if epoch >= i32::MAX || epoch < 0 {
-        1
-    } else {
-        epoch + 1
+    match epoch.checked_add(1) {
+        Some(next) if next > 0 => next,
+        _ => 1,
     }
 }
 
