@@ -85,6 +85,9 @@ pub fn encode_batch(records: &[ProducerRecord]) -> Result<Bytes> {
 #[derive(Debug)]
 pub struct Producer {
     nodes: NodePool,
+    /// (topic, partition) → leader node, from the last Metadata; dropped on NOT_LEADER and on
+    /// connection errors.
+    leaders: std::collections::HashMap<(String, i32), i32>,
 }
 
 impl Producer {
@@ -92,19 +95,29 @@ impl Producer {
     pub fn new(bootstrap: &str) -> Self {
         Producer {
             nodes: NodePool::new(bootstrap, "lockstep-producer"),
+            leaders: std::collections::HashMap::new(),
         }
     }
 
-    fn leader(&mut self, topic: &str) -> Result<admin::ClusterMetadata> {
+    fn leader(&mut self, topic: &str, partition: i32) -> Result<i32> {
+        let key = (topic.to_string(), partition);
+        if let Some(&node) = self.leaders.get(&key) {
+            return Ok(node);
+        }
         let md = admin::metadata(self.nodes.bootstrap()?, Some(&[topic]))?;
         for b in &md.brokers {
             self.nodes.set_addr(b.id, b.addr());
         }
-        Ok(md)
+        let node = md.leader(topic, partition).ok_or_else(|| {
+            ClientError::InvalidArgument(format!("{topic}/{partition}: no leader in metadata"))
+        })?;
+        self.leaders.insert(key, node);
+        Ok(node)
     }
 
     /// Produces `records` as one batch to `topic`/`partition` with acks=-1; returns the base
-    /// offset. An empty `records` is an error.
+    /// offset. An empty `records` is an error. Retries once, with fresh metadata, after
+    /// NOT_LEADER_OR_FOLLOWER (the batch was not appended); other errors are returned as they are.
     pub fn produce(
         &mut self,
         topic: &str,
@@ -117,13 +130,20 @@ impl Producer {
         let batch = encode_batch(records)?;
         let mut last_error = None;
         for _attempt in 0..2 {
-            let md = self.leader(topic)?;
-            let leader = md.leader(topic, partition).ok_or_else(|| {
-                ClientError::InvalidArgument(format!("{topic}/{partition}: no leader in metadata"))
-            })?;
+            let leader = self.leader(topic, partition)?;
             match self.produce_to(leader, topic, partition, batch.clone()) {
-                Err(e) if e.kafka_code() == Some(NOT_LEADER_OR_FOLLOWER) => last_error = Some(e),
-                other => return other,
+                // Not appended: safe to retry at the new leader.
+                Err(e) if e.kafka_code() == Some(NOT_LEADER_OR_FOLLOWER) => {
+                    self.leaders.remove(&(topic.to_string(), partition));
+                    last_error = Some(e);
+                }
+                // Maybe appended: no retry (this producer is not idempotent), but look the
+                // leader up again next time.
+                Err(e) => {
+                    self.leaders.remove(&(topic.to_string(), partition));
+                    return Err(e);
+                }
+                ok => return ok,
             }
         }
         Err(last_error.expect("loop ran"))

@@ -465,12 +465,20 @@ impl ShareConsumer {
 
     /// Heartbeats when due and fetches acquired records from the assigned partitions' leaders,
     /// until some arrive or `timeout` passes. Pending acknowledgements go out with the fetches.
+    ///
+    /// A failed request returns its error; the consumer stays usable: the next poll reconnects
+    /// and reopens the share session with epoch 0 (records acquired in the lost session are
+    /// released by the broker and redelivered).
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ShareRecord>> {
         self.check_open()?;
         if self.subscription.is_empty() {
             return Err(ClientError::InvalidArgument("poll before subscribe".into()));
         }
-        let deadline = Instant::now() + timeout;
+        let now = Instant::now();
+        // A timeout too large for the clock is capped (the iteration bound still applies).
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(86_400));
         for _ in 0..limits::POLL_ITERATIONS_MAX {
             if Instant::now() >= self.next_heartbeat {
                 self.heartbeat(false)?;
