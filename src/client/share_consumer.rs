@@ -514,6 +514,18 @@ impl ShareConsumer {
             if missing_leader {
                 self.refresh_metadata()?;
             }
+            if by_leader.is_empty() {
+                // Assigned, but no leader known yet: wait a little for metadata to catch up.
+                if Instant::now() >= deadline {
+                    break;
+                }
+                thread::sleep(
+                    deadline
+                        .saturating_duration_since(Instant::now())
+                        .min(limits::POLL_IDLE_SLEEP),
+                );
+                continue;
+            }
             let mut records = Vec::new();
             for (node, wanted) in by_leader {
                 records.extend(self.fetch_from(node, &wanted, max_wait_ms)?);
