@@ -4,7 +4,9 @@
 //! trusted against Lockstep.
 //!
 //! Scenario (one test, phases timed on stdout):
-//! 1. create a 1-partition topic, set the group config `share.auto.offset.reset=earliest`;
+//! 1. create a 1-partition topic, set the group config `share.auto.offset.reset=earliest`; send
+//!    ApiVersions through the explicit-call path (`send_custom`) and an unknown key 1000 (`send_raw`:
+//!    Kafka drops the connection, the client reports an error);
 //! 2. produce 1000 records (10 batches, acks=-1);
 //! 3. consumer A polls all 1000 (delivery count 1), accepts 900 and releases every tenth; the
 //!    released 100 come back with delivery count 2 and are accepted; acknowledgements go out
@@ -29,7 +31,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use lockstep::client::admin::{Admin, NewTopic};
+use lockstep::client::connection::{ApiCall, Connection};
 use lockstep::client::producer::{Producer, ProducerRecord};
 use lockstep::client::share_consumer::{AckType, ShareConsumer, ShareRecord};
 
@@ -149,6 +153,29 @@ fn share_consumer_against_kafka() {
         }
     };
     assert!(coordinator.port > 0);
+
+    // The explicit-call path the project's own keys (1000–1005) will use: any Encodable /
+    // Decodable pair with a caller-given key, version and header versions.
+    let mut raw = Connection::connect(&bootstrap, "lockstep-raw").expect("connect");
+    let call = ApiCall {
+        api_key: 18,
+        version: 3,
+        request_header_version: 2,
+        response_header_version: 0,
+    };
+    let mut request = ApiVersionsRequest::default();
+    // v3+ requires a client software name and version (Kafka answers INVALID_REQUEST otherwise).
+    request.client_software_name = "lockstep-raw".into();
+    request.client_software_version = "0".into();
+    let versions: ApiVersionsResponse = raw
+        .send_custom(call, &request)
+        .expect("ApiVersions through send_custom");
+    assert_eq!(versions.error_code, 0);
+    assert!(versions.api_keys.iter().any(|k| k.api_key == 78));
+    // Kafka does not know key 1000: it drops the connection, which is an error, not a panic.
+    let unknown = raw.send_raw(ApiCall::flexible(1000, 0), &[]);
+    assert!(unknown.is_err(), "{unknown:?}");
+    assert!(raw.is_broken());
 
     // 2. Produce 1000 records.
     let mut producer = Producer::new(&bootstrap);

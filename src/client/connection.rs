@@ -14,6 +14,8 @@
 //! - [`Connection::send_custom`] / [`Connection::send_raw`] for anything else, e.g. Lockstep's API
 //!   keys 1000–1005: the caller gives an [`ApiCall`] (key, version, header versions) and a body type
 //!   that is only `Encodable` (request) and `Decodable` (response).
+//!   (`kafka-protocol`'s traits return `anyhow::Result`; a crate that implements them for its own
+//!   types needs `anyhow` as a direct dependency — it is already in `Cargo.lock`.)
 //!
 //! Invariants: a [`Connection`] that returned an I/O or protocol error is in an unknown framing
 //! state and is marked broken ([`Connection::is_broken`]); callers reconnect instead of reusing it.
@@ -484,5 +486,113 @@ impl NodePool {
             self.conns.insert(node_id, conn);
         }
         Ok(self.conns.get_mut(&node_id).expect("inserted above"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A fake broker on a loopback socket: proves the framing of the custom path (header v2 out,
+    //! header v1 back, body passed through untouched) and that bad frames become errors.
+    use super::*;
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use std::net::TcpListener;
+    use std::thread;
+
+    /// What the fake answers to the request after ApiVersions.
+    #[derive(Clone, Copy)]
+    enum Reply {
+        Echo,
+        WrongCorrelation,
+        NegativeLength,
+    }
+
+    fn read_frame(s: &mut TcpStream) -> Vec<u8> {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
+        s.read_exact(&mut buf).unwrap();
+        buf
+    }
+
+    fn write_frame(s: &mut TcpStream, payload: &[u8]) {
+        s.write_all(&(payload.len() as i32).to_be_bytes()).unwrap();
+        s.write_all(payload).unwrap();
+    }
+
+    fn fake_broker(reply: Reply) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            // ApiVersions v3: header v2 in, header v0 out.
+            let req = read_frame(&mut s);
+            assert_eq!(&req[..4], &[0, 18, 0, 3]);
+            let mut response = ApiVersionsResponse::default();
+            for (key, lo, hi) in [(18, 0, 4), (1000, 0, 0)] {
+                let mut v = ApiVersion::default();
+                v.api_key = key;
+                v.min_version = lo;
+                v.max_version = hi;
+                response.api_keys.push(v);
+            }
+            let mut out = BytesMut::new();
+            out.extend_from_slice(&req[4..8]);
+            response.encode(&mut out, 3).unwrap();
+            write_frame(&mut s, &out);
+            // The custom call: key 1000 v0 with header v2 = key, version, correlation, client
+            // id (INT16 length + bytes), empty tagged fields, then the body.
+            let req = read_frame(&mut s);
+            assert_eq!(&req[..4], &[0x03, 0xe8, 0, 0]);
+            let id_len = i16::from_be_bytes([req[8], req[9]]) as usize;
+            assert_eq!(req[10 + id_len], 0, "tagged fields of header v2");
+            let body = &req[11 + id_len..];
+            let mut out = Vec::new();
+            match reply {
+                Reply::Echo => {
+                    out.extend_from_slice(&req[4..8]);
+                    out.push(0); // response header v1: empty tagged fields
+                    out.extend_from_slice(body);
+                    write_frame(&mut s, &out);
+                }
+                Reply::WrongCorrelation => {
+                    out.extend_from_slice(&12345i32.to_be_bytes());
+                    out.push(0);
+                    write_frame(&mut s, &out);
+                }
+                Reply::NegativeLength => s.write_all(&(-1i32).to_be_bytes()).unwrap(),
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn custom_api_round_trip_with_flexible_headers() {
+        let addr = fake_broker(Reply::Echo);
+        let mut c = Connection::connect(&addr, "test").unwrap();
+        assert_eq!(c.broker_versions(1000), Some((0, 0)));
+        assert_eq!(c.negotiate(1000, 0, 3).unwrap(), 0);
+        assert_eq!(c.negotiate(18, 0, 3).unwrap(), 3);
+        assert!(matches!(
+            c.negotiate(78, 1, 1),
+            Err(ClientError::UnsupportedVersion { api_key: 78, .. })
+        ));
+        let body = c
+            .send_raw(ApiCall::flexible(1000, 0), b"opaque body")
+            .unwrap();
+        assert_eq!(&body[..], b"opaque body");
+        assert!(!c.is_broken());
+    }
+
+    #[test]
+    fn wrong_correlation_id_and_bad_length_are_protocol_errors() {
+        for reply in [Reply::WrongCorrelation, Reply::NegativeLength] {
+            let addr = fake_broker(reply);
+            let mut c = Connection::connect(&addr, "test").unwrap();
+            let e = c.send_raw(ApiCall::flexible(1000, 0), b"x").unwrap_err();
+            assert!(matches!(e, ClientError::Protocol(_)), "{e}");
+            assert!(c.is_broken());
+            // A broken connection refuses further use instead of misreading frames.
+            assert!(c.send_raw(ApiCall::flexible(1000, 0), b"x").is_err());
+        }
     }
 }
