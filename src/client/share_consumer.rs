@@ -337,6 +337,9 @@ fn next_epoch(epoch: i32) -> i32 {
     }
 }
 
+/// Coalesced acknowledgements per partition, grouped by the leader node they go to.
+type ByLeader = BTreeMap<i32, Vec<(TopicIdPartition, Vec<AckBatch>)>>;
+
 /// A share session with one leader node.
 #[derive(Debug, Default)]
 struct ShareSession {
@@ -587,20 +590,13 @@ impl ShareConsumer {
     pub fn commit_sync(&mut self) -> Result<()> {
         self.check_open()?;
         let all = self.pending.take_all();
-        let mut by_node: BTreeMap<i32, Vec<(TopicIdPartition, Vec<AckBatch>)>> = BTreeMap::new();
+        let (by_node, unroutable) = self.group_by_leader(all);
         let mut first_error = None;
-        for (tp, batches) in all {
-            match self.leaders.get(&tp) {
-                Some(&node) if self.session_open(node) => {
-                    by_node.entry(node).or_default().push((tp, batches))
-                }
-                _ => {
-                    first_error.get_or_insert(ClientError::InvalidArgument(format!(
-                        "no open share session with the leader of {}/{}",
-                        tp.topic_id, tp.partition
-                    )));
-                }
-            }
+        for tp in unroutable {
+            first_error.get_or_insert(ClientError::InvalidArgument(format!(
+                "no open share session with the leader of {}/{}",
+                tp.topic_id, tp.partition
+            )));
         }
         for (node, acks) in by_node {
             let epoch = self.sessions.get(&node).map_or(0, |s| s.epoch);
@@ -616,6 +612,27 @@ impl ShareConsumer {
 
     fn session_open(&self, node: i32) -> bool {
         self.sessions.get(&node).is_some_and(|s| s.epoch > 0)
+    }
+
+    /// Groups coalesced acknowledgements by the partition leader they must go to; partitions
+    /// whose leader has no open share session are returned apart (they cannot be acknowledged:
+    /// the records were acquired in a session that no longer exists). Shared by `commit_sync`,
+    /// `close` and (to be wired) `flush_transactional`.
+    fn group_by_leader(
+        &self,
+        acks: Vec<(TopicIdPartition, Vec<AckBatch>)>,
+    ) -> (ByLeader, Vec<TopicIdPartition>) {
+        let mut by_node = ByLeader::new();
+        let mut unroutable = Vec::new();
+        for (tp, batches) in acks {
+            match self.leaders.get(&tp) {
+                Some(&node) if self.session_open(node) => {
+                    by_node.entry(node).or_default().push((tp, batches))
+                }
+                _ => unroutable.push(tp),
+            }
+        }
+        (by_node, unroutable)
     }
 
     /// HOOK (transactional acknowledgement, KIP `acknowledge(record, type, transactionId)`):
@@ -663,8 +680,12 @@ impl ShareConsumer {
     /// (API 1001). Not wired yet: returns an error and keeps the buffer.
     pub fn flush_transactional(&mut self) -> Result<()> {
         self.check_open()?;
-        // TODO(API 1001): for (txn, acks) in pending_transactional: acks.take_all(), group by
-        // self.leaders, send_custom(ApiCall::flexible(1001, 0), &request) to each leader.
+        // TODO(API 1001): for each (txn, acks) in self.pending_transactional:
+        //   let (by_node, unroutable) = self.group_by_leader(acks.take_all());
+        //   for (node, acks) in by_node: build ShareAcknowledgeTransactional v0 { GroupId,
+        //   MemberId, TransactionId, Topics } from `acks` (as share_acknowledge() builds its
+        //   topics) and self.nodes.node(node)?.send_custom(ApiCall::flexible(1001, 0), &req).
+        //   Per the spec a partition is all-or-nothing; on an error restore() that partition.
         Err(ClientError::NotImplemented(
             "ShareAcknowledgeTransactional not yet available".into(),
         ))
@@ -679,12 +700,9 @@ impl ShareConsumer {
         }
         self.closed = true;
         let mut first_error = None;
-        let mut by_node: BTreeMap<i32, Vec<(TopicIdPartition, Vec<AckBatch>)>> = BTreeMap::new();
-        for (tp, batches) in self.pending.take_all() {
-            if let Some(&node) = self.leaders.get(&tp) {
-                by_node.entry(node).or_default().push((tp, batches));
-            }
-        }
+        // Acknowledgements without an open session cannot be sent; the broker releases them.
+        let all = self.pending.take_all();
+        let (mut by_node, _unroutable) = self.group_by_leader(all);
         let open: Vec<i32> = self
             .sessions
             .iter()
