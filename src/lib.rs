@@ -12,7 +12,9 @@
 //! - [`protocol`]: the Kafka wire codec; [`server`]: request handling.
 //! - [`runtime`]: the only module that touches the io_uring executor.
 //! - [`metrics`]: counters and histograms, Prometheus text.
+//! - [`client`]: a small blocking Kafka client (admin, producer, share consumer) for tests and tools.
 
+pub mod client;
 pub mod config;
 pub mod constants;
 pub mod journal;
