@@ -339,6 +339,9 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         })
         .detach();
     }
+    // Entries recovery queued (transactions found ONGOING are aborted) go to the journal.
+    ctx.share_housekeeping();
+    ctx.resolve_locked_transactions();
     spawn_periodic(&ctx, LOG_HOUSEKEEPING_INTERVAL_MS, |c| c.housekeeping());
     spawn_periodic(&ctx, SHARE_HOUSEKEEPING_INTERVAL_MS, |c| {
         c.share_housekeeping()

@@ -20,8 +20,8 @@ use crate::constants::TXN_PREPARE_WAIT_MS;
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
-use crate::model::partition_shard;
 use crate::model::ShardId;
+use crate::model::{group_shard, partition_shard};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
@@ -257,6 +257,49 @@ impl ShardCtx {
             }
             ShardOp::Txn(op) => ShardReply::Txn(self.txn(op).await),
         }
+    }
+
+    /// After a restart: asks the coordinator about every transaction that holds LOCKED
+    /// records here and applies its decision; PREPARE keeps the locks (only the framework's
+    /// coordinator decides). ONGOING or unknown ones are aborted (DESIGN.md §6).
+    pub fn resolve_locked_transactions(&self) {
+        let pending = self.state.borrow().share.txn_locked();
+        if pending.is_empty() {
+            return;
+        }
+        let ctx = self.clone();
+        glommio::spawn_local(async move {
+            for (group_id, transaction_id) in pending {
+                let shard = group_shard(&group_id, ctx.shard_count);
+                let reply = ctx
+                    .call(
+                        shard,
+                        ShardOp::Txn(TxnOp::State {
+                            group_id: group_id.clone(),
+                            transaction_id: transaction_id.clone(),
+                        }),
+                    )
+                    .await;
+                let state = match reply {
+                    ShardReply::Txn(TxnReplyMsg::Answer(a)) => a.state,
+                    other => {
+                        tracing::error!(shard = %ctx.id, group = %group_id, txn = %transaction_id, ?other, "cannot resolve locked records; they stay locked");
+                        continue;
+                    }
+                };
+                let commit = match state {
+                    TxnState::Prepare => continue,
+                    TxnState::Committed => true,
+                    TxnState::Aborted | TxnState::Ongoing | TxnState::Empty => false,
+                };
+                tracing::info!(shard = %ctx.id, group = %group_id, txn = %transaction_id, state = state.name(), "resolving locked records after restart");
+                ctx.state
+                    .borrow_mut()
+                    .txn_apply(&group_id, &transaction_id, commit);
+                let _ = ctx.append_share_entries();
+            }
+        })
+        .detach();
     }
 
     /// Appends pending entries and waits until they are durable.
