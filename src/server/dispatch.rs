@@ -27,7 +27,7 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
-        apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, request).await,
+        apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, conn, request).await,
         apis::SHARE_FETCH => share_api::handle_share_fetch(bus, conn, request).await,
         apis::SHARE_ACKNOWLEDGE => share_api::handle_share_acknowledge(bus, conn, request).await,
         other => Outcome::Close(format!(
