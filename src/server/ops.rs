@@ -313,7 +313,9 @@ pub enum ShardOp {
     /// share-partition state for.
     ShareListGroups,
     /// On the group's shard: the group's membership, if it is known there.
-    ShareDescribeGroup { group_id: String },
+    ShareDescribeGroup {
+        group_id: String,
+    },
     /// On the partitions' shard: start offsets of the named partitions (`None`: of every
     /// partition the group has state for on this shard).
     ShareOffsets {

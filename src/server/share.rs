@@ -535,7 +535,11 @@ impl<S: Storage + Clone> ShardState<S> {
 
     /// DeleteShareGroupOffsets on this shard: forgets the group's state of every partition of
     /// each topic; one result per topic id.
-    pub fn share_delete_offsets(&mut self, group_id: &str, topic_ids: &[Uuid]) -> Vec<ShareAckResult> {
+    pub fn share_delete_offsets(
+        &mut self,
+        group_id: &str,
+        topic_ids: &[Uuid],
+    ) -> Vec<ShareAckResult> {
         let held = self.share.start_offsets(group_id);
         topic_ids
             .iter()
