@@ -496,7 +496,7 @@ async fn check_offsets_changeable<B: Bus>(
     if group.as_ref().is_some_and(|g| !g.members.is_empty()) {
         return Err((
             ResponseError::NonEmptyGroup.code(),
-            format!("The group {group_id} is not empty."),
+            "The group is not empty.".to_string(),
         ));
     }
     if must_exist && !known {
