@@ -11,11 +11,15 @@
 //!
 //! Durability: every change of a share partition's durable view (module docs of
 //! `share::durable`) becomes a journal entry ([`ShareShard::take_entries`]): a reset as a
-//! `SharePartitionSnapshot`, other changes as a `SharePartitionUpdate`. The runtime appends
+//! `SharePartitionSnapshot`, other changes as a `SharePartitionUpdate`; a deleted share
+//! partition (DeleteShareGroupOffsets) as a snapshot without a start offset, a tombstone. The runtime appends
 //! them to the shard's journal and answers an acknowledgement only once they are durable.
 //! ACQUIRED never persists. A LOCKED run is journalled as AVAILABLE here: an ONGOING
 //! transaction does not survive a restart, and a prepared one persists its locks in its own
 //! `TransactionLocks` entries, which replay on top (issue 5).
+//!
+//! Admin (`server::share_admin`): start offsets are read, reset (AlterShareGroupOffsets, through
+//! `SharePartition::set_start_offset`) and deleted here, on the partition's shard.
 //!
 //! Recovery ([`ShareShard::restore`]): the journal's snapshot, then its entries in order,
 //! rebuild the durable view of every share partition; [`SharePartition::from_snapshot`] turns
