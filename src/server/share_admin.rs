@@ -753,8 +753,10 @@ mod tests {
     #[test]
     fn describe_reports_members_and_unknown_groups() {
         let reg = registry();
-        let mut group = ShareGroup::default();
-        group.group_epoch = 4;
+        let mut group = ShareGroup {
+            group_epoch: 4,
+            ..ShareGroup::default()
+        };
         group.members.insert(
             "m1".into(),
             ShareMember {
