@@ -149,13 +149,11 @@ fn start_broker() -> Broker {
     broker
 }
 
-/// Runs the share-group tool; returns (success, stdout + stderr without log lines).
-fn tool(port: u16, args: &[&str]) -> (bool, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = Command::new(Path::new(ROOT).join("tools/kafka-reference.sh"))
+/// Runs the share-group tool; returns its stdout and stderr without log lines. (Its exit
+/// status says nothing: the tool reports errors on its output and exits 0 either way.)
+fn tool(port: u16, args: &[&str]) -> String {
+    let mut cmd = Command::new(Path::new(ROOT).join("tools/kafka-reference.sh"));
+    let Output { stdout, stderr, .. } = die_with_parent(&mut cmd)
         .arg("class")
         .arg("org.apache.kafka.tools.consumer.group.ShareGroupCommand")
         .arg("--bootstrap-server")
@@ -175,7 +173,7 @@ fn tool(port: u16, args: &[&str]) -> (bool, String) {
         .map(|l| format!("{l}\n"))
         .collect();
     eprintln!("$ kafka-share-groups {}\n{text}", args.join(" "));
-    (status.success(), text)
+    text
 }
 
 /// The output's rows as whitespace-separated columns.
@@ -253,7 +251,7 @@ impl Holder {
 fn wait_for_state(port: u16, state: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (_, out) = tool(port, &["--list", "--state"]);
+        let out = tool(port, &["--list", "--state"]);
         if rows(&out)
             .iter()
             .any(|r| r.len() == 2 && r[0] == GROUP && r[1] == state)
@@ -297,15 +295,14 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
 
     // A group with a member: Stable; its member is described; offsets cannot be reset.
     let holder = Holder::start(port);
-    let (ok, out) = tool(port, &["--list"]);
+    let out = tool(port, &["--list"]);
     assert!(
-        ok && rows(&out).iter().any(|r| r == &vec![GROUP.to_string()]),
+        rows(&out).iter().any(|r| r == &vec![GROUP.to_string()]),
         "{out}"
     );
-    let (_, out) = tool(port, &["--list", "--state"]);
+    let out = tool(port, &["--list", "--state"]);
     assert_eq!(row(&out, &[GROUP]), vec![GROUP, "Stable"]);
-    let (ok, out) = tool(port, &["--describe", "--group", GROUP, "--members"]);
-    assert!(ok, "{out}");
+    let out = tool(port, &["--describe", "--group", GROUP, "--members"]);
     let member = row(&out, &[GROUP]);
     // GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS ASSIGNMENT
     assert_eq!(member.len(), 6, "{out}");
@@ -313,17 +310,16 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
     assert_eq!(member[3], "lockstep-share-hold");
     assert_eq!(member[4], "2");
     assert_eq!(member[5], format!("{TOPIC}:0,1"));
-    let (ok, out) = tool(
+    let out = tool(
         port,
         &["--describe", "--group", GROUP, "--state", "--verbose"],
     );
-    assert!(ok, "{out}");
     // GROUP COORDINATOR (ID) STATE GROUP-EPOCH ASSIGNMENT-EPOCH #MEMBERS
     let state = row(&out, &[GROUP]);
     assert_eq!(state[3], "Stable", "{out}");
     assert!(state[4].parse::<i32>().is_ok_and(|e| e > 0), "{out}");
     assert_eq!(state[6], "1", "{out}");
-    let (_, out) = tool(
+    let out = tool(
         port,
         &[
             "--reset-offsets",
@@ -339,7 +335,7 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
         out.contains(&format!("Share group '{GROUP}' is not empty.")),
         "{out}"
     );
-    let (_, out) = tool(
+    let out = tool(
         port,
         &["--delete-offsets", "--group", GROUP, "--topic", TOPIC],
     );
@@ -348,8 +344,7 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
     // The member leaves: Empty, with a start offset per partition.
     holder.release();
     wait_for_state(port, "Empty");
-    let (ok, out) = tool(port, &["--describe", "--group", GROUP]);
-    assert!(ok, "{out}");
+    let out = tool(port, &["--describe", "--group", GROUP]);
     for partition in ["0", "1"] {
         // GROUP TOPIC PARTITION START-OFFSET LAG
         let r = row(&out, &[GROUP, TOPIC, partition]);
@@ -358,14 +353,14 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
             "{out}"
         );
     }
-    let (_, out) = tool(port, &["--describe", "--group", GROUP, "--members"]);
+    let out = tool(port, &["--describe", "--group", GROUP, "--members"]);
     assert!(
         out.contains(&format!("Share group '{GROUP}' has no active members.")),
         "{out}"
     );
 
     // Reset to the earliest offset, then delete the offsets.
-    let (ok, out) = tool(
+    let out = tool(
         port,
         &[
             "--reset-offsets",
@@ -377,26 +372,24 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
             "--execute",
         ],
     );
-    assert!(ok, "{out}");
     for partition in ["0", "1"] {
         assert_eq!(row(&out, &[GROUP, TOPIC, partition])[3], "0", "{out}");
     }
-    let (_, out) = tool(port, &["--describe", "--group", GROUP]);
+    let out = tool(port, &["--describe", "--group", GROUP]);
     for partition in ["0", "1"] {
         assert_eq!(row(&out, &[GROUP, TOPIC, partition])[3], "0", "{out}");
     }
-    let (ok, out) = tool(
+    let out = tool(
         port,
         &["--delete-offsets", "--group", GROUP, "--topic", TOPIC],
     );
-    assert!(ok, "{out}");
     assert_eq!(row(&out, &[TOPIC]), vec![TOPIC, "Successful"]);
-    let (_, out) = tool(port, &["--describe", "--group", GROUP]);
+    let out = tool(port, &["--describe", "--group", GROUP]);
     assert!(
         out.contains(&format!("Share group '{GROUP}' has no offset information.")),
         "{out}"
     );
-    let (_, out) = tool(
+    let out = tool(
         port,
         &[
             "--delete-offsets",
@@ -412,10 +405,9 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
     );
 
     // Unknown groups.
-    // (The tool reports errors on its output; its exit status is 0 either way.)
-    let (_, out) = tool(port, &["--describe", "--group", "no-such-group"]);
+    let out = tool(port, &["--describe", "--group", "no-such-group"]);
     assert!(out.contains("Group no-such-group not found."), "{out}");
-    let (_, out) = tool(
+    let out = tool(
         port,
         &[
             "--delete-offsets",
