@@ -293,6 +293,10 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
         .expect("run share_consume.py");
     assert!(produced.success(), "producing the records failed");
 
+    // A group that only has configs does not exist yet (as in Kafka: configs do not create it).
+    let out = tool(port, &["--describe", "--group", GROUP]);
+    assert!(out.contains(&format!("Group {GROUP} not found.")), "{out}");
+
     // A group with a member: Stable; its member is described; offsets cannot be reset.
     let holder = Holder::start(port);
     let out = tool(port, &["--list"]);
