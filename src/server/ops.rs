@@ -276,7 +276,8 @@ pub struct ShareOffset {
     pub partition: PartitionKey,
     /// -1: the group has no state for the partition.
     pub start_offset: i64,
-    /// The partition's high watermark, -1 if it is not served here.
+    /// The partition's high watermark, -1 if it is not served here. Not sent yet: it is for the
+    /// lag of DescribeShareGroupOffsets v1, which the codec crate does not have (v0 is served).
     pub high_watermark: i64,
 }
 
