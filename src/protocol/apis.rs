@@ -55,6 +55,7 @@ pub const FETCH: i16 = 1;
 pub const LIST_OFFSETS: i16 = 2;
 pub const METADATA: i16 = 3;
 pub const FIND_COORDINATOR: i16 = 10;
+pub const LIST_GROUPS: i16 = 16;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
@@ -62,8 +63,12 @@ pub const INIT_PRODUCER_ID: i16 = 22;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
+pub const SHARE_GROUP_DESCRIBE: i16 = 77;
 pub const SHARE_FETCH: i16 = 78;
 pub const SHARE_ACKNOWLEDGE: i16 = 79;
+pub const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
+pub const ALTER_SHARE_GROUP_OFFSETS: i16 = 91;
+pub const DELETE_SHARE_GROUP_OFFSETS: i16 = 92;
 
 // The project's share-transaction RPCs (`spec/share-transaction-rpcs.md`, `schemas/Share*.json`,
 // message types in `share_txn`). Kafka's own keys are below 100; the `kafka-protocol` crate does
@@ -122,6 +127,14 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 6,
         flexible_min: 3,
     },
+    // Lists share groups only (Lockstep has no classic or consumer groups).
+    ApiSpec {
+        key: LIST_GROUPS,
+        name: "ListGroups",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 3,
+    },
     ApiSpec {
         key: API_VERSIONS,
         name: "ApiVersions",
@@ -173,6 +186,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         flexible_min: 0,
     },
     ApiSpec {
+        key: SHARE_GROUP_DESCRIBE,
+        name: "ShareGroupDescribe",
+        min_version: 1,
+        max_version: 1,
+        flexible_min: 0,
+    },
+    ApiSpec {
         key: SHARE_FETCH,
         name: "ShareFetch",
         min_version: 1,
@@ -184,6 +204,29 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         name: "ShareAcknowledge",
         min_version: 1,
         max_version: 1,
+        flexible_min: 0,
+    },
+    // Share-group admin (KIP-932). DescribeShareGroupOffsets only v0: the crate has no v1 (which
+    // adds the lag); Kafka 4.4's admin client negotiates down to v0.
+    ApiSpec {
+        key: DESCRIBE_SHARE_GROUP_OFFSETS,
+        name: "DescribeShareGroupOffsets",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: ALTER_SHARE_GROUP_OFFSETS,
+        name: "AlterShareGroupOffsets",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: DELETE_SHARE_GROUP_OFFSETS,
+        name: "DeleteShareGroupOffsets",
+        min_version: 0,
+        max_version: 0,
         flexible_min: 0,
     },
     // The share-transaction APIs (`schemas/share-transactions.md`).

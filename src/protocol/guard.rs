@@ -115,6 +115,9 @@ const METADATA: &[Field] = &[
 // FindCoordinator v0–6 (flexible from 3).
 const FIND_COORDINATOR: &[Field] = &[fr(0, 3, Str), f(1, I8), f(4, ArrStr)];
 
+// ListGroups v0–5 (flexible from 3).
+const LIST_GROUPS: &[Field] = &[f(4, ArrStr), f(5, ArrStr)];
+
 // ApiVersions v0–4 (flexible from 3).
 const API_VERSIONS: &[Field] = &[f(3, Str), f(3, Str)];
 
@@ -176,6 +179,19 @@ const SHARE_ACKNOWLEDGE_TRANSACTIONAL: &[Field] =
 const SHARE_TRANSACTION_OUTCOME: &[Field] = &[f(0, Str), f(0, Str)];
 const SHARE_LIST_TRANSACTIONS: &[Field] = &[f(0, Str), f(0, ArrI8)];
 
+// ShareGroupDescribe v1, DescribeShareGroupOffsets v0, AlterShareGroupOffsets v0,
+// DeleteShareGroupOffsets v0 (KIP-932; flexible from 0).
+const SHARE_GROUP_DESCRIBE: &[Field] = &[f(0, ArrStr), f(0, Bool)];
+const DESCRIBE_SHARE_OFFSETS_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
+const DESCRIBE_SHARE_OFFSETS_GROUP: &[Field] =
+    &[f(0, Str), f(0, Arr(DESCRIBE_SHARE_OFFSETS_TOPIC))];
+const DESCRIBE_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Arr(DESCRIBE_SHARE_OFFSETS_GROUP))];
+const ALTER_SHARE_OFFSETS_PARTITION: &[Field] = &[f(0, I32), f(0, I64)];
+const ALTER_SHARE_OFFSETS_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(ALTER_SHARE_OFFSETS_PARTITION))];
+const ALTER_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Str), f(0, Arr(ALTER_SHARE_OFFSETS_TOPIC))];
+const DELETE_SHARE_OFFSETS_TOPIC: &[Field] = &[f(0, Str)];
+const DELETE_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Str), f(0, Arr(DELETE_SHARE_OFFSETS_TOPIC))];
+
 fn schema(api_key: i16) -> Option<&'static [Field]> {
     Some(match api_key {
         apis::PRODUCE => PRODUCE,
@@ -189,7 +205,12 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
+        apis::LIST_GROUPS => LIST_GROUPS,
         apis::SHARE_GROUP_HEARTBEAT => SHARE_GROUP_HEARTBEAT,
+        apis::SHARE_GROUP_DESCRIBE => SHARE_GROUP_DESCRIBE,
+        apis::DESCRIBE_SHARE_GROUP_OFFSETS => DESCRIBE_SHARE_GROUP_OFFSETS,
+        apis::ALTER_SHARE_GROUP_OFFSETS => ALTER_SHARE_GROUP_OFFSETS,
+        apis::DELETE_SHARE_GROUP_OFFSETS => DELETE_SHARE_GROUP_OFFSETS,
         apis::SHARE_FETCH => SHARE_FETCH,
         apis::SHARE_ACKNOWLEDGE => SHARE_ACKNOWLEDGE,
         apis::SHARE_BEGIN_TRANSACTION => SHARE_BEGIN_TRANSACTION,
@@ -611,6 +632,57 @@ mod tests {
                 r.group_id = Some(GroupId(s("g")));
                 r.member_id = Some(s("m"));
                 r.share_session_epoch = -1;
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::LIST_GROUPS => {
+                let mut r = ListGroupsRequest::default();
+                if version >= 4 {
+                    r.states_filter = vec![s("Stable"), s("Empty")];
+                }
+                if version >= 5 {
+                    r.types_filter = vec![s("share"), s("consumer")];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SHARE_GROUP_DESCRIBE => {
+                let mut r = ShareGroupDescribeRequest::default();
+                r.group_ids = vec![GroupId(s("g1")), GroupId(s("g2"))];
+                r.include_authorized_operations = true;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_SHARE_GROUP_OFFSETS => {
+                let mut t = describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default();
+                t.topic_name = topic("orders");
+                t.partitions = vec![0, 1];
+                let mut g = describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
+                g.group_id = GroupId(s("g"));
+                g.topics = Some(vec![t.clone(), t]);
+                let mut all = g.clone();
+                all.topics = None;
+                let mut r = DescribeShareGroupOffsetsRequest::default();
+                r.groups = vec![g, all];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::ALTER_SHARE_GROUP_OFFSETS => {
+                let mut p = alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default();
+                p.partition_index = 1;
+                p.start_offset = 42;
+                let mut t =
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default(
+                    );
+                t.topic_name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = AlterShareGroupOffsetsRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DELETE_SHARE_GROUP_OFFSETS => {
+                let mut t = delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default();
+                t.topic_name = topic("orders");
+                let mut r = DeleteShareGroupOffsetsRequest::default();
+                r.group_id = GroupId(s("g"));
                 r.topics = vec![t.clone(), t];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }

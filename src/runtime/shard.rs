@@ -25,8 +25,8 @@ use crate::model::{group_shard, partition_shard};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
-    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult, TxnAnswer,
-    TxnOp, TxnReplyMsg, WaitOp,
+    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult,
+    ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
 use crate::server::shard::{PartitionKey, ShardState};
@@ -217,24 +217,11 @@ impl ShardCtx {
                 ShardReply::ShareFetched(fetched)
             }
             ShardOp::ShareAcknowledge(op) => {
-                let mut results = self
+                let results = self
                     .state
                     .borrow_mut()
                     .share_acknowledge(&op, wall_ms() as u64);
-                let durable = match self.append_share_entries() {
-                    Ok(Some(seq)) => self.wait_journal(seq).await,
-                    Ok(None) => Ok(()),
-                    Err(e) => Err(e),
-                };
-                if let Err(cause) = durable {
-                    for r in results.iter_mut().filter(|r| r.error_code == 0) {
-                        *r = ShareAckResult::error(
-                            ResponseError::KafkaStorageError.code(),
-                            cause.clone(),
-                        );
-                    }
-                }
-                ShardReply::ShareAcknowledged(results)
+                ShardReply::ShareAcknowledged(self.share_results_durable(results).await)
             }
             ShardOp::ShareReleaseMember {
                 group_id,
@@ -256,6 +243,48 @@ impl ShardCtx {
                 ShardReply::ShareReleased(0)
             }
             ShardOp::Txn(op) => ShardReply::Txn(self.txn(op).await),
+            ShardOp::ShareListGroups => {
+                let state = self.state.borrow();
+                let groups = &state.share.groups;
+                ShardReply::ShareGroupsListed(ShareGroupsListed {
+                    coordinated: groups
+                        .group_ids()
+                        .filter_map(|id| groups.group(id).map(|g| (id.clone(), g.members.len())))
+                        .collect(),
+                    with_state: state.share.groups_with_state().into_iter().collect(),
+                })
+            }
+            ShardOp::ShareDescribeGroup { group_id } => ShardReply::ShareGroupDescribed(
+                self.state.borrow().share.groups.group(&group_id).cloned(),
+            ),
+            ShardOp::ShareOffsets {
+                group_id,
+                partitions,
+            } => ShardReply::ShareOffsets(
+                self.state
+                    .borrow()
+                    .share_offsets(&group_id, partitions.as_deref()),
+            ),
+            ShardOp::ShareAlterOffsets {
+                group_id,
+                partitions,
+            } => {
+                let results = self
+                    .state
+                    .borrow_mut()
+                    .share_alter_offsets(&group_id, &partitions);
+                ShardReply::ShareOffsetsAltered(self.share_results_durable(results).await)
+            }
+            ShardOp::ShareDeleteOffsets {
+                group_id,
+                topic_ids,
+            } => {
+                let results = self
+                    .state
+                    .borrow_mut()
+                    .share_delete_offsets(&group_id, &topic_ids);
+                ShardReply::ShareOffsetsDeleted(self.share_results_durable(results).await)
+            }
         }
     }
 
@@ -615,6 +644,22 @@ impl ShardCtx {
             }
         }
         answer
+    }
+
+    /// Appends the share entries an operation produced and waits until they are durable;
+    /// results that succeeded become KAFKA_STORAGE_ERROR if they cannot be made durable.
+    async fn share_results_durable(&self, mut results: Vec<ShareAckResult>) -> Vec<ShareAckResult> {
+        let durable = match self.append_share_entries() {
+            Ok(Some(seq)) => self.wait_journal(seq).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(cause) = durable {
+            for r in results.iter_mut().filter(|r| r.error_code == 0) {
+                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+            }
+        }
+        results
     }
 
     /// A share member left, was evicted, or lost its connection: close its share session (on

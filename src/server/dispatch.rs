@@ -6,8 +6,8 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, configs, fetch, metadata, produce, share_api, txn_api, Bus, ConnInfo,
-    Outcome,
+    admin, api_versions, configs, fetch, metadata, produce, share_admin, share_api, txn_api, Bus,
+    ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -28,7 +28,18 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
-        apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, request).await,
+        apis::LIST_GROUPS => share_admin::handle_list_groups(bus, request).await,
+        apis::SHARE_GROUP_DESCRIBE => share_admin::handle_share_group_describe(bus, request).await,
+        apis::DESCRIBE_SHARE_GROUP_OFFSETS => {
+            share_admin::handle_describe_share_group_offsets(bus, request).await
+        }
+        apis::ALTER_SHARE_GROUP_OFFSETS => {
+            share_admin::handle_alter_share_group_offsets(bus, request).await
+        }
+        apis::DELETE_SHARE_GROUP_OFFSETS => {
+            share_admin::handle_delete_share_group_offsets(bus, request).await
+        }
+        apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, conn, request).await,
         apis::SHARE_FETCH => share_api::handle_share_fetch(bus, conn, request).await,
         apis::SHARE_ACKNOWLEDGE => share_api::handle_share_acknowledge(bus, conn, request).await,
         apis::SHARE_BEGIN_TRANSACTION => txn_api::handle_begin(bus, request).await,

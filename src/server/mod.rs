@@ -15,7 +15,9 @@
 //! Handlers: [`dispatch`] routes a parsed request to its family: [`api_versions`],
 //! [`metadata`] (Metadata, FindCoordinator), [`admin`] (CreateTopics, DeleteTopics,
 //! IncrementalAlterConfigs, InitProducerId), [`configs`] (DescribeConfigs), [`produce`],
-//! [`fetch`] (Fetch, ListOffsets).
+//! [`fetch`] (Fetch, ListOffsets), [`share_api`] (ShareGroupHeartbeat, ShareFetch,
+//! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
+//! altering and deleting share-group offsets).
 
 pub mod admin;
 pub mod api_versions;
@@ -30,6 +32,7 @@ pub mod producer_state;
 pub mod registry;
 pub mod shard;
 pub mod share;
+pub mod share_admin;
 pub mod share_api;
 pub mod share_fetch;
 pub mod share_group;

@@ -7,7 +7,7 @@
 
 use super::registry::TopicRegistry;
 use super::shard::PartitionKey;
-use super::share_group::{Heartbeat, HeartbeatAnswer};
+use super::share_group::{Heartbeat, HeartbeatAnswer, ShareGroup};
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
 use crate::share::{AckBatch, AcquiredRange};
 use crate::txn::{TxnPartition, TxnRecord, TxnState};
@@ -237,7 +237,7 @@ pub struct ShareAckOp {
     pub partitions: Vec<(PartitionRef, Vec<AckBatch>)>,
 }
 
-/// Outcome of acknowledging one partition.
+/// Outcome of acknowledging one partition (also of altering or deleting share offsets).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareAckResult {
     pub error_code: i16,
@@ -373,6 +373,17 @@ pub enum TxnReplyMsg {
     Done(Result<(), String>),
 }
 
+/// The share-partition start offset of one partition for DescribeShareGroupOffsets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareOffset {
+    pub partition: PartitionKey,
+    /// -1: the group has no state for the partition.
+    pub start_offset: i64,
+    /// The partition's high watermark, -1 if it is not served here. Not sent yet: it is for the
+    /// lag of DescribeShareGroupOffsets v1, which the codec crate does not have (v0 is served).
+    pub high_watermark: i64,
+}
+
 /// Work for the shard that owns the state.
 #[derive(Clone, Debug)]
 pub enum ShardOp {
@@ -403,6 +414,40 @@ pub enum ShardOp {
         member_id: String,
     },
     Txn(TxnOp),
+    /// On every shard (ListGroups): the share groups it coordinates and those it holds
+    /// share-partition state for.
+    ShareListGroups,
+    /// On the group's shard: the group's membership, if it is known there.
+    ShareDescribeGroup {
+        group_id: String,
+    },
+    /// On the partitions' shard: start offsets of the named partitions (`None`: of every
+    /// partition the group has state for on this shard).
+    ShareOffsets {
+        group_id: String,
+        partitions: Option<Vec<PartitionRef>>,
+    },
+    /// On the partitions' shard (AlterShareGroupOffsets): restart each partition's share state
+    /// at the offset; answered once durable.
+    ShareAlterOffsets {
+        group_id: String,
+        partitions: Vec<(PartitionRef, i64)>,
+    },
+    /// On every shard (DeleteShareGroupOffsets): forget the group's state of these topics;
+    /// answered once durable.
+    ShareDeleteOffsets {
+        group_id: String,
+        topic_ids: Vec<Uuid>,
+    },
+}
+
+/// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShareGroupsListed {
+    /// Groups this shard coordinates, with their member counts.
+    pub coordinated: Vec<(String, usize)>,
+    /// Groups with share-partition state on this shard.
+    pub with_state: Vec<String>,
 }
 
 /// The reply to a [`ShardOp`] (same variant).
@@ -422,6 +467,13 @@ pub enum ShardReply {
     /// How many records were released.
     ShareReleased(u64),
     Txn(TxnReplyMsg),
+    ShareGroupsListed(ShareGroupsListed),
+    ShareGroupDescribed(Option<ShareGroup>),
+    ShareOffsets(Vec<ShareOffset>),
+    /// One result per partition of the op, in order.
+    ShareOffsetsAltered(Vec<ShareAckResult>),
+    /// One result per topic id of the op, in order.
+    ShareOffsetsDeleted(Vec<ShareAckResult>),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

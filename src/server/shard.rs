@@ -885,6 +885,71 @@ mod tests {
         .0
     }
 
+    /// Share-group admin on the partition's shard: alter journals a reset, describe reports the
+    /// start offset and high watermark, delete journals a tombstone that replay honours.
+    #[test]
+    fn share_offsets_alter_describe_delete_and_replay() {
+        use crate::journal::entries::Entry;
+        use crate::journal::{Location, Recovered, RecoveredEntry};
+        use crate::server::share::ShareShard;
+        let storage = SimStorage::new();
+        let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
+        let r = pref("t", 1, 0);
+        let key = PartitionKey::of(&r);
+        produce(&mut s, &r, batch(-1, -1, -1, &[b"a", b"b", b"c"]));
+        flush(&mut s, &key);
+        let none = s.share_offsets("g", Some(std::slice::from_ref(&r)));
+        assert_eq!((none[0].start_offset, none[0].high_watermark), (-1, 3));
+        assert!(s.share_offsets("g", None).is_empty());
+
+        let altered = s.share_alter_offsets("g", &[(r.clone(), 1)]);
+        assert_eq!(altered[0].error_code, 0);
+        let refused = s.share_alter_offsets("g", &[(r.clone(), -5)]);
+        assert_ne!(refused[0].error_code, 0);
+        let all = s.share_offsets("g", None);
+        assert_eq!(all.len(), 1);
+        assert_eq!(
+            (all[0].partition, all[0].start_offset, all[0].high_watermark),
+            (key, 1, 3)
+        );
+        assert!(s.share.groups_with_state().contains("g"));
+        let mut journal = s.share.take_entries();
+        assert!(
+            matches!(&journal[0], Entry::SharePartitionSnapshot(st) if st.start_offset == Some(1))
+        );
+
+        let deleted = s.share_delete_offsets("g", &[Uuid::from_u128(1), Uuid::from_u128(9)]);
+        assert!(deleted.iter().all(|d| d.error_code == 0));
+        assert!(s.share_offsets("g", None).is_empty());
+        assert!(s.share.groups_with_state().is_empty());
+        let tombstone = s.share.take_entries();
+        assert!(
+            matches!(&tombstone[..], [Entry::SharePartitionSnapshot(st)] if st.start_offset.is_none())
+        );
+        journal.extend(tombstone);
+
+        // Replay: the reset alone restores the state; with the tombstone after it, nothing.
+        let recovered = |entries: &[Entry]| Recovered {
+            entries: entries
+                .iter()
+                .enumerate()
+                .map(|(seq, entry)| RecoveredEntry {
+                    seq: seq as u64,
+                    location: Location {
+                        path: Arc::from(Path::new("/journal")),
+                        position: 0,
+                    },
+                    entry: entry.clone(),
+                })
+                .collect(),
+            ..Recovered::default()
+        };
+        let before_delete = ShareShard::restore(&recovered(&journal[..1])).unwrap();
+        assert!(before_delete.groups_with_state().contains("g"));
+        let after_delete = ShareShard::restore(&recovered(&journal)).unwrap();
+        assert!(after_delete.groups_with_state().is_empty());
+    }
+
     #[test]
     fn opens_only_owned_partitions() {
         let storage = SimStorage::new();

@@ -11,17 +11,23 @@
 //!
 //! Durability: every change of a share partition's durable view (module docs of
 //! `share::durable`) becomes a journal entry ([`ShareShard::take_entries`]): a reset as a
-//! `SharePartitionSnapshot`, other changes as a `SharePartitionUpdate`. The runtime appends
+//! `SharePartitionSnapshot`, other changes as a `SharePartitionUpdate`; a deleted share
+//! partition (DeleteShareGroupOffsets) as a snapshot without a start offset, a tombstone. The runtime appends
 //! them to the shard's journal and answers an acknowledgement only once they are durable.
 //! ACQUIRED never persists. A LOCKED run is journalled as AVAILABLE here: an ONGOING
 //! transaction does not survive a restart, and a prepared one persists its locks in its own
 //! `TransactionLocks` entries, which replay on top (issue 5).
 //!
+//! Admin (`server::share_admin`): start offsets are read, reset (AlterShareGroupOffsets, through
+//! `SharePartition::set_start_offset`) and deleted here, on the partition's shard.
+//!
 //! Recovery ([`ShareShard::restore`]): the journal's snapshot, then its entries in order,
 //! rebuild the durable view of every share partition; [`SharePartition::from_snapshot`] turns
 //! each back into a live partition with nothing acquired.
 
-use super::ops::{PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition};
+use super::ops::{
+    PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition, ShareOffset,
+};
 use super::registry::TopicRegistry;
 use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
 use super::share_fetch::acquire_from_log;
@@ -404,6 +410,65 @@ impl ShareShard {
             .retain(|k, _| registry.topic_by_id(&k.partition.topic_id).is_some());
     }
 
+    /// The groups that have share-partition state on this shard (live or only recovered).
+    pub fn groups_with_state(&self) -> BTreeSet<String> {
+        self.partitions
+            .keys()
+            .chain(self.recovered.keys())
+            .map(|k| k.group_id.clone())
+            .collect()
+    }
+
+    /// The share-partition start offset of `key`, live or only recovered; `None`: no state.
+    pub fn start_offset(&self, key: &ShareKey) -> Option<i64> {
+        match self.partitions.get(key) {
+            Some(sp) => Some(sp.spso()),
+            None => self.recovered.get(key).map(|view| view.spso),
+        }
+    }
+
+    /// Every partition `group_id` has state for on this shard, with its start offset, sorted.
+    pub fn start_offsets(&self, group_id: &str) -> Vec<(PartitionKey, i64)> {
+        let mut out: Vec<(PartitionKey, i64)> = self
+            .partitions
+            .iter()
+            .filter(|(k, _)| k.group_id == group_id)
+            .map(|(k, sp)| (k.partition, sp.spso()))
+            .chain(
+                self.recovered
+                    .iter()
+                    .filter(|(k, _)| k.group_id == group_id)
+                    .map(|(k, view)| (k.partition, view.spso)),
+            )
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// DeleteShareGroupOffsets: forgets the state of `key` and journals a tombstone (a
+    /// snapshot without a start offset). Refused while records are acquired or locked.
+    /// Returns whether there was state.
+    pub fn delete_state(&mut self, key: &ShareKey) -> Result<bool, ShareError> {
+        if let Some(sp) = self.partitions.get(key) {
+            let (acquired_records, locked_records) = (sp.acquired_records(), sp.locked_records());
+            if acquired_records > 0 || locked_records > 0 {
+                return Err(ShareError::RecordsInFlight {
+                    acquired_records,
+                    locked_records,
+                });
+            }
+        }
+        let live = self.partitions.remove(key).is_some();
+        let recovered = self.recovered.remove(key).is_some();
+        if !(live || recovered) {
+            return Ok(false);
+        }
+        let mut tombstone = journal_state(key, 0, &[]);
+        tombstone.start_offset = None;
+        self.entries.push(Entry::SharePartitionSnapshot(tombstone));
+        Ok(true)
+    }
+
     /// The live share partitions (for describe and tests).
     pub fn partitions(&self) -> impl Iterator<Item = (&ShareKey, &SharePartition)> {
         self.partitions.iter()
@@ -597,6 +662,111 @@ impl<S: Storage + Clone> ShardState<S> {
                     Err(e) => ShareAckResult::error(e.code(), e.to_string()),
                 };
                 self.put_share(key, sp);
+                result
+            })
+            .collect()
+    }
+
+    /// DescribeShareGroupOffsets on this shard: the start offset (-1: no state) and high
+    /// watermark of each named partition, or of every partition the group has state for.
+    pub fn share_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<&[PartitionRef]>,
+    ) -> Vec<ShareOffset> {
+        let high_watermark = |r: &PartitionRef| self.lookup(r).map_or(-1, |p| p.high_watermark());
+        match partitions {
+            Some(refs) => refs
+                .iter()
+                .map(|r| {
+                    let key = ShareKey {
+                        group_id: group_id.to_string(),
+                        partition: PartitionKey::of(r),
+                    };
+                    ShareOffset {
+                        partition: key.partition,
+                        start_offset: self.share.start_offset(&key).unwrap_or(-1),
+                        high_watermark: high_watermark(r),
+                    }
+                })
+                .collect(),
+            None => self
+                .share
+                .start_offsets(group_id)
+                .into_iter()
+                .map(|(partition, start_offset)| {
+                    let hw = self
+                        .registry()
+                        .topic_by_id(&partition.topic_id)
+                        .map_or(-1, |t| {
+                            high_watermark(&PartitionRef {
+                                topic: t.name.clone(),
+                                topic_id: partition.topic_id,
+                                partition: partition.partition,
+                            })
+                        });
+                    ShareOffset {
+                        partition,
+                        start_offset,
+                        high_watermark: hw,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// AlterShareGroupOffsets on this shard: each partition's share state restarts at its
+    /// offset (created if the group had none). Refused for a partition with records in flight.
+    pub fn share_alter_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: &[(PartitionRef, i64)],
+    ) -> Vec<ShareAckResult> {
+        partitions
+            .iter()
+            .map(|(r, offset)| {
+                if let Err(code) = self.lookup(r) {
+                    return ShareAckResult::error(code, "unknown topic-partition");
+                }
+                let key = ShareKey {
+                    group_id: group_id.to_string(),
+                    partition: PartitionKey::of(r),
+                };
+                let mut sp = match self.take_share(&key, r) {
+                    Ok(sp) => sp,
+                    Err((code, message)) => return ShareAckResult::error(code, message),
+                };
+                let result = match sp.set_start_offset(*offset) {
+                    Ok(()) => ShareAckResult::ok(),
+                    Err(e) => ShareAckResult::error(e.code(), e.to_string()),
+                };
+                self.put_share(key, sp);
+                result
+            })
+            .collect()
+    }
+
+    /// DeleteShareGroupOffsets on this shard: forgets the group's state of every partition of
+    /// each topic; one result per topic id.
+    pub fn share_delete_offsets(
+        &mut self,
+        group_id: &str,
+        topic_ids: &[Uuid],
+    ) -> Vec<ShareAckResult> {
+        let held = self.share.start_offsets(group_id);
+        topic_ids
+            .iter()
+            .map(|topic_id| {
+                let mut result = ShareAckResult::ok();
+                for (partition, _) in held.iter().filter(|(p, _)| p.topic_id == *topic_id) {
+                    let key = ShareKey {
+                        group_id: group_id.to_string(),
+                        partition: *partition,
+                    };
+                    if let Err(e) = self.share.delete_state(&key) {
+                        result = ShareAckResult::error(e.code(), e.to_string());
+                    }
+                }
                 result
             })
             .collect()

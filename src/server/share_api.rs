@@ -46,7 +46,7 @@ fn sb(text: &str) -> StrBytes {
 const SHARE_FETCH_RECORDS_MAX: u32 = 100_000;
 
 /// ShareGroupHeartbeat v1.
-pub async fn handle_heartbeat<B: Bus>(bus: &B, request: &Request) -> Outcome {
+pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let decoded: ShareGroupHeartbeatRequest = match decode_body(request) {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
@@ -67,6 +67,8 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, request: &Request) -> Outcome {
             .subscribed_topic_names
             .as_ref()
             .map(|t| t.iter().map(|n| n.0.to_string()).collect()),
+        client_id: request.client_id.clone().unwrap_or_default(),
+        client_host: format!("/{}", conn.peer_addr.ip()),
     };
     let shard = group_shard(&hb.group_id, bus.shard_count());
     let mut response = ShareGroupHeartbeatResponse::default();

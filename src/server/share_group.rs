@@ -1,8 +1,7 @@
 //! Share-group coordinator state (KIP-932), kept on the group's shard (`model::group_shard`).
 //!
 //! Pure and synchronous: time comes in as `now_ms`, topics come from the caller's registry
-//! snapshot. Not yet wired to the wire protocol (ShareGroupHeartbeat is not advertised); the
-//! handler will be a function over this state like the other handlers.
+//! snapshot. The wire handlers are `share_api` (heartbeat) and `share_admin` (describe, list).
 //!
 //! - Members: client-generated member ids (v1), member epochs, join (epoch 0), leave
 //!   (epoch -1), session-timeout eviction, subscriptions by topic name.
@@ -133,6 +132,8 @@ pub struct ShareMember {
     pub member_id: String,
     pub member_epoch: i32,
     pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
     pub subscribed: Vec<String>,
     pub assignment: Vec<AssignedTopic>,
     pub last_heartbeat_ms: u64,
@@ -154,6 +155,10 @@ pub struct Heartbeat {
     pub rack_id: Option<String>,
     /// `None`: unchanged since the last heartbeat.
     pub subscribed: Option<Vec<String>>,
+    /// The request header's client id, and the client's address as Kafka prints it
+    /// (`/IP`); kept for ShareGroupDescribe.
+    pub client_id: String,
+    pub client_host: String,
 }
 
 /// The answer to a heartbeat.
@@ -300,6 +305,8 @@ impl ShareGroups {
                         member_id: hb.member_id.clone(),
                         member_epoch: 0,
                         rack_id: hb.rack_id.clone(),
+                        client_id: hb.client_id.clone(),
+                        client_host: hb.client_host.clone(),
                         subscribed: normalise(hb.subscribed.clone().unwrap_or_default()),
                         assignment: vec![],
                         last_heartbeat_ms: now_ms,
@@ -487,6 +494,8 @@ mod tests {
             member_epoch: epoch,
             rack_id: None,
             subscribed: subs.map(|s| s.iter().map(|t| t.to_string()).collect()),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
         }
     }
 
