@@ -196,6 +196,8 @@ impl Sim {
                 member_epoch: 0,
                 rack_id: None,
                 subscribed: Some(vec![TOPIC.into()]),
+                client_id: "sim".into(),
+                client_host: "/127.0.0.1".into(),
             },
             &reg,
             self.now,

@@ -944,9 +944,10 @@ mod tests {
                 .collect(),
             ..Recovered::default()
         };
-        let before_delete = ShareShard::restore(&recovered(&journal[..1])).unwrap();
+        let before_delete =
+            ShareShard::restore(&recovered(&journal[..1]), s.registry(), 0).unwrap();
         assert!(before_delete.groups_with_state().contains("g"));
-        let after_delete = ShareShard::restore(&recovered(&journal)).unwrap();
+        let after_delete = ShareShard::restore(&recovered(&journal), s.registry(), 0).unwrap();
         assert!(after_delete.groups_with_state().is_empty());
     }
 

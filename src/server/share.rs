@@ -166,6 +166,11 @@ impl ShareShard {
                         let reset =
                             reset_snapshot || matches!(entry, Entry::SharePartitionSnapshot(_));
                         let key = state_key(state);
+                        if reset && state.start_offset.is_none() {
+                            // A tombstone: DeleteShareGroupOffsets removed the state.
+                            views.remove(&key);
+                            return Ok(());
+                        }
                         let delta = ShareDelta {
                             spso: state.start_offset.unwrap_or(0),
                             reset,
