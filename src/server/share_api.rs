@@ -503,7 +503,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     let blank = |index: i32| {
         let mut p = share_fetch_response::PartitionData::default();
         p.partition_index = index;
-        p.current_leader.leader_id = BROKER_NODE_ID.into();
+        p.current_leader.leader_id = BROKER_NODE_ID;
         p.current_leader.leader_epoch = 0;
         p.records = Some(Bytes::new());
         p
@@ -659,7 +659,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
         p.partition_index = partition;
         p.error_code = result.error_code;
         p.error_message = result.error_message.as_deref().map(sb);
-        p.current_leader.leader_id = BROKER_NODE_ID.into();
+        p.current_leader.leader_id = BROKER_NODE_ID;
         by_topic.entry(topic_id).or_default().push(p);
     }
     response.responses = by_topic

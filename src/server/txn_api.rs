@@ -223,7 +223,6 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
                             locked_records: p.locked_records as i64,
                         })
                         .collect(),
-                    ..Default::default()
                 })
                 .collect()
         }
@@ -446,7 +445,6 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 partition_index: part.txn_partition.partition,
                 error_code: code,
                 error_message: message,
-                ..Default::default()
             });
     }
     response.responses = by_topic
@@ -455,7 +453,6 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
             |(topic_id, partitions)| ShareAcknowledgeTransactionalTopicResponse {
                 topic_id,
                 partitions,
-                ..Default::default()
             },
         )
         .collect();
