@@ -391,11 +391,14 @@ impl ShardCtx {
                 transaction_id,
                 timeout_ms,
             } => {
+                // The config is read before the state is borrowed mutably (the registry lives
+                // in the same cell).
+                let config = config(&group_id);
                 let answer = self.state.borrow_mut().share.txn_begin(
                     &group_id,
                     &transaction_id,
                     timeout_ms,
-                    config(&group_id),
+                    config,
                     now,
                 );
                 let _ = self.append_share_entries();
@@ -406,14 +409,17 @@ impl ShardCtx {
                 member_id,
                 transaction_id,
                 partitions,
-            } => TxnReplyMsg::Registered(self.state.borrow_mut().share.txn_register(
-                &group_id,
-                &member_id,
-                &transaction_id,
-                &partitions,
-                config(&group_id),
-                now,
-            )),
+            } => {
+                let config = config(&group_id);
+                TxnReplyMsg::Registered(self.state.borrow_mut().share.txn_register(
+                    &group_id,
+                    &member_id,
+                    &transaction_id,
+                    &partitions,
+                    config,
+                    now,
+                ))
+            }
             TxnOp::AckDone {
                 group_id,
                 transaction_id,
@@ -443,12 +449,12 @@ impl ShardCtx {
                 transaction_id,
             } => TxnReplyMsg::Answer(self.txn_decide(&group_id, &transaction_id, false).await),
             TxnOp::List { group_id, states } => {
-                let listed = self.state.borrow_mut().share.txn_list(
-                    &group_id,
-                    &states,
-                    config(&group_id),
-                    now,
-                );
+                let config = config(&group_id);
+                let listed = self
+                    .state
+                    .borrow_mut()
+                    .share
+                    .txn_list(&group_id, &states, config, now);
                 let _ = self.append_share_entries();
                 TxnReplyMsg::Listed(listed)
             }
