@@ -157,7 +157,8 @@ fn run(cli: &Cli) -> Result<(), ClientError> {
             group,
             timeout_ms,
         } => {
-            let state = ShareTransactionCoordinator::new(bootstrap, group).begin(txn, *timeout_ms)?;
+            let state =
+                ShareTransactionCoordinator::new(bootstrap, group).begin(txn, *timeout_ms)?;
             println!("{txn} {state}");
         }
         Command::Prepare { txn, group } => {
@@ -320,7 +321,7 @@ fn consume(
 }
 
 /// Polls until `max_records` are acquired or `timeout` passes; acknowledges them into `txn`
-/// (extra records of the last poll are released) and flushes. Returns the acknowledged records.
+/// (extra records of the last poll are left to be released at close) and flushes. Returns the acknowledged records.
 fn acquire_and_acknowledge(
     consumer: &mut ShareConsumer,
     topic: &str,
@@ -338,13 +339,11 @@ fn acquire_and_acknowledge(
             break;
         }
         let polled = consumer.poll((deadline - now).min(CONSUME_POLL_SLICE))?;
-        for r in polled {
-            if records.len() < max_records {
-                consumer.acknowledge_transactional(&r, ack_type, txn)?;
-                records.push(r);
-            } else {
-                consumer.acknowledge(&r, AckType::Release)?;
-            }
+        // Records beyond `max_records` are left unacknowledged: the broker releases them when
+        // the session closes (an explicit RELEASE would be refused in transactional mode).
+        for r in polled.into_iter().take(max_records - records.len()) {
+            consumer.acknowledge_transactional(&r, ack_type, txn)?;
+            records.push(r);
         }
     }
     consumer.flush_transactional()?;

@@ -705,7 +705,8 @@ impl ShareConsumer {
                 let _ = pending.restore(tp, &batches);
             }
             for (node, acks) in by_node {
-                for (tp, batches, e) in self.acknowledge_transactional_at(node, &transaction_id, acks)
+                for (tp, batches, e) in
+                    self.acknowledge_transactional_at(node, &transaction_id, acks)
                 {
                     first_error.get_or_insert(e);
                     let _ = pending.restore(tp, &batches);
@@ -802,13 +803,18 @@ impl ShareConsumer {
         for (tp, batches) in acks {
             match answered.remove(&tp) {
                 Some((0, _)) => {}
-                Some((c, message)) => {
-                    failed.push((tp, batches, txn_error(c, message.as_deref(), context(Some(tp)))))
-                }
+                Some((c, message)) => failed.push((
+                    tp,
+                    batches,
+                    txn_error(c, message.as_deref(), context(Some(tp))),
+                )),
                 None => failed.push((
                     tp,
                     batches,
-                    ClientError::Protocol(format!("{}: partition missing in response", context(Some(tp)))),
+                    ClientError::Protocol(format!(
+                        "{}: partition missing in response",
+                        context(Some(tp))
+                    )),
                 )),
             }
         }

@@ -354,12 +354,7 @@ impl ShareTransactionCoordinator {
         let context = if transaction_id.is_empty() {
             format!("{} group {}", call.name(), self.group_id)
         } else {
-            format!(
-                "{} {} group {}",
-                call.name(),
-                transaction_id,
-                self.group_id
-            )
+            format!("{} {} group {}", call.name(), transaction_id, self.group_id)
         };
         let mut backoff = limits::TXN_RETRY_BACKOFF_INITIAL;
         let mut attempt = 1;
