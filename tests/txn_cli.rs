@@ -11,6 +11,15 @@
 //! How: each test starts its own broker (`target/release/lockstep`, or `LOCKSTEP_BROKER_BIN`) on
 //! a free port with a temporary data directory, fills a one-partition topic with the client's
 //! Admin and Producer, and kills the broker when dropped. Every wait is bounded.
+//!
+//! Known broker bug (tests marked `#[ignore = "broker bug: ..."]`): in `ShardCtx::txn`
+//! (src/runtime/shard.rs) the Begin, Register and List arms call
+//! `self.state.borrow_mut().share.txn_*(.., config(&group_id), ..)`; the argument `config` runs
+//! `self.registry()`, which borrows `self.state` again while the `RefMut` is alive: "RefCell
+//! already mutably borrowed" at shard.rs:1030, the shard thread panics and the broker exits. With
+//! those three `config(&group_id)` calls hoisted into a `let` before `borrow_mut()`, all of these
+//! tests pass (run them with `LOCKSTEP_BROKER_BIN=<fixed broker> cargo test --test txn_cli --
+//! --ignored`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
