@@ -16,7 +16,9 @@
 //! - [`admin`]: CreateTopics, Metadata, IncrementalAlterConfigs (GROUP configs), FindCoordinator.
 //! - [`producer`]: one record batch to one partition, acks=-1.
 //! - [`share_consumer`]: [`share_consumer::ShareConsumer`]: ShareGroupHeartbeat, ShareFetch,
-//!   ShareAcknowledge v1; explicit acknowledgement; the hook for transactional acknowledgement.
+//!   ShareAcknowledge v1; explicit acknowledgement; transactional acknowledgement (API 1001).
+//! - [`transactions`]: [`transactions::ShareTransactionCoordinator`] (begin, prepare, commit,
+//!   abort, list; keys 1000, 1002–1005) and the KIP's recovery routine [`transactions::recover`].
 //!
 //! Limits: every loop is bounded by a deadline or a count; the constants are in [`limits`].
 
@@ -24,6 +26,7 @@ pub mod admin;
 pub mod connection;
 pub mod producer;
 pub mod share_consumer;
+pub mod transactions;
 
 pub use connection::{ApiCall, ClientError, Connection, Result};
 
@@ -58,4 +61,10 @@ pub mod limits {
     pub const PENDING_ACKS_MAX: usize = 10_000_000;
     /// Open transactions buffered by `acknowledge_transactional` at once.
     pub const PENDING_TRANSACTIONS_MAX: usize = 64;
+    /// Attempts of one transaction-coordinator call (the first included) on retriable errors.
+    pub const TXN_CALL_ATTEMPTS_MAX: u32 = 6;
+    /// Sleep before the first retry of a transaction-coordinator call; doubles per retry.
+    pub const TXN_RETRY_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+    /// Longest sleep between two attempts of a transaction-coordinator call.
+    pub const TXN_RETRY_BACKOFF_MAX: Duration = Duration::from_millis(1_600);
 }
