@@ -11,7 +11,6 @@
 //! How: each test starts its own broker (`target/release/lockstep`, or `LOCKSTEP_BROKER_BIN`) on
 //! a free port with a temporary data directory, fills a one-partition topic with the client's
 //! Admin and Producer, and kills the broker when dropped. Every wait is bounded.
-//!
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
