@@ -1,6 +1,8 @@
 //! What every benchmark report shares: the commit and machine it was measured on, the machine's
 //! own fdatasync rate, and where the JSON report goes. Included by each bench with
 //! `#[path = "common/mod.rs"] mod common;` (cargo does not treat this folder as a bench).
+//! Each bench uses part of it, hence `dead_code` is allowed here.
+#![allow(dead_code)]
 
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
@@ -55,6 +57,23 @@ pub fn fdatasync_rate(work: &Path, seconds: f64, ops_max: usize, bytes: usize) -
     let rate = ops as f64 / start.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&path);
     rate
+}
+
+/// Latency of `n` appending 4 KiB writes each followed by fdatasync, in microseconds.
+pub fn fdatasync_latency_us(work: &Path, n: usize) -> hdrhistogram::Histogram<u64> {
+    let path = work.join("fdatasync-latency.bin");
+    let file = std::fs::File::create(&path).expect("create");
+    let page = vec![0x5a_u8; 4096];
+    let mut h = hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+    for i in 0..n.max(1) {
+        file.write_all_at(&page, (i * page.len()) as u64)
+            .expect("write");
+        let t = Instant::now();
+        file.sync_data().expect("fdatasync");
+        h.record(t.elapsed().as_micros() as u64).ok();
+    }
+    let _ = std::fs::remove_file(&path);
+    h
 }
 
 /// Writes `report` as `target/bench-reports/{name}.json` and returns the path.

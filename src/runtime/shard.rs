@@ -556,8 +556,17 @@ impl ShardCtx {
         }
         let partitions: Vec<TxnPartition> =
             record.participants.iter().map(|p| p.partition).collect();
-        let calls = self
-            .participant_shards(&partitions)
+        // Locks held on this shard go into this journal just before the PREPARE record: one
+        // journal is durable in prefix order, so one flush covers both. Other shards' locks
+        // must be durable before the record is written.
+        let mut shards = self.participant_shards(&partitions);
+        if shards.remove(&self.id) {
+            self.state
+                .borrow_mut()
+                .share
+                .txn_persist_locks(group_id, id);
+        }
+        let calls = shards
             .into_iter()
             .map(|shard| {
                 self.call(
