@@ -31,6 +31,7 @@
 //! stop flag; poll loops are also bounded by an iteration count.
 
 #[path = "common/mod.rs"]
+#[allow(dead_code)] // the fdatasync probe: this bench measures no storage of its own
 mod common;
 
 use bytes::Bytes;
@@ -53,6 +54,8 @@ const READY_PREFIX: &str = "lockstep ready:";
 const CASES: [(i32, usize); 4] = [(1, 1), (1, 4), (4, 1), (4, 4)];
 /// How long one `poll` may wait for records.
 const POLL_TIMEOUT: Duration = Duration::from_millis(500);
+/// How often the watch loop looks at the consumer threads.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
 /// How often the live progress line is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 /// Ratio of Lockstep's rate to Kafka's that issue 4 asks for.
@@ -115,6 +118,8 @@ struct BrokerRun {
     not_run: Option<String>,
     /// A failure outside any one case (start-up, stop).
     failed: Option<String>,
+    /// Start-ups that failed before one succeeded (the bench tries twice).
+    start_failures: Vec<String>,
     cases: Vec<CaseResult>,
 }
 
@@ -171,6 +176,11 @@ fn progress(what: &str) {
     let _ = std::io::stderr().flush();
 }
 
+/// Replaces the progress line with a line that stays.
+fn progress_done(what: &str) {
+    eprintln!("\r\x1b[2K[share bench] {what}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let full = args.iter().any(|a| a == "--bench");
@@ -205,8 +215,7 @@ fn main() {
     let mut brokers = vec![run_broker(Kind::Lockstep, work, plan)];
     match &kafka_unavailable {
         Some(why) => {
-            progress("");
-            eprintln!("\r[share bench] kafka not run: {why}");
+            progress_done(&format!("kafka not run: {why}"));
             brokers.push(BrokerRun {
                 name: "kafka".into(),
                 not_run: Some(why.clone()),
@@ -215,8 +224,7 @@ fn main() {
         }
         None => brokers.push(run_broker(Kind::Kafka, work, plan)),
     }
-    progress("");
-    eprint!("\r");
+    eprint!("\r\x1b[2K");
 
     let comparison = compare(&brokers);
     let report = Report {
@@ -276,9 +284,17 @@ fn run_broker(kind: Kind, work: &Path, plan: Plan) -> BrokerRun {
     progress(&format!("{name}: starting"));
     let broker = match Broker::start(kind, &work.join(name)) {
         Ok(b) => b,
-        Err(e) => {
-            run.failed = Some(e);
-            return run;
+        Err(first) => {
+            // Once more, on a fresh port and directory; the first failure stays in the report.
+            progress_done(&format!("{name}: start failed ({first}); once more"));
+            run.start_failures.push(first);
+            match Broker::start(kind, &work.join(format!("{name}-again"))) {
+                Ok(b) => b,
+                Err(e) => {
+                    run.failed = Some(e);
+                    return run;
+                }
+            }
         }
     };
     for (partitions, consumers) in CASES {
@@ -293,8 +309,7 @@ fn run_broker(kind: Kind, work: &Path, plan: Plan) -> BrokerRun {
                 case.seconds_to_first_record
             ),
         };
-        progress("");
-        eprintln!("\r[share bench] {name} p={partitions} c={consumers}: {line}");
+        progress_done(&format!("{name} p={partitions} c={consumers}: {line}"));
         run.cases.push(case);
     }
     progress(&format!("{name}: stopping"));
@@ -419,11 +434,25 @@ fn run_case(broker: &Broker, plan: Plan, partitions: i32, consumers: usize) -> C
     // Live progress and the stall / deadline watch.
     let stall = Duration::from_secs_f64(plan.stall_seconds_max);
     let mut watch_error = None;
+    let mut shown = Instant::now();
     while !handles.iter().all(|h| h.is_finished()) {
-        std::thread::sleep(PROGRESS_EVERY);
+        std::thread::sleep(WATCH_EVERY);
+        if shown.elapsed() < PROGRESS_EVERY {
+            continue;
+        }
+        shown = Instant::now();
         let done = shared.acked_distinct.load(Ordering::Relaxed);
-        let rate = match *shared.first_record.lock().unwrap() {
-            Some(t) => format!("{:.0} records/s", done as f64 / t.elapsed().as_secs_f64()),
+        let first = *shared.first_record.lock().unwrap();
+        let end = shared
+            .completed
+            .lock()
+            .unwrap()
+            .unwrap_or_else(Instant::now);
+        let rate = match first {
+            Some(t) => format!(
+                "{:.0} records/s",
+                done as f64 / end.duration_since(t).as_secs_f64().max(1e-3)
+            ),
             None => "waiting for the first record".into(),
         };
         progress(&format!(
@@ -928,6 +957,9 @@ fn print_table(report: &Report) {
         }
         if let Some(e) = &b.failed {
             println!("{}: FAILED: {e}", b.name);
+        }
+        for e in &b.start_failures {
+            println!("{}: a start-up failed before the one measured: {e}", b.name);
         }
     }
     let cell = |b: Option<&BrokerRun>, partitions: i32, consumers: usize| -> String {
