@@ -583,9 +583,7 @@ fn setup(
         // Bounded: each request appends at least one record.
         while next < n {
             let count = (n - next).min(batch.len() as u64) as usize;
-            let base = producer
-                .produce(topic, p as i32, &batch[..count])
-                .map_err(|e| format!("produce to {topic}/{p}: {e}"))?;
+            let base = produce_retrying(&mut producer, topic, p as i32, &batch[..count])?;
             if base != next as i64 {
                 return Err(format!(
                     "produce to {topic}/{p}: base offset {base}, expected {next}"
@@ -619,6 +617,30 @@ fn setup(
         }
     }
     Ok(per_partition)
+}
+
+/// Produces one batch, retrying while the partition's leader is not ready: a new Kafka topic's
+/// leader shows in Metadata before it accepts produce requests (NOT_LEADER_OR_FOLLOWER, 6, which
+/// means the batch was not appended, so the retry cannot duplicate it).
+fn produce_retrying(
+    producer: &mut Producer,
+    topic: &str,
+    partition: i32,
+    records: &[ProducerRecord],
+) -> Result<i64, String> {
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    const ATTEMPTS_MAX: u32 = 100;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match producer.produce(topic, partition, records) {
+            Ok(base) => return Ok(base),
+            Err(e) if e.kafka_code() == Some(NOT_LEADER_OR_FOLLOWER) && attempt < ATTEMPTS_MAX => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(e) => return Err(format!("produce to {topic}/{partition}: {e}")),
+        }
+    }
 }
 
 /// One consumer thread: poll, acknowledge everything with ACCEPT, commit_sync, until the group
