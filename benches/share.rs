@@ -31,7 +31,6 @@
 //! stop flag; poll loops are also bounded by an iteration count.
 
 #[path = "common/mod.rs"]
-#[allow(dead_code)] // the fdatasync probe: this bench measures no storage of its own
 mod common;
 
 use bytes::Bytes;
@@ -74,6 +73,8 @@ struct Plan {
     stall_seconds_max: f64,
     /// Upper bound on polls per consumer in one case (a second bound beside the deadline).
     polls_per_consumer_max: u64,
+    /// Seconds of the machine probe (4 KiB write + fdatasync).
+    fsync_probe_seconds: f64,
 }
 
 const FULL: Plan = Plan {
@@ -83,6 +84,7 @@ const FULL: Plan = Plan {
     case_seconds_max: 600.0,
     stall_seconds_max: 60.0,
     polls_per_consumer_max: 10_000_000,
+    fsync_probe_seconds: 1.0,
 };
 const SMOKE: Plan = Plan {
     records_per_case: 600,
@@ -91,6 +93,7 @@ const SMOKE: Plan = Plan {
     case_seconds_max: 60.0,
     stall_seconds_max: 30.0,
     polls_per_consumer_max: 100_000,
+    fsync_probe_seconds: 0.05,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -102,6 +105,10 @@ struct Report {
     machine: serde_json::Value,
     /// /proc/loadavg when the run started: other work on the machine skews every figure.
     load_average_at_start: String,
+    /// 4 KiB write + fdatasync per second on the bench's disk. Lockstep answers an
+    /// acknowledgement once its share-state journal entry is synced, so one poll + commit_sync
+    /// round costs at least one such sync; Kafka's share coordinator does not fsync by default.
+    fdatasync_4k_per_s: f64,
     mode: &'static str,
     plan: Plan,
     /// Client settings that shape every request.
@@ -155,6 +162,10 @@ struct CaseResult {
     heartbeats: u64,
     /// Records per non-empty poll, averaged.
     records_per_batch: f64,
+    /// Mean time in a `poll` that returned records, and in a `commit_sync`, ms (where the round
+    /// trip goes).
+    poll_with_records_mean_ms: f64,
+    commit_sync_mean_ms: f64,
 }
 
 #[derive(Serialize)]
@@ -212,6 +223,8 @@ fn main() {
         kafka_available().err()
     };
 
+    progress("machine: 4 KiB write + fdatasync");
+    let fdatasync_4k_per_s = common::fdatasync_rate(work, plan.fsync_probe_seconds, 100_000, 4096);
     let mut brokers = vec![run_broker(Kind::Lockstep, work, plan)];
     match &kafka_unavailable {
         Some(why) => {
@@ -231,6 +244,7 @@ fn main() {
         commit: common::git_commit(),
         machine: common::machine(),
         load_average_at_start,
+        fdatasync_4k_per_s,
         mode: if full { "full" } else { "smoke" },
         plan,
         client: serde_json::json!({
@@ -381,6 +395,10 @@ struct ConsumerOutcome {
     share_fetches: u64,
     share_acknowledges: u64,
     heartbeats: u64,
+    /// Seconds in polls that returned records, and in commit_sync calls.
+    poll_with_records_seconds: f64,
+    commits: u64,
+    commit_seconds: f64,
 }
 
 fn run_case(broker: &Broker, plan: Plan, partitions: i32, consumers: usize) -> CaseResult {
@@ -501,6 +519,7 @@ fn run_case(broker: &Broker, plan: Plan, partitions: i32, consumers: usize) -> C
     result.missing = expected - result.acknowledged_distinct;
     let mut non_empty = 0;
     let mut delivered = 0;
+    let (mut poll_seconds, mut commits, mut commit_seconds) = (0.0, 0, 0.0);
     for o in &outcomes {
         result.polls += o.polls;
         non_empty += o.non_empty_polls;
@@ -511,6 +530,9 @@ fn run_case(broker: &Broker, plan: Plan, partitions: i32, consumers: usize) -> C
         result.share_fetches += o.share_fetches;
         result.share_acknowledges += o.share_acknowledges;
         result.heartbeats += o.heartbeats;
+        poll_seconds += o.poll_with_records_seconds;
+        commits += o.commits;
+        commit_seconds += o.commit_seconds;
         if result.first_commit_error.is_none() {
             result.first_commit_error = o.first_commit_error.clone();
         }
@@ -519,6 +541,8 @@ fn run_case(broker: &Broker, plan: Plan, partitions: i32, consumers: usize) -> C
         }
     }
     result.records_per_batch = delivered as f64 / non_empty.max(1) as f64;
+    result.poll_with_records_mean_ms = poll_seconds * 1e3 / non_empty.max(1) as f64;
+    result.commit_sync_mean_ms = commit_seconds * 1e3 / commits.max(1) as f64;
 
     // The check: nothing missing; nothing twice unless some acknowledgement failed.
     result.failed = watch_error.or_else(|| {
@@ -668,6 +692,7 @@ fn consume(
     };
     while out.polls < plan.polls_per_consumer_max && !done(shared) && Instant::now() < deadline {
         out.polls += 1;
+        let polled = Instant::now();
         let records = match consumer.poll(POLL_TIMEOUT) {
             Ok(r) => r,
             Err(e) => {
@@ -685,6 +710,7 @@ fn consume(
             first.get_or_insert_with(Instant::now);
         }
         out.non_empty_polls += 1;
+        out.poll_with_records_seconds += polled.elapsed().as_secs_f64();
         out.delivered += records.len() as u64;
         let mut offsets = Vec::with_capacity(records.len());
         for r in &records {
@@ -701,7 +727,11 @@ fn consume(
                 Err(e) => panic!("acknowledge of a record poll delivered: {e}"),
             }
         }
-        if let Err(e) = consumer.commit_sync() {
+        let committing = Instant::now();
+        let committed = consumer.commit_sync();
+        out.commits += 1;
+        out.commit_seconds += committing.elapsed().as_secs_f64();
+        if let Err(e) = committed {
             out.commit_errors += 1;
             out.first_commit_error.get_or_insert(e.to_string());
             continue;
@@ -965,13 +995,14 @@ fn print_table(report: &Report) {
     println!();
     println!(
         "share bench ({}): {} records of {} B per case, explicit ACCEPT + commit_sync per poll; \
-         commit {}; {} cpus, load average {} at start",
+         commit {}; {} cpus, load average {} at start; 4 KiB write + fdatasync {:.0}/s",
         report.mode,
         p.records_per_case,
         p.record_bytes,
         report.commit,
         report.machine["cpus"],
-        report.load_average_at_start
+        report.load_average_at_start,
+        report.fdatasync_4k_per_s
     );
     for b in &report.brokers {
         if let Some(why) = &b.not_run {
@@ -1018,6 +1049,20 @@ fn print_table(report: &Report) {
             ratio,
             format!(">= {TARGET_RATIO}")
         );
+    }
+    println!("mean ms per poll with records / per commit_sync:");
+    for b in report.brokers.iter().filter(|b| !b.cases.is_empty()) {
+        let cells: Vec<String> = b
+            .cases
+            .iter()
+            .map(|c| {
+                format!(
+                    "p{}c{} {:.1}/{:.1}",
+                    c.partitions, c.consumers, c.poll_with_records_mean_ms, c.commit_sync_mean_ms
+                )
+            })
+            .collect();
+        println!("  {:<10} {}", b.name, cells.join("  "));
     }
     for b in &report.brokers {
         for c in &b.cases {
