@@ -18,6 +18,10 @@
 //!    failed, redeliveries are allowed and counted, missing offsets are still an error.
 //!
 //! One broker runs at a time (Lockstep first, then Kafka), each started once for all cases.
+//! Beside records/s, each case reports the mean time of a `poll` that returned records
+//! (ShareFetch) and of a `commit_sync` (ShareAcknowledge), which shows where a round goes, and
+//! the run probes the disk's 4 KiB write + fdatasync rate (Lockstep answers acknowledgements once
+//! durable; Kafka's share coordinator does not fsync by default).
 //!
 //! `cargo bench --bench share` runs the full measurement (Kafka too if `target/test-deps/kafka`
 //! is installed or `tools/kafka-reference.sh fetch` succeeds; `LOCKSTEP_BENCH_SKIP_KAFKA=1` or
