@@ -159,6 +159,8 @@ pub const SHARE_HOUSEKEEPING_INTERVAL_MS: u64 = 200;
 /// A shard writes a journal snapshot once this many entries follow the last one (then the
 /// segments before it can be deleted).
 pub const JOURNAL_SNAPSHOT_EVERY_ENTRIES: u64 = 100_000;
+/// Most log bytes one ShareFetch reads from one partition (whole batches; at least one).
+pub const SHARE_FETCH_READ_BYTES_MAX: usize = 1024 * 1024;
 /// Longest a ShareFetch with nothing to hand out waits before it looks again for records
 /// released, expired or aborted meanwhile (new data in the log wakes it at once).
 pub const SHARE_FETCH_RECHECK_MS: u64 = 100;

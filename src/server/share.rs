@@ -41,6 +41,7 @@ use crate::journal::entries::{LockOutcome as JournalOutcome, LockedRange as Jour
 use crate::journal::Recovered;
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
+use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::storage::file::Storage;
 use crate::txn::{GroupTransactions, TxnRecord, TxnState};
 use bytes::Bytes;
@@ -582,7 +583,10 @@ impl<S: Storage + Clone> ShardState<S> {
                     if from >= hw || records_left == 0 || bytes_left == 0 {
                         Ok(Vec::new())
                     } else {
-                        match partition.log.read(from as u64, bytes_left.max(1)) {
+                        // Read what one fetch can plausibly hand out, not the whole byte budget
+                        // (clients ask for 50 MiB and 500 records).
+                        let ask = bytes_left.clamp(1, SHARE_FETCH_READ_BYTES_MAX);
+                        match partition.log.read(from as u64, ask) {
                             Ok(read) => Ok(trim_to(&read.records, hw).to_vec()),
                             Err(e) => Err((log_error_code(&e), Some(e.to_string()))),
                         }
