@@ -41,7 +41,7 @@ struct Plan {
 }
 
 const FULL: Plan = Plan {
-    records: 100_000,
+    records: 600_000,
     fdatasyncs: 1_000,
 };
 const SMOKE: Plan = Plan {

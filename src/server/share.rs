@@ -34,6 +34,7 @@ use super::share_fetch::acquire_from_log;
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
 use super::transactions::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
+use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::journal::entries::{
     Entry, RunState, ShardSnapshot, SharePartitionState, StateRun as JournalRun, TransactionRecord,
 };
@@ -41,7 +42,6 @@ use crate::journal::entries::{LockOutcome as JournalOutcome, LockedRange as Jour
 use crate::journal::Recovered;
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
-use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::storage::file::Storage;
 use crate::txn::{GroupTransactions, TxnRecord, TxnState};
 use bytes::Bytes;
