@@ -335,14 +335,14 @@ impl ShareShard {
             }
         }
         let mut transaction_locks = Vec::new();
+        // Every transaction's locks, whatever its state: this shard may be a participant of a
+        // transaction another shard coordinates, and a prepare in phase 1 may have journalled its
+        // locks before this snapshot and its PREPARE record after it (compaction may then drop the
+        // segment that held the locks). Locks of a transaction that turns out ONGOING or ABORTED
+        // at replay are released by the participants' resolution.
         for (key, sp) in &self.partitions {
             for txn in sp.locked_txns() {
-                if self
-                    .prepared_durable
-                    .contains(&(key.group_id.clone(), txn.clone()))
-                {
-                    transaction_locks.push(locks_entry(key, &txn, &sp.locked_ranges(&txn)));
-                }
+                transaction_locks.push(locks_entry(key, &txn, &sp.locked_ranges(&txn)));
             }
         }
         ShardSnapshot {
