@@ -699,7 +699,10 @@ impl ShardCtx {
     }
 
     /// Appends the share state's pending journal entries; returns the last sequence number
-    /// appended (`None`: nothing to append) and starts a flush.
+    /// appended (`None`: nothing to append). No flush starts here: entries nobody waits for
+    /// (new share partitions, locks of ONGOING transactions, applied decisions) ride on the next
+    /// flush a waiter starts (`wait_journal`), or on housekeeping's, so the journal does not
+    /// flush continuously under load.
     fn append_share_entries(&self) -> Result<Option<u64>, String> {
         let entries = self.state.borrow_mut().share.take_entries();
         if entries.is_empty() {
@@ -718,7 +721,6 @@ impl ShardCtx {
                 }
             }
         }
-        self.ensure_journal_flush();
         Ok(last)
     }
 
@@ -749,7 +751,14 @@ impl ShardCtx {
     }
 
     async fn journal_flush_loop(&self) {
+        let mut first = true;
         loop {
+            // After the first flush, go on only for someone waiting: entries appended meanwhile
+            // that nobody waits for wait for the next flush anyone needs.
+            if !first && self.journal_sync.borrow().waiters.is_empty() {
+                break;
+            }
+            first = false;
             let ticket = self.journal.borrow_mut().begin_flush();
             let ticket = match ticket {
                 Ok(Some(ticket)) => ticket,
@@ -812,6 +821,9 @@ impl ShardCtx {
         self.record_txn_metrics();
         if self.append_share_entries().is_err() {
             return;
+        }
+        if self.journal.borrow().needs_flush() {
+            self.ensure_journal_flush();
         }
         let due = {
             let journal = self.journal.borrow();
@@ -1092,7 +1104,12 @@ impl ShardCtx {
 
     /// Flushes every partition with unflushed writes and waits until all are durable.
     pub async fn flush_all(&self) {
-        if let Ok(Some(seq)) = self.append_share_entries() {
+        let _ = self.append_share_entries();
+        let last = {
+            let journal = self.journal.borrow();
+            journal.needs_flush().then(|| journal.next_seq() - 1)
+        };
+        if let Some(seq) = last {
             if let Err(e) = self.wait_journal(seq).await {
                 tracing::error!(shard = %self.id, error = %e, "state journal not flushed at shutdown");
             }
