@@ -129,8 +129,9 @@ fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i
     }
 }
 
-/// Converts wire acknowledgement batches; `Err` is an INVALID_REQUEST message.
-fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, String> {
+/// Converts wire acknowledgement batches (first, last, type codes); `Err` is an
+/// INVALID_REQUEST message. Shared with the transactional acknowledgement (`txn_api`).
+pub(crate) fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, String> {
     batches
         .iter()
         .map(|(first, last, types)| {

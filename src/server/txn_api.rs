@@ -27,7 +27,7 @@ use crate::protocol::share_txn::{
     ShareListTransactionsRequest, ShareListTransactionsResponse, SharePrepareTransactionRequest,
     SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
 };
-use crate::share::{AckBatch, AcknowledgeType};
+use crate::share::AckBatch;
 use crate::txn::{TxnPartition, TxnState};
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
@@ -278,37 +278,32 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                         format!("{} has no partition {}", meta.name, p.partition_index),
                     ))
                 }
-                Some(meta) => p
-                    .acknowledgement_batches
-                    .iter()
-                    .map(|b| {
-                        let types = b
-                            .acknowledge_types
-                            .iter()
-                            .map(|c| {
-                                AcknowledgeType::from_code(*c)
-                                    .ok_or_else(|| format!("unknown acknowledge type {c}"))
-                            })
-                            .collect::<Result<Vec<_>, _>>()?;
-                        Ok(AckBatch {
-                            first: b.first_offset,
-                            last: b.last_offset,
-                            types,
+                Some(meta) => {
+                    let raw: Vec<(i64, i64, &[i8])> = p
+                        .acknowledgement_batches
+                        .iter()
+                        .map(|b| {
+                            (
+                                b.first_offset,
+                                b.last_offset,
+                                b.acknowledge_types.as_slice(),
+                            )
                         })
-                    })
-                    .collect::<Result<Vec<_>, String>>()
-                    .map_err(|m| (ResponseError::InvalidRequest.code(), m))
-                    .map(|batches| {
-                        (
-                            partition_shard(&meta.name, p.partition_index, shards),
-                            PartitionRef {
-                                topic: meta.name.clone(),
-                                topic_id: t.topic_id,
-                                partition: p.partition_index,
-                            },
-                            batches,
-                        )
-                    }),
+                        .collect();
+                    super::share_api::ack_batches(&raw)
+                        .map_err(|m| (ResponseError::InvalidRequest.code(), m))
+                        .map(|batches| {
+                            (
+                                partition_shard(&meta.name, p.partition_index, shards),
+                                PartitionRef {
+                                    topic: meta.name.clone(),
+                                    topic_id: t.topic_id,
+                                    partition: p.partition_index,
+                                },
+                                batches,
+                            )
+                        })
+                }
             };
             parts.push(Part {
                 txn_partition,
