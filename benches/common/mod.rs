@@ -4,6 +4,9 @@
 //! Each bench uses part of it, hence `dead_code` is allowed here.
 #![allow(dead_code)]
 
+/// Redis, RabbitMQ and NATS JetStream runs of the benchmark suite's workload.
+pub mod peers;
+
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
