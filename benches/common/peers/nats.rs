@@ -11,7 +11,8 @@
 //! fsyncs on a timer, every 2 minutes by default. nats-server 2.9 (Debian 12) has no
 //! `sync_interval` setting (`sync_interval: always` came with 2.10; 2.9 rejects the field), so
 //! this is the configuration measured: a publish acknowledgement (PubAck) and an ack reply mean
-//! the server has applied them, not that they are on disk.
+//! the server has applied them (written to its files, i.e. the page cache), not that they are on
+//! disk (an strace of a 20 000-record run showed no fsync or fdatasync at all).
 //!
 //! Per checkpoint a consumer acknowledges each message of the checkpoint with `+ACK` sent as a
 //! request (the "double ack"/AckAck: the server answers once it has processed the ack), and the
@@ -94,7 +95,7 @@ impl Conn {
             "verbose": false, "pedantic": false, "headers": true, "no_responders": true,
             "protocol": 1, "name": name, "lang": "rust", "version": "lockstep-bench",
         });
-        write!(c.w, "CONNECT {connect}\r\nSUB {}.* 1\r\nPING\r\n", c.inbox).map_err(io)?;
+        write!(c.w, "CONNECT {connect}\r\nSUB {}.> 1\r\nPING\r\n", c.inbox).map_err(io)?;
         c.w.flush().map_err(io)?;
         // The PONG confirms CONNECT and SUB were processed (an -ERR would come first).
         loop {
@@ -260,7 +261,7 @@ pub fn run(w: &PeerWorkload, progress: &dyn Fn(u64)) -> Result<PeerResult, Strin
         }),
     )?;
 
-    let produce_us = produce(port, w)?;
+    let produce_us = produce(port, w).map_err(|e| format!("produce: {e}"))?;
     let stored = admin.api(
         &format!("$JS.API.STREAM.INFO.{STREAM}"),
         &serde_json::json!({}),
@@ -272,7 +273,7 @@ pub fn run(w: &PeerWorkload, progress: &dyn Fn(u64)) -> Result<PeerResult, Strin
         ));
     }
     let (e2e_us, commit_us, elapsed) = consume_phase(w, progress, &|i, tally| {
-        consume(port, i, w.checkpoint, tally)
+        consume(port, i, w.checkpoint, tally).map_err(|e| format!("consumer {i}: {e}"))
     })?;
     let state = admin.api(
         &format!("$JS.API.STREAM.INFO.{STREAM}"),

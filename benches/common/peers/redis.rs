@@ -208,9 +208,9 @@ pub fn run(w: &PeerWorkload, progress: &dyn Fn(u64)) -> Result<PeerResult, Strin
         b"MKSTREAM",
     ])?;
 
-    let produce_us = produce(port, w)?;
+    let produce_us = produce(port, w).map_err(|e| format!("produce: {e}"))?;
     let (e2e_us, commit_us, elapsed) = consume_phase(w, progress, &|i, tally| {
-        consume(port, i, w.checkpoint, tally)
+        consume(port, i, w.checkpoint, tally).map_err(|e| format!("consumer {i}: {e}"))
     })?;
     let left = admin.call(&[b"XPENDING", STREAM.as_bytes(), GROUP.as_bytes()])?;
     match left.into_array()?.and_then(|a| a.into_iter().next()) {
