@@ -49,8 +49,12 @@ for s in "${SERVICES[@]}"; do
     update-rc.d "$s" disable >/dev/null 2>&1 || true
   fi
 done
-# A system Erlang port mapper (epmd, port 4369) that the package may have left running is
-# harmless: the benchmarks' RabbitMQ uses its own epmd on a private port and stops it afterwards.
+# The package's maintainer scripts run Erlang tools that leave the system's Erlang port mapper
+# (epmd, port 4369, user rabbitmq) running. The benchmarks' RabbitMQ uses its own epmd on a
+# private port and stops it afterwards; stop the system one if no node is registered with it.
+if pgrep -u rabbitmq -x epmd >/dev/null 2>&1 && ! epmd -names 2>/dev/null | grep -q '^name '; then
+  epmd -kill >/dev/null 2>&1 || true
+fi
 
 for b in redis-server rabbitmq-server nats-server; do
   command -v "$b" >/dev/null || [[ -x /usr/lib/rabbitmq/bin/$b ]] || [[ -x /usr/sbin/$b ]] || {

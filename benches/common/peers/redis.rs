@@ -2,7 +2,7 @@
 //!
 //! Server: `redis-server --port P --bind 127.0.0.1 --dir <tmp> --appendonly yes
 //! --appendfsync always --save ""` (RDB snapshots off so none runs during the measurement; the
-//! append-only file is the only persistence). With `appendfsync always` Redis writes and fsyncs
+//! append-only file is the only persistence; its automatic rewrite keeps Redis's defaults). With `appendfsync always` Redis writes and fsyncs
 //! the AOF before it sends the replies of the commands an event-loop iteration executed, so a
 //! reply means the command is on disk (pipelined commands share an fsync).
 //!
