@@ -5,7 +5,8 @@
 //! as fast as possible), a consumer backlog produced before the clock starts, share consumers in
 //! one group, the acknowledgement modes, the checkpoint interval and transaction size, warm-up and
 //! duration. Named workloads ship in [`named_workloads`]; `--workload-file` loads more (JSON, one
-//! workload or a list; `--list` prints the named ones in that format).
+//! workload or a list, e.g. `benches/workloads/small-transactions.json`; without `--workload` the
+//! file's workloads are the ones run; `--list` prints the named ones in that format).
 //!
 //! One measurement (`run_mode`: a target, a workload, a mode), on a fresh topic set and group:
 //! 1. setup: create the topics; group configs `share.auto.offset.reset=earliest` and, on
@@ -151,6 +152,31 @@ struct Workload {
     drain: bool,
     /// Records each peer produces and consumes (peers run a fixed count, not a duration).
     peer_records: u64,
+}
+
+/// The workloads in `benches/workloads/*.json` (run them with `--workload-file`).
+fn workload_files() -> Vec<Workload> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/workloads");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files.iter().flat_map(|f| load_workloads(f)).collect()
+}
+
+/// One workload or a list of them, in JSON.
+fn load_workloads(path: &Path) -> Vec<Workload> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str::<Vec<Workload>>(&text)
+        .or_else(|_| serde_json::from_str::<Workload>(&text).map(|w| vec![w]))
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: not a workload or a list of workloads: {e}",
+                path.display()
+            )
+        })
 }
 
 fn named_workloads() -> Vec<Workload> {
@@ -1134,6 +1160,9 @@ struct Report {
 struct Options {
     full: bool,
     workload: String,
+    workload_set: bool,
+    /// `all` of the named workloads: with peers and the scaling run unless told otherwise.
+    everything: bool,
     duration_s: Option<f64>,
     warmup_s: Option<f64>,
     quick: bool,
@@ -1149,6 +1178,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         full,
         workload: if full { "all".into() } else { "smoke".into() },
+        workload_set: false,
+        everything: false,
         duration_s: None,
         warmup_s: None,
         quick: false,
@@ -1173,6 +1204,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--json" => o.json = true,
             "--workload" => {
                 o.workload = value(i)?;
+                o.workload_set = true;
                 i += 1;
             }
             "--workload-file" => {
@@ -1225,11 +1257,13 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         }
         i += 1;
     }
-    // Peers and the scaling run come with `all`; with one named workload only when asked for.
-    if !peers_set && full && o.workload == "all" {
+    // Peers and the scaling run come with `all`; with one named workload or a workload file only
+    // when asked for.
+    o.everything = o.workload == "all" && (o.workload_file.is_none() || o.workload_set);
+    if !peers_set && full && o.everything {
         o.peers = PEERS_ALL.iter().map(|p| p.to_string()).collect();
     }
-    if !shards_set && (o.workload == "all" || !full) {
+    if !shards_set && (o.everything || !full) {
         o.shards = if full { vec![1, 2] } else { vec![1] };
     }
     Ok(o)
@@ -1250,12 +1284,10 @@ fn main() {
         }
     };
     let mut catalogue = named_workloads();
+    let mut from_file = Vec::new();
     if let Some(f) = &o.workload_file {
-        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{f}: {e}"));
-        let loaded: Vec<Workload> = serde_json::from_str::<Vec<Workload>>(&text)
-            .or_else(|_| serde_json::from_str::<Workload>(&text).map(|w| vec![w]))
-            .unwrap_or_else(|e| panic!("{f}: not a workload or a list of workloads: {e}"));
-        for w in loaded {
+        for w in load_workloads(Path::new(f)) {
+            from_file.push(w.name.clone());
             catalogue.retain(|c| c.name != w.name);
             catalogue.push(w);
         }
@@ -1283,7 +1315,14 @@ fn main() {
         w.validate().unwrap_or_else(|e| panic!("{e}"));
         w
     };
-    let selected: Vec<Workload> = if o.workload == "all" {
+    let selected: Vec<Workload> = if !from_file.is_empty() && !o.workload_set {
+        catalogue
+            .iter()
+            .filter(|w| from_file.contains(&w.name))
+            .cloned()
+            .map(adjust)
+            .collect()
+    } else if o.workload == "all" {
         catalogue
             .iter()
             .filter(|w| w.name != "smoke" && w.name != SCALING)
@@ -1300,19 +1339,16 @@ fn main() {
             });
         vec![adjust(w.clone())]
     };
-    let scaling_workload = (!o.shards.is_empty()).then(|| {
-        let name = if o.workload == "all" {
-            SCALING
-        } else {
-            &o.workload
-        };
-        adjust(
+    assert!(!selected.is_empty(), "no workload selected");
+    let scaling_workload = (!o.shards.is_empty()).then(|| match o.everything {
+        true => adjust(
             catalogue
                 .iter()
-                .find(|w| w.name == name)
+                .find(|w| w.name == SCALING)
                 .expect("scaling workload")
                 .clone(),
-        )
+        ),
+        false => selected[0].clone(),
     });
     let headline_workload = selected
         .iter()
@@ -1653,6 +1689,10 @@ fn smoke_checks(report: &Report) {
         }
     }
     assert!(report.fdatasync_4k.is_some_and(|f| f.count > 0));
+    // The shipped workload files load and validate, and the named workloads do too.
+    for w in named_workloads().into_iter().chain(workload_files()) {
+        w.validate().unwrap_or_else(|e| panic!("{e}"));
+    }
     let h = report.headline.as_ref().expect("headline figures");
     assert!(h.transactional_over_explicit.is_some_and(|r| r > 0.0));
     assert_eq!(report.scaling.len(), 1, "scaling with one shard");
@@ -1757,7 +1797,7 @@ fn table(report: &Report) -> String {
         );
         let _ = writeln!(
             t,
-            "{:<10}{:>10}{:>10}{:>14}{:>16}  durability",
+            "{:<10}{:>10}{:>10}{:>14}{:>18}  durability",
             "peer", "rec/s", "ratio", "commit ms", "commit p99 ratio"
         );
         for p in &report.peers {
@@ -1771,7 +1811,7 @@ fn table(report: &Report) -> String {
             }
             let _ = writeln!(
                 t,
-                "{:<10}{:>10.0}{:>10}{:>14}{:>16}  {}",
+                "{:<10}{:>10.0}{:>10}{:>14}{:>18}  {}",
                 p.peer,
                 p.records_per_s,
                 p.throughput_ratio.map_or("-".into(), |r| format!("{r:.2}")),
@@ -2033,7 +2073,7 @@ fn svg(report: &Report, workload: &str) -> String {
     );
     let fsync_ref = report
         .fdatasync_4k
-        .map(|f| (f.p99_ms, "fdatasync p99".to_string()));
+        .map(|f| (f.p99_ms, format!("fdatasync p99 {:.2} ms", f.p99_ms)));
     let p = 20.0;
     let pw = (width - 5.0 * p) / 4.0;
     panel(
