@@ -1735,11 +1735,12 @@ fn table(report: &Report) -> String {
         let _ = writeln!(t, "\n{}: {}", w.name, w.shape());
         let _ = writeln!(
             t,
-            "{:<18}{:<15}{:>10}{:>8}  {:>12}{:>14}{:>12}{:>12}{:>12}",
+            "{:<18}{:<15}{:>10}{:>8}{:>11}  {:>12}{:>14}{:>12}{:>12}{:>12}",
             "target",
             "mode",
             "rec/s",
             "MB/s",
+            "produced/s",
             "produce ms",
             "e2e ms",
             "ack ms",
@@ -1753,18 +1754,23 @@ fn table(report: &Report) -> String {
             }
             let _ = writeln!(
                 t,
-                "{:<18}{:<15}{:>10.0}{:>8.1}  {:>12}{:>14}{:>12}{:>12}{:>12}{}",
+                "{:<18}{:<15}{:>10.0}{:>8.1}{:>11}  {:>12}{:>14}{:>12}{:>12}{:>12}{}",
                 r.target,
                 r.mode,
                 r.records_per_s,
                 r.mb_per_s,
+                if r.produced_per_s > 0.0 {
+                    format!("{:.0}", r.produced_per_s)
+                } else {
+                    "-".into()
+                },
                 cell(&r.produce),
                 cell(&r.e2e),
                 cell(&r.ack),
                 cell(&r.prepare),
                 cell(&r.commit),
                 if r.consumer_caught_up {
-                    "  (caught up with producers)"
+                    "  (consumers caught up with the producers)"
                 } else {
                     ""
                 }
@@ -1773,7 +1779,8 @@ fn table(report: &Report) -> String {
     }
     let _ = writeln!(
         t,
-        "(latencies: p50/p99 ms; p99.9 and max in the JSON report)"
+        "(rec/s: acknowledged in the window; produced/s: live producers; latencies: p50/p99 \
+         ms, p99.9 and max in the JSON report)"
     );
     if let Some(h) = &report.headline {
         let _ = writeln!(
