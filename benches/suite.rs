@@ -235,13 +235,13 @@ fn named_workloads() -> Vec<Workload> {
         },
         Workload {
             name: SCALING.into(),
-            description: "two consumers drain a backlog of 400 000 × 1 KiB records over four \
+            description: "two consumers drain a backlog of 600 000 × 1 KiB records over four \
                           partitions; run with 1 and 2 shards"
                 .into(),
             partitions_per_topic: 4,
             producers: 0,
             consumers: 2,
-            backlog_records: 400_000,
+            backlog_records: 600_000,
             warmup_s: 1.0,
             duration_s: 60.0,
             modes: vec![Mode::Transactional],
@@ -1735,7 +1735,7 @@ fn table(report: &Report) -> String {
         let _ = writeln!(t, "\n{}: {}", w.name, w.shape());
         let _ = writeln!(
             t,
-            "{:<18}{:<15}{:>10}{:>8}{:>11}  {:>12}{:>14}{:>12}{:>12}{:>12}",
+            "{:<18}{:<15}{:>10}{:>8}{:>11} {:>13} {:>15} {:>13} {:>13} {:>13}",
             "target",
             "mode",
             "rec/s",
@@ -1754,7 +1754,7 @@ fn table(report: &Report) -> String {
             }
             let _ = writeln!(
                 t,
-                "{:<18}{:<15}{:>10.0}{:>8.1}{:>11}  {:>12}{:>14}{:>12}{:>12}{:>12}{}",
+                "{:<18}{:<15}{:>10.0}{:>8.1}{:>11} {:>13} {:>15} {:>13} {:>13} {:>13}{}",
                 r.target,
                 r.mode,
                 r.records_per_s,
