@@ -1510,7 +1510,8 @@ fn main() {
     } else {
         print!("{table}");
     }
-    let path = common::write_report("suite", &report);
+    // The smoke run under `cargo test` does not overwrite the last full report.
+    let path = common::write_report(if o.full { "suite" } else { "suite-smoke" }, &report);
     let svg = svg(&report, &headline_workload.name);
     let svg_path = path.with_extension("svg");
     std::fs::write(&svg_path, svg).expect("write svg");
