@@ -2009,8 +2009,23 @@ fn svg(report: &Report, workload: &str) -> String {
             values: vec![r.records_per_s],
         })
         .collect();
-    let mut e2e: Vec<Bar> = rows
+    // A workload that drains a backlog has no end-to-end latency: the panel then shows the first
+    // workload with live producers.
+    let e2e_workload = std::iter::once(workload)
+        .chain(report.workloads.iter().map(|w| w.name.as_str()))
+        .find(|name| {
+            report
+                .results
+                .iter()
+                .any(|r| r.workload == *name && r.e2e.is_some() && r.failed.is_none())
+        })
+        .unwrap_or(workload);
+    let mut e2e: Vec<Bar> = report
+        .results
         .iter()
+        .filter(|r| {
+            r.workload == e2e_workload && r.failed.is_none() && !r.target.contains("shards")
+        })
         .filter_map(|r| {
             r.e2e.map(|l| Bar {
                 label: label(r),
@@ -2096,7 +2111,7 @@ fn svg(report: &Report, workload: &str) -> String {
     panel(
         &mut s,
         (2.0 * p + pw, 60.0, pw, height - 70.0),
-        "end-to-end latency",
+        &format!("end-to-end latency ({e2e_workload})"),
         "ms",
         &[("p50", "#68a0d8"), ("p99", "#1a4480")],
         &e2e,
