@@ -2112,8 +2112,8 @@ fn svg(report: &Report, workload: &str) -> String {
     panel(
         &mut s,
         (2.0 * p + pw, 60.0, pw, height - 70.0),
-        &format!("end-to-end latency ({e2e_workload})"),
-        "ms",
+        "end-to-end latency",
+        &format!("ms, {e2e_workload}"),
         &[("p50", "#68a0d8"), ("p99", "#1a4480")],
         &e2e,
         None,
@@ -2130,11 +2130,11 @@ fn svg(report: &Report, workload: &str) -> String {
     panel(
         &mut s,
         (4.0 * p + 3.0 * pw, 60.0, pw, height - 70.0),
+        "scaling",
         &format!(
-            "scaling ({})",
+            "records/s, {}",
             report.scaling_workload.as_deref().unwrap_or("-")
         ),
-        "records/s",
         &[("total", "#38a169"), ("per core", "#9ae6b4")],
         &scaling,
         None,
