@@ -336,7 +336,7 @@ struct Latency {
 
 impl Latency {
     fn of(h: &Histogram<u64>) -> Option<Latency> {
-        (h.len() > 0).then(|| Latency {
+        (!h.is_empty()).then(|| Latency {
             count: h.len(),
             p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
             p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
@@ -406,6 +406,13 @@ struct ModeResult {
     seconds_to_assignment: f64,
     checkpoints: u64,
     records_per_transaction_mean: f64,
+    /// Polls in the window, those that returned nothing, records per poll that returned some:
+    /// where a slow run's time went.
+    polls: u64,
+    empty_polls: u64,
+    records_per_poll_mean: f64,
+    /// Time in `poll` (ShareFetch round trips, heartbeats), in the window.
+    poll: Option<Latency>,
     produce: Option<Latency>,
     e2e: Option<Latency>,
     ack: Option<Latency>,
@@ -434,6 +441,7 @@ struct Shared {
     acknowledged_again: AtomicU64,
     redelivered: AtomicU64,
     empty_polls_in_window: AtomicU64,
+    polls_in_window: AtomicU64,
     /// Per (topic, partition): one flag per offset, set when acknowledged.
     acked: Mutex<HashMap<(String, i32), Vec<bool>>>,
     errors: Mutex<Vec<String>>,
@@ -540,6 +548,7 @@ fn measure(
         acknowledged_again: AtomicU64::new(0),
         redelivered: AtomicU64::new(0),
         empty_polls_in_window: AtomicU64::new(0),
+        polls_in_window: AtomicU64::new(0),
         acked: Mutex::new(HashMap::new()),
         errors: Mutex::new(Vec::new()),
         current_txn: RwLock::new(format!("{group}-{TXN_PREFIX}-0")),
@@ -704,11 +713,12 @@ fn measure(
         }
     }
     shared.stop_consumers.store(true, Ordering::SeqCst);
-    let (mut e2e_us, mut ack_us) = (histogram(), histogram());
+    let (mut e2e_us, mut ack_us, mut poll_us) = (histogram(), histogram(), histogram());
     for h in consumers {
-        let (e2e, ack) = h.join().map_err(|_| "consumer panicked")?;
+        let (e2e, ack, poll) = h.join().map_err(|_| "consumer panicked")?;
         e2e_us.add(&e2e).expect("same bounds");
         ack_us.add(&ack).expect("same bounds");
+        poll_us.add(&poll).expect("same bounds");
     }
     shared.stop_coordinator.store(true, Ordering::SeqCst);
     if let Some(h) = coordinator {
@@ -765,6 +775,10 @@ fn measure(
     out.produce = Latency::of(&produce_us);
     out.e2e = Latency::of(&e2e_us);
     out.ack = Latency::of(&ack_us);
+    out.poll = Latency::of(&poll_us);
+    out.polls = shared.polls_in_window.load(Ordering::SeqCst);
+    out.empty_polls = shared.empty_polls_in_window.load(Ordering::SeqCst);
+    out.records_per_poll_mean = out.records as f64 / (out.polls - out.empty_polls).max(1) as f64;
     let errors = shared.errors.lock().unwrap().clone();
     if !errors.is_empty() {
         return Err(format!("{} error(s), first: {}", errors.len(), errors[0]));
@@ -860,24 +874,25 @@ fn produce(
     h
 }
 
-/// One share consumer until `stop_consumers`; returns (end-to-end, acknowledgement) latencies in
-/// µs of records / rounds inside the window.
+/// One share consumer until `stop_consumers`; returns (end-to-end, acknowledgement, poll)
+/// latencies in µs of records / rounds inside the window.
 fn consume(
     shared: &Shared,
     bootstrap: &str,
     group: &str,
     topics: &[String],
     mode: Mode,
-) -> (Histogram<u64>, Histogram<u64>) {
-    let (mut e2e, mut ack) = (histogram(), histogram());
+) -> (Histogram<u64>, Histogram<u64>, Histogram<u64>) {
+    let (mut e2e, mut ack, mut poll_us) = (histogram(), histogram(), histogram());
     let mut consumer = ShareConsumer::new(bootstrap, group);
     let topic_refs: Vec<&str> = topics.iter().map(String::as_str).collect();
     if let Err(e) = consumer.subscribe(&topic_refs) {
         shared.error(format!("subscribe: {e}"));
-        return (e2e, ack);
+        return (e2e, ack, poll_us);
     }
     let mut ready = false;
     while !shared.stop_consumers.load(Ordering::Relaxed) {
+        let polling = Instant::now();
         let polled = match consumer.poll(POLL_TIMEOUT) {
             Ok(r) => r,
             Err(e) => {
@@ -894,6 +909,12 @@ fn consume(
             shared.error(format!("piggybacked acknowledgement: {e}"));
         }
         let received = Instant::now();
+        if shared.in_window(received) {
+            shared.polls_in_window.fetch_add(1, Ordering::Relaxed);
+            poll_us
+                .record(received.duration_since(polling).as_micros() as u64)
+                .ok();
+        }
         if polled.is_empty() {
             if shared.in_window(received) {
                 shared.empty_polls_in_window.fetch_add(1, Ordering::Relaxed);
@@ -989,7 +1010,7 @@ fn consume(
     if let Err(e) = consumer.close() {
         shared.error(format!("close: {e}"));
     }
-    (e2e, ack)
+    (e2e, ack, poll_us)
 }
 
 struct Checkpoints {
