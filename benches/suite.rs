@@ -34,8 +34,12 @@
 //! acknowledgement latency (`commit_sync`, or the transactional acknowledgement + flush; implicit
 //! has none of its own), prepare and commit latency; p50, p99, p99.9, max in HdrHistograms. The
 //! machine's 4 KiB write + fdatasync latency is measured in the same run, before any broker
-//! starts. A consumer that met an empty poll inside the window had caught up with the producers:
-//! its rate is then the producers', not its own (`consumer_caught_up`).
+//! starts. A workload without live producers (`producers: 0`, e.g. the headline) measures until
+//! its backlog is acknowledged: the window closes at the last acknowledgement, and there is no
+//! end-to-end latency. Consumers that met an empty poll inside the window, or left no more than
+//! the batches in flight at its end, kept up with the producers: their rate is then the
+//! producers', not their own (`consumer_caught_up`). Polls, empty polls, records per poll and
+//! poll latency say where a slow run's time went.
 //!
 //! Also: the headline workload's shape against Kafka 4.4 (explicit; the same client) and the
 //! peers of `common::peers` (ratio Lockstep transactional / peer, with each peer's durability as
@@ -45,9 +49,10 @@
 //!
 //! `cargo bench --bench suite -- [--workload NAME|all] [--duration S] [--warmup S] [--quick]
 //! [--peers kafka,redis,rabbitmq,nats|none] [--shards 1,2|none] [--workload-file F] [--list]
-//! [--json]`. Under `cargo test` (no `--bench` argument) it runs the `smoke` workload (every mode,
-//! then the scaling path with one shard) in a few seconds and asserts exact consumption and sane
-//! figures.
+//! [--json]`; `--quick` caps warm-up and duration at 1 s and 5 s. Under `cargo test` (no `--bench`
+//! argument) it runs the `smoke` workload (every mode, then the scaling path with one shard) in a
+//! few seconds, asserts exact consumption and sane figures, validates the workload files and
+//! writes `suite-smoke.json` / `.svg`.
 //!
 //! Bounds: every wait has a deadline (`READY_WITHIN`, `DRAIN_WITHIN`, the client's timeouts);
 //! consumer, producer and coordinator threads stop on shared flags.
