@@ -1464,9 +1464,9 @@ fn main() {
         } else {
             w.modes[0]
         };
-        for &shards in &o.shards {
+        for (run, &shards) in o.shards.iter().enumerate() {
             progress(&format!("lockstep with {shards} shard(s): starting"));
-            let dir = work.join(format!("lockstep-{shards}-shards"));
+            let dir = work.join(format!("lockstep-scaling-{run}-{shards}-shards"));
             let options = LockstepOptions {
                 shards: Some(shards),
                 metrics: false,
@@ -1479,7 +1479,7 @@ fn main() {
                         kind: Kind::Lockstep,
                         shards,
                     };
-                    let r = run_mode(&target, w, mode, &format!("s{shards}"));
+                    let r = run_mode(&target, w, mode, &format!("s{run}x{shards}"));
                     if let Err(e) = broker.stop_clean() {
                         failures.push(format!("lockstep ({shards} shards): {e}"));
                     }
