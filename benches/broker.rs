@@ -47,17 +47,14 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use lockstep::log::batch::{self, BatchBuilder, BATCH_HEADER_BYTES, BATCH_LOG_OVERHEAD_BYTES};
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
 use std::os::unix::fs::FileExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const RECORD_BYTES: usize = 1024;
-const READY_PREFIX: &str = "lockstep ready:";
 const CLIENT_ID: &str = "lockstep-bench";
 const PRODUCE_VERSION: i16 = 9;
 const FETCH_VERSION: i16 = 12;
@@ -393,7 +390,7 @@ fn throughput_session(
 ) -> Result<(), String> {
     let name = &spec.name;
     progress(&format!("{name}: starting"));
-    let broker = Broker::start(spec, &work.join(format!("{name}-throughput")))?;
+    let broker = start_broker(spec, &work.join(format!("{name}-throughput")))?;
     let outcome = (|| {
         let mut acked = vec![0u64; plan.partitions as usize];
         prepare_topic(&broker, TOPIC_THROUGHPUT, plan.partitions, &mut acked)?;
@@ -458,7 +455,7 @@ fn fixed_session(
 ) -> Result<(), String> {
     let name = &spec.name;
     progress(&format!("{name}: starting again for the fixed-rate phase"));
-    let broker = Broker::start(spec, &work.join(format!("{name}-fixed")))?;
+    let broker = start_broker(spec, &work.join(format!("{name}-fixed")))?;
     let outcome = (|| {
         let mut acked = vec![0u64; plan.partitions as usize];
         prepare_topic(&broker, TOPIC_FIXED, plan.partitions, &mut acked)?;
@@ -502,7 +499,7 @@ fn fixed_session(
 }
 
 fn stop(broker: Broker, result: &mut BrokerResult) {
-    let lockstep = matches!(broker.kind, Kind::Lockstep);
+    let lockstep = broker.kind == common::brokers::Kind::Lockstep;
     match broker.stop() {
         Ok(status) if lockstep && !status.success() => {
             result.clean_exit = Some(false);
@@ -555,210 +552,19 @@ fn compare(results: &[BrokerResult]) -> Option<Comparison> {
 // ---------------------------------------------------------------------------------------------
 // Brokers under test
 
-struct Broker {
-    kind: Kind,
-    child: Option<Child>,
-    port: u16,
-    /// Lockstep's Prometheus endpoint.
-    metrics_port: Option<u16>,
-}
+use common::brokers::{kafka_available, Broker, LockstepOptions};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-/// The child is killed if this process dies (PR_SET_PDEATHSIG), so a crashed or interrupted
-/// bench leaves no broker behind.
-fn die_with_parent(command: &mut Command) {
-    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
-    // which is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-}
-
-impl Broker {
-    fn start(spec: &Spec, dir: &Path) -> Result<Broker, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let port = free_port();
-        match &spec.kind {
-            Kind::Lockstep => Self::start_lockstep(dir, port),
-            Kind::Kafka { extra_props } => Self::start_kafka(dir, port, extra_props),
-        }
-    }
-
-    fn start_lockstep(dir: &Path, port: u16) -> Result<Broker, String> {
-        let shards = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let metrics_port = free_port();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-        command
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .args(["--shards", &shards.to_string()])
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        die_with_parent(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", env!("CARGO_BIN_EXE_lockstep")))?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with(READY_PREFIX) {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let mut broker = Broker {
-            kind: Kind::Lockstep,
-            child: Some(child),
-            port,
-            metrics_port: Some(metrics_port),
-        };
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(_) => Ok(broker),
-            Err(_) => {
-                let status = broker
-                    .child
-                    .as_mut()
-                    .and_then(|c| c.try_wait().ok().flatten());
-                Err(format!(
-                    "lockstep printed no readiness line within 30 s (exit: {status:?})"
-                ))
-            }
-        }
-    }
-
-    fn start_kafka(dir: &Path, port: u16, extra_props: &str) -> Result<Broker, String> {
-        let out_path = dir.join("kafka.out");
-        let out = std::fs::File::create(&out_path).map_err(|e| e.to_string())?;
-        let err = out.try_clone().map_err(|e| e.to_string())?;
-        // `run` execs the JVM, so the child is Kafka itself (its CPU time is Kafka's).
-        let mut command = Command::new(kafka_script());
-        command
-            .arg("run")
-            .arg(dir.join("kafka"))
-            .arg(port.to_string())
-            .env("KAFKA_EXTRA_PROPS", extra_props)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        die_with_parent(&mut command);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("starting kafka-reference.sh run: {e}"))?;
-        let mut broker = Broker {
-            kind: Kind::Kafka {
-                extra_props: extra_props.to_string(),
+/// Starts the broker `spec` names (Lockstep with its Prometheus endpoint, for the fsync totals).
+fn start_broker(spec: &Spec, dir: &Path) -> Result<Broker, String> {
+    match &spec.kind {
+        Kind::Lockstep => Broker::start_lockstep(
+            dir,
+            LockstepOptions {
+                shards: None,
+                metrics: true,
             },
-            child: Some(child),
-            port,
-            metrics_port: None,
-        };
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            if let Some(status) = broker.child.as_mut().unwrap().try_wait().ok().flatten() {
-                return Err(format!(
-                    "kafka exited during start-up ({status}); see {}",
-                    out_path.display()
-                ));
-            }
-            let started = std::fs::read_to_string(&out_path)
-                .map(|s| s.contains("Kafka Server started"))
-                .unwrap_or(false);
-            if started && TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(broker);
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "kafka did not start within 180 s; see {}",
-                    out_path.display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, |c| c.id())
-    }
-
-    /// CPU seconds (user + system) the broker process has used so far.
-    fn cpu_seconds(&self) -> f64 {
-        proc_cpu_seconds(self.pid())
-    }
-
-    /// SIGTERM, then SIGKILL if it has not exited in time.
-    fn stop(mut self) -> Result<ExitStatus, String> {
-        let within = match self.kind {
-            Kind::Lockstep => Duration::from_secs(20),
-            Kind::Kafka { .. } => Duration::from_secs(60),
-        };
-        let mut child = self.child.take().expect("running");
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + within;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return Ok(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!(
-                        "broker did not exit within {} s of SIGTERM; killed",
-                        within.as_secs()
-                    ));
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn kafka_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/kafka-reference.sh")
-}
-
-/// Ok if the Kafka 4.4 reference broker is installed (fetching it if needed).
-fn kafka_available() -> Result<(), String> {
-    let stamp =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-deps/kafka/libs/.installed");
-    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == "kafka_2.13:4.4.0") {
-        return Ok(());
-    }
-    let output = Command::new(kafka_script())
-        .arg("fetch")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run tools/kafka-reference.sh fetch: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr.lines().last().unwrap_or("").to_string();
-        Err(format!("tools/kafka-reference.sh fetch failed: {last}"))
+        ),
+        Kind::Kafka { extra_props } => Broker::start_kafka(dir, extra_props),
     }
 }
 
@@ -823,7 +629,7 @@ impl UsageMeter {
         UsageMeter {
             start: Instant::now(),
             client: self_cpu_seconds(),
-            broker: broker.cpu_seconds(),
+            broker: proc_cpu_seconds(broker.pid()),
             machine: machine_busy_seconds(),
             written: proc_write_bytes(broker.pid()),
             pid: broker.pid(),

@@ -38,21 +38,18 @@
 mod common;
 
 use bytes::Bytes;
+use common::brokers::{kafka_available, Broker, Kind, LockstepOptions};
 use lockstep::client::admin::{Admin, NewTopic};
 use lockstep::client::producer::{Producer, ProducerRecord};
 use lockstep::client::share_consumer::{AckType, ShareConsumer};
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const RECORD_BYTES: usize = 1024;
-const READY_PREFIX: &str = "lockstep ready:";
 /// The cases: (partitions, consumers).
 const CASES: [(i32, usize); 4] = [(1, 1), (1, 4), (4, 1), (4, 4)];
 /// How long one `poll` may wait for records.
@@ -300,13 +297,17 @@ fn run_broker(kind: Kind, work: &Path, plan: Plan) -> BrokerRun {
         ..Default::default()
     };
     progress(&format!("{name}: starting"));
-    let broker = match Broker::start(kind, &work.join(name)) {
+    let start = |dir: &Path| match kind {
+        Kind::Lockstep => Broker::start_lockstep(dir, LockstepOptions::default()),
+        Kind::Kafka => Broker::start_kafka(dir, ""),
+    };
+    let broker = match start(&work.join(name)) {
         Ok(b) => b,
         Err(first) => {
             // Once more, on a fresh port and directory; the first failure stays in the report.
             progress_done(&format!("{name}: start failed ({first}); once more"));
             run.start_failures.push(first);
-            match Broker::start(kind, &work.join(format!("{name}-again"))) {
+            match start(&work.join(format!("{name}-again"))) {
                 Ok(b) => b,
                 Err(e) => {
                     run.failed = Some(e);
@@ -331,7 +332,7 @@ fn run_broker(kind: Kind, work: &Path, plan: Plan) -> BrokerRun {
         run.cases.push(case);
     }
     progress(&format!("{name}: stopping"));
-    if let Err(e) = broker.stop() {
+    if let Err(e) = broker.stop_clean() {
         run.failed = Some(e);
     }
     run
@@ -413,7 +414,7 @@ fn run_case(broker: &Broker, plan: Plan, partitions: i32, consumers: usize) -> C
         records: plan.records_per_case,
         ..Default::default()
     };
-    let bootstrap = format!("127.0.0.1:{}", broker.port);
+    let bootstrap = broker.bootstrap();
     let topic = format!("share-bench-p{partitions}-c{consumers}");
     let group = format!("share-bench-group-p{partitions}-c{consumers}");
     let per_partition = match setup(&bootstrap, &topic, &group, plan, partitions, &mut result) {
@@ -779,216 +780,6 @@ fn consume(
         out.first_poll_error.get_or_insert(format!("close: {e}"));
     }
     out
-}
-
-// ---------------------------------------------------------------------------------------------
-// Brokers under test
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Lockstep,
-    Kafka,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Lockstep => "lockstep",
-            Kind::Kafka => "kafka",
-        }
-    }
-}
-
-struct Broker {
-    kind: Kind,
-    child: Option<Child>,
-    port: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-/// The child is killed if this process dies (PR_SET_PDEATHSIG), so a crashed or interrupted
-/// bench leaves no broker behind.
-fn die_with_parent(command: &mut Command) {
-    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
-    // which is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-}
-
-impl Broker {
-    fn start(kind: Kind, dir: &Path) -> Result<Broker, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let port = free_port();
-        match kind {
-            Kind::Lockstep => Self::start_lockstep(dir, port),
-            Kind::Kafka => Self::start_kafka(dir, port),
-        }
-    }
-
-    fn start_lockstep(dir: &Path, port: u16) -> Result<Broker, String> {
-        let shards = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-        command
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--shards", &shards.to_string()])
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        die_with_parent(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", env!("CARGO_BIN_EXE_lockstep")))?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with(READY_PREFIX) {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let mut broker = Broker {
-            kind: Kind::Lockstep,
-            child: Some(child),
-            port,
-        };
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(_) => Ok(broker),
-            Err(_) => {
-                let status = broker
-                    .child
-                    .as_mut()
-                    .and_then(|c| c.try_wait().ok().flatten());
-                Err(format!(
-                    "lockstep printed no readiness line within 30 s (exit: {status:?})"
-                ))
-            }
-        }
-    }
-
-    fn start_kafka(dir: &Path, port: u16) -> Result<Broker, String> {
-        let out_path = dir.join("kafka.out");
-        let out = std::fs::File::create(&out_path).map_err(|e| e.to_string())?;
-        let err = out.try_clone().map_err(|e| e.to_string())?;
-        // `run` execs the JVM, so the child is Kafka itself.
-        let mut command = Command::new(kafka_script());
-        command
-            .arg("run")
-            .arg(dir.join("kafka"))
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        die_with_parent(&mut command);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("starting kafka-reference.sh run: {e}"))?;
-        let mut broker = Broker {
-            kind: Kind::Kafka,
-            child: Some(child),
-            port,
-        };
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            if let Some(status) = broker.child.as_mut().unwrap().try_wait().ok().flatten() {
-                return Err(format!(
-                    "kafka exited during start-up ({status}); see {}",
-                    out_path.display()
-                ));
-            }
-            let started = std::fs::read_to_string(&out_path)
-                .map(|s| s.contains("Kafka Server started"))
-                .unwrap_or(false);
-            if started && TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(broker);
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "kafka did not start within 180 s; see {}",
-                    out_path.display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    /// SIGTERM, then SIGKILL if it has not exited in time. Lockstep must exit 0.
-    fn stop(mut self) -> Result<(), String> {
-        let within = match self.kind {
-            Kind::Lockstep => Duration::from_secs(20),
-            Kind::Kafka => Duration::from_secs(60),
-        };
-        let mut child = self.child.take().expect("running");
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + within;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) if self.kind == Kind::Lockstep && !status.success() => {
-                    return Err(format!("lockstep exited with {status} after SIGTERM"))
-                }
-                Ok(Some(_)) => return Ok(()),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!(
-                        "broker did not exit within {} s of SIGTERM; killed",
-                        within.as_secs()
-                    ));
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn kafka_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/kafka-reference.sh")
-}
-
-/// Ok if the Kafka 4.4 reference broker is installed (fetching it if needed).
-fn kafka_available() -> Result<(), String> {
-    let stamp =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-deps/kafka/libs/.installed");
-    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == "kafka_2.13:4.4.0") {
-        return Ok(());
-    }
-    let output = Command::new(kafka_script())
-        .arg("fetch")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run tools/kafka-reference.sh fetch: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr.lines().last().unwrap_or("").to_string();
-        Err(format!("tools/kafka-reference.sh fetch failed: {last}"))
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 //! What every benchmark report shares: the commit and machine it was measured on, the machine's
-//! own fdatasync rate, and where the JSON report goes. Included by each bench with
+//! own fdatasync rate, and where the JSON report goes; the brokers under test ([`brokers`]) and
+//! the suite's peers ([`peers`]). Included by each bench with
 //! `#[path = "common/mod.rs"] mod common;` (cargo does not treat this folder as a bench).
 //! Each bench uses part of it, hence `dead_code` is allowed here.
 #![allow(dead_code)]
 
+pub mod brokers;
 /// Redis, RabbitMQ and NATS JetStream runs of the benchmark suite's workload.
 pub mod peers;
 

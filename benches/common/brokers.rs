@@ -1,0 +1,274 @@
+//! The brokers the benches measure, as child processes on loopback: the release `lockstep` binary
+//! and Apache Kafka 4.4 (one KRaft node through `tools/kafka-reference.sh run`). One copy for every
+//! bench (`broker`, `share`, `suite`).
+//!
+//! Invariants: a started broker is ready (Lockstep printed its readiness line; Kafka logged
+//! "Kafka Server started" and accepts connections); each child dies with the bench
+//! (PR_SET_PDEATHSIG) and is killed when its [`Broker`] is dropped, so no run leaves a broker
+//! behind. Every wait is bounded (`LOCKSTEP_READY_WITHIN`, `KAFKA_READY_WITHIN`, the stop grace).
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The line the `lockstep` binary prints on stdout once every shard listens.
+pub const READY_PREFIX: &str = "lockstep ready:";
+const LOCKSTEP_READY_WITHIN: Duration = Duration::from_secs(30);
+const KAFKA_READY_WITHIN: Duration = Duration::from_secs(180);
+const LOCKSTEP_STOP_WITHIN: Duration = Duration::from_secs(20);
+const KAFKA_STOP_WITHIN: Duration = Duration::from_secs(60);
+/// What `target/test-deps/kafka/libs/.installed` holds once the reference broker is installed.
+const KAFKA_STAMP: &str = "kafka_2.13:4.4.0";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Lockstep,
+    Kafka,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lockstep => "lockstep",
+            Kind::Kafka => "kafka",
+        }
+    }
+}
+
+/// How to start Lockstep.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LockstepOptions {
+    /// `--shards`; `None`: one per available core.
+    pub shards: Option<usize>,
+    /// Serve Prometheus metrics on a free loopback port (`Broker::metrics_port`).
+    pub metrics: bool,
+}
+
+pub struct Broker {
+    pub kind: Kind,
+    child: Option<Child>,
+    pub port: u16,
+    /// Lockstep's Prometheus endpoint, when asked for.
+    pub metrics_port: Option<u16>,
+    /// Lockstep's shard count (0 for Kafka).
+    pub shards: usize,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// The child is killed if this process dies (PR_SET_PDEATHSIG), so a crashed or interrupted
+/// bench leaves no broker behind.
+pub fn die_with_parent(command: &mut Command) {
+    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
+    // which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Broker {
+    /// `host:port` for clients.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// Starts the release `lockstep` binary with its data in `dir/data`.
+    pub fn start_lockstep(dir: &Path, options: LockstepOptions) -> Result<Broker, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let port = free_port();
+        let shards = options.shards.unwrap_or_else(cores);
+        let metrics_port = options.metrics.then(free_port);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+        command
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--shards", &shards.to_string()])
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(m) = metrics_port {
+            command.args(["--metrics-listen", &format!("127.0.0.1:{m}")]);
+        }
+        die_with_parent(&mut command);
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", env!("CARGO_BIN_EXE_lockstep")))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with(READY_PREFIX) {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let mut broker = Broker {
+            kind: Kind::Lockstep,
+            child: Some(child),
+            port,
+            metrics_port,
+            shards,
+        };
+        match rx.recv_timeout(LOCKSTEP_READY_WITHIN) {
+            Ok(_) => Ok(broker),
+            Err(_) => {
+                let status = broker
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten());
+                Err(format!(
+                    "lockstep printed no readiness line within {} s (exit: {status:?})",
+                    LOCKSTEP_READY_WITHIN.as_secs()
+                ))
+            }
+        }
+    }
+
+    /// Starts Kafka 4.4 in `dir` (formatted on first start); `extra_props` are extra
+    /// `server.properties` lines (`KAFKA_EXTRA_PROPS`). Its output goes to `dir/kafka.out`.
+    pub fn start_kafka(dir: &Path, extra_props: &str) -> Result<Broker, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let port = free_port();
+        let out_path = dir.join("kafka.out");
+        let out = std::fs::File::create(&out_path).map_err(|e| e.to_string())?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        // `run` execs the JVM, so the child is Kafka itself (its CPU time is Kafka's).
+        let mut command = Command::new(kafka_script());
+        command
+            .arg("run")
+            .arg(dir.join("kafka"))
+            .arg(port.to_string())
+            .env("KAFKA_EXTRA_PROPS", extra_props)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        die_with_parent(&mut command);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("starting kafka-reference.sh run: {e}"))?;
+        let mut broker = Broker {
+            kind: Kind::Kafka,
+            child: Some(child),
+            port,
+            metrics_port: None,
+            shards: 0,
+        };
+        let deadline = Instant::now() + KAFKA_READY_WITHIN;
+        loop {
+            if let Some(status) = broker.child.as_mut().unwrap().try_wait().ok().flatten() {
+                return Err(format!(
+                    "kafka exited during start-up ({status}); see {}",
+                    out_path.display()
+                ));
+            }
+            let started = std::fs::read_to_string(&out_path)
+                .map(|s| s.contains("Kafka Server started"))
+                .unwrap_or(false);
+            if started && TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(broker);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "kafka did not start within {} s; see {}",
+                    KAFKA_READY_WITHIN.as_secs(),
+                    out_path.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited in time; the exit status.
+    pub fn stop(mut self) -> Result<ExitStatus, String> {
+        let within = match self.kind {
+            Kind::Lockstep => LOCKSTEP_STOP_WITHIN,
+            Kind::Kafka => KAFKA_STOP_WITHIN,
+        };
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + within;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "broker did not exit within {} s of SIGTERM; killed",
+                        within.as_secs()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// [`stop`](Self::stop), and for Lockstep an error unless it exited 0.
+    pub fn stop_clean(self) -> Result<(), String> {
+        let kind = self.kind;
+        let status = self.stop()?;
+        if kind == Kind::Lockstep && !status.success() {
+            return Err(format!("lockstep exited with {status} after SIGTERM"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn kafka_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/kafka-reference.sh")
+}
+
+/// Ok if the Kafka 4.4 reference broker is installed (fetching it if needed).
+pub fn kafka_available() -> Result<(), String> {
+    let stamp =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-deps/kafka/libs/.installed");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == KAFKA_STAMP) {
+        return Ok(());
+    }
+    let output = Command::new(kafka_script())
+        .arg("fetch")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run tools/kafka-reference.sh fetch: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().last().unwrap_or("").to_string();
+        Err(format!("tools/kafka-reference.sh fetch failed: {last}"))
+    }
+}
