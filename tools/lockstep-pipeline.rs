@@ -998,6 +998,15 @@ fn spawn_proc(
     logs: &Path,
     lines: &mpsc::Sender<Line>,
 ) -> Result<Proc, String> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent. It makes the
+    // kernel SIGKILL the child if the driver dies, so no broker or worker outlives a run.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1835,9 +1844,9 @@ fn print_table(s: &CampaignReport<'_>) {
         );
     }
     println!();
-    println!("{:<28} {:>8}", "FAULT", "INJECTED");
+    println!("{:<34} {:>8}", "FAULT", "INJECTED");
     for (k, v) in &s.faults {
-        println!("{k:<28} {v:>8}");
+        println!("{k:<34} {v:>8}");
     }
     println!();
     println!(
