@@ -1068,14 +1068,18 @@ fn free_port() -> Result<u16, String> {
 
 /// A transaction phase as the coordinator's markers name it.
 const PHASES: [&str; 4] = ["begun", "before-prepare", "prepared", "sink-written"];
+/// The coordinator's pause after each phase marker under the driver.
+const PHASE_PAUSE_MS: u64 = 150;
 
 #[derive(Debug, Clone)]
 enum Fault {
     KillWorker(usize),
-    /// SIGKILL the coordinator right after it prints this phase marker.
-    KillCoordinator(&'static str),
-    /// SIGKILL (and restart) the broker right after the coordinator prints this phase marker.
-    KillBroker(&'static str),
+    /// SIGKILL the coordinator this long after it prints this phase marker (it pauses
+    /// `PHASE_PAUSE` there, so a short delay lands in the phase, a longer one in the call that
+    /// follows: the prepare, the sink write, the commit).
+    KillCoordinator(&'static str, Duration),
+    /// SIGKILL (and restart) the broker, likewise.
+    KillBroker(&'static str, Duration),
     /// Close the connections of the coordinator (None) or a worker.
     Drop(Option<usize>),
     /// Add latency to every chunk for a while.
@@ -1088,8 +1092,8 @@ impl Fault {
     fn kind(&self) -> String {
         match self {
             Fault::KillWorker(_) => "kill-worker".into(),
-            Fault::KillCoordinator(p) => format!("kill-coordinator@{p}"),
-            Fault::KillBroker(p) => format!("kill-broker@{p}"),
+            Fault::KillCoordinator(p, _) => format!("kill-coordinator@{p}"),
+            Fault::KillBroker(p, _) => format!("kill-broker@{p}"),
             Fault::Drop(_) => "drop-conns".into(),
             Fault::Delay(..) => "delay".into(),
             Fault::Cut(..) => "partition".into(),
@@ -1113,10 +1117,11 @@ fn plan(seed: u64, a: &ChaosArgs) -> Vec<(Duration, Fault)> {
             // Leave the last fifth of the window quiet so restarts settle before the drain.
             let at = Duration::from_millis(rng.gen_range(window_ms / 10..window_ms * 4 / 5 + 1));
             let phase = PHASES[rng.gen_range(0..PHASES.len())];
+            let delay = Duration::from_millis(rng.gen_range(0..PHASE_PAUSE_MS * 3));
             let fault = match rng.gen_range(0..6) {
                 0 => Fault::KillWorker(rng.gen_range(0..a.workers)),
-                1 => Fault::KillCoordinator(phase),
-                2 => Fault::KillBroker(phase),
+                1 => Fault::KillCoordinator(phase, delay),
+                2 => Fault::KillBroker(phase, delay),
                 3 => Fault::Drop(target(&mut rng)),
                 4 => Fault::Delay(
                     target(&mut rng),
@@ -1231,7 +1236,7 @@ impl<'a> Run<'a> {
             .arg("--interval-ms")
             .arg(self.a.interval_ms.to_string())
             .arg("--phase-pause-ms")
-            .arg("150");
+            .arg(PHASE_PAUSE_MS.to_string());
         self.coordinator = Some(spawn_proc(
             Role::Coordinator,
             cmd,
@@ -1370,12 +1375,14 @@ impl<'a> Run<'a> {
         let mut next = 0;
         // A phase-triggered kill waiting for its marker: (fault, armed at).
         let mut armed: Option<(Fault, Instant)> = None;
+        // A phase-triggered kill whose marker came: (fault, when to fire, the marker).
+        let mut firing: Option<(Fault, Instant, String)> = None;
         // Scheduled restarts of killed clients.
         let mut restarts: Vec<Instant> = Vec::new();
         while t0.elapsed() < window {
             if let Ok(l) = self.lines_rx.recv_timeout(Duration::from_millis(10)) {
                 let phase_hit = match &armed {
-                    Some((Fault::KillCoordinator(p) | Fault::KillBroker(p), _))
+                    Some((Fault::KillCoordinator(p, _) | Fault::KillBroker(p, _), _))
                         if l.from == Role::Coordinator =>
                     {
                         l.text.starts_with(&format!("phase={p} "))
@@ -1386,14 +1393,27 @@ impl<'a> Run<'a> {
                 self.on_line(l);
                 if phase_hit {
                     let (fault, _) = armed.take().expect("armed");
+                    let delay = match fault {
+                        Fault::KillCoordinator(_, d) | Fault::KillBroker(_, d) => d,
+                        _ => unreachable!("only kills are armed"),
+                    };
+                    firing = Some((fault, Instant::now() + delay, text));
+                }
+            }
+            if firing
+                .as_ref()
+                .is_some_and(|(_, at, _)| Instant::now() >= *at)
+            {
+                let (fault, _, text) = firing.take().expect("firing");
+                {
                     match fault {
-                        Fault::KillCoordinator(_) => {
+                        Fault::KillCoordinator(..) => {
                             if let Some(c) = self.coordinator.as_mut() {
                                 c.sigkill();
                             }
                             restarts.push(Instant::now() + Duration::from_millis(300));
                         }
-                        Fault::KillBroker(_) => {
+                        Fault::KillBroker(..) => {
                             if let Some(b) = self.broker.as_mut() {
                                 b.sigkill();
                             }
@@ -1402,7 +1422,16 @@ impl<'a> Run<'a> {
                         }
                         _ => unreachable!(),
                     }
-                    eprintln!("seed {}: {} at `{text}`", self.seed, fault.kind());
+                    eprintln!(
+                        "seed {}: t={:.1}s {} {:?} after `{text}`",
+                        self.seed,
+                        t0.elapsed().as_secs_f64(),
+                        fault.kind(),
+                        match fault {
+                            Fault::KillCoordinator(_, d) | Fault::KillBroker(_, d) => d,
+                            _ => Duration::ZERO,
+                        }
+                    );
                     self.count(fault.kind());
                 }
             }
@@ -1417,9 +1446,19 @@ impl<'a> Run<'a> {
             if restarts.is_empty() {
                 self.revive()?;
             }
-            if armed.is_none() && next < plan.len() && t0.elapsed() >= plan[next].0 {
+            if armed.is_none()
+                && firing.is_none()
+                && next < plan.len()
+                && t0.elapsed() >= plan[next].0
+            {
                 let fault = plan[next].1.clone();
                 next += 1;
+                eprintln!(
+                    "seed {}: t={:.1}s {:?}",
+                    self.seed,
+                    t0.elapsed().as_secs_f64(),
+                    fault
+                );
                 match &fault {
                     Fault::KillWorker(i) => {
                         if let Some(w) = self.workers[*i].as_mut() {
@@ -1428,7 +1467,7 @@ impl<'a> Run<'a> {
                         restarts.push(Instant::now() + Duration::from_millis(300));
                         self.count(fault.kind());
                     }
-                    Fault::KillCoordinator(_) | Fault::KillBroker(_) => {
+                    Fault::KillCoordinator(..) | Fault::KillBroker(..) => {
                         armed = Some((fault.clone(), Instant::now()));
                     }
                     Fault::Drop(t) => match self.peer(*t) {
@@ -1479,7 +1518,7 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        if let Some((f, _)) = armed {
+        if let Some((f, _)) = armed.or(firing.map(|(f, ..)| (f, t0))) {
             eprintln!("seed {}: {} skipped (window over)", self.seed, f.kind());
             self.report.faults_skipped += 1;
         }
