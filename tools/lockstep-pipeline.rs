@@ -1070,16 +1070,24 @@ fn free_port() -> Result<u16, String> {
 const PHASES: [&str; 4] = ["begun", "before-prepare", "prepared", "sink-written"];
 /// The coordinator's pause after each phase marker under the driver.
 const PHASE_PAUSE_MS: u64 = 150;
+/// The coordinator's transaction timeout under the driver (short, so stalls outlive it).
+const TXN_TIMEOUT_MS: u64 = 5_000;
 
 #[derive(Debug, Clone)]
 enum Fault {
     KillWorker(usize),
     /// SIGKILL the coordinator this long after it prints this phase marker (it pauses
-    /// `PHASE_PAUSE` there, so a short delay lands in the phase, a longer one in the call that
-    /// follows: the prepare, the sink write, the commit).
+    /// [`PHASE_PAUSE_MS`] there, so a short delay lands in the phase, a longer one in the call
+    /// that follows: the prepare, the sink write, the commit).
     KillCoordinator(&'static str, Duration),
     /// SIGKILL (and restart) the broker, likewise.
     KillBroker(&'static str, Duration),
+    /// SIGSTOP the coordinator at a phase, likewise, for longer than the transaction timeout
+    /// (a stalled job manager: ONGOING transactions time out; PREPARE ones must not), then
+    /// SIGCONT.
+    PauseCoordinator(&'static str, Duration, Duration),
+    /// SIGSTOP a worker for a while, then SIGCONT.
+    PauseWorker(usize, Duration),
     /// Close the connections of the coordinator (None) or a worker.
     Drop(Option<usize>),
     /// Add latency to every chunk for a while.
@@ -1094,9 +1102,21 @@ impl Fault {
             Fault::KillWorker(_) => "kill-worker".into(),
             Fault::KillCoordinator(p, _) => format!("kill-coordinator@{p}"),
             Fault::KillBroker(p, _) => format!("kill-broker@{p}"),
+            Fault::PauseCoordinator(p, ..) => format!("pause-coordinator@{p}"),
+            Fault::PauseWorker(..) => "pause-worker".into(),
             Fault::Drop(_) => "drop-conns".into(),
             Fault::Delay(..) => "delay".into(),
             Fault::Cut(..) => "partition".into(),
+        }
+    }
+
+    /// The phase marker this fault waits for, and the delay after it.
+    fn trigger(&self) -> Option<(&'static str, Duration)> {
+        match self {
+            Fault::KillCoordinator(p, d)
+            | Fault::KillBroker(p, d)
+            | Fault::PauseCoordinator(p, d, _) => Some((p, *d)),
+            _ => None,
         }
     }
 }
@@ -1118,12 +1138,21 @@ fn plan(seed: u64, a: &ChaosArgs) -> Vec<(Duration, Fault)> {
             let at = Duration::from_millis(rng.gen_range(window_ms / 10..window_ms * 4 / 5 + 1));
             let phase = PHASES[rng.gen_range(0..PHASES.len())];
             let delay = Duration::from_millis(rng.gen_range(0..PHASE_PAUSE_MS * 3));
-            let fault = match rng.gen_range(0..6) {
+            let fault = match rng.gen_range(0..8) {
                 0 => Fault::KillWorker(rng.gen_range(0..a.workers)),
                 1 => Fault::KillCoordinator(phase, delay),
                 2 => Fault::KillBroker(phase, delay),
-                3 => Fault::Drop(target(&mut rng)),
-                4 => Fault::Delay(
+                3 => Fault::PauseCoordinator(
+                    phase,
+                    delay,
+                    Duration::from_millis(TXN_TIMEOUT_MS + rng.gen_range(500..2_500)),
+                ),
+                4 => Fault::PauseWorker(
+                    rng.gen_range(0..a.workers),
+                    Duration::from_millis(rng.gen_range(500..4_000)),
+                ),
+                5 => Fault::Drop(target(&mut rng)),
+                6 => Fault::Delay(
                     target(&mut rng),
                     Duration::from_millis(rng.gen_range(20..300)),
                     Duration::from_millis(rng.gen_range(1_000..4_000)),
@@ -1182,7 +1211,20 @@ struct Run<'a> {
     coordinator: Option<Proc>,
     workers: Vec<Option<Proc>>,
     members: HashMap<usize, String>,
+    /// Paused processes: (when to SIGCONT, pid).
+    resumes: Vec<(Instant, u32)>,
+    /// Scheduled restarts of killed clients (nothing is revived before the last is due).
+    restarts: Vec<Instant>,
     report: SeedReport,
+}
+
+/// Sends `sig` to a child of this driver (a paused one is never reaped, so `pid` is still
+/// the child's).
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid of our own child; no memory is shared.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
 }
 
 const GROUP: &str = "pipeline";
@@ -1236,7 +1278,9 @@ impl<'a> Run<'a> {
             .arg("--interval-ms")
             .arg(self.a.interval_ms.to_string())
             .arg("--phase-pause-ms")
-            .arg(PHASE_PAUSE_MS.to_string());
+            .arg(PHASE_PAUSE_MS.to_string())
+            .arg("--txn-timeout-ms")
+            .arg(TXN_TIMEOUT_MS.to_string());
         self.coordinator = Some(spawn_proc(
             Role::Coordinator,
             cmd,
@@ -1373,67 +1417,36 @@ impl<'a> Run<'a> {
         let t0 = Instant::now();
         let window = Duration::from_secs(self.a.window_secs);
         let mut next = 0;
-        // A phase-triggered kill waiting for its marker: (fault, armed at).
+        // A phase-triggered fault waiting for its marker: (fault, armed at).
         let mut armed: Option<(Fault, Instant)> = None;
-        // A phase-triggered kill whose marker came: (fault, when to fire, the marker).
+        // A phase-triggered fault whose marker came: (fault, when to fire, the marker).
         let mut firing: Option<(Fault, Instant, String)> = None;
-        // Scheduled restarts of killed clients.
-        let mut restarts: Vec<Instant> = Vec::new();
         while t0.elapsed() < window {
             if let Ok(l) = self.lines_rx.recv_timeout(Duration::from_millis(10)) {
-                let phase_hit = match &armed {
-                    Some((Fault::KillCoordinator(p, _) | Fault::KillBroker(p, _), _))
-                        if l.from == Role::Coordinator =>
-                    {
+                let hit = match armed.as_ref().and_then(|(f, _)| f.trigger()) {
+                    Some((p, _)) if l.from == Role::Coordinator => {
                         l.text.starts_with(&format!("phase={p} "))
                     }
                     _ => false,
                 };
-                let text = l.text.clone();
-                self.on_line(l);
-                if phase_hit {
+                if hit {
                     let (fault, _) = armed.take().expect("armed");
-                    let delay = match fault {
-                        Fault::KillCoordinator(_, d) | Fault::KillBroker(_, d) => d,
-                        _ => unreachable!("only kills are armed"),
-                    };
-                    firing = Some((fault, Instant::now() + delay, text));
+                    let (_, delay) = fault.trigger().expect("armed faults have triggers");
+                    firing = Some((fault, Instant::now() + delay, l.text.clone()));
                 }
+                self.on_line(l);
             }
             if firing
                 .as_ref()
                 .is_some_and(|(_, at, _)| Instant::now() >= *at)
             {
                 let (fault, _, text) = firing.take().expect("firing");
-                {
-                    match fault {
-                        Fault::KillCoordinator(..) => {
-                            if let Some(c) = self.coordinator.as_mut() {
-                                c.sigkill();
-                            }
-                            restarts.push(Instant::now() + Duration::from_millis(300));
-                        }
-                        Fault::KillBroker(..) => {
-                            if let Some(b) = self.broker.as_mut() {
-                                b.sigkill();
-                            }
-                            self.broker = None;
-                            self.start_broker()?;
-                        }
-                        _ => unreachable!(),
-                    }
-                    eprintln!(
-                        "seed {}: t={:.1}s {} {:?} after `{text}`",
-                        self.seed,
-                        t0.elapsed().as_secs_f64(),
-                        fault.kind(),
-                        match fault {
-                            Fault::KillCoordinator(_, d) | Fault::KillBroker(_, d) => d,
-                            _ => Duration::ZERO,
-                        }
-                    );
-                    self.count(fault.kind());
-                }
+                eprintln!(
+                    "seed {}: t={:.1}s {fault:?} after `{text}`",
+                    self.seed,
+                    t0.elapsed().as_secs_f64()
+                );
+                self.inject(&fault)?;
             }
             if let Some((f, at)) = &armed {
                 if at.elapsed() > ARMED_FAULT_TIMEOUT {
@@ -1442,10 +1455,7 @@ impl<'a> Run<'a> {
                     armed = None;
                 }
             }
-            restarts.retain(|t| Instant::now() < *t);
-            if restarts.is_empty() {
-                self.revive()?;
-            }
+            self.tick()?;
             if armed.is_none()
                 && firing.is_none()
                 && next < plan.len()
@@ -1453,68 +1463,15 @@ impl<'a> Run<'a> {
             {
                 let fault = plan[next].1.clone();
                 next += 1;
-                eprintln!(
-                    "seed {}: t={:.1}s {:?}",
-                    self.seed,
-                    t0.elapsed().as_secs_f64(),
-                    fault
-                );
-                match &fault {
-                    Fault::KillWorker(i) => {
-                        if let Some(w) = self.workers[*i].as_mut() {
-                            w.sigkill();
-                        }
-                        restarts.push(Instant::now() + Duration::from_millis(300));
-                        self.count(fault.kind());
-                    }
-                    Fault::KillCoordinator(..) | Fault::KillBroker(..) => {
-                        armed = Some((fault.clone(), Instant::now()));
-                    }
-                    Fault::Drop(t) => match self.peer(*t) {
-                        Some(p) => {
-                            self.proxy.drop_conns(&p);
-                            self.count(fault.kind());
-                        }
-                        None => self.report.faults_skipped += 1,
-                    },
-                    Fault::Delay(t, d, dur) => {
-                        if let Some(p) = self.peer(*t) {
-                            self.proxy.set_rule(
-                                p,
-                                Rule {
-                                    delay: *d,
-                                    cut_until: None,
-                                },
-                            );
-                            self.count(fault.kind());
-                            let (proxy_state, dur) = (self.proxy.state.clone(), *dur);
-                            let peer = self.peer(*t).expect("known");
-                            thread::spawn(move || {
-                                thread::sleep(dur);
-                                proxy_state
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .rules
-                                    .remove(&peer);
-                            });
-                        } else {
-                            self.report.faults_skipped += 1;
-                        }
-                    }
-                    Fault::Cut(t, dur) => {
-                        if let Some(p) = self.peer(*t) {
-                            self.proxy.set_rule(
-                                p,
-                                Rule {
-                                    delay: Duration::ZERO,
-                                    cut_until: Some(Instant::now() + *dur),
-                                },
-                            );
-                            self.count(fault.kind());
-                        } else {
-                            self.report.faults_skipped += 1;
-                        }
-                    }
+                if fault.trigger().is_some() {
+                    armed = Some((fault, Instant::now()));
+                } else {
+                    eprintln!(
+                        "seed {}: t={:.1}s {fault:?}",
+                        self.seed,
+                        t0.elapsed().as_secs_f64()
+                    );
+                    self.inject(&fault)?;
                 }
             }
         }
@@ -1526,9 +1483,138 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Due SIGCONTs and restarts.
+    fn tick(&mut self) -> Result<(), String> {
+        let now = Instant::now();
+        let due: Vec<u32> = self
+            .resumes
+            .iter()
+            .filter(|(t, _)| now >= *t)
+            .map(|(_, pid)| *pid)
+            .collect();
+        self.resumes.retain(|(t, _)| now < *t);
+        for pid in due {
+            signal(pid, libc::SIGCONT);
+        }
+        self.restarts.retain(|t| now < *t);
+        if self.restarts.is_empty() {
+            self.revive()?;
+        }
+        Ok(())
+    }
+
+    fn inject(&mut self, fault: &Fault) -> Result<(), String> {
+        let restart_at = Instant::now() + Duration::from_millis(300);
+        let done = match fault {
+            Fault::KillWorker(i) => {
+                if let Some(w) = self.workers[*i].as_mut() {
+                    let pid = w.child.id();
+                    self.resumes.retain(|(_, p)| *p != pid);
+                    w.sigkill();
+                }
+                self.restarts.push(restart_at);
+                true
+            }
+            Fault::KillCoordinator(..) => {
+                if let Some(c) = self.coordinator.as_mut() {
+                    let pid = c.child.id();
+                    self.resumes.retain(|(_, p)| *p != pid);
+                    c.sigkill();
+                }
+                self.restarts.push(restart_at);
+                true
+            }
+            Fault::KillBroker(..) => {
+                if let Some(b) = self.broker.as_mut() {
+                    b.sigkill();
+                }
+                self.broker = None;
+                self.start_broker()?;
+                true
+            }
+            Fault::PauseCoordinator(_, _, dur) => {
+                let pid = self.coordinator.as_ref().map(|c| c.child.id());
+                self.pause(pid, *dur)
+            }
+            Fault::PauseWorker(i, dur) => {
+                let pid = self.workers[*i].as_ref().map(|w| w.child.id());
+                self.pause(pid, *dur)
+            }
+            Fault::Drop(t) => match self.peer(*t) {
+                Some(p) => {
+                    self.proxy.drop_conns(&p);
+                    true
+                }
+                None => false,
+            },
+            Fault::Delay(t, d, dur) => match self.peer(*t) {
+                Some(p) => {
+                    self.proxy.set_rule(
+                        p.clone(),
+                        Rule {
+                            delay: *d,
+                            cut_until: None,
+                        },
+                    );
+                    let (proxy_state, dur) = (self.proxy.state.clone(), *dur);
+                    thread::spawn(move || {
+                        thread::sleep(dur);
+                        proxy_state
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .rules
+                            .remove(&p);
+                    });
+                    true
+                }
+                None => false,
+            },
+            Fault::Cut(t, dur) => match self.peer(*t) {
+                Some(p) => {
+                    self.proxy.set_rule(
+                        p,
+                        Rule {
+                            delay: Duration::ZERO,
+                            cut_until: Some(Instant::now() + *dur),
+                        },
+                    );
+                    true
+                }
+                None => false,
+            },
+        };
+        if done {
+            self.count(fault.kind());
+        } else {
+            self.report.faults_skipped += 1;
+        }
+        Ok(())
+    }
+
+    /// SIGSTOPs `pid` and schedules its SIGCONT.
+    fn pause(&mut self, pid: Option<u32>, dur: Duration) -> bool {
+        match pid {
+            Some(pid) => {
+                signal(pid, libc::SIGSTOP);
+                self.resumes.push((Instant::now() + dur, pid));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Resumes everything paused at once.
+    fn resume_all(&mut self) {
+        for (_, pid) in std::mem::take(&mut self.resumes) {
+            signal(pid, libc::SIGCONT);
+        }
+    }
+
     /// Faults off; every child running; wait until every record is in the sink; stop.
     fn drain(&mut self) -> Result<(), String> {
         self.proxy.clear_rules();
+        self.resume_all();
+        self.restarts.clear();
         let run = RunDir::new(&self.dir).map_err(|e| e.to_string())?;
         let deadline = Instant::now() + Duration::from_secs(self.a.drain_secs);
         let mut last_check = Instant::now() - Duration::from_secs(1);
@@ -1678,6 +1764,8 @@ fn run_seed(a: &ChaosArgs, seed: u64, broker_bin: &Path, self_bin: &Path) -> See
             coordinator: None,
             workers: (0..a.workers).map(|_| None).collect(),
             members: HashMap::new(),
+            resumes: Vec::new(),
+            restarts: Vec::new(),
             report: SeedReport {
                 seed,
                 records: a.records,
