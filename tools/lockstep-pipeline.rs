@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use lockstep::client::admin::{Admin, NewTopic};
 use lockstep::client::producer::{Producer, ProducerRecord};
-use lockstep::client::share_consumer::{AckType, ShareConsumer, ShareRecord};
+use lockstep::client::share_consumer::{generate_member_id, AckType, ShareConsumer, ShareRecord};
 use lockstep::client::transactions::{recover, ShareTransactionCoordinator, TxnState};
 use lockstep::client::ClientError;
 use rand::rngs::SmallRng;
@@ -631,8 +631,22 @@ impl StagingFile {
     }
 }
 
+/// A consumer with this worker index's member id (`member-w<index>` in the run dir, made on
+/// the first start): a restarted worker rejoins as the same member and takes its partitions
+/// over at once, as a restarted task with a stable identity would.
 fn new_consumer(a: &WorkerArgs) -> Result<ShareConsumer, String> {
-    let mut c = ShareConsumer::new(&a.bootstrap, &a.group);
+    let name = format!("member-w{}", a.index);
+    let path = a.run_dir.join(&name);
+    let member_id = match fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => id.trim().to_string(),
+        _ => {
+            let id = generate_member_id();
+            write_atomic(&a.run_dir, &name, id.as_bytes()).map_err(|e| e.to_string())?;
+            id
+        }
+    };
+    let mut c = ShareConsumer::with_member_id(&a.bootstrap, &a.group, &member_id)
+        .map_err(|e| e.to_string())?;
     c.subscribe(&[a.topic.as_str()])
         .map_err(|e| e.to_string())?;
     println!("member worker={} id={}", a.index, c.member_id());
@@ -705,16 +719,22 @@ fn run_worker(a: &WorkerArgs) -> Result<(), String> {
             }
             let file = staging.as_mut().expect("opened above");
             let mut lines = String::new();
+            let mut refused = None;
             for r in chunk {
                 let Some(id) = record_id(r) else {
                     return Err(format!("record without an id at offset {}", r.offset));
                 };
-                consumer
-                    .acknowledge_transactional(r, AckType::Accept, &txn)
-                    .map_err(|e| e.to_string())?;
+                if let Err(e) = consumer.acknowledge_transactional(r, AckType::Accept, &txn) {
+                    refused = Some(e);
+                    break;
+                }
                 lines.push_str(&format!("r {} {} {id}\n", r.partition, r.offset));
             }
-            match consumer.flush_transactional() {
+            let flushed = match refused {
+                Some(e) => Err(e),
+                None => consumer.flush_transactional(),
+            };
+            match flushed {
                 // The broker locked them in `txn`: now they are this transaction's output.
                 Ok(()) => file.append(&lines).map_err(io)?,
                 Err(e) => {
