@@ -22,6 +22,8 @@
 //! current-txn              the transaction workers acknowledge into, or "none" (atomic replace)
 //! last-checkpoint          highest checkpoint id ever begun (written before the begin)
 //! stop                     present: finish the current checkpoint and exit
+//! member-w<i>              worker i's share-group member id (a restarted worker rejoins as
+//!                          the same member and takes its partitions over at once)
 //! staging/<txn>/<worker>   one worker process's output for <txn>: "open", then one line
 //!                          "r <partition> <offset> <id>" per record whose acknowledgement the
 //!                          broker accepted (appended and fsync'd *after* the flush succeeded),
@@ -47,6 +49,15 @@
 //!   recovery routine of the next coordinator (PREPARE and in the sink → commit; anything else
 //!   → abort). An X without a sink file is never committed, so its records come back.
 //! - Checkpoint ids never repeat: `last-checkpoint` is made durable before each begin.
+//!
+//! ## Faults (the `chaos` driver)
+//! SIGKILL a worker; SIGKILL the coordinator or the broker a seeded delay after a phase marker
+//! (begun, before-prepare, prepared, sink-written: the coordinator pauses there, so the kill
+//! lands in the phase or in the prepare / sink write / commit after it); SIGSTOP the
+//! coordinator at a phase for longer than the transaction timeout (ONGOING transactions time
+//! out, PREPARE ones must not); SIGSTOP a worker; close, delay or stop forwarding (both ways)
+//! the connections of the coordinator or of one worker, in a proxy that the broker advertises
+//! (`--advertised`) and that tells connections apart by the client id of their first request.
 //!
 //! ## Determinism and limits
 //! The driver's faults come from `SmallRng::seed_from_u64(seed)`; the processes' timing does
