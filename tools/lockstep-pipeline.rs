@@ -77,7 +77,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use lockstep::client::admin::{Admin, NewTopic};
+use lockstep::client::admin::{self, Admin, NewTopic};
 use lockstep::client::producer::{Producer, ProducerRecord};
 use lockstep::client::share_consumer::{generate_member_id, AckType, ShareConsumer, ShareRecord};
 use lockstep::client::transactions::{recover, ShareTransactionCoordinator, TxnState};
@@ -1411,6 +1411,20 @@ impl<'a> Run<'a> {
         self.start_broker()?;
         let e = |e: ClientError| e.to_string();
         let mut admin = Admin::connect(&self.bootstrap()).map_err(e)?;
+        // Faults reach only clients that go through the proxy: the broker must name it
+        // (`--advertised`) wherever it names itself, or clients would go around it.
+        let proxy = self.proxy.addr.to_string();
+        let md = admin::metadata(admin.connection(), None).map_err(e)?;
+        let node =
+            admin::find_coordinator(admin.connection(), admin::COORDINATOR_KEY_TYPE_GROUP, GROUP)
+                .map_err(e)?;
+        if node.addr() != proxy || md.brokers.iter().any(|b| b.addr() != proxy) {
+            return Err(format!(
+                "the broker advertises {} / {:?}, not the proxy {proxy}",
+                node.addr(),
+                md.brokers.iter().map(|b| b.addr()).collect::<Vec<_>>()
+            ));
+        }
         admin
             .create_topics(&[NewTopic::new(TOPIC, self.a.partitions)])
             .map_err(e)?;
