@@ -83,6 +83,10 @@ pub struct BrokerConfig {
     pub shards: usize,
     /// Where Prometheus text is served, if anywhere.
     pub metrics_listen: Option<SocketAddr>,
+    /// The address Metadata, FindCoordinator and share responses name as this broker (Kafka's
+    /// `advertised.listeners`); `None`: the local address each client connected to. Set when
+    /// clients reach the broker through something in between (a proxy).
+    pub advertised: Option<SocketAddr>,
 }
 
 impl BrokerConfig {
@@ -111,7 +115,14 @@ impl BrokerConfig {
             data_dir: data_dir.unwrap_or_else(|| PathBuf::from(DATA_DIR_DEFAULT)),
             shards,
             metrics_listen,
+            advertised: None,
         })
+    }
+
+    /// Sets [`Self::advertised`] from `HOST:PORT` (flag `--advertised`).
+    pub fn with_advertised(mut self, addr: &str) -> Result<BrokerConfig, ConfigError> {
+        self.advertised = Some(resolve_addr("--advertised", addr)?);
+        Ok(self)
     }
 }
 
@@ -607,6 +618,9 @@ mod tests {
         assert_eq!(config.data_dir, PathBuf::from("./data"));
         assert_eq!(config.shards, 2);
         assert_eq!(config.metrics_listen, None);
+        assert_eq!(config.advertised, None);
+        let config = config.with_advertised("127.0.0.1:7000").unwrap();
+        assert_eq!(config.advertised, Some("127.0.0.1:7000".parse().unwrap()));
     }
 
     #[test]
@@ -625,6 +639,12 @@ mod tests {
         ));
         assert!(matches!(
             BrokerConfig::new(None, None, None, Some("1.2.3.4"), 2),
+            Err(ConfigError::BadAddress { .. })
+        ));
+        assert!(matches!(
+            BrokerConfig::new(None, None, None, None, 2)
+                .unwrap()
+                .with_advertised("no-port"),
             Err(ConfigError::BadAddress { .. })
         ));
     }

@@ -26,6 +26,10 @@ struct Args {
     /// Serve Prometheus metrics (text format) on this address.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<String>,
+    /// The address responses name as this broker (Kafka's advertised.listeners); default: the
+    /// address each client connected to. For clients that reach the broker through a proxy.
+    #[arg(long, value_name = "HOST:PORT")]
+    advertised: Option<String>,
 }
 
 fn main() {
@@ -45,7 +49,11 @@ fn main() {
         args.shards,
         args.metrics_listen.as_deref(),
         cores,
-    ) {
+    )
+    .and_then(|c| match &args.advertised {
+        Some(addr) => c.with_advertised(addr),
+        None => Ok(c),
+    }) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("lockstep: {e}");

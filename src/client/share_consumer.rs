@@ -64,6 +64,9 @@ use crate::protocol::share_txn::{
     self as txn_wire, ShareAcknowledgeTransactionalRequest, ShareAcknowledgeTransactionalResponse,
 };
 
+/// Longest member id [`ShareConsumer::with_member_id`] accepts.
+const MEMBER_ID_BYTES_MAX: usize = 256;
+
 /// ShareGroupHeartbeat / ShareFetch / ShareAcknowledge versions this client implements.
 pub const SHARE_API_VERSIONS: (i16, i16) = (1, 1);
 
@@ -425,6 +428,23 @@ impl ShareConsumer {
             closed: false,
             stats: ShareConsumerStats::default(),
         }
+    }
+
+    /// A consumer that joins with a member id it was given (one [`generate_member_id`] made
+    /// earlier) instead of a new one. A process that restarts with the id it had rejoins as
+    /// the same member (epoch 0): it takes over its assignment at once instead of waiting for
+    /// the coordinator to evict the old incarnation after the session timeout.
+    pub fn with_member_id(bootstrap: &str, group_id: &str, member_id: &str) -> Result<Self> {
+        if member_id.is_empty() || member_id.len() > MEMBER_ID_BYTES_MAX {
+            return Err(ClientError::InvalidArgument(format!(
+                "member id of {} bytes (1..={MEMBER_ID_BYTES_MAX})",
+                member_id.len()
+            )));
+        }
+        let mut c = ShareConsumer::new(bootstrap, group_id);
+        c.nodes = NodePool::new(bootstrap, &format!("lockstep-share-{member_id}"));
+        c.member_id = member_id.to_string();
+        Ok(c)
     }
 
     /// The client-generated member id.
@@ -1541,6 +1561,16 @@ mod tests {
         assert!(a
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+    }
+
+    #[test]
+    fn a_given_member_id_is_kept_and_checked() {
+        let id = generate_member_id();
+        let c = ShareConsumer::with_member_id("127.0.0.1:1", "g", &id).unwrap();
+        assert_eq!(c.member_id(), id);
+        assert!(ShareConsumer::with_member_id("127.0.0.1:1", "g", "").is_err());
+        let long = "m".repeat(MEMBER_ID_BYTES_MAX + 1);
+        assert!(ShareConsumer::with_member_id("127.0.0.1:1", "g", &long).is_err());
     }
 
     #[test]

@@ -31,6 +31,7 @@ use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::StaticPermit;
 use glommio::Task;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// A request whose response the writer still has to write.
@@ -45,7 +46,8 @@ enum Queued {
 }
 
 /// Accepts connections until shutdown; each connection runs in its own task.
-pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener) {
+/// `advertised`: the address handlers name as this broker (else each connection's local one).
+pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener, advertised: Option<SocketAddr>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             ctx.shutdown.wait().await;
@@ -61,8 +63,10 @@ pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener) {
                     continue;
                 }
                 let conn_ctx = ctx.clone();
-                glommio::spawn_local(async move { serve_connection(conn_ctx, stream).await })
-                    .detach();
+                glommio::spawn_local(async move {
+                    serve_connection(conn_ctx, stream, advertised).await
+                })
+                .detach();
             }
             Some(Err(e)) => {
                 tracing::warn!(shard = %ctx.id, error = %e, "accept failed");
@@ -73,7 +77,7 @@ pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener) {
     tracing::debug!(shard = %ctx.id, "listener closed");
 }
 
-async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
+async fn serve_connection(ctx: ShardCtx, stream: TcpStream, advertised: Option<SocketAddr>) {
     let (local_addr, peer_addr) = match (stream.local_addr(), stream.peer_addr()) {
         (Ok(l), Ok(p)) => (l, p),
         _ => return,
@@ -84,7 +88,7 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream) {
         m.connections_total += 1;
         m.connections_active += 1;
     });
-    let conn = ConnInfo::new(local_addr, peer_addr);
+    let conn = ConnInfo::new(advertised.unwrap_or(local_addr), peer_addr);
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue_tx, queue_rx) =
         local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);

@@ -361,7 +361,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     }
     let _ = setup.ready.send(Ok(id));
 
-    conn::accept_loop(ctx.clone(), listener).await;
+    conn::accept_loop(ctx.clone(), listener, config.advertised).await;
 
     let drain_deadline = Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS_MAX);
     while ctx.connections_active.get() > 0 && Instant::now() < drain_deadline {

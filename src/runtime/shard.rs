@@ -370,6 +370,17 @@ impl ShardCtx {
         }
     }
 
+    /// Tells the participants of transactions aborted for their timeout to release their
+    /// locks, whichever operation noticed the timeout (`ShareShard::take_timed_out`).
+    fn abort_timed_out(&self, records: Vec<crate::txn::TxnRecord>) {
+        for record in records {
+            tracing::info!(shard = %self.id, group = %record.group_id, txn = %record.transaction_id, "share transaction timed out; aborted");
+            let partitions: Vec<TxnPartition> =
+                record.participants.iter().map(|p| p.partition).collect();
+            self.spawn_apply(&record.group_id, &record.transaction_id, &partitions, false);
+        }
+    }
+
     fn record_txn_metrics(&self) {
         let (active, counters) = {
             let state = self.state.borrow();
@@ -511,6 +522,8 @@ impl ShardCtx {
                 TxnReplyMsg::Done(self.append_share_entries().map(|_| ()))
             }
         };
+        let timed_out = self.state.borrow_mut().share.take_timed_out();
+        self.abort_timed_out(timed_out);
         self.record_txn_metrics();
         reply
     }
@@ -812,12 +825,7 @@ impl ShardCtx {
             self.member_gone(d.group_id, d.member_id);
         }
         let expired = self.state.borrow_mut().share.txn_expire(now);
-        for record in expired {
-            tracing::info!(shard = %self.id, group = %record.group_id, txn = %record.transaction_id, "share transaction timed out; aborted");
-            let partitions: Vec<TxnPartition> =
-                record.participants.iter().map(|p| p.partition).collect();
-            self.spawn_apply(&record.group_id, &record.transaction_id, &partitions, false);
-        }
+        self.abort_timed_out(expired);
         self.record_txn_metrics();
         if self.append_share_entries().is_err() {
             return;

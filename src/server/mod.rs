@@ -54,8 +54,9 @@ pub use registry::TopicRegistry;
 /// What a handler knows about the connection a request came on.
 #[derive(Clone, Debug)]
 pub struct ConnInfo {
-    /// The local address the client connected to; advertised as this broker's address, so a
-    /// client reaches the broker the way it already did.
+    /// The local address the client connected to, or the broker's `--advertised` address if
+    /// set; advertised as this broker's address, so a client reaches the broker the way it
+    /// already did.
     pub local_addr: SocketAddr,
     pub peer_addr: SocketAddr,
     /// Share-group members (group id, member id) that fetched or acknowledged on this

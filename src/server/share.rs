@@ -71,6 +71,12 @@ pub struct ShareShard {
     pub(crate) txns: HashMap<String, GroupTransactions>,
     /// (group, transaction) whose PREPARE record is in the journal (phase 1 finished).
     pub(crate) prepared_durable: BTreeSet<(String, String)>,
+    /// Transactions the coordinator aborted for their timeout whose participants have not
+    /// been told yet. Any operation on a group may notice a timeout (every
+    /// `GroupTransactions` call expires first), not only housekeeping; the runtime takes
+    /// these after every transaction operation and in housekeeping
+    /// ([`ShareShard::take_timed_out`], [`ShareShard::txn_expire`]).
+    pub(crate) timed_out: Vec<crate::txn::TxnRecord>,
     pub txn_counters: TxnCounters,
 }
 

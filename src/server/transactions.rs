@@ -163,6 +163,9 @@ impl ShareShard {
                 TxnChangeCause::TimedOut => {
                     self.txn_counters.timed_out += 1;
                     self.txn_counters.aborted += 1;
+                    // Its participants still hold its locks: whoever noticed the timeout,
+                    // they must be told (take_timed_out).
+                    self.timed_out.push(change.record.clone());
                 }
                 TxnChangeCause::Aborted | TxnChangeCause::AbortedOnRestart => {
                     self.txn_counters.aborted += 1
@@ -345,18 +348,24 @@ impl ShareShard {
         out
     }
 
-    /// Aborts ONGOING transactions past their timeout, in every group; returns them (their
-    /// participants must abort their locks).
+    /// Aborts ONGOING transactions past their timeout, in every group; returns every
+    /// transaction aborted for its timeout since the last call, here or by any other
+    /// operation that noticed it first (their participants must abort their locks).
     pub fn txn_expire(&mut self, now_ms: u64) -> Vec<TxnRecord> {
         let groups: Vec<String> = self.txns.keys().cloned().collect();
-        let mut expired = Vec::new();
         for group in groups {
             let txns = self.txns.get_mut(&group).expect("listed");
-            expired.extend(txns.expire(now_ms));
+            txns.expire(now_ms);
             txns.forget_finished(now_ms);
             self.drain_txn_changes(&group);
         }
-        expired
+        self.take_timed_out()
+    }
+
+    /// The transactions aborted for their timeout whose participants have not been told yet
+    /// (each is returned once).
+    pub fn take_timed_out(&mut self) -> Vec<TxnRecord> {
+        std::mem::take(&mut self.timed_out)
     }
 
     /// ONGOING + PREPARE transactions over all groups coordinated here.
@@ -446,5 +455,74 @@ impl<S: Storage + Clone> ShardState<S> {
             self.share
                 .push_entry(Entry::TransactionLocks(locks_entry(&key, id, &[])));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition() -> TxnPartition {
+        TxnPartition {
+            topic_id: Uuid::from_u128(1),
+            partition: 0,
+        }
+    }
+
+    /// A transaction with 5 records locked on one partition, timeout 1 000 ms from `t = 0`.
+    fn shard_with_locks(id: &str) -> ShareShard {
+        let mut shard = ShareShard::default();
+        let config = TxnConfig::default();
+        assert_eq!(shard.txn_begin("g", id, 1_000, config, 0).error_code, 0);
+        shard
+            .group_txns("g", config)
+            .register_participant(id, partition(), 10)
+            .unwrap();
+        assert!(shard.txn_ack_done("g", id, &[(partition(), 5)]).is_empty());
+        shard
+    }
+
+    /// Regression (chaos pipeline, a coordinator stalled past the transaction timeout): every
+    /// coordinator operation expires timed-out transactions first; when one other than
+    /// housekeeping noticed the timeout (a worker's acknowledgement into the transaction, the
+    /// coordinator's next begin), the ABORTED record was journalled but the participants were
+    /// never told, so the transaction's LOCKED records stayed locked — never redelivered —
+    /// until the broker restarted.
+    #[test]
+    fn a_timeout_noticed_by_any_operation_reaches_the_participants() {
+        let config = TxnConfig::default();
+        type Notice = fn(&mut ShareShard, TxnConfig);
+        let notices: [(&str, Notice); 3] = [
+            ("begin", |s, c| {
+                assert_eq!(s.txn_begin("g", "g-j-2", 1_000, c, 2_000).error_code, 0);
+            }),
+            ("list", |s, c| {
+                s.txn_list("g", &[], c, 2_000);
+            }),
+            ("abort", |s, c| {
+                s.txn_abort("g", "g-j-1", c, 2_000);
+            }),
+        ];
+        for (what, notice) in notices {
+            let mut shard = shard_with_locks("g-j-1");
+            notice(&mut shard, config);
+            assert_eq!(
+                shard.txn_get("g", "g-j-1").unwrap().state,
+                TxnState::Aborted,
+                "{what}"
+            );
+            let told = shard.txn_expire(2_001);
+            assert_eq!(told.len(), 1, "{what}: the participants must be told");
+            assert_eq!(told[0].transaction_id, "g-j-1");
+            assert_eq!(told[0].participants[0].partition, partition());
+            assert_eq!(told[0].participants[0].locked_records, 5);
+            assert!(shard.txn_expire(2_002).is_empty(), "{what}: told once");
+            assert_eq!(shard.txn_counters.timed_out, 1, "{what}");
+        }
+        // Housekeeping noticing it itself still reports it, once.
+        let mut shard = shard_with_locks("g-j-1");
+        assert!(shard.txn_expire(999).is_empty());
+        assert_eq!(shard.txn_expire(1_000).len(), 1);
+        assert!(shard.take_timed_out().is_empty());
     }
 }
