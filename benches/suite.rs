@@ -854,7 +854,9 @@ fn produce(
             .map(|_| ProducerRecord {
                 key: None,
                 value: Some(value.clone()),
-                timestamp: 0,
+                // "Now": a CreateTime of 0 (1970) puts every sealed segment past the topic's
+                // retention.ms at once, and retention then deleted records under the consumers.
+                timestamp: -1,
             })
             .collect();
         let (topic, partition) = &partitions[next];
