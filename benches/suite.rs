@@ -1916,7 +1916,8 @@ fn panel(
         y + 16.0,
         esc(title)
     );
-    let (top, bottom) = (y + 50.0, y + h - 40.0);
+    // Below the axis: group labels, slanted so that neighbours do not overlap.
+    let (top, bottom) = (y + 50.0, y + h - 90.0);
     let max = bars
         .iter()
         .flat_map(|b| b.values.iter().copied())
@@ -1979,11 +1980,10 @@ fn panel(
                 esc(&short(*v))
             );
         }
+        let (lx, ly) = (gx + bar_w * b.values.len() as f64 / 2.0, bottom + 14.0);
         let _ = writeln!(
             svg,
-            r#"<text x="{:.1}" y="{:.0}" font-size="11" text-anchor="middle">{}</text>"#,
-            gx + bar_w * b.values.len() as f64 / 2.0,
-            bottom + 15.0,
+            r#"<text x="{lx:.1}" y="{ly:.0}" font-size="11" text-anchor="end" transform="rotate(-35 {lx:.1} {ly:.0})">{}</text>"#,
             esc(&b.label)
         );
     }
@@ -2107,7 +2107,7 @@ fn svg(report: &Report, workload: &str) -> String {
             values: vec![s.records_per_s, s.records_per_s_per_core],
         })
         .collect();
-    let (width, height) = (1400.0, 440.0);
+    let (width, height) = (1400.0, 500.0);
     let mut s = String::new();
     let _ = writeln!(
         s,
