@@ -528,7 +528,8 @@ fn measure(
         let locks = if mode == Mode::Transactional {
             w.record_locks
         } else {
-            w.record_locks.min(lockstep::constants::SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX)
+            w.record_locks
+                .min(lockstep::constants::SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX)
         };
         admin
             .set_group_config(

@@ -459,7 +459,9 @@ impl ShareGroups {
         } else if subscription_changed {
             member.assignment = filter_subscribed(target, &member.subscribed);
         }
-        let changed = old.as_ref().is_none_or(|o| o.assignment != member.assignment);
+        let changed = old
+            .as_ref()
+            .is_none_or(|o| o.assignment != member.assignment);
         Ok((
             HeartbeatAnswer {
                 error_code: 0,
@@ -528,7 +530,10 @@ fn normalise(mut topics: Vec<String>) -> Vec<String> {
 }
 
 /// The subscribed topics that exist: name → (id, partition count).
-fn subscription_metadata(group: &ShareGroup, registry: &TopicRegistry) -> BTreeMap<String, (Uuid, i32)> {
+fn subscription_metadata(
+    group: &ShareGroup,
+    registry: &TopicRegistry,
+) -> BTreeMap<String, (Uuid, i32)> {
     group
         .members
         .values()
@@ -563,8 +568,10 @@ pub fn assign(
     registry: &TopicRegistry,
     previous: &BTreeMap<String, Vec<AssignedTopic>>,
 ) -> BTreeMap<String, Vec<AssignedTopic>> {
-    let mut out: BTreeMap<String, BTreeSet<Tp>> =
-        members.keys().map(|id| (id.clone(), BTreeSet::new())).collect();
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|id| (id.clone(), BTreeSet::new()))
+        .collect();
     let old: BTreeMap<&String, BTreeSet<Tp>> = previous
         .iter()
         .map(|(id, topics)| {
@@ -604,7 +611,8 @@ pub fn assign(
             units.push((members.keys().collect(), partitions_of(&topics)));
         }
     } else {
-        let topics: BTreeSet<&String> = members.values().flat_map(|m| m.subscribed.iter()).collect();
+        let topics: BTreeSet<&String> =
+            members.values().flat_map(|m| m.subscribed.iter()).collect();
         for name in topics {
             let subscribers: Vec<&String> = members
                 .values()
@@ -628,7 +636,9 @@ pub fn assign(
             })
             .collect();
         for (i, got) in balance(held, &tps).into_iter().enumerate() {
-            out.get_mut(ids[i]).expect("every member has an entry").extend(got);
+            out.get_mut(ids[i])
+                .expect("every member has an entry")
+                .extend(got);
         }
     }
     out.into_iter()
@@ -694,16 +704,14 @@ fn balance(held: Vec<BTreeSet<Tp>>, tps: &[Tp]) -> Vec<BTreeSet<Tp>> {
                 None => {
                     // Every member with room holds `tp` already: one of them (x) takes over a
                     // partition from a full member (y) that does not hold `tp`, and y takes `tp`.
-                    let swap = (0..m)
-                        .filter(|x| got[*x].len() < quota[*x])
-                        .find_map(|x| {
-                            (0..m).filter(|y| !got[*y].contains(tp)).find_map(|y| {
-                                got[y]
-                                    .iter()
-                                    .find(|q| !got[x].contains(*q))
-                                    .map(|q| (x, y, q.clone()))
-                            })
-                        });
+                    let swap = (0..m).filter(|x| got[*x].len() < quota[*x]).find_map(|x| {
+                        (0..m).filter(|y| !got[*y].contains(tp)).find_map(|y| {
+                            got[y]
+                                .iter()
+                                .find(|q| !got[x].contains(*q))
+                                .map(|q| (x, y, q.clone()))
+                        })
+                    });
                     let Some((x, y, q)) = swap else { break };
                     got[y].remove(&q);
                     got[x].insert(q);
@@ -781,9 +789,16 @@ mod tests {
         // A greater epoch, or one older than the previous, is fenced.
         let (f, _) = groups.heartbeat(&hb("a", 3, None), &reg, 30);
         assert_eq!(f.error_code, ResponseError::FencedMemberEpoch.code());
-        assert!(f.error_message.unwrap().contains("greater member epoch (3)"));
+        assert!(f
+            .error_message
+            .unwrap()
+            .contains("greater member epoch (3)"));
         let (f, _) = groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 30);
-        assert_eq!((f.error_code, f.member_epoch), (0, 2), "a rejoin is accepted");
+        assert_eq!(
+            (f.error_code, f.member_epoch),
+            (0, 2),
+            "a rejoin is accepted"
+        );
         assert_eq!(parts(&f), vec![0], "a rejoin gets its assignment");
         // A third member on 2 partitions: partitions are shared (ceil(3/2) = 2 holders each).
         let (c, _) = groups.heartbeat(&hb("c", 0, Some(&["t"])), &reg, 40);
@@ -801,7 +816,10 @@ mod tests {
         assert_eq!(holders, BTreeMap::from([(0, 2), (1, 2)]));
         // Leave: the others move on their next heartbeat.
         let (l, departed) = groups.heartbeat(&hb("c", -1, None), &reg, 60);
-        assert_eq!((l.error_code, l.member_epoch, l.heartbeat_interval_ms), (0, -1, 0));
+        assert_eq!(
+            (l.error_code, l.member_epoch, l.heartbeat_interval_ms),
+            (0, -1, 0)
+        );
         assert_eq!(departed.len(), 1);
         let (a, _) = groups.heartbeat(&hb("a", 3, None), &reg, 70);
         assert_eq!(a.member_epoch, 4);
@@ -948,7 +966,13 @@ mod tests {
                     .members
                     .iter()
                     .map(|(id, m)| {
-                        (id.clone(), m.assignment.iter().flat_map(|t| t.partitions.clone()).collect())
+                        (
+                            id.clone(),
+                            m.assignment
+                                .iter()
+                                .flat_map(|t| t.partitions.clone())
+                                .collect(),
+                        )
                     })
                     .collect();
                 for (id, epoch) in live.iter_mut() {
@@ -968,8 +992,11 @@ mod tests {
                     .members
                     .values()
                     .map(|x| {
-                        let held: BTreeSet<i32> =
-                            x.assignment.iter().flat_map(|t| t.partitions.clone()).collect();
+                        let held: BTreeSet<i32> = x
+                            .assignment
+                            .iter()
+                            .flat_map(|t| t.partitions.clone())
+                            .collect();
                         for q in &held {
                             holders[*q as usize] += 1;
                         }
@@ -983,7 +1010,10 @@ mod tests {
                         held.len()
                     })
                     .collect();
-                assert!(holders.iter().all(|h| *h == sharing), "seed {seed}: {holders:?}");
+                assert!(
+                    holders.iter().all(|h| *h == sharing),
+                    "seed {seed}: {holders:?}"
+                );
                 let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
                 assert!(hi - lo <= 1, "seed {seed}: loads {loads:?}");
             }
@@ -1064,7 +1094,11 @@ mod tests {
             ("share.auto.offset.reset", "EARLIEST", "Invalid value EARLIEST for configuration share.auto.offset.reset: Invalid value `EARLIEST` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
         ];
         for (name, value, message) in cases {
-            assert_eq!(set(&[(name, value)]).unwrap_err(), *message, "{name}={value}");
+            assert_eq!(
+                set(&[(name, value)]).unwrap_err(),
+                *message,
+                "{name}={value}"
+            );
         }
         for (name, value) in [
             ("share.session.timeout.ms", "45000"),
@@ -1084,7 +1118,10 @@ mod tests {
             ("share.heartbeat.interval.ms", "15000"),
         ])
         .unwrap();
-        assert_eq!((c.session_timeout_ms, c.heartbeat_interval_ms), (50_000, 15_000));
+        assert_eq!(
+            (c.session_timeout_ms, c.heartbeat_interval_ms),
+            (50_000, 15_000)
+        );
         let c = set(&[("share.auto.offset.reset", "by_duration:PT1H30M")]).unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::ByDuration(5_400_000));
         // Past Kafka's 4000 record locks only in transactional mode (the documented exception).
