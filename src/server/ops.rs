@@ -379,9 +379,10 @@ pub struct ShareOffset {
     pub partition: PartitionKey,
     /// -1: the group has no state for the partition.
     pub start_offset: i64,
-    /// The partition's high watermark, -1 if it is not served here. Not sent yet: it is for the
-    /// lag of DescribeShareGroupOffsets v1, which the codec crate does not have (v0 is served).
+    /// The partition's high watermark, -1 if it is not served here.
     pub high_watermark: i64,
+    /// The share-partition lag (KIP-1226, DescribeShareGroupOffsets v1); -1 if unknown.
+    pub lag: i64,
 }
 
 /// Work for the shard that owns the state.

@@ -439,6 +439,23 @@ impl ShareShard {
         }
     }
 
+    /// The share-partition lag of `key` (KIP-1226) given the partition's high watermark: the
+    /// records from the SPSO up to the high watermark whose delivery is not complete (not
+    /// ACKNOWLEDGED or ARCHIVED); -1 when the group has no state or the partition is not here.
+    /// For state only recovered (not loaded yet) the in-flight window is not counted.
+    pub fn lag(&self, key: &ShareKey, high_watermark: i64) -> i64 {
+        if high_watermark < 0 {
+            return -1;
+        }
+        match self.partitions.get(key) {
+            Some(sp) => ((high_watermark - sp.spso()).max(0) - sp.completed_records() as i64).max(0),
+            None => self
+                .recovered
+                .get(key)
+                .map_or(-1, |view| (high_watermark - view.spso).max(0)),
+        }
+    }
+
     /// Every partition `group_id` has state for on this shard, with its start offset, sorted.
     pub fn start_offsets(&self, group_id: &str) -> Vec<(PartitionKey, i64)> {
         let mut out: Vec<(PartitionKey, i64)> = self
@@ -698,10 +715,12 @@ impl<S: Storage + Clone> ShardState<S> {
                         group_id: group_id.to_string(),
                         partition: PartitionKey::of(r),
                     };
+                    let hw = high_watermark(r);
                     ShareOffset {
                         partition: key.partition,
                         start_offset: self.share.start_offset(&key).unwrap_or(-1),
-                        high_watermark: high_watermark(r),
+                        high_watermark: hw,
+                        lag: self.share.lag(&key, hw),
                     }
                 })
                 .collect(),
@@ -720,10 +739,15 @@ impl<S: Storage + Clone> ShardState<S> {
                                 partition: partition.partition,
                             })
                         });
+                    let key = ShareKey {
+                        group_id: group_id.to_string(),
+                        partition,
+                    };
                     ShareOffset {
                         partition,
                         start_offset,
                         high_watermark: hw,
+                        lag: self.share.lag(&key, hw),
                     }
                 })
                 .collect(),

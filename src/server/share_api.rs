@@ -28,19 +28,16 @@ use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::share::{AckBatch, AcknowledgeType};
 use bytes::Bytes;
-use kafka_protocol::messages::{
-    share_acknowledge_response, share_fetch_response, share_group_heartbeat_response,
-    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+use crate::protocol::generated::{
+    share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{
+    share_group_heartbeat_response, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+};
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 use uuid::Uuid;
-
-fn sb(text: &str) -> StrBytes {
-    StrBytes::from_string(text.to_string())
-}
 
 /// Records handed out by one ShareFetch at most, whatever the client asks.
 const SHARE_FETCH_RECORDS_MAX: u32 = 100_000;
@@ -129,17 +126,27 @@ fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i
     }
 }
 
+/// The first ShareFetch / ShareAcknowledge version with AcknowledgeType RENEW (KIP-1222).
+pub(crate) const RENEW_MIN_VERSION: i16 = 2;
+
 /// Converts wire acknowledgement batches (first, last, type codes); `Err` is an
-/// INVALID_REQUEST message. Shared with the transactional acknowledgement (`txn_api`).
-pub(crate) fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, String> {
+/// INVALID_REQUEST message. `renew_allowed` is false below [`RENEW_MIN_VERSION`]: there type 4
+/// (RENEW) is unknown, as in Kafka. Shared with the transactional acknowledgement (`txn_api`).
+pub(crate) fn ack_batches(
+    batches: &[(i64, i64, &[i8])],
+    renew_allowed: bool,
+) -> Result<Vec<AckBatch>, String> {
     batches
         .iter()
         .map(|(first, last, types)| {
             let types = types
                 .iter()
-                .map(|code| {
-                    AcknowledgeType::from_code(*code)
-                        .ok_or_else(|| format!("unknown acknowledge type {code}"))
+                .map(|code| match AcknowledgeType::from_code(*code) {
+                    Some(AcknowledgeType::Renew) if !renew_allowed => Err(format!(
+                        "acknowledge type {code} (RENEW) needs version {RENEW_MIN_VERSION}"
+                    )),
+                    Some(t) => Ok(t),
+                    None => Err(format!("unknown acknowledge type {code}")),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(AckBatch {
@@ -269,8 +276,8 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
 
 fn node_endpoint(conn: &ConnInfo) -> share_fetch_response::NodeEndpoint {
     let mut node = share_fetch_response::NodeEndpoint::default();
-    node.node_id = BROKER_NODE_ID.into();
-    node.host = sb(&conn.local_addr.ip().to_string());
+    node.node_id = BROKER_NODE_ID;
+    node.host = conn.local_addr.ip().to_string();
     node.port = i32::from(conn.local_addr.port());
     node
 }
@@ -278,7 +285,7 @@ fn node_endpoint(conn: &ConnInfo) -> share_fetch_response::NodeEndpoint {
 fn top_level_error_fetch(request: &Request, code: i16, message: &str) -> Outcome {
     let mut response = ShareFetchResponse::default();
     response.error_code = code;
-    response.error_message = Some(sb(message));
+    response.error_message = Some(message.to_string());
     respond(request, &response)
 }
 
@@ -332,12 +339,29 @@ async fn acquire_round<B: Bus>(
     out
 }
 
-/// ShareFetch v1.
+/// ShareFetch v1–v2. v2 (KIP-1222, KIP-1206): acknowledgements may RENEW; `IsRenewAck`
+/// marks a request that only acknowledges (Kafka refuses it with INVALID_REQUEST unless
+/// MaxBytes, MinBytes, MaxRecords and MaxWaitMs are all 0, and fetches nothing for it);
+/// `ShareAcquireMode` 1 (record_limit) makes MaxRecords a strict limit, which this broker's
+/// acquisition always honours (it never rounds up to a batch boundary).
 pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let decoded: ShareFetchRequest = match decode_body(request) {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    let renew_allowed = request.api_version >= RENEW_MIN_VERSION;
+    if decoded.is_renew_ack
+        && (decoded.max_bytes != 0
+            || decoded.min_bytes != 0
+            || decoded.max_records != 0
+            || decoded.max_wait_ms != 0)
+    {
+        return top_level_error_fetch(
+            request,
+            ResponseError::InvalidRequest.code(),
+            "a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0",
+        );
+    }
     let named_count: usize = decoded
         .topics
         .iter()
@@ -351,16 +375,8 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     if let Err(refused) = super::check_count("partitions", named_count, REQUEST_PARTITIONS_MAX) {
         return refused;
     }
-    let group_id = decoded
-        .group_id
-        .as_ref()
-        .map(|g| g.0.to_string())
-        .unwrap_or_default();
-    let member_id = decoded
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let group_id = decoded.group_id.clone().unwrap_or_default();
+    let member_id = decoded.member_id.clone().unwrap_or_default();
     if group_id.is_empty() || member_id.is_empty() {
         return top_level_error_fetch(
             request,
@@ -391,7 +407,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
                     .collect();
                 acks.push((
                     resolve(&registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw),
+                    ack_batches(&raw, renew_allowed),
                 ));
             }
         }
@@ -433,7 +449,13 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     // Acquire from the session's partitions.
     let mut unresolved: Vec<(Uuid, i32, i16)> = Vec::new();
     let mut targets: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
-    for (topic_id, partition) in session_partitions.iter().flatten() {
+    // A renew acknowledgement fetch acquires nothing.
+    let acquiring = if decoded.is_renew_ack {
+        None
+    } else {
+        session_partitions.as_ref()
+    };
+    for (topic_id, partition) in acquiring.into_iter().flatten() {
         match resolve(&registry, shards, *topic_id, *partition).target {
             Ok((shard, r)) => targets.entry(shard).or_default().push(r),
             Err(code) => unresolved.push((*topic_id, *partition, code)),
@@ -516,7 +538,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .entry(p.partition.partition)
             .or_insert_with(|| blank(p.partition.partition));
         entry.error_code = p.error_code;
-        entry.error_message = p.error_message.as_deref().map(sb);
+        entry.error_message = p.error_message.clone();
         entry.records = Some(p.records);
         entry.acquired_records = p
             .acquired
@@ -545,7 +567,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .entry(partition)
             .or_insert_with(|| blank(partition));
         entry.acknowledge_error_code = result.error_code;
-        entry.acknowledge_error_message = result.error_message.as_deref().map(sb);
+        entry.acknowledge_error_message = result.error_message.clone();
     }
     let mut response = ShareFetchResponse::default();
     response.acquisition_lock_timeout_ms = registry
@@ -566,7 +588,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     respond(request, &response)
 }
 
-/// ShareAcknowledge v1.
+/// ShareAcknowledge v1–v2 (v2: AcknowledgeType RENEW, KIP-1222).
 pub async fn handle_share_acknowledge<B: Bus>(
     bus: &B,
     conn: &ConnInfo,
@@ -580,20 +602,13 @@ pub async fn handle_share_acknowledge<B: Bus>(
     if let Err(refused) = super::check_count("partitions", count, REQUEST_PARTITIONS_MAX) {
         return refused;
     }
-    let group_id = decoded
-        .group_id
-        .as_ref()
-        .map(|g| g.0.to_string())
-        .unwrap_or_default();
-    let member_id = decoded
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let renew_allowed = request.api_version >= RENEW_MIN_VERSION;
+    let group_id = decoded.group_id.clone().unwrap_or_default();
+    let member_id = decoded.member_id.clone().unwrap_or_default();
     let mut response = ShareAcknowledgeResponse::default();
     if group_id.is_empty() || member_id.is_empty() {
         response.error_code = ResponseError::InvalidRequest.code();
-        response.error_message = Some(sb("GroupId and MemberId must be set"));
+        response.error_message = Some("GroupId and MemberId must be set".to_string());
         return respond(request, &response);
     }
     let outcome = session(
@@ -613,7 +628,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
     let closed = match outcome {
         Err(code) => {
             response.error_code = code;
-            response.error_message = Some(sb("the share session was refused"));
+            response.error_message = Some("the share session was refused".to_string());
             return respond(request, &response);
         }
         Ok(SessionOutcome::Open(_)) => {
@@ -643,7 +658,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
                     .collect();
                 (
                     resolve(registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw),
+                    ack_batches(&raw, renew_allowed),
                 )
             })
         })
@@ -659,7 +674,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
         let mut p = share_acknowledge_response::PartitionData::default();
         p.partition_index = partition;
         p.error_code = result.error_code;
-        p.error_message = result.error_message.as_deref().map(sb);
+        p.error_message = result.error_message.clone();
         p.current_leader.leader_id = BROKER_NODE_ID;
         by_topic.entry(topic_id).or_default().push(p);
     }
@@ -673,9 +688,14 @@ pub async fn handle_share_acknowledge<B: Bus>(
         })
         .collect();
     let mut node = share_acknowledge_response::NodeEndpoint::default();
-    node.node_id = BROKER_NODE_ID.into();
-    node.host = sb(&conn.local_addr.ip().to_string());
+    node.node_id = BROKER_NODE_ID;
+    node.host = conn.local_addr.ip().to_string();
     node.port = i32::from(conn.local_addr.port());
     response.node_endpoints = vec![node];
+    response.acquisition_lock_timeout_ms = registry
+        .group_config(&group_id)
+        .share
+        .record_lock_duration_ms
+        .min(i32::MAX as u64) as i32;
     respond(request, &response)
 }
