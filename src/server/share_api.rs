@@ -129,24 +129,54 @@ fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i
 /// The first ShareFetch / ShareAcknowledge version with AcknowledgeType RENEW (KIP-1222).
 pub(crate) const RENEW_MIN_VERSION: i16 = 2;
 
-/// Converts wire acknowledgement batches (first, last, type codes); `Err` is an
-/// INVALID_REQUEST message. `renew_allowed` is false below [`RENEW_MIN_VERSION`]: there type 4
-/// (RENEW) is unknown, as in Kafka. Shared with the transactional acknowledgement (`txn_api`).
+/// Whether an acknowledgement may RENEW (AcknowledgeType 4, KIP-1222).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RenewPolicy {
+    /// Below [`RENEW_MIN_VERSION`], and for the transactional acknowledgement: type 4 is
+    /// unknown (INVALID_REQUEST), as in Kafka.
+    Unknown,
+    /// The group's `share.renew.acknowledge.enable` is false: INVALID_RECORD_STATE.
+    Disabled,
+    Allowed,
+}
+
+impl RenewPolicy {
+    /// The policy of a ShareFetch / ShareAcknowledge of `version` for a group whose
+    /// `share.renew.acknowledge.enable` is `enabled`.
+    pub(crate) fn of(version: i16, enabled: bool) -> RenewPolicy {
+        match (version >= RENEW_MIN_VERSION, enabled) {
+            (false, _) => RenewPolicy::Unknown,
+            (true, false) => RenewPolicy::Disabled,
+            (true, true) => RenewPolicy::Allowed,
+        }
+    }
+}
+
+/// Converts wire acknowledgement batches (first, last, type codes); `Err` is the partition's
+/// error code and message: INVALID_REQUEST for an unknown type (RENEW included under
+/// [`RenewPolicy::Unknown`]), INVALID_RECORD_STATE for RENEW under [`RenewPolicy::Disabled`].
+/// Shared with the transactional acknowledgement (`txn_api`).
 pub(crate) fn ack_batches(
     batches: &[(i64, i64, &[i8])],
-    renew_allowed: bool,
-) -> Result<Vec<AckBatch>, String> {
+    renew: RenewPolicy,
+) -> Result<Vec<AckBatch>, (i16, String)> {
     batches
         .iter()
         .map(|(first, last, types)| {
             let types = types
                 .iter()
-                .map(|code| match AcknowledgeType::from_code(*code) {
-                    Some(AcknowledgeType::Renew) if !renew_allowed => Err(format!(
-                        "acknowledge type {code} (RENEW) needs version {RENEW_MIN_VERSION}"
+                .map(|code| match (AcknowledgeType::from_code(*code), renew) {
+                    (Some(AcknowledgeType::Renew), RenewPolicy::Unknown) | (None, _) => Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("unknown acknowledge type {code}"),
                     )),
-                    Some(t) => Ok(t),
-                    None => Err(format!("unknown acknowledge type {code}")),
+                    (Some(AcknowledgeType::Renew), RenewPolicy::Disabled) => Err((
+                        ResponseError::InvalidRecordState.code(),
+                        "renew acknowledgements are disabled for the group \
+                         (share.renew.acknowledge.enable=false)"
+                            .to_string(),
+                    )),
+                    (Some(t), _) => Ok(t),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(AckBatch {
@@ -163,7 +193,7 @@ async fn acknowledge<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
-    acks: Vec<(Named, Result<Vec<AckBatch>, String>)>,
+    acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)>,
 ) -> Vec<(Uuid, i32, ShareAckResult)> {
     let mut by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>> =
         BTreeMap::new();
@@ -171,9 +201,7 @@ async fn acknowledge<B: Bus>(
     for (i, (named, batches)) in acks.into_iter().enumerate() {
         let result = match (named.target, batches) {
             (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
-            (Ok(_), Err(message)) => {
-                ShareAckResult::error(ResponseError::InvalidRequest.code(), message)
-            }
+            (Ok(_), Err((code, message))) => ShareAckResult::error(code, message),
             (Ok((shard, r)), Ok(batches)) => {
                 by_shard.entry(shard).or_default().push((i, r, batches));
                 ShareAckResult::ok()
@@ -349,7 +377,6 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
-    let renew_allowed = request.api_version >= RENEW_MIN_VERSION;
     if decoded.is_renew_ack
         && (decoded.max_bytes != 0
             || decoded.min_bytes != 0
@@ -387,9 +414,13 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     let registry = bus.registry();
     let shards = bus.shard_count();
     let epoch = decoded.share_session_epoch;
+    let renew = RenewPolicy::of(
+        request.api_version,
+        registry.group_config(&group_id).renew_acknowledge_enable,
+    );
 
     let mut added: Vec<SessionPartition> = Vec::new();
-    let mut acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = Vec::new();
+    let mut acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = Vec::new();
     for t in &decoded.topics {
         for p in &t.partitions {
             added.push((t.topic_id, p.partition_index));
@@ -407,7 +438,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
                     .collect();
                 acks.push((
                     resolve(&registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw, renew_allowed),
+                    ack_batches(&raw, renew),
                 ));
             }
         }
@@ -602,7 +633,6 @@ pub async fn handle_share_acknowledge<B: Bus>(
     if let Err(refused) = super::check_count("partitions", count, REQUEST_PARTITIONS_MAX) {
         return refused;
     }
-    let renew_allowed = request.api_version >= RENEW_MIN_VERSION;
     let group_id = decoded.group_id.clone().unwrap_or_default();
     let member_id = decoded.member_id.clone().unwrap_or_default();
     let mut response = ShareAcknowledgeResponse::default();
@@ -639,7 +669,11 @@ pub async fn handle_share_acknowledge<B: Bus>(
     };
     let registry = bus.registry();
     let shards = bus.shard_count();
-    let acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = decoded
+    let renew = RenewPolicy::of(
+        request.api_version,
+        registry.group_config(&group_id).renew_acknowledge_enable,
+    );
+    let acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = decoded
         .topics
         .iter()
         .flat_map(|t| {
@@ -658,7 +692,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
                     .collect();
                 (
                     resolve(registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw, renew_allowed),
+                    ack_batches(&raw, renew),
                 )
             })
         })

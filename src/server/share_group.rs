@@ -46,14 +46,30 @@ pub enum AckMode {
 
 /// A share group's configs (defaults unless set); the names, ranges and defaults are
 /// `config::GROUP_CONFIGS`.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareGroupConfig {
     pub auto_offset_reset: AutoOffsetReset,
     pub ack_mode: AckMode,
     pub share: ShareConfig,
     pub txn: TxnConfig,
+    /// `share.renew.acknowledge.enable` (KIP-1222; default true): whether acknowledgements
+    /// may RENEW acquisition locks; when false a RENEW gets INVALID_RECORD_STATE.
+    pub renew_acknowledge_enable: bool,
     /// The explicitly set values, by name, canonical (what DescribeConfigs reports as dynamic).
     pub explicit: BTreeMap<String, String>,
+}
+
+impl Default for ShareGroupConfig {
+    fn default() -> ShareGroupConfig {
+        ShareGroupConfig {
+            auto_offset_reset: AutoOffsetReset::default(),
+            ack_mode: AckMode::default(),
+            share: ShareConfig::default(),
+            txn: TxnConfig::default(),
+            renew_acknowledge_enable: true,
+            explicit: BTreeMap::new(),
+        }
+    }
 }
 
 impl ShareGroupConfig {
@@ -85,6 +101,9 @@ impl ShareGroupConfig {
                         "transactional" => AckMode::Transactional,
                         _ => AckMode::Explicit,
                     }
+                }
+                "share.renew.acknowledge.enable" => {
+                    out.renew_acknowledge_enable = canonical == "true"
                 }
                 "share.transaction.timeout.ms" => out.txn.timeout_ms_default = num()?,
                 "share.transaction.max.pending" => {
