@@ -529,10 +529,18 @@ impl Msg {
                     Ty::Bytes => ("as_ref()", "w_nullable_bytes"),
                     _ => ("as_deref()", "w_nullable_array"),
                 };
-                let checked = format!(
-                    "if {value}.is_none() && !({nullable}) {{ return Err(WireError::UnexpectedNull {{ what: {:?} }}); }}",
-                    f.name
-                );
+                let refused = match nullable.as_str() {
+                    "false" => format!("{value}.is_none()"),
+                    other => format!("{value}.is_none() && !({other})"),
+                };
+                let checked = if nullable == "true" {
+                    String::new()
+                } else {
+                    format!(
+                        "if {refused} {{\n            return Err(WireError::UnexpectedNull {{ what: {:?} }});\n        }}\n        ",
+                        f.name
+                    )
+                };
                 let body = match &f.ty {
                     Ty::Array(inner) => format!(
                         "wire::{call}(o, {:?}, {value}.{check}, flex, |o, x| {{ {}; Ok(()) }})?",
@@ -541,10 +549,10 @@ impl Msg {
                     ),
                     _ => format!("wire::{call}(o, {:?}, {value}.{check}, flex)?", f.name),
                 };
-                format!("{checked}\n            {body};")
+                format!("{checked}{body};")
             } else {
                 let arg = match f.ty {
-                    Ty::Bool | Ty::Int(_) => value.clone(),
+                    Ty::Bool | Ty::Int(_) | Ty::Struct(_) => value.clone(),
                     _ => format!("&{value}"),
                 };
                 format!("{};", f.ty.write(&f.name, &arg))
@@ -560,6 +568,16 @@ impl Msg {
             };
             if present == "true" {
                 let _ = writeln!(s, "        {write}");
+            } else if present == "false" {
+                // Only in versions this message no longer has.
+                if !absent.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "        wire::absent({value} == {}, {:?}, version)?;",
+                        self.default_expr(f)?,
+                        f.name
+                    );
+                }
             } else {
                 let _ = writeln!(s, "        if {present} {{\n            {write}\n        }}{absent}");
             }
@@ -572,16 +590,26 @@ impl Msg {
             let present = f.versions.condition(self.valid);
             let read = if self.is_optional(f) {
                 let nullable = f.nullable.condition(self.valid);
-                format!(
-                    "{{\n            let v = {};\n            if v.is_none() && !({nullable}) {{ return Err(WireError::UnexpectedNull {{ what: {:?} }}); }}\n            v\n        }}",
-                    f.ty.read_nullable(&f.name).expect("optional type"),
-                    f.name
-                )
+                let v = f.ty.read_nullable(&f.name).expect("optional type");
+                let refused = match nullable.as_str() {
+                    "false" => "v.is_none()".to_string(),
+                    other => format!("v.is_none() && !({other})"),
+                };
+                if nullable == "true" {
+                    v
+                } else {
+                    format!(
+                        "{{\n            let v = {v};\n            if {refused} {{\n                return Err(WireError::UnexpectedNull {{ what: {:?} }});\n            }}\n            v\n        }}",
+                        f.name
+                    )
+                }
             } else {
                 f.ty.read(&f.name)
             };
             if present == "true" {
                 let _ = writeln!(s, "        let {} = {read};", f.rust_name);
+            } else if present == "false" {
+                let _ = writeln!(s, "        let {} = {};", f.rust_name, self.default_expr(f)?);
             } else {
                 let _ = writeln!(
                     s,

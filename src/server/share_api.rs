@@ -35,9 +35,14 @@ use crate::protocol::generated::{
 use kafka_protocol::messages::{
     share_group_heartbeat_response, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 use uuid::Uuid;
+
+fn sb(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
 
 /// Records handed out by one ShareFetch at most, whatever the client asks.
 const SHARE_FETCH_RECORDS_MAX: u32 = 100_000;
