@@ -194,6 +194,40 @@ pub enum AdminOp {
         validate_only: bool,
     },
     AllocateProducerId,
+    /// CreatePartitions: grow each topic to `count` partitions.
+    CreatePartitions {
+        topics: Vec<NewPartitions>,
+        validate_only: bool,
+    },
+}
+
+/// One topic of a CreatePartitions request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPartitions {
+    pub name: String,
+    /// The topic's new total partition count.
+    pub count: i32,
+    /// Manual assignment of the new partitions (their replica broker ids), if given.
+    pub assignments: Option<Vec<Vec<i32>>>,
+}
+
+/// Outcome of growing one topic (CreatePartitions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrowResult {
+    pub name: String,
+    pub error_code: i16,
+    pub error_message: Option<String>,
+}
+
+/// The offset in a DeleteRecords request that means "the high watermark".
+pub const DELETE_RECORDS_HIGH_WATERMARK: i64 = -1;
+
+/// Outcome of DeleteRecords on one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeletedRecords {
+    pub error_code: i16,
+    /// The partition's log start offset after the call, -1 on error.
+    pub low_watermark: i64,
 }
 
 /// Replies to [`AdminOp`]s, in request order.
@@ -204,6 +238,7 @@ pub enum AdminReply {
     Altered(Vec<AlterResult>),
     /// A fresh producer id, or a Kafka error code.
     ProducerId(Result<i64, i16>),
+    Grown(Vec<GrowResult>),
 }
 
 /// Acquire records for one share-group member from partitions of one shard.
@@ -440,6 +475,17 @@ pub enum ShardOp {
         group_id: String,
         topic_ids: Vec<Uuid>,
     },
+    /// On the group's shard (DeleteGroups): forget the group's membership if it has no
+    /// members. Replies [`ShardReply::ShareGroupDeleted`].
+    ShareDeleteGroup {
+        group_id: String,
+    },
+    /// On the partitions' shard (DeleteRecords): move each partition's log start (offset -1:
+    /// to the high watermark); answered once the new starts are durable or at `timeout_ms`.
+    DeleteRecords {
+        partitions: Vec<(PartitionRef, i64)>,
+        timeout_ms: u64,
+    },
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -475,6 +521,11 @@ pub enum ShardReply {
     ShareOffsetsAltered(Vec<ShareAckResult>),
     /// One result per topic id of the op, in order.
     ShareOffsetsDeleted(Vec<ShareAckResult>),
+    /// `Ok(true)`: the group was coordinated there (and is forgotten now), `Ok(false)`: it was
+    /// not; `Err`: a Kafka error code (NON_EMPTY_GROUP).
+    ShareGroupDeleted(Result<bool, i16>),
+    /// One result per partition of the op, in order.
+    RecordsDeleted(Vec<DeletedRecords>),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

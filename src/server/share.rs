@@ -754,6 +754,32 @@ impl<S: Storage + Clone> ShardState<S> {
         }
     }
 
+    /// The log start of `partition` moved to `start` (DeleteRecords; retention is applied
+    /// lazily at the next ShareFetch): every group's share state of the partition follows it
+    /// (`SharePartition::set_start_offset` decides what happens to records below it). A group
+    /// that cannot move now (records in flight) moves at its next ShareFetch.
+    pub fn share_log_start_moved(&mut self, partition: PartitionKey, start: i64) {
+        let keys: Vec<ShareKey> = self
+            .share
+            .partitions
+            .keys()
+            .chain(self.share.recovered.keys())
+            .filter(|k| k.partition == partition)
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(mut sp) = self.take_existing_share(&key) else {
+                continue;
+            };
+            if sp.spso() < start {
+                if let Err(e) = sp.set_start_offset(start) {
+                    tracing::warn!(group = %key.group_id, ?partition, error = %e, "cannot move the share-partition start offset yet");
+                }
+            }
+            self.put_share(key, sp);
+        }
+    }
+
     /// AlterShareGroupOffsets on this shard: each partition's share state restarts at its
     /// offset (created if the group had none). Refused for a partition with records in flight.
     pub fn share_alter_offsets(

@@ -243,6 +243,19 @@ impl ShareGroups {
         self.groups.keys()
     }
 
+    /// DeleteGroups: forgets `group_id` if it has no members. `Ok(true)`: it was coordinated
+    /// here; `Err(NON_EMPTY_GROUP)`: it has members and stays.
+    pub fn delete_empty(&mut self, group_id: &str) -> Result<bool, ResponseError> {
+        match self.groups.get(group_id) {
+            None => Ok(false),
+            Some(group) if !group.members.is_empty() => Err(ResponseError::NonEmptyGroup),
+            Some(_) => {
+                self.groups.remove(group_id);
+                Ok(true)
+            }
+        }
+    }
+
     /// Handles one heartbeat. Returns the answer and the members that departed (a leave).
     pub fn heartbeat(
         &mut self,
