@@ -304,6 +304,8 @@ pub struct ShareSessionOp {
     pub forgotten: Vec<SessionPartition>,
     /// ShareAcknowledge (which cannot open a session or change its partitions).
     pub acknowledge_only: bool,
+    /// The connection the request came on (`ConnInfo::id`): the session's owner from now on.
+    pub conn_id: u64,
 }
 
 /// Share-transaction work (issue 5). Coordinator ops run on the group's shard, participant
@@ -443,11 +445,12 @@ pub enum ShardOp {
         group_id: String,
         member_id: String,
     },
-    /// On the group's shard: a member's connection dropped; close its share session and
-    /// release its records on every shard.
+    /// On the group's shard: connection `conn_id` dropped; if it still owns the member's share
+    /// session, close it and release the member's records on every shard.
     ShareDisconnected {
         group_id: String,
         member_id: String,
+        conn_id: u64,
     },
     Txn(TxnOp),
     /// On every shard (ListGroups): the share groups it coordinates and those it holds

@@ -511,6 +511,7 @@ impl<S: Storage + Clone> ShardState<S> {
         &mut self,
         key: &ShareKey,
         r: &PartitionRef,
+        now_ms: u64,
     ) -> Result<SharePartition, (i16, String)> {
         let config = self.registry().group_config(&key.group_id);
         if let Some(mut sp) = self.share.partitions.remove(key) {
@@ -539,6 +540,20 @@ impl<S: Storage + Clone> ShardState<S> {
         let start = match config.auto_offset_reset {
             AutoOffsetReset::Latest => partition.high_watermark(),
             AutoOffsetReset::Earliest => partition.log.log_start_offset() as i64,
+            // The first record at most that old; none: the log end (Kafka's by_duration).
+            AutoOffsetReset::ByDuration(ms) => {
+                let since = i64::try_from(now_ms.saturating_sub(ms)).unwrap_or(i64::MAX);
+                match partition.log.offset_for_timestamp(since) {
+                    Ok(Some((offset, _))) => (offset as i64).min(partition.high_watermark()),
+                    Ok(None) => partition.high_watermark(),
+                    Err(e) => {
+                        return Err((
+                            log_error_code(&e),
+                            format!("{}-{}: {e}", r.topic, r.partition),
+                        ))
+                    }
+                }
+            }
         };
         Ok(SharePartition::new(config.share, start))
     }
@@ -581,7 +596,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 acquired: Vec::new(),
                 wait_offset: 0,
             };
-            let mut sp = match self.take_share(&key, r) {
+            let mut sp = match self.take_share(&key, r, now_ms) {
                 Ok(sp) => sp,
                 Err((code, message)) => {
                     result.error_code = code;
@@ -685,7 +700,7 @@ impl<S: Storage + Clone> ShardState<S> {
                         "no records of this partition were acquired by the group",
                     );
                 }
-                let mut sp = match self.take_share(&key, r) {
+                let mut sp = match self.take_share(&key, r, now_ms) {
                     Ok(sp) => sp,
                     Err((code, message)) => return ShareAckResult::error(code, message),
                 };
@@ -797,7 +812,8 @@ impl<S: Storage + Clone> ShardState<S> {
                     group_id: group_id.to_string(),
                     partition: PartitionKey::of(r),
                 };
-                let mut sp = match self.take_share(&key, r) {
+                // The start offset is set just below: the time of a by_duration reset is moot.
+                let mut sp = match self.take_share(&key, r, 0) {
                     Ok(sp) => sp,
                     Err((code, message)) => return ShareAckResult::error(code, message),
                 };

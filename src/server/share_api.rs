@@ -8,8 +8,9 @@
 //! there; with nothing to hand out it waits for new data, up to `MaxWaitMs`, looking again
 //! every `SHARE_FETCH_RECHECK_MS` for records released or expired meanwhile. A ShareAcknowledge
 //! checks the session epoch, then acknowledges. A session closed by epoch -1 (after the
-//! request's acknowledgements) or by the connection dropping releases the member's acquired
-//! records at once.
+//! request's acknowledgements) or by its connection dropping releases the member's acquired
+//! records at once; a connection that no longer owns the member's session (the member opened a
+//! newer one elsewhere) releases nothing when it drops.
 
 use super::join::{first_of, join_all};
 use super::ops::{
@@ -301,6 +302,7 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
             ShardOp::ShareDisconnected {
                 group_id,
                 member_id,
+                conn_id: conn.id,
             },
         )
         .await;
@@ -315,10 +317,10 @@ fn node_endpoint(conn: &ConnInfo) -> share_fetch_response::NodeEndpoint {
     node
 }
 
-fn top_level_error_fetch(request: &Request, code: i16, message: &str) -> Outcome {
+fn top_level_error_fetch(request: &Request, code: i16, message: Option<&str>) -> Outcome {
     let mut response = ShareFetchResponse::default();
     response.error_code = code;
-    response.error_message = Some(message.to_string());
+    response.error_message = message.map(|m| m.to_string());
     respond(request, &response)
 }
 
@@ -413,7 +415,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         return top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
-            "GroupId and MemberId must be set",
+            Some("GroupId and MemberId must be set"),
         );
     }
     let registry = bus.registry();
@@ -448,6 +450,10 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             }
         }
     }
+    // Opening a session cannot acknowledge (Kafka: INVALID_REQUEST, no message).
+    if epoch == 0 && !acks.is_empty() {
+        return top_level_error_fetch(request, ResponseError::InvalidRequest.code(), None);
+    }
     let forgotten: Vec<SessionPartition> = decoded
         .forgotten_topics_data
         .iter()
@@ -464,16 +470,18 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             added,
             forgotten,
             acknowledge_only: false,
+            conn_id: conn.id,
         },
     )
     .await;
+    // Session errors carry no message, as Kafka's (nothing of the request is applied).
     let session_partitions = match outcome {
-        Err(code) => return top_level_error_fetch(request, code, "the share session was refused"),
+        Err(code) => return top_level_error_fetch(request, code, None),
         Ok(SessionOutcome::Open(partitions)) => {
             remember_member(conn, &group_id, &member_id);
             Some(partitions)
         }
-        Ok(SessionOutcome::Closed(_)) => None,
+        Ok(SessionOutcome::Closed) => None,
     };
 
     let mut ack_results = acknowledge(bus, &group_id, &member_id, acks).await;
@@ -657,20 +665,20 @@ pub async fn handle_share_acknowledge<B: Bus>(
             added: Vec::new(),
             forgotten: Vec::new(),
             acknowledge_only: true,
+            conn_id: conn.id,
         },
     )
     .await;
     let closed = match outcome {
         Err(code) => {
             response.error_code = code;
-            response.error_message = Some("the share session was refused".to_string());
             return respond(request, &response);
         }
         Ok(SessionOutcome::Open(_)) => {
             remember_member(conn, &group_id, &member_id);
             false
         }
-        Ok(SessionOutcome::Closed(_)) => true,
+        Ok(SessionOutcome::Closed) => true,
     };
     let registry = bus.registry();
     let shards = bus.shard_count();
