@@ -173,7 +173,7 @@ impl Member {
         let mut m = Member {
             conn: Connection::connect(addr, "share-fetch-limits").expect("connect"),
             group: group.to_string(),
-            member_id: Uuid::new_v4().to_string(),
+            member_id: lockstep::client::share_consumer::generate_member_id(),
             member_epoch: 0,
             session_epoch: 0,
         };
@@ -420,4 +420,35 @@ fn min_bytes() {
         f.elapsed
     );
     assert_eq!(f.total(), 10, "then answers with what there is");
+}
+
+#[test]
+#[ignore = "experiment"]
+fn experiment_init() {
+    let broker = start();
+    let (topic, group) = (unique("exp"), unique("exp-g"));
+    let parts = [0, 1, 2, 3];
+    let topic_id = setup(
+        &broker.addr,
+        &topic,
+        &group,
+        &[(0, 5, 10), (1, 5, 10), (2, 5, 10), (3, 5, 10)],
+        4,
+    );
+    let mut m = Member::join(&broker.addr, &group, &topic, 4);
+    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    std::thread::sleep(Duration::from_secs(2));
+    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    // Second group: initialized partitions, new data on all.
+    let group2 = unique("exp-g2");
+    let mut admin = Admin::connect(&broker.addr).unwrap();
+    admin.set_group_config(&group2, "share.auto.offset.reset", "earliest").unwrap();
+    let mut m2 = Member::join(&broker.addr, &group2, &topic, 4);
+    m2.fetch(topic_id, &parts, 1, 1, 50 * MIB, 1, 3_000);
+    std::thread::sleep(Duration::from_secs(2));
+    for _ in 0..6 {
+        m2.fetch(topic_id, &parts, 60, 60, 50 * MIB, 1, 3_000);
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
