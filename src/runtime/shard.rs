@@ -235,6 +235,12 @@ impl ShardCtx {
                 let _ = self.append_share_entries();
                 ShardReply::ShareFetched(fetched)
             }
+            ShardOp::ShareProbe(op) => {
+                let probed = self.state.borrow_mut().share_probe(&op);
+                // A new share partition's start offset is journalled; nothing waits for it.
+                let _ = self.append_share_entries();
+                ShardReply::ShareProbed(probed)
+            }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
                     .state
