@@ -1545,7 +1545,12 @@ impl<'a> Run<'a> {
 
     /// The chaos window: injects the plan, restarts what was killed.
     fn chaos(&mut self) -> Result<(), String> {
-        let plan = plan(self.seed, self.a);
+        // Partial takes run on their own clock: a phase-triggered fault waiting for its marker
+        // does not hold them back.
+        let (partials, plan): (Vec<_>, Vec<_>) = plan(self.seed, self.a)
+            .into_iter()
+            .partition(|(_, f)| matches!(f, Fault::PartialTake(..)));
+        let mut next_partial = 0;
         let t0 = Instant::now();
         let window = Duration::from_secs(self.a.window_secs);
         let mut next = 0;
@@ -1588,6 +1593,16 @@ impl<'a> Run<'a> {
                 }
             }
             self.tick()?;
+            if next_partial < partials.len() && t0.elapsed() >= partials[next_partial].0 {
+                let fault = partials[next_partial].1.clone();
+                next_partial += 1;
+                eprintln!(
+                    "seed {}: t={:.1}s {fault:?}",
+                    self.seed,
+                    t0.elapsed().as_secs_f64()
+                );
+                self.inject(&fault)?;
+            }
             if armed.is_none()
                 && firing.is_none()
                 && next < plan.len()
@@ -1612,6 +1627,7 @@ impl<'a> Run<'a> {
             self.report.faults_skipped += 1;
         }
         self.report.faults_skipped += (plan.len() - next) as u32;
+        self.report.faults_skipped += (partials.len() - next_partial) as u32;
         Ok(())
     }
 
