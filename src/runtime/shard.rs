@@ -236,7 +236,7 @@ impl ShardCtx {
                 ShardReply::ShareFetched(fetched)
             }
             ShardOp::ShareProbe(op) => {
-                let probed = self.state.borrow_mut().share_probe(&op);
+                let probed = self.state.borrow_mut().share_probe(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
                 let _ = self.append_share_entries();
                 ShardReply::ShareProbed(probed)

@@ -711,7 +711,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// What each partition could hand out now, without acquiring (a ShareFetch's MinBytes
     /// check): the bytes of whole batches from its next fetch offset to the high watermark, at
     /// most the op's per-partition bytes (more only if the first batch alone is larger).
-    pub fn share_probe(&mut self, op: &ShareProbeOp) -> Vec<ShareProbedPartition> {
+    pub fn share_probe(&mut self, op: &ShareProbeOp, now_ms: u64) -> Vec<ShareProbedPartition> {
         op.partitions
             .iter()
             .map(|r| {
@@ -725,7 +725,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     available_bytes: 0,
                     wait_offset: 0,
                 };
-                match self.take_share(&key, r) {
+                match self.take_share(&key, r, now_ms) {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
                         let (read, wait_offset) = self.share_read(

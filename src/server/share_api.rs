@@ -508,7 +508,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         return top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
-            "a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0",
+            Some("a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0"),
         );
     }
     let named_count: usize = decoded
