@@ -519,6 +519,14 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         doc: "How the group's consumers acknowledge; in transactional mode plain acknowledgements are refused and records are acknowledged only inside share transactions.",
     },
     ConfigDef {
+        name: "share.renew.acknowledge.enable",
+        config_type: ConfigType::Boolean,
+        default: "true",
+        rule: ConfigRule::OneOf(&["true", "false"]),
+        synonym: None,
+        doc: "Whether the group's consumers may renew the acquisition locks of records they hold (AcknowledgeType RENEW, KIP-1222); when false a renewal gets INVALID_RECORD_STATE.",
+    },
+    ConfigDef {
         name: "share.transaction.timeout.ms",
         config_type: ConfigType::Long,
         default: "60000",

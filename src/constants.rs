@@ -164,6 +164,12 @@ pub const SHARE_FETCH_READ_BYTES_MAX: usize = 1024 * 1024;
 /// Longest a ShareFetch with nothing to hand out waits before it looks again for records
 /// released, expired or aborted meanwhile (new data in the log wakes it at once).
 pub const SHARE_FETCH_RECHECK_MS: u64 = 100;
+/// How often DeleteRecords looks whether a moved log start is durable (its checkpoint slot
+/// rides on the partition's next flush).
+pub const DELETE_RECORDS_DURABLE_POLL_MS: u64 = 1;
+/// Least time DeleteRecords waits for a moved log start to become durable, whatever the
+/// request's timeout (Kafka answers a single-replica DeleteRecords without waiting).
+pub const DELETE_RECORDS_WAIT_MS_MIN: u64 = 5_000;
 
 // ---- Share-group membership and Kafka's broker-level bounds on group configs (issue 12) ----
 

@@ -14,7 +14,8 @@
 //!
 //! Handlers: [`dispatch`] routes a parsed request to its family: [`api_versions`],
 //! [`metadata`] (Metadata, FindCoordinator), [`admin`] (CreateTopics, DeleteTopics,
-//! IncrementalAlterConfigs, InitProducerId), [`configs`] (DescribeConfigs), [`produce`],
+//! CreatePartitions, IncrementalAlterConfigs, InitProducerId), [`delete_admin`]
+//! (DeleteRecords, DeleteGroups), [`configs`] (DescribeConfigs), [`produce`],
 //! [`fetch`] (Fetch, ListOffsets), [`share_api`] (ShareGroupHeartbeat, ShareFetch,
 //! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
 //! altering and deleting share-group offsets).
@@ -22,6 +23,7 @@
 pub mod admin;
 pub mod api_versions;
 pub mod configs;
+pub mod delete_admin;
 pub mod dispatch;
 pub mod fetch;
 pub mod join;

@@ -71,6 +71,9 @@ pub struct ShareGroupConfig {
     pub ack_mode: AckMode,
     pub share: ShareConfig,
     pub txn: TxnConfig,
+    /// `share.renew.acknowledge.enable` (KIP-1222; default true): whether acknowledgements
+    /// may RENEW acquisition locks; when false a RENEW gets INVALID_RECORD_STATE.
+    pub renew_acknowledge_enable: bool,
     /// `share.session.timeout.ms`.
     pub session_timeout_ms: u64,
     /// `share.heartbeat.interval.ms`.
@@ -86,6 +89,7 @@ impl Default for ShareGroupConfig {
             ack_mode: AckMode::default(),
             share: ShareConfig::default(),
             txn: TxnConfig::default(),
+            renew_acknowledge_enable: true,
             session_timeout_ms: SHARE_SESSION_TIMEOUT_MS_DEFAULT,
             heartbeat_interval_ms: SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT,
             explicit: BTreeMap::new(),
@@ -130,6 +134,9 @@ impl ShareGroupConfig {
                         "transactional" => AckMode::Transactional,
                         _ => AckMode::Explicit,
                     }
+                }
+                "share.renew.acknowledge.enable" => {
+                    out.renew_acknowledge_enable = canonical == "true"
                 }
                 "share.transaction.timeout.ms" => out.txn.timeout_ms_default = num()?,
                 "share.transaction.max.pending" => {
@@ -319,6 +326,19 @@ impl ShareGroups {
 
     pub fn group_ids(&self) -> impl Iterator<Item = &String> + '_ {
         self.groups.keys()
+    }
+
+    /// DeleteGroups: forgets `group_id` if it has no members. `Ok(true)`: it was coordinated
+    /// here; `Err(NON_EMPTY_GROUP)`: it has members and stays.
+    pub fn delete_empty(&mut self, group_id: &str) -> Result<bool, ResponseError> {
+        match self.groups.get(group_id) {
+            None => Ok(false),
+            Some(group) if !group.members.is_empty() => Err(ResponseError::NonEmptyGroup),
+            Some(_) => {
+                self.groups.remove(group_id);
+                Ok(true)
+            }
+        }
     }
 
     /// Handles one heartbeat. Returns the answer and the members that departed (a leave).
