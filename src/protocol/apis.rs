@@ -203,7 +203,8 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 1,
         flexible_min: 1,
     },
-    // KIP-932. Only v1: the crate has no v2 codec, and Java 4.4 negotiates down to v1.
+    // KIP-932. ShareGroupHeartbeat and ShareGroupDescribe v1 (the crate's codec); ShareFetch and
+    // ShareAcknowledge v1–v2 (KIP-1206/1222; codec generated, `protocol::generated`).
     ApiSpec {
         key: SHARE_GROUP_HEARTBEAT,
         name: "ShareGroupHeartbeat",
@@ -222,23 +223,23 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         key: SHARE_FETCH,
         name: "ShareFetch",
         min_version: 1,
-        max_version: 1,
+        max_version: 2,
         flexible_min: 0,
     },
     ApiSpec {
         key: SHARE_ACKNOWLEDGE,
         name: "ShareAcknowledge",
         min_version: 1,
-        max_version: 1,
+        max_version: 2,
         flexible_min: 0,
     },
-    // Share-group admin (KIP-932). DescribeShareGroupOffsets only v0: the crate has no v1 (which
-    // adds the lag); Kafka 4.4's admin client negotiates down to v0.
+    // Share-group admin (KIP-932). DescribeShareGroupOffsets v1 adds the lag (KIP-1226); its
+    // codec is generated (`protocol::generated`).
     ApiSpec {
         key: DESCRIBE_SHARE_GROUP_OFFSETS,
         name: "DescribeShareGroupOffsets",
         min_version: 0,
-        max_version: 0,
+        max_version: 1,
         flexible_min: 0,
     },
     ApiSpec {

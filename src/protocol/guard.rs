@@ -166,7 +166,8 @@ const ALTERABLE_CONFIG: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
 const ALTER_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, Arr(ALTERABLE_CONFIG))];
 const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[f(0, Arr(ALTER_CONFIGS_RESOURCE)), f(0, Bool)];
 
-// ShareGroupHeartbeat v1, ShareFetch v1, ShareAcknowledge v1 (KIP-932; flexible from 0).
+// ShareGroupHeartbeat v1, ShareFetch v1–2, ShareAcknowledge v1–2 (KIP-932, KIP-1206/1222;
+// flexible from 0).
 const SHARE_GROUP_HEARTBEAT: &[Field] = &[f(0, Str), f(0, Str), f(0, I32), f(0, Str), f(0, ArrStr)];
 const SHARE_FETCH_PARTITION: &[Field] = &[f(0, I32), fr(0, 0, I32), f(0, Arr(SHARE_ACK_BATCH))];
 const SHARE_FETCH_TOPIC: &[Field] = &[f(0, Uuid), f(0, Arr(SHARE_FETCH_PARTITION))];
@@ -180,10 +181,13 @@ const SHARE_FETCH: &[Field] = &[
     f(0, I32),
     f(1, I32),
     f(1, I32),
+    f(2, I8),
+    f(2, Bool),
     f(0, Arr(SHARE_FETCH_TOPIC)),
     f(0, Arr(SHARE_FORGOTTEN_TOPIC)),
 ];
-const SHARE_ACKNOWLEDGE: &[Field] = &[f(0, Str), f(0, Str), f(0, I32), f(0, Arr(SHARE_ACK_TOPIC))];
+const SHARE_ACKNOWLEDGE: &[Field] =
+    &[f(0, Str), f(0, Str), f(0, I32), f(2, Bool), f(0, Arr(SHARE_ACK_TOPIC))];
 
 // The share-transaction RPCs, keys 1000–1005 (`schemas/Share*.json`): v0 only, flexible from 0.
 const SHARE_BEGIN_TRANSACTION: &[Field] = &[f(0, Str), f(0, Str), f(0, I64)];
@@ -196,7 +200,7 @@ const SHARE_ACKNOWLEDGE_TRANSACTIONAL: &[Field] =
 const SHARE_TRANSACTION_OUTCOME: &[Field] = &[f(0, Str), f(0, Str)];
 const SHARE_LIST_TRANSACTIONS: &[Field] = &[f(0, Str), f(0, ArrI8)];
 
-// ShareGroupDescribe v1, DescribeShareGroupOffsets v0, AlterShareGroupOffsets v0,
+// ShareGroupDescribe v1, DescribeShareGroupOffsets v0–1, AlterShareGroupOffsets v0,
 // DeleteShareGroupOffsets v0 (KIP-932; flexible from 0).
 const SHARE_GROUP_DESCRIBE: &[Field] = &[f(0, ArrStr), f(0, Bool)];
 const DESCRIBE_SHARE_OFFSETS_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
@@ -647,43 +651,58 @@ mod tests {
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::SHARE_FETCH => {
-                let mut batch = share_fetch_request::AcknowledgementBatch::default();
-                batch.first_offset = 1;
-                batch.last_offset = 2;
-                batch.acknowledge_types = vec![1, 3];
-                let mut p = share_fetch_request::FetchPartition::default();
-                p.partition_index = 4;
-                p.acknowledgement_batches = vec![batch.clone(), batch];
-                let mut t = share_fetch_request::FetchTopic::default();
-                t.topic_id = uuid::Uuid::from_u128(5);
-                t.partitions = vec![p.clone(), p];
-                let mut f = share_fetch_request::ForgottenTopic::default();
-                f.topic_id = uuid::Uuid::from_u128(6);
-                f.partitions = vec![1, 2];
-                let mut r = ShareFetchRequest::default();
-                r.group_id = Some(GroupId(s("g")));
-                r.member_id = Some(s("m"));
-                r.max_records = 500;
-                r.topics = vec![t.clone(), t];
-                r.forgotten_topics_data = vec![f.clone(), f];
+                use crate::protocol::generated::share_fetch_request as m;
+                let batch = m::AcknowledgementBatch {
+                    first_offset: 1,
+                    last_offset: 2,
+                    acknowledge_types: vec![1, 3],
+                };
+                let p = m::FetchPartition {
+                    partition_index: 4,
+                    acknowledgement_batches: vec![batch.clone(), batch],
+                    ..Default::default()
+                };
+                let t = m::FetchTopic {
+                    topic_id: uuid::Uuid::from_u128(5),
+                    partitions: vec![p.clone(), p],
+                };
+                let f = m::ForgottenTopic {
+                    topic_id: uuid::Uuid::from_u128(6),
+                    partitions: vec![1, 2],
+                };
+                let r = m::ShareFetchRequest {
+                    group_id: Some("g".into()),
+                    member_id: Some("m".into()),
+                    max_records: 500,
+                    share_acquire_mode: if version >= 2 { 1 } else { 0 },
+                    topics: vec![t.clone(), t],
+                    forgotten_topics_data: vec![f.clone(), f],
+                    ..Default::default()
+                };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::SHARE_ACKNOWLEDGE => {
-                let mut batch = share_acknowledge_request::AcknowledgementBatch::default();
-                batch.first_offset = 1;
-                batch.last_offset = 1;
-                batch.acknowledge_types = vec![2];
-                let mut p = share_acknowledge_request::AcknowledgePartition::default();
-                p.partition_index = 4;
-                p.acknowledgement_batches = vec![batch.clone(), batch];
-                let mut t = share_acknowledge_request::AcknowledgeTopic::default();
-                t.topic_id = uuid::Uuid::from_u128(5);
-                t.partitions = vec![p.clone(), p];
-                let mut r = ShareAcknowledgeRequest::default();
-                r.group_id = Some(GroupId(s("g")));
-                r.member_id = Some(s("m"));
-                r.share_session_epoch = -1;
-                r.topics = vec![t.clone(), t];
+                use crate::protocol::generated::share_acknowledge_request as m;
+                let batch = m::AcknowledgementBatch {
+                    first_offset: 1,
+                    last_offset: 1,
+                    acknowledge_types: vec![2],
+                };
+                let p = m::AcknowledgePartition {
+                    partition_index: 4,
+                    acknowledgement_batches: vec![batch.clone(), batch],
+                };
+                let t = m::AcknowledgeTopic {
+                    topic_id: uuid::Uuid::from_u128(5),
+                    partitions: vec![p.clone(), p],
+                };
+                let r = m::ShareAcknowledgeRequest {
+                    group_id: Some("g".into()),
+                    member_id: Some("m".into()),
+                    share_session_epoch: -1,
+                    is_renew_ack: version >= 2,
+                    topics: vec![t.clone(), t],
+                };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::LIST_GROUPS => {
@@ -703,16 +722,20 @@ mod tests {
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::DESCRIBE_SHARE_GROUP_OFFSETS => {
-                let mut t = describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default();
-                t.topic_name = topic("orders");
-                t.partitions = vec![0, 1];
-                let mut g = describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
-                g.group_id = GroupId(s("g"));
-                g.topics = Some(vec![t.clone(), t]);
+                use crate::protocol::generated::describe_share_group_offsets_request as m;
+                let t = m::DescribeShareGroupOffsetsRequestTopic {
+                    topic_name: "orders".into(),
+                    partitions: vec![0, 1],
+                };
+                let g = m::DescribeShareGroupOffsetsRequestGroup {
+                    group_id: "g".into(),
+                    topics: Some(vec![t.clone(), t]),
+                };
                 let mut all = g.clone();
                 all.topics = None;
-                let mut r = DescribeShareGroupOffsetsRequest::default();
-                r.groups = vec![g, all];
+                let r = m::DescribeShareGroupOffsetsRequest {
+                    groups: vec![g, all],
+                };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::ALTER_SHARE_GROUP_OFFSETS => {

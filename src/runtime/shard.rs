@@ -30,6 +30,7 @@ use crate::server::ops::{
 };
 use crate::server::registry::random_uuid;
 use crate::server::shard::{PartitionKey, ShardState};
+use crate::server::share_session::SessionKey;
 use crate::server::{Bus, TopicRegistry};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
@@ -195,7 +196,18 @@ impl ShardCtx {
                         .heartbeat(&hb, &registry, wall_ms() as u64)
                 };
                 for d in departed {
-                    self.member_gone(d.group_id, d.member_id);
+                    // A leaving member with an open share session closes it itself (librdkafka
+                    // sends its last acknowledgements with epoch -1 alongside the leave), or its
+                    // connection drops: either releases its records then, after its
+                    // acknowledgements. Without a session, release now.
+                    let key = SessionKey {
+                        group_id: d.group_id,
+                        member_id: d.member_id,
+                    };
+                    let open = self.state.borrow().share.sessions.get(&key).is_some();
+                    if !open {
+                        self.member_gone(key.group_id, key.member_id);
+                    }
                 }
                 ShardReply::ShareHeartbeat(answer)
             }
@@ -204,9 +216,16 @@ impl ShardCtx {
                 let mut state = self.state.borrow_mut();
                 let sessions = &mut state.share.sessions;
                 let outcome = if op.acknowledge_only {
-                    sessions.acknowledge(&op.key, op.epoch, now)
+                    sessions.acknowledge(&op.key, op.epoch, op.conn_id, now)
                 } else {
-                    sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, now)
+                    sessions.update(
+                        &op.key,
+                        op.epoch,
+                        &op.added,
+                        &op.forgotten,
+                        op.conn_id,
+                        now,
+                    )
                 };
                 ShardReply::ShareSession(outcome.map_err(|e| e.code()))
             }
@@ -215,6 +234,12 @@ impl ShardCtx {
                 // A new share partition's start offset is journalled; nothing waits for it.
                 let _ = self.append_share_entries();
                 ShardReply::ShareFetched(fetched)
+            }
+            ShardOp::ShareProbe(op) => {
+                let probed = self.state.borrow_mut().share_probe(&op, wall_ms() as u64);
+                // A new share partition's start offset is journalled; nothing waits for it.
+                let _ = self.append_share_entries();
+                ShardReply::ShareProbed(probed)
             }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
@@ -238,8 +263,23 @@ impl ShardCtx {
             ShardOp::ShareDisconnected {
                 group_id,
                 member_id,
+                conn_id,
             } => {
-                self.member_gone(group_id, member_id);
+                // Only a session this connection still owns closes (and releases the member's
+                // records); a member that reconnected keeps its newer session.
+                let key = SessionKey {
+                    group_id,
+                    member_id,
+                };
+                let owned = self
+                    .state
+                    .borrow_mut()
+                    .share
+                    .sessions
+                    .disconnected(&key, conn_id);
+                if owned {
+                    self.member_gone(key.group_id, key.member_id);
+                }
                 ShardReply::ShareReleased(0)
             }
             ShardOp::Txn(op) => ShardReply::Txn(self.txn(op).await),

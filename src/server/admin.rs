@@ -84,7 +84,8 @@ fn config_error_code(error: &ConfigError) -> i16 {
     match error {
         ConfigError::UnknownKey { .. }
         | ConfigError::BadValue { .. }
-        | ConfigError::ReadOnly { .. } => ResponseError::InvalidConfig.code(),
+        | ConfigError::ReadOnly { .. }
+        | ConfigError::Refused { .. } => ResponseError::InvalidConfig.code(),
         ConfigError::BadAddress { .. } | ConfigError::BadShards { .. } => {
             ResponseError::InvalidRequest.code()
         }

@@ -65,14 +65,18 @@ pub struct ConnInfo {
     /// connection: when it drops, their sessions close and their acquired records are
     /// released at once, as Kafka does.
     pub share_members: Rc<RefCell<BTreeSet<(String, String)>>>,
+    /// Unique in the process: a share session remembers the connection that owns it.
+    pub id: u64,
 }
 
 impl ConnInfo {
     pub fn new(local_addr: SocketAddr, peer_addr: SocketAddr) -> ConnInfo {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ConnInfo {
             local_addr,
             peer_addr,
             share_members: Rc::default(),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
