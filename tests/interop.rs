@@ -912,6 +912,28 @@ fn share_java_accept_release_reject_and_archive_at_limit() {
     assert_eq!(r.u("after_archive"), 0);
 }
 
+/// KIP-1222 through kafka-clients 4.4 (ShareFetch / ShareAcknowledge v2): records renewed for
+/// three lock durations are never redelivered; then accepted.
+#[test]
+fn share_java_renew_keeps_records_locked() {
+    let _g = serial();
+    deps();
+    let b = Broker::start();
+    let r = java_share(
+        &b,
+        "renew",
+        "share-java-renew",
+        "g-java-renew",
+        &[("--count", "20".into()), ("--lock-ms", "3000".into())],
+    );
+    assert_ok("java share renew", &r);
+    assert_eq!(r.u("distinct"), 20);
+    assert_eq!(r.u("accepted"), 20);
+    assert!(r.u("min_renewals") >= 2, "{}", r.result);
+    assert_eq!(r.u("bad_delivery_counts"), 0);
+    assert_eq!(r.u("after_accept"), 0);
+}
+
 #[test]
 fn share_acknowledgements_survive_broker_sigkill_restart() {
     let _g = serial();

@@ -34,8 +34,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 /**
  * kafka-clients 4.4 KafkaShareConsumer (KIP-932) scenarios; the Java twin of share_consume.py.
  *
- *   java ShareConsume --bootstrap H:P --topic T --group G --scenario accept|ackmodes
+ *   java ShareConsume --bootstrap H:P --topic T --group G --scenario accept|ackmodes|renew
  *                     [--partitions 1] [--count 5000] [--consumers 3] [--limit 3] [--timeout 90]
+ *                     [--lock-ms 3000]
  *
  * Both create the topic, produce --count records (Records.java, partition i % partitions) and set the
  * GROUP config share.auto.offset.reset=earliest with IncrementalAlterConfigs.
@@ -45,11 +46,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   ackmodes  one consumer: i % 3 == 0 ACCEPT, == 1 RELEASE, == 2 REJECT; RELEASEd records return with
  *             delivery counts 1..limit (group config share.delivery.count.limit = --limit), then are
  *             archived; a fresh consumer afterwards gets only a sentinel record produced at the end.
+ *   renew     one consumer (explicit mode, group config share.record.lock.duration.ms = --lock-ms):
+ *             every record it gets is acknowledged RENEW (ShareAcknowledge v2, KIP-1222) and committed,
+ *             again each time the client hands it back, for three lock durations; then ACCEPTed. No
+ *             record may come back with a delivery count above 1 (the renewals kept the locks), and a
+ *             fresh consumer afterwards gets only a sentinel record produced at the end.
  * Prints one line "RESULT {json}" and exits 0 only if every check held.
  */
 public final class ShareConsume {
     static String bootstrap, topic, group, scenario;
-    static int partitions = 1, consumers = 3, limit = 3;
+    static int partitions = 1, consumers = 3, limit = 3, lockMs = 3000;
     static long count = 5000;
     static long timeoutMs = 90_000, idleMs = 4_000;
     static final ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
@@ -71,6 +77,7 @@ public final class ShareConsume {
                 case "--count": count = Long.parseLong(v); break;
                 case "--consumers": consumers = Integer.parseInt(v); break;
                 case "--limit": limit = Integer.parseInt(v); break;
+                case "--lock-ms": lockMs = Integer.parseInt(v); break;
                 case "--timeout": timeoutMs = (long) (Double.parseDouble(v) * 1000); break;
                 default: throw new IllegalArgumentException("unknown argument " + args[n]);
             }
@@ -84,9 +91,11 @@ public final class ShareConsume {
             Map<String, String> cfg = new HashMap<>();
             cfg.put("share.auto.offset.reset", "earliest");
             if (scenario.equals("ackmodes")) cfg.put("share.delivery.count.limit", Integer.toString(limit));
+            if (scenario.equals("renew")) cfg.put("share.record.lock.duration.ms", Integer.toString(lockMs));
             setup(cfg);
             if (scenario.equals("accept")) accept(out);
             else if (scenario.equals("ackmodes")) ackmodes(out);
+            else if (scenario.equals("renew")) renew(out);
             else throw new IllegalArgumentException("unknown scenario " + scenario);
         } catch (Exception e) {
             e.printStackTrace();
@@ -279,5 +288,64 @@ public final class ShareConsume {
         out.put("deliveries", deliveries);
         out.put("after_archive", extra.size());
         out.put("limit", limit);
+    }
+
+    static void renew(Map<String, Object> out) throws Exception {
+        Map<Long, Integer> renewals = new HashMap<>();
+        long badDc = 0, accepted = 0;
+        try (KafkaShareConsumer<byte[], byte[]> c = consumer(0)) {
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            long firstMs = -1;
+            while (accepted < count && System.currentTimeMillis() < deadline) {
+                boolean renewing = firstMs < 0 || System.currentTimeMillis() - firstMs < 3L * lockMs;
+                int k = 0;
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                    k++;
+                    if (firstMs < 0) firstMs = System.currentTimeMillis();
+                    long i = check(r);
+                    if (deliveryCount(r) != 1) {
+                        badDc++;
+                        err("record " + i + " came back with delivery count " + deliveryCount(r));
+                    }
+                    if (renewing) {
+                        c.acknowledge(r, AcknowledgeType.RENEW);
+                        renewals.merge(i, 1, Integer::sum);
+                    } else {
+                        c.acknowledge(r, AcknowledgeType.ACCEPT);
+                        accepted++;
+                    }
+                }
+                if (k > 0) {
+                    commit(c);
+                    if (renewing) Thread.sleep(lockMs / 2);
+                }
+            }
+        }
+        try (KafkaProducer<byte[], byte[]> p = producer()) {
+            p.send(new ProducerRecord<>(topic, 0, Records.ascii("sentinel"), Records.ascii("sentinel"))).get(30, TimeUnit.SECONDS);
+        }
+        List<Long> extra = new ArrayList<>();
+        boolean sentinel = false;
+        try (KafkaShareConsumer<byte[], byte[]> c = consumer(1)) {
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while (!sentinel && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                    if (Arrays.equals(r.key(), Records.ascii("sentinel"))) sentinel = true;
+                    else extra.add(r.offset() * partitions + r.partition());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                commit(c);
+            }
+        }
+        long minRenewals = renewals.values().stream().mapToLong(x -> x).min().orElse(0);
+        if (renewals.size() != count) err("renewed " + renewals.size() + " distinct records, expected " + count);
+        if (accepted != count) err("accepted " + accepted + " records, expected " + count);
+        if (!sentinel) err("fresh consumer did not receive the sentinel record");
+        if (!extra.isEmpty()) err("records delivered after all were accepted: " + extra.subList(0, Math.min(10, extra.size())));
+        out.put("distinct", renewals.size());
+        out.put("accepted", accepted);
+        out.put("min_renewals", minRenewals);
+        out.put("bad_delivery_counts", badDc);
+        out.put("after_accept", extra.size());
     }
 }
