@@ -738,3 +738,35 @@ pub async fn handle_share_acknowledge<B: Bus>(
         .min(i32::MAX as u64) as i32;
     respond(request, &response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renew_is_refused_below_v2_and_when_disabled() {
+        let batch: &[(i64, i64, &[i8])] = &[(0, 2, &[1, 4, 2])];
+        assert_eq!(RenewPolicy::of(1, true), RenewPolicy::Unknown);
+        assert_eq!(RenewPolicy::of(2, false), RenewPolicy::Disabled);
+        assert_eq!(RenewPolicy::of(2, true), RenewPolicy::Allowed);
+        let (code, _) = ack_batches(batch, RenewPolicy::Unknown).unwrap_err();
+        assert_eq!(code, ResponseError::InvalidRequest.code());
+        let (code, _) = ack_batches(batch, RenewPolicy::Disabled).unwrap_err();
+        assert_eq!(code, ResponseError::InvalidRecordState.code());
+        let ok = ack_batches(batch, RenewPolicy::Allowed).unwrap();
+        assert_eq!(
+            ok[0].types,
+            vec![
+                AcknowledgeType::Accept,
+                AcknowledgeType::Renew,
+                AcknowledgeType::Release
+            ]
+        );
+        // Types 0-3 pass under every policy; 5 never does.
+        for policy in [RenewPolicy::Unknown, RenewPolicy::Disabled, RenewPolicy::Allowed] {
+            assert!(ack_batches(&[(0, 3, &[0, 1, 2, 3])], policy).is_ok());
+            let (code, _) = ack_batches(&[(0, 0, &[5])], policy).unwrap_err();
+            assert_eq!(code, ResponseError::InvalidRequest.code());
+        }
+    }
+}

@@ -629,4 +629,19 @@ mod tests {
             .unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::Latest);
     }
+
+    #[test]
+    fn renew_acknowledge_enable_defaults_to_true() {
+        let mut c = ShareGroupConfig::default();
+        assert!(c.renew_acknowledge_enable, "Kafka 4.4's default");
+        c.apply(&[("share.renew.acknowledge.enable".into(), Some("false".into()))])
+            .unwrap();
+        assert!(!c.renew_acknowledge_enable);
+        assert!(c
+            .apply(&[("share.renew.acknowledge.enable".into(), Some("maybe".into()))])
+            .is_err());
+        c.apply(&[("share.renew.acknowledge.enable".into(), None)])
+            .unwrap();
+        assert!(c.renew_acknowledge_enable);
+    }
 }
