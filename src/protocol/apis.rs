@@ -366,8 +366,14 @@ mod tests {
                 assert!(spec.min_version >= range.min, "{}", spec.name);
                 assert!(spec.max_version <= range.max, "{}", spec.name);
                 for version in spec.min_version..=spec.max_version {
-                    assert_eq!(spec.request_header_version(version), request_header(version));
-                    assert_eq!(spec.response_header_version(version), response_header(version));
+                    assert_eq!(
+                        spec.request_header_version(version),
+                        request_header(version)
+                    );
+                    assert_eq!(
+                        spec.response_header_version(version),
+                        response_header(version)
+                    );
                 }
                 continue;
             }

@@ -448,7 +448,9 @@ impl ShareShard {
             return -1;
         }
         match self.partitions.get(key) {
-            Some(sp) => ((high_watermark - sp.spso()).max(0) - sp.completed_records() as i64).max(0),
+            Some(sp) => {
+                ((high_watermark - sp.spso()).max(0) - sp.completed_records() as i64).max(0)
+            }
             None => self
                 .recovered
                 .get(key)

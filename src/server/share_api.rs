@@ -26,12 +26,12 @@ use crate::constants::{
 };
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
-use crate::share::{AckBatch, AcknowledgeType};
-use bytes::Bytes;
 use crate::protocol::generated::{
     share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
     ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
+use crate::share::{AckBatch, AcknowledgeType};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     share_group_heartbeat_response, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
@@ -763,7 +763,11 @@ mod tests {
             ]
         );
         // Types 0-3 pass under every policy; 5 never does.
-        for policy in [RenewPolicy::Unknown, RenewPolicy::Disabled, RenewPolicy::Allowed] {
+        for policy in [
+            RenewPolicy::Unknown,
+            RenewPolicy::Disabled,
+            RenewPolicy::Allowed,
+        ] {
             assert!(ack_batches(&[(0, 3, &[0, 1, 2, 3])], policy).is_ok());
             let (code, _) = ack_batches(&[(0, 0, &[5])], policy).unwrap_err();
             assert_eq!(code, ResponseError::InvalidRequest.code());
