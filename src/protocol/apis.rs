@@ -59,8 +59,11 @@ pub const LIST_GROUPS: i16 = 16;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
+pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const DESCRIBE_CONFIGS: i16 = 32;
+pub const CREATE_PARTITIONS: i16 = 37;
+pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
 pub const SHARE_GROUP_DESCRIBE: i16 = 77;
@@ -157,6 +160,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         flexible_min: 4,
     },
     ApiSpec {
+        key: DELETE_RECORDS,
+        name: "DeleteRecords",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 2,
+    },
+    ApiSpec {
         key: INIT_PRODUCER_ID,
         name: "InitProducerId",
         min_version: 0,
@@ -169,6 +179,22 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 1,
         max_version: 4,
         flexible_min: 4,
+    },
+    ApiSpec {
+        key: CREATE_PARTITIONS,
+        name: "CreatePartitions",
+        min_version: 0,
+        max_version: 3,
+        flexible_min: 2,
+    },
+    // Share groups only (Lockstep has no classic or consumer groups). Kafka 4.4 has v3 (an
+    // error message per group), which the crate lacks; Kafka's admin client negotiates v2.
+    ApiSpec {
+        key: DELETE_GROUPS,
+        name: "DeleteGroups",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 2,
     },
     ApiSpec {
         key: INCREMENTAL_ALTER_CONFIGS,

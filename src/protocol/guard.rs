@@ -137,6 +137,20 @@ const CREATE_TOPICS: &[Field] = &[f(0, Arr(CREATE_TOPIC)), f(0, I32), f(1, Bool)
 const DELETE_TOPIC_STATE: &[Field] = &[f(6, Str), f(6, Uuid)];
 const DELETE_TOPICS: &[Field] = &[f(6, Arr(DELETE_TOPIC_STATE)), fr(0, 5, ArrStr), f(0, I32)];
 
+// DeleteRecords v0–2 (flexible from 2).
+const DELETE_RECORDS_PARTITION: &[Field] = &[f(0, I32), f(0, I64)];
+const DELETE_RECORDS_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(DELETE_RECORDS_PARTITION))];
+const DELETE_RECORDS: &[Field] = &[f(0, Arr(DELETE_RECORDS_TOPIC)), f(0, I32)];
+
+// CreatePartitions v0–3 (flexible from 2); the assignments array is nullable.
+const CREATE_PARTITIONS_ASSIGNMENT: &[Field] = &[f(0, ArrI32)];
+const CREATE_PARTITIONS_TOPIC: &[Field] =
+    &[f(0, Str), f(0, I32), f(0, Arr(CREATE_PARTITIONS_ASSIGNMENT))];
+const CREATE_PARTITIONS: &[Field] = &[f(0, Arr(CREATE_PARTITIONS_TOPIC)), f(0, I32), f(0, Bool)];
+
+// DeleteGroups v0–2 (flexible from 2).
+const DELETE_GROUPS: &[Field] = &[f(0, ArrStr)];
+
 // InitProducerId v0–5 (flexible from 2).
 const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)];
 
@@ -211,6 +225,9 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::API_VERSIONS => API_VERSIONS,
         apis::CREATE_TOPICS => CREATE_TOPICS,
         apis::DELETE_TOPICS => DELETE_TOPICS,
+        apis::DELETE_RECORDS => DELETE_RECORDS,
+        apis::CREATE_PARTITIONS => CREATE_PARTITIONS,
+        apis::DELETE_GROUPS => DELETE_GROUPS,
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
@@ -567,6 +584,37 @@ mod tests {
                 } else {
                     r.topic_names = vec![topic("a"), topic("b")];
                 }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DELETE_RECORDS => {
+                let mut p = delete_records_request::DeleteRecordsPartition::default();
+                p.partition_index = 2;
+                p.offset = 40;
+                let mut t = delete_records_request::DeleteRecordsTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = DeleteRecordsRequest::default();
+                r.topics = vec![t.clone(), t];
+                r.timeout_ms = 1000;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::CREATE_PARTITIONS => {
+                let mut a = create_partitions_request::CreatePartitionsAssignment::default();
+                a.broker_ids = vec![0.into(), 1.into()];
+                let mut t = create_partitions_request::CreatePartitionsTopic::default();
+                t.name = topic("orders");
+                t.count = 4;
+                t.assignments = Some(vec![a.clone(), a]);
+                let mut without = t.clone();
+                without.assignments = None;
+                let mut r = CreatePartitionsRequest::default();
+                r.topics = vec![t, without];
+                r.validate_only = true;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DELETE_GROUPS => {
+                let mut r = DeleteGroupsRequest::default();
+                r.groups_names = vec![GroupId(s("g1")), GroupId(s("g2"))];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::INIT_PRODUCER_ID => {

@@ -172,8 +172,7 @@ pub fn described_group(
     };
     out.group_state = sb(group_state(group.members.len()));
     out.group_epoch = group.group_epoch;
-    // The target assignment is installed with every group-epoch change.
-    out.assignment_epoch = group.group_epoch;
+    out.assignment_epoch = group.assignment_epoch;
     out.assignor_name = sb(SHARE_ASSIGNOR_NAME);
     if include_operations {
         out.authorized_operations = GROUP_OPERATIONS;
@@ -766,6 +765,7 @@ mod tests {
         let reg = registry();
         let mut group = ShareGroup {
             group_epoch: 4,
+            assignment_epoch: 4,
             ..ShareGroup::default()
         };
         group.members.insert(
@@ -773,6 +773,7 @@ mod tests {
             ShareMember {
                 member_id: "m1".into(),
                 member_epoch: 4,
+                previous_member_epoch: 3,
                 rack_id: None,
                 client_id: "client-1".into(),
                 client_host: "/127.0.0.1".into(),

@@ -8,14 +8,16 @@
 //! there; with nothing to hand out it waits for new data, up to `MaxWaitMs`, looking again
 //! every `SHARE_FETCH_RECHECK_MS` for records released or expired meanwhile. A ShareAcknowledge
 //! checks the session epoch, then acknowledges. A session closed by epoch -1 (after the
-//! request's acknowledgements) or by the connection dropping releases the member's acquired
-//! records at once.
+//! request's acknowledgements) or by its connection dropping releases the member's acquired
+//! records at once; a connection that no longer owns the member's session (the member opened a
+//! newer one elsewhere) releases nothing when it drops.
 
 use super::join::{first_of, join_all};
 use super::ops::{
     PartitionRef, ShardOp, ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp,
-    ShareFetchedPartition, ShareSessionOp, WaitOp,
+    ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
 };
+use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::registry::TopicRegistry;
 use super::share_group::Heartbeat;
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
@@ -301,6 +303,7 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
             ShardOp::ShareDisconnected {
                 group_id,
                 member_id,
+                conn_id: conn.id,
             },
         )
         .await;
@@ -315,61 +318,175 @@ fn node_endpoint(conn: &ConnInfo) -> share_fetch_response::NodeEndpoint {
     node
 }
 
-fn top_level_error_fetch(request: &Request, code: i16, message: &str) -> Outcome {
+fn top_level_error_fetch(request: &Request, code: i16, message: Option<&str>) -> Outcome {
     let mut response = ShareFetchResponse::default();
     response.error_code = code;
-    response.error_message = Some(message.to_string());
+    response.error_message = message.map(|m| m.to_string());
     respond(request, &response)
 }
 
-/// One acquisition round over the session's partitions, grouped by shard.
-async fn acquire_round<B: Bus>(
+/// A ShareFetch's limits (module docs of `server::share_fetch`).
+struct FetchLimits {
+    max_records: u32,
+    batch_size: u32,
+    partition_max_bytes: usize,
+    min_bytes: usize,
+}
+
+/// A partition the shard could not answer for.
+fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
+    ShareFetchedPartition {
+        partition: super::shard::PartitionKey::of(r),
+        error_code: code,
+        error_message: None,
+        records: Bytes::new(),
+        acquired: Vec::new(),
+        wait_offset: 0,
+    }
+}
+
+fn reply_code(reply: ShardReply) -> i16 {
+    match reply {
+        ShardReply::Failed(code) => code,
+        _ => ResponseError::UnknownServerError.code(),
+    }
+}
+
+/// One acquisition walk over the session's partitions in `order`: one call per run of
+/// consecutive partitions on one shard, each with what is left of MaxRecords; the walk stops
+/// once nothing is left (the partitions not reached answer with no records).
+async fn acquire_walk<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
-    targets: &BTreeMap<ShardId, Vec<PartitionRef>>,
-    max_records: u32,
-    max_bytes: usize,
+    order: &[(ShardId, PartitionRef)],
+    limits: &FetchLimits,
 ) -> Vec<ShareFetchedPartition> {
-    let shards = targets.len().max(1);
-    let per_shard_records = (max_records / shards as u32).max(1);
-    let per_shard_bytes = (max_bytes / shards).max(1);
-    let calls = targets
-        .iter()
-        .map(|(shard, partitions)| {
-            bus.call(
-                *shard,
+    let mut left = u64::from(limits.max_records);
+    let mut min_one_batch = true;
+    let mut out = Vec::with_capacity(order.len());
+    for (shard, partitions) in consecutive_runs(order.to_vec()) {
+        if left == 0 {
+            out.extend(partitions.iter().map(|r| failed_partition(r, 0)));
+            continue;
+        }
+        let reply = bus
+            .call(
+                shard,
                 ShardOp::ShareFetch(ShareFetchOp {
                     group_id: group_id.to_string(),
                     member_id: member_id.to_string(),
                     partitions: partitions.clone(),
-                    max_records: per_shard_records,
-                    max_bytes: per_shard_bytes,
+                    max_records: u32::try_from(left).expect("left of a u32 budget"),
+                    batch_size: limits.batch_size,
+                    partition_max_bytes: limits.partition_max_bytes,
+                    min_one_batch,
+                }),
+            )
+            .await;
+        match reply {
+            ShardReply::ShareFetched(parts) => {
+                assert_eq!(parts.len(), partitions.len());
+                for p in &parts {
+                    let count: u64 = p
+                        .acquired
+                        .iter()
+                        .map(|a| (a.last - a.first + 1) as u64)
+                        .sum();
+                    left = left.saturating_sub(count);
+                    if !p.records.is_empty() {
+                        min_one_batch = false;
+                    }
+                }
+                out.extend(parts);
+            }
+            other => {
+                let code = reply_code(other);
+                out.extend(partitions.iter().map(|r| failed_partition(r, code)));
+            }
+        }
+    }
+    assert_eq!(out.len(), order.len());
+    out
+}
+
+/// Whether MinBytes is reached without acquiring anything; `Err` carries the offsets a long
+/// poll waits for. A partition in error answers at once, as Kafka completes then.
+async fn min_bytes_reached<B: Bus>(
+    bus: &B,
+    group_id: &str,
+    order: &[(ShardId, PartitionRef)],
+    limits: &FetchLimits,
+) -> Result<(), Vec<(ShardId, PartitionRef, i64)>> {
+    let mut by_shard: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
+    for (shard, r) in order {
+        by_shard.entry(*shard).or_default().push(r.clone());
+    }
+    let calls = by_shard
+        .iter()
+        .map(|(shard, partitions)| {
+            bus.call(
+                *shard,
+                ShardOp::ShareProbe(ShareProbeOp {
+                    group_id: group_id.to_string(),
+                    partitions: partitions.clone(),
+                    partition_max_bytes: limits.partition_max_bytes,
                 }),
             )
         })
         .collect();
-    let mut out = Vec::new();
-    for ((_, partitions), reply) in targets.iter().zip(join_all(calls).await) {
-        match reply {
-            ShardReply::ShareFetched(parts) => out.extend(parts),
-            other => {
-                let code = match other {
-                    ShardReply::Failed(code) => code,
-                    _ => ResponseError::UnknownServerError.code(),
-                };
-                out.extend(partitions.iter().map(|r| ShareFetchedPartition {
-                    partition: super::shard::PartitionKey::of(r),
-                    error_code: code,
-                    error_message: None,
-                    records: Bytes::new(),
-                    acquired: Vec::new(),
-                    wait_offset: 0,
-                }));
+    let mut available = Vec::with_capacity(order.len());
+    let mut waits = Vec::with_capacity(order.len());
+    for ((shard, partitions), reply) in by_shard.iter().zip(join_all(calls).await) {
+        let ShardReply::ShareProbed(probed) = reply else {
+            return Ok(());
+        };
+        for (r, p) in partitions.iter().zip(probed) {
+            if p.error_code != 0 {
+                return Ok(());
             }
+            available.push(p.available_bytes);
+            waits.push((*shard, r.clone(), p.wait_offset));
         }
     }
-    out
+    if min_bytes_satisfied(available, limits.partition_max_bytes, limits.min_bytes) {
+        Ok(())
+    } else {
+        Err(waits)
+    }
+}
+
+/// Waits until one of the partitions has data past its offset, or `until`.
+async fn wait_for_data<B: Bus>(bus: &B, waits: Vec<(ShardId, PartitionRef, i64)>, until: i64) {
+    let now = bus.now_ms();
+    let mut by_shard: BTreeMap<ShardId, Vec<(PartitionRef, i64)>> = BTreeMap::new();
+    for (shard, r, offset) in waits {
+        by_shard.entry(shard).or_default().push((r, offset));
+    }
+    let calls: Vec<_> = by_shard
+        .into_iter()
+        .map(|(shard, partitions)| {
+            bus.call(
+                shard,
+                ShardOp::WaitForData(WaitOp {
+                    partitions,
+                    deadline_ms: until,
+                }),
+            )
+        })
+        .collect();
+    let pause = (until - now).max(1) as u64;
+    if calls.is_empty() {
+        bus.sleep_ms(pause).await;
+    } else {
+        futures_lite::future::or(
+            async {
+                first_of(calls).await;
+            },
+            bus.sleep_ms(pause),
+        )
+        .await;
+    }
 }
 
 /// ShareFetch v1–v2. v2 (KIP-1222, KIP-1206): acknowledgements may RENEW; `IsRenewAck`
@@ -391,7 +508,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         return top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
-            "a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0",
+            Some("a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0"),
         );
     }
     let named_count: usize = decoded
@@ -413,7 +530,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         return top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
-            "GroupId and MemberId must be set",
+            Some("GroupId and MemberId must be set"),
         );
     }
     let registry = bus.registry();
@@ -448,6 +565,10 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             }
         }
     }
+    // Opening a session cannot acknowledge (Kafka: INVALID_REQUEST, no message).
+    if epoch == 0 && !acks.is_empty() {
+        return top_level_error_fetch(request, ResponseError::InvalidRequest.code(), None);
+    }
     let forgotten: Vec<SessionPartition> = decoded
         .forgotten_topics_data
         .iter()
@@ -464,16 +585,18 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             added,
             forgotten,
             acknowledge_only: false,
+            conn_id: conn.id,
         },
     )
     .await;
+    // Session errors carry no message, as Kafka's (nothing of the request is applied).
     let session_partitions = match outcome {
-        Err(code) => return top_level_error_fetch(request, code, "the share session was refused"),
+        Err(code) => return top_level_error_fetch(request, code, None),
         Ok(SessionOutcome::Open(partitions)) => {
             remember_member(conn, &group_id, &member_id);
             Some(partitions)
         }
-        Ok(SessionOutcome::Closed(_)) => None,
+        Ok(SessionOutcome::Closed) => None,
     };
 
     let mut ack_results = acknowledge(bus, &group_id, &member_id, acks).await;
@@ -482,9 +605,9 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         release_everywhere(bus, &group_id, &member_id).await;
     }
 
-    // Acquire from the session's partitions.
+    // Acquire from the session's partitions, in Kafka's rotated order.
     let mut unresolved: Vec<(Uuid, i32, i16)> = Vec::new();
-    let mut targets: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
+    let mut resolved: Vec<(ShardId, PartitionRef)> = Vec::new();
     // A renew acknowledgement fetch acquires nothing.
     let acquiring = if decoded.is_renew_ack {
         None
@@ -493,67 +616,62 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     };
     for (topic_id, partition) in acquiring.into_iter().flatten() {
         match resolve(&registry, shards, *topic_id, *partition).target {
-            Ok((shard, r)) => targets.entry(shard).or_default().push(r),
+            Ok(target) => resolved.push(target),
             Err(code) => unresolved.push((*topic_id, *partition, code)),
         }
     }
+    let order = rotate(&resolved, epoch);
+    let max_bytes = usize::try_from(decoded.max_bytes)
+        .unwrap_or(0)
+        .min(FETCH_RESPONSE_BYTES_MAX);
     let max_records = u32::try_from(decoded.max_records)
         .unwrap_or(0)
         .clamp(1, SHARE_FETCH_RECORDS_MAX);
-    let max_bytes = usize::try_from(decoded.max_bytes)
-        .unwrap_or(0)
-        .clamp(1, FETCH_RESPONSE_BYTES_MAX);
+    let limits = FetchLimits {
+        max_records,
+        // Kafka cuts at BatchSize; a client that sends none (0 or less) gets whole acquisitions.
+        batch_size: u32::try_from(decoded.batch_size)
+            .ok()
+            .filter(|b| *b > 0)
+            .unwrap_or(max_records),
+        partition_max_bytes: partition_max_bytes(max_bytes, order.len()),
+        min_bytes: usize::try_from(decoded.min_bytes).unwrap_or(0),
+    };
     let wait_ms = u64::try_from(decoded.max_wait_ms)
         .unwrap_or(0)
         .min(FETCH_WAIT_MS_MAX);
     let deadline_ms = bus.now_ms() + wait_ms as i64;
     let mut fetched = Vec::new();
-    while !targets.is_empty() {
-        fetched = acquire_round(bus, &group_id, &member_id, &targets, max_records, max_bytes).await;
-        let got = fetched
-            .iter()
-            .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+    while !order.is_empty() {
         let now = bus.now_ms();
-        if got || now >= deadline_ms {
+        let mut waits = None;
+        if limits.min_bytes > 1 && now < deadline_ms {
+            waits = min_bytes_reached(bus, &group_id, &order, &limits).await.err();
+        }
+        if waits.is_none() {
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
+            let got = fetched
+                .iter()
+                .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+            if got || bus.now_ms() >= deadline_ms {
+                break;
+            }
+            waits = Some(
+                order
+                    .iter()
+                    .zip(&fetched)
+                    .map(|((shard, r), p)| (*shard, r.clone(), p.wait_offset))
+                    .collect(),
+            );
+        }
+        let now = bus.now_ms();
+        if now >= deadline_ms {
+            // MaxWaitMs passed with MinBytes unmet: hand out what there is.
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
             break;
         }
         let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);
-        let mut waits_by_shard: BTreeMap<ShardId, Vec<(PartitionRef, i64)>> = BTreeMap::new();
-        for (shard, partitions) in &targets {
-            for r in partitions {
-                let key = super::shard::PartitionKey::of(r);
-                if let Some(p) = fetched.iter().find(|p| p.partition == key) {
-                    waits_by_shard
-                        .entry(*shard)
-                        .or_default()
-                        .push((r.clone(), p.wait_offset));
-                }
-            }
-        }
-        let waits: Vec<_> = waits_by_shard
-            .into_iter()
-            .map(|(shard, partitions)| {
-                bus.call(
-                    shard,
-                    ShardOp::WaitForData(WaitOp {
-                        partitions,
-                        deadline_ms: until,
-                    }),
-                )
-            })
-            .collect();
-        let pause = (until - now).max(1) as u64;
-        if waits.is_empty() {
-            bus.sleep_ms(pause).await;
-        } else {
-            futures_lite::future::or(
-                async {
-                    first_of(waits).await;
-                },
-                bus.sleep_ms(pause),
-            )
-            .await;
-        }
+        wait_for_data(bus, waits.unwrap_or_default(), until).await;
     }
 
     // The response: every fetched partition, every acknowledged one, every unresolved one.
@@ -657,20 +775,20 @@ pub async fn handle_share_acknowledge<B: Bus>(
             added: Vec::new(),
             forgotten: Vec::new(),
             acknowledge_only: true,
+            conn_id: conn.id,
         },
     )
     .await;
     let closed = match outcome {
         Err(code) => {
             response.error_code = code;
-            response.error_message = Some("the share session was refused".to_string());
             return respond(request, &response);
         }
         Ok(SessionOutcome::Open(_)) => {
             remember_member(conn, &group_id, &member_id);
             false
         }
-        Ok(SessionOutcome::Closed(_)) => true,
+        Ok(SessionOutcome::Closed) => true,
     };
     let registry = bus.registry();
     let shards = bus.shard_count();
