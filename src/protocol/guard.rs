@@ -144,8 +144,11 @@ const DELETE_RECORDS: &[Field] = &[f(0, Arr(DELETE_RECORDS_TOPIC)), f(0, I32)];
 
 // CreatePartitions v0–3 (flexible from 2); the assignments array is nullable.
 const CREATE_PARTITIONS_ASSIGNMENT: &[Field] = &[f(0, ArrI32)];
-const CREATE_PARTITIONS_TOPIC: &[Field] =
-    &[f(0, Str), f(0, I32), f(0, Arr(CREATE_PARTITIONS_ASSIGNMENT))];
+const CREATE_PARTITIONS_TOPIC: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(0, Arr(CREATE_PARTITIONS_ASSIGNMENT)),
+];
 const CREATE_PARTITIONS: &[Field] = &[f(0, Arr(CREATE_PARTITIONS_TOPIC)), f(0, I32), f(0, Bool)];
 
 // DeleteGroups v0–2 (flexible from 2).

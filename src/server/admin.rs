@@ -304,7 +304,10 @@ fn plan_grow(current: &TopicRegistry, topics: &[NewPartitions], validate_only: b
 
 /// A CreatePartitions manual assignment: one replica list per new partition, each naming
 /// only this broker. Unknown topics and counts are checked by the registry.
-fn check_grow_assignments(current: &TopicRegistry, topic: &NewPartitions) -> Result<(), (i16, String)> {
+fn check_grow_assignments(
+    current: &TopicRegistry,
+    topic: &NewPartitions,
+) -> Result<(), (i16, String)> {
     let (Some(assignments), Some(meta)) = (&topic.assignments, current.topic(&topic.name)) else {
         return Ok(());
     };
@@ -321,7 +324,10 @@ fn check_grow_assignments(current: &TopicRegistry, topic: &NewPartitions) -> Res
             ),
         ));
     }
-    if assignments.iter().any(|brokers| brokers.as_slice() != [BROKER_NODE_ID]) {
+    if assignments
+        .iter()
+        .any(|brokers| brokers.as_slice() != [BROKER_NODE_ID])
+    {
         return Err((
             ResponseError::InvalidReplicaAssignment.code(),
             format!("every new partition must be assigned to broker {BROKER_NODE_ID} only"),

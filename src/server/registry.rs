@@ -68,19 +68,35 @@ pub struct TopicRegistry {
 /// Why a topic change was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TopicError {
-    InvalidName { name: String, reason: &'static str },
-    AlreadyExists { name: String },
-    UnknownTopic { name: String },
-    UnknownTopicId { id: Uuid },
-    InvalidPartitions { requested: i32 },
+    InvalidName {
+        name: String,
+        reason: &'static str,
+    },
+    AlreadyExists {
+        name: String,
+    },
+    UnknownTopic {
+        name: String,
+    },
+    UnknownTopicId {
+        id: Uuid,
+    },
+    InvalidPartitions {
+        requested: i32,
+    },
     /// CreatePartitions with a count that does not grow the topic.
     NotAnIncrease {
         name: String,
         current: i32,
         count: i32,
     },
-    TooManyTopics { max: usize },
-    TooManyPartitions { requested: usize, max: usize },
+    TooManyTopics {
+        max: usize,
+    },
+    TooManyPartitions {
+        requested: usize,
+        max: usize,
+    },
     Config(ConfigError),
 }
 

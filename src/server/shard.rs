@@ -695,11 +695,7 @@ impl<S: Storage + Clone> ShardState<S> {
         };
         let key = PartitionKey::of(r);
         let missing = self.missing_code(r);
-        let Some(partition) = self
-            .partitions
-            .get_mut(&key)
-            .filter(|p| p.topic == r.topic)
-        else {
+        let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == r.topic) else {
             return fail(missing);
         };
         let hw = partition.high_watermark();
