@@ -357,7 +357,11 @@ impl ShardCtx {
             }
             let key = PartitionKey::of(r);
             loop {
-                match self.state.borrow().log_start_durable(&key, result.low_watermark) {
+                match self
+                    .state
+                    .borrow()
+                    .log_start_durable(&key, result.low_watermark)
+                {
                     Ok(true) => break,
                     Ok(false) => {}
                     Err(code) => {

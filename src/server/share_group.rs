@@ -1175,4 +1175,25 @@ mod tests {
             assert_eq!(parse_iso_duration_ms(text), ms, "{text}");
         }
     }
+
+    #[test]
+    fn renew_acknowledge_enable_defaults_to_true() {
+        let mut c = ShareGroupConfig::default();
+        assert!(c.renew_acknowledge_enable, "Kafka 4.4's default");
+        c.apply(&[(
+            "share.renew.acknowledge.enable".into(),
+            Some("false".into()),
+        )])
+        .unwrap();
+        assert!(!c.renew_acknowledge_enable);
+        assert!(c
+            .apply(&[(
+                "share.renew.acknowledge.enable".into(),
+                Some("maybe".into())
+            )])
+            .is_err());
+        c.apply(&[("share.renew.acknowledge.enable".into(), None)])
+            .unwrap();
+        assert!(c.renew_acknowledge_enable);
+    }
 }
