@@ -413,7 +413,11 @@ mod tests {
             SessionOutcome::Replaced([tp(1)].into())
         );
         assert_eq!(s.get(&k).unwrap().conn_id, 2);
-        assert_eq!(s.budget.used(), 1, "a replacement takes no second budget slot");
+        assert_eq!(
+            s.budget.used(),
+            1,
+            "a replacement takes no second budget slot"
+        );
         // Continuing the new session is an ordinary update.
         assert_eq!(
             s.update(&k, 1, &[], &[], 2, 3).unwrap(),
@@ -455,7 +459,10 @@ mod tests {
                 // The new session fetches: everything came back, it gets all 10 again.
                 let got = p.acquire("a", 10, 10, 1);
                 assert_eq!(got.len(), 1, "drop_first={drop_first}");
-                assert_eq!((got[0].first, got[0].last, got[0].delivery_count), (0, 9, 2));
+                assert_eq!(
+                    (got[0].first, got[0].last, got[0].delivery_count),
+                    (0, 9, 2)
+                );
             };
             if drop_first {
                 assert!(s.disconnected(&k, 1));
