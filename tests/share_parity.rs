@@ -811,14 +811,16 @@ fn first_fetch_of_two_partitions(ctx: &Ctx) {
     assert_eq!(nonzero, vec![50], "one partition's 50");
 }
 
-/// Issue 12 item 4: MaxRecords is one budget for the whole request, across partitions.
+/// Issue 12 item 4: MaxRecords is one budget for the whole request: with the data in one of two
+/// partitions (so on one shard of Lockstep), a fetch of MaxRecords 30 gets 30 (not 30 split
+/// by shards); no fetch ever gets more than 30; every record comes exactly once. (Which
+/// partitions a later fetch serves is timing: Kafka gave [30, 30, 20] and [30, 10, 30, 10] for
+/// 40 + 40 records, so only these are compared.)
 fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
     let (topic, group) = (ctx.name("maxrec"), ctx.name("maxrec-g"));
     let tid = ctx.topic(&topic, 2);
     ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
-    for p in 0..2 {
-        ctx.produce(&topic, p, 40, 1);
-    }
+    ctx.produce(&topic, 0, 70, 1);
     let m = Member::join(ctx, &group, &topic, 2);
     let mut f = Fetch::default();
     f.max_records = 30;
@@ -827,7 +829,7 @@ fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
     let mut sizes = vec![total(&got)];
     let mut all = got;
     let t0 = Instant::now();
-    while all.values().map(Vec::len).sum::<usize>() < 80 && t0.elapsed() < WAIT {
+    while all.values().map(Vec::len).sum::<usize>() < 70 && t0.elapsed() < WAIT {
         let mut f = f.clone();
         f.session_epoch = sess;
         let r = share_fetch(&mut conn, &m, &[], &f);
@@ -840,8 +842,11 @@ fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
             all.entry(p).or_default().extend(v);
         }
     }
-    eprintln!("  max records 30 over 2x40 single-record batches: fetch sizes {sizes:?}");
-    assert_eq!(sizes, vec![30, 30, 20], "MaxRecords 30 per fetch over both partitions");
+    eprintln!("  max records 30, 70 single-record batches in 1 of 2 partitions: fetch sizes {sizes:?}");
+    assert_eq!(sizes, vec![30, 30, 10], "MaxRecords 30 per fetch");
+    let mut offsets: Vec<i64> = all.values().flatten().map(|x| x.0).collect();
+    offsets.sort();
+    assert_eq!(offsets, (0..70).collect::<Vec<_>>(), "every record once");
 }
 
 /// Issue 12 item 4: MaxBytes 0 returns no records.
