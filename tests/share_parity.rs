@@ -938,6 +938,82 @@ fn share_session_errors(ctx: &Ctx) {
     );
 }
 
+/// Issue 12 item 5: a dropped connection releases only what its own session holds: a member
+/// that reconnected (a new session, epoch 0, on a new connection) keeps what its newer session
+/// acquired, and that session goes on working. On Kafka the new session replaces the old one,
+/// so the old connection's close releases nothing at all.
+fn dropped_connection_releases_only_its_own_session(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("reconn"), ctx.name("reconn-g"));
+    let tid = ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    ctx.produce(&topic, 0, 5, 5);
+    let a = Member::join(ctx, &group, &topic, 1);
+    let (old, _, got) = fetch_some(ctx, &a, &[(tid, 0)], &Fetch::default());
+    assert_eq!(total(&got), 5, "the old session holds 0..=4");
+    ctx.produce(&topic, 0, 5, 5);
+    // the same member on a new connection: a new session
+    let (mut new, mut sess, got) = fetch_some(ctx, &a, &[(tid, 0)], &Fetch::default());
+    let new_held: Vec<i64> = got.get(&0).into_iter().flatten().map(|x| x.0).collect();
+    assert_eq!(new_held, (5..10).collect::<Vec<_>>(), "the new session holds 5..=9");
+    drop(old);
+    thread::sleep(Duration::from_millis(500));
+    // another member gets what the old session held, and only that
+    let b = Member::join(ctx, &group, &topic, 1);
+    let mut bc = ctx.conn();
+    let mut seen: Vec<(i64, i16)> = Vec::new();
+    for epoch in 0..3 {
+        let mut f = Fetch::default();
+        f.session_epoch = epoch;
+        let r = share_fetch(&mut bc, &b, &[(tid, 0)], &f);
+        assert_eq!(r.error_code, NONE);
+        seen.extend(acquired(&r).get(&0).cloned().unwrap_or_default());
+    }
+    seen.sort();
+    eprintln!("  reconnect: after the old connection dropped, another member got {seen:?}");
+    // the new session still works and its acknowledgements take
+    let r = share_acknowledge(&mut new, &a, sess, &[(tid, 0, 5, 9, ACCEPT)]);
+    sess += 1;
+    let _ = sess;
+    let ack_errors: Vec<i16> = r
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    eprintln!(
+        "  reconnect: the new session's acknowledgement: error {} partitions {ack_errors:?}",
+        r.error_code
+    );
+    // Kafka: the member's new session replaced the old one, so the old connection's close
+    // releases nothing (0..=4 stay acquired by the member until their lock times out) and the
+    // new session's 5..=9 stay with it.
+    assert_eq!(seen, vec![], "nothing released by the old connection's close");
+    assert_eq!(r.error_code, NONE);
+    assert!(ack_errors.iter().all(|&c| c == NONE), "{ack_errors:?}");
+}
+
+/// Issue 12 item 7: ShareAcknowledge v1 with the v2 acknowledge type RENEW (4) is refused with
+/// INVALID_REQUEST, as Kafka does.
+fn renew_on_v1_is_an_invalid_request(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("renewv1"), ctx.name("renewv1-g"));
+    let tid = ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    ctx.produce(&topic, 0, 3, 3);
+    let m = Member::join(ctx, &group, &topic, 1);
+    let (mut conn, sess, got) = fetch_some(ctx, &m, &[(tid, 0)], &Fetch::default());
+    assert_eq!(total(&got), 3);
+    const RENEW: i8 = 4;
+    let r = share_acknowledge(&mut conn, &m, sess, &[(tid, 0, 0, 2, RENEW)]);
+    let parts: Vec<i16> = r
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    eprintln!("  RENEW on v1: error {} partitions {parts:?}", r.error_code);
+    let refused = r.error_code == INVALID_REQUEST
+        || (!parts.is_empty() && parts.iter().all(|&c| c == INVALID_REQUEST));
+    assert!(refused, "error {} partitions {parts:?}", r.error_code);
+}
+
 /// Issue 12 item 7 (KIP-1226): the lag column of `kafka-share-groups --describe`
 /// (DescribeShareGroupOffsets v1): 20 records, 5 accepted → lag 15.
 fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
@@ -1127,6 +1203,18 @@ const SCENARIOS: &[Scenario] = &[
         lockstep_only: false,
         restarts: false,
         run: share_session_errors,
+    },
+    Scenario {
+        name: "dropped_connection_releases_only_its_own_session",
+        lockstep_only: false,
+        restarts: false,
+        run: dropped_connection_releases_only_its_own_session,
+    },
+    Scenario {
+        name: "renew_on_v1_is_an_invalid_request",
+        lockstep_only: false,
+        restarts: false,
+        run: renew_on_v1_is_an_invalid_request,
     },
     Scenario {
         name: "lag_from_describe_share_group_offsets",
