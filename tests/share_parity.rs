@@ -36,7 +36,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
-    delete_records_request, share_acknowledge_request, share_fetch_request,
+    create_partitions_request, delete_records_request, share_acknowledge_request,
+    share_fetch_request, CreatePartitionsRequest,
     DeleteRecordsRequest, GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
     ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse, TopicName,
@@ -251,7 +252,17 @@ impl Ctx {
             .create_topics(&[NewTopic::new(name, partitions)])
             .expect("create topic");
         let id = created[0].1;
-        // wait until every partition has a leader
+        let md_id = self.topic_leaders(name, partitions);
+        if id.is_nil() {
+            md_id
+        } else {
+            id
+        }
+    }
+
+    /// Waits until `partitions` partitions of `name` have leaders; returns the topic id.
+    fn topic_leaders(&self, name: &str, partitions: i32) -> Uuid {
+        let mut admin = Admin::connect(&self.bootstrap).expect("admin");
         let t0 = Instant::now();
         loop {
             let md = admin.metadata(Some(&[name])).expect("metadata");
@@ -259,7 +270,7 @@ impl Ctx {
                 if t.partitions.len() == partitions as usize
                     && t.partitions.iter().all(|p| p.leader >= 0)
                 {
-                    return if id.is_nil() { t.id } else { id };
+                    return t.id;
                 }
             }
             assert!(t0.elapsed() < WAIT, "topic {name} has no leaders");
@@ -1032,6 +1043,102 @@ fn renew_on_v1_is_an_invalid_request(ctx: &Ctx) {
     assert!(refused, "error {} partitions {parts:?}", r.error_code);
 }
 
+/// Issue 12 item 7: CreatePartitions while a member consumes: the member is assigned the new
+/// partition (its epoch moves) and gets what is produced there.
+fn new_partitions_are_picked_up(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("grow"), ctx.name("grow-g"));
+    let tid = ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    ctx.produce(&topic, 0, 3, 3);
+    let mut m = Member::join(ctx, &group, &topic, 1);
+    let (_c, _, got) = fetch_some(ctx, &m, &[(tid, 0)], &Fetch::default());
+    assert_eq!(total(&got), 3);
+    let epoch_before = m.epoch;
+    let mut r = CreatePartitionsRequest::default();
+    r.timeout_ms = 30_000;
+    let mut t = create_partitions_request::CreatePartitionsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.clone()));
+    t.count = 2;
+    t.assignments = None;
+    r.topics.push(t);
+    let resp = ctx.conn().send(&r, 3).expect("CreatePartitions");
+    assert_eq!(resp.results[0].error_code, NONE, "CreatePartitions");
+    let t0 = Instant::now();
+    while m.assignment.len() < 2 {
+        assert!(
+            t0.elapsed() < WAIT,
+            "the member was not assigned the new partition: {:?}",
+            m.assignment
+        );
+        thread::sleep(Duration::from_millis(300));
+        let r = m.beat();
+        assert_eq!(r.error_code, NONE, "heartbeat");
+    }
+    eprintln!(
+        "  grow: assigned {:?} after {:?}, epoch {epoch_before} -> {}",
+        m.assignment.iter().map(|x| x.1).collect::<Vec<_>>(),
+        t0.elapsed(),
+        m.epoch
+    );
+    assert!(m.epoch > epoch_before, "the epoch moves with the assignment");
+    // leaders of the new partition
+    let _ = ctx.topic_leaders(&topic, 2);
+    ctx.produce(&topic, 1, 4, 4);
+    let (_c, _, got) = fetch_some(ctx, &m, &[(tid, 0), (tid, 1)], &Fetch::default());
+    assert_eq!(
+        got.get(&1).cloned().unwrap_or_default(),
+        (0..4).map(|o| (o, 1)).collect::<Vec<_>>(),
+        "records of the new partition"
+    );
+}
+
+/// Issue 12 item 7: `kafka-share-groups --delete` deletes an empty share group (DeleteGroups);
+/// afterwards `--describe` does not know it.
+fn delete_group_with_the_tool(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("del"), ctx.name("del-g"));
+    ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    let mut m = Member::join(ctx, &group, &topic, 1);
+    let r = heartbeat(&mut m.hb, &group, &m.id, -1, None);
+    assert_eq!(r.error_code, NONE, "leave");
+    let tool = |args: &[&str]| -> (bool, String) {
+        let out = Command::new(format!("{ROOT}/tools/kafka-reference.sh"))
+            .args([
+                "class",
+                "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                "--bootstrap-server",
+                &ctx.bootstrap,
+            ])
+            .args(args)
+            .output()
+            .expect("kafka-share-groups");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let t0 = Instant::now();
+    let (ok, text) = loop {
+        let (ok, text) = tool(&["--delete", "--group", &group]);
+        // the group may take a moment to be empty after the leave
+        if text.contains("was successful") || t0.elapsed() > WAIT {
+            break (ok, text);
+        }
+        thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("  delete: {ok} {}", text.trim());
+    assert!(
+        text.contains(&format!("Deletion of requested share groups ('{group}') was successful")),
+        "{text}"
+    );
+    let (_, text) = tool(&["--describe", "--group", &group]);
+    eprintln!("  describe after delete: {}", text.trim());
+    // Kafka: "GroupIdNotFoundException: Group G not found."
+    assert!(text.contains("GroupIdNotFoundException"), "{text}");
+}
+
 /// Issue 12 item 7 (KIP-1226): the lag column of `kafka-share-groups --describe`
 /// (DescribeShareGroupOffsets v1): 20 records, 5 accepted → lag 15.
 fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
@@ -1233,6 +1340,18 @@ const SCENARIOS: &[Scenario] = &[
         lockstep_only: false,
         restarts: false,
         run: renew_on_v1_is_an_invalid_request,
+    },
+    Scenario {
+        name: "new_partitions_are_picked_up",
+        lockstep_only: false,
+        restarts: false,
+        run: new_partitions_are_picked_up,
+    },
+    Scenario {
+        name: "delete_group_with_the_tool",
+        lockstep_only: false,
+        restarts: false,
+        run: delete_group_with_the_tool,
     },
     Scenario {
         name: "lag_from_describe_share_group_offsets",
