@@ -21,6 +21,26 @@
 //! Scenarios that use APIs Kafka does not have (the KIP's share transactions, keys 1000–1005) are
 //! marked Lockstep-only and skipped against Kafka.
 //!
+//! What Kafka 4.4 showed, pinned by the scenarios (issue 12's items in brackets):
+//! - [1] 10 records, delivery limit 5, 7 rounds of "fetch, drop the connection": 10, 10, 10, 5, 1,
+//!   1, 1 records at delivery counts 1, 2, 3, 4, 5, 5, 5.
+//! - [2] B joins a 2-partition group: A's heartbeats answer no error, A's epoch rises once (its
+//!   assignment went from 2 partitions to 1), and a heartbeat at A's previous epoch is accepted.
+//! - [3] 0..=9 acquired, 0..=2 and 7..=8 accepted, DeleteRecords to 5, connection dropped, 2 more
+//!   produced: 5, 6, 9 come back at count 2, then 10, 11 at count 1; with nothing in flight a
+//!   DeleteRecords to 9 redelivers nothing acknowledged.
+//! - [4] a fresh member's first fetch of 2 × 50 (one batch each) gets one partition's 50;
+//!   MaxRecords 30 over 70 single-record batches: 30, 30, 10; MaxBytes 0: no records, no error.
+//! - [5] ShareFetch epoch −1 or 5 without a session: SHARE_SESSION_NOT_FOUND (122); epoch 0 with
+//!   acknowledgements: INVALID_REQUEST (42); ShareAcknowledge epoch 0: INVALID_SHARE_SESSION_EPOCH
+//!   (123); a wrong epoch in a session: 123. A member that opened a new session on a new
+//!   connection keeps its records when the old connection drops (which releases nothing).
+//! - [6] (Lockstep-only) an abort at restart and a live abort redeliver at the same count.
+//! - [7] RENEW on ShareAcknowledge v1: INVALID_REQUEST at the partition; CreatePartitions: the
+//!   member is assigned the new partition (epoch +1) and gets its records; `kafka-share-groups
+//!   --delete` of an empty group succeeds, then `--describe` says GroupIdNotFoundException;
+//!   20 records, 5 accepted: LAG 15 (START-OFFSET still 0 on Kafka, not compared).
+//!
 //! Observation is raw ShareGroupHeartbeat / ShareFetch / ShareAcknowledge v1 requests through
 //! `lockstep::client::connection::Connection` (typed `kafka-protocol` messages), so acquired ranges,
 //! delivery counts and error codes are seen as the broker sent them; lag is read with Kafka's own
