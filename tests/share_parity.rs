@@ -1159,6 +1159,50 @@ fn delete_group_with_the_tool(ctx: &Ctx) {
     assert!(text.contains("GroupIdNotFoundException"), "{text}");
 }
 
+/// Issue 12 item 7: an unknown API key, and a version of a known API beyond what the broker
+/// offers. Observed: whether an answer comes (and its error code) or the connection closes.
+/// Kafka 4.4 answers ApiVersions v99 with UNSUPPORTED_VERSION (35) and closes the connection on
+/// an unknown key or an unsupported version of another API.
+fn unknown_api_and_version(ctx: &Ctx) {
+    let mut seen = Vec::new();
+    for (what, key, version, response_header_version) in [
+        ("ApiVersions v99", 18i16, 99i16, 0i16),
+        ("unknown key 1999 v0", 1999, 0, 1),
+        ("ShareFetch v99", 78, 99, 1),
+        ("ShareGroupHeartbeat v99", 76, 99, 1),
+    ] {
+        let mut conn = ctx.conn();
+        let call = lockstep::client::ApiCall {
+            api_key: key,
+            version,
+            request_header_version: 2,
+            response_header_version,
+        };
+        let r = conn.send_raw(call, &[0u8]);
+        let observed = match r {
+            Ok(body) => format!(
+                "answered, error code {}",
+                if body.len() >= 2 {
+                    i16::from_be_bytes([body[0], body[1]]).to_string()
+                } else {
+                    format!("? ({} bytes)", body.len())
+                }
+            ),
+            Err(_) => "connection closed".to_string(),
+        };
+        seen.push((what, observed));
+    }
+    eprintln!("  unknown api/version: {seen:?}");
+    let want = [
+        ("ApiVersions v99", "answered, error code 35"),
+        ("unknown key 1999 v0", "connection closed"),
+        ("ShareFetch v99", "connection closed"),
+        ("ShareGroupHeartbeat v99", "connection closed"),
+    ];
+    let want: Vec<(&str, String)> = want.iter().map(|(a, b)| (*a, b.to_string())).collect();
+    assert_eq!(seen, want);
+}
+
 /// Issue 12 item 7 (KIP-1226): the lag column of `kafka-share-groups --describe`
 /// (DescribeShareGroupOffsets v1): 20 records, 5 accepted → lag 15.
 fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
@@ -1372,6 +1416,12 @@ const SCENARIOS: &[Scenario] = &[
         lockstep_only: false,
         restarts: false,
         run: delete_group_with_the_tool,
+    },
+    Scenario {
+        name: "unknown_api_and_version",
+        lockstep_only: false,
+        restarts: false,
+        run: unknown_api_and_version,
     },
     Scenario {
         name: "lag_from_describe_share_group_offsets",
