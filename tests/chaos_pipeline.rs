@@ -127,7 +127,9 @@ fn every_record_is_in_the_sink_exactly_once_under_chaos() {
             .map(|v| v.as_u64().unwrap())
             .sum::<u64>();
     }
-    let partial_takes = report["partial_takes_done"].as_u64().expect("partial_takes_done");
+    let partial_takes = report["partial_takes_done"]
+        .as_u64()
+        .expect("partial_takes_done");
     assert!(
         partial_takes > 0,
         "no worker took fewer records than it polled: {report}"

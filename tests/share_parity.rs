@@ -57,18 +57,15 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
     create_partitions_request, delete_records_request, share_acknowledge_request,
-    share_fetch_request, CreatePartitionsRequest,
-    DeleteRecordsRequest, GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
-    ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName,
+    share_fetch_request, CreatePartitionsRequest, DeleteRecordsRequest, GroupId,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
 use lockstep::client::connection::Connection;
 use lockstep::client::producer::{Producer, ProducerRecord};
-use lockstep::client::share_consumer::{
-    generate_member_id, AckType, ShareConsumer, ShareRecord,
-};
+use lockstep::client::share_consumer::{generate_member_id, AckType, ShareConsumer, ShareRecord};
 use lockstep::client::transactions::{ShareTransactionCoordinator, TxnState};
 use uuid::Uuid;
 
@@ -729,8 +726,14 @@ fn second_member_does_not_fence_the_first(ctx: &Ctx) {
     );
     // Kafka moves a member's epoch only when its own assignment changes (here 2 partitions
     // become 1: once), and tells it in its own heartbeat response.
-    assert_ne!(a.assignment, before, "the join moved one of A's partitions to B");
-    assert!(epochs[0] > epoch_a, "A's epoch rose with its new assignment");
+    assert_ne!(
+        a.assignment, before,
+        "the join moved one of A's partitions to B"
+    );
+    assert!(
+        epochs[0] > epoch_a,
+        "A's epoch rose with its new assignment"
+    );
     assert!(epochs.iter().all(|&e| e == epochs[0]), "and only once");
     // The previous epoch is still accepted.
     let r = heartbeat(&mut a.hb, &group, &a.id, epoch_a, None);
@@ -891,7 +894,9 @@ fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
             all.entry(p).or_default().extend(v);
         }
     }
-    eprintln!("  max records 30, 70 single-record batches in 1 of 2 partitions: fetch sizes {sizes:?}");
+    eprintln!(
+        "  max records 30, 70 single-record batches in 1 of 2 partitions: fetch sizes {sizes:?}"
+    );
     assert_eq!(sizes, vec![30, 30, 10], "MaxRecords 30 per fetch");
     let mut offsets: Vec<i64> = all.values().flatten().map(|x| x.0).collect();
     offsets.sort();
@@ -922,7 +927,9 @@ fn max_bytes_zero_returns_nothing(ctx: &Ctx) {
     // Kafka answers with no error and no partition at all; a partition listed without records
     // and without an error looks the same to a client.
     assert!(
-        errors.iter().all(|e| e.0 == NONE && e.1.iter().all(|&c| c == NONE)),
+        errors
+            .iter()
+            .all(|e| e.0 == NONE && e.1.iter().all(|&c| c == NONE)),
         "{errors:?}"
     );
     // and the records are still there for a normal fetch
@@ -982,7 +989,10 @@ fn share_session_errors(ctx: &Ctx) {
             ("fetch epoch 5, no session", SHARE_SESSION_NOT_FOUND),
             ("acknowledge epoch 0", INVALID_SHARE_SESSION_EPOCH),
             ("acknowledge epoch 3, no session", SHARE_SESSION_NOT_FOUND),
-            ("fetch wrong epoch in a session", INVALID_SHARE_SESSION_EPOCH),
+            (
+                "fetch wrong epoch in a session",
+                INVALID_SHARE_SESSION_EPOCH
+            ),
         ]
     );
 }
@@ -1003,7 +1013,11 @@ fn dropped_connection_releases_only_its_own_session(ctx: &Ctx) {
     // the same member on a new connection: a new session
     let (mut new, mut sess, got) = fetch_some(ctx, &a, &[(tid, 0)], &Fetch::default());
     let new_held: Vec<i64> = got.get(&0).into_iter().flatten().map(|x| x.0).collect();
-    assert_eq!(new_held, (5..10).collect::<Vec<_>>(), "the new session holds 5..=9");
+    assert_eq!(
+        new_held,
+        (5..10).collect::<Vec<_>>(),
+        "the new session holds 5..=9"
+    );
     drop(old);
     thread::sleep(Duration::from_millis(500));
     // another member gets what the old session held, and only that
@@ -1035,7 +1049,11 @@ fn dropped_connection_releases_only_its_own_session(ctx: &Ctx) {
     // Kafka: the member's new session replaced the old one, so the old connection's close
     // releases nothing (0..=4 stay acquired by the member until their lock times out) and the
     // new session's 5..=9 stay with it.
-    assert_eq!(seen, vec![], "nothing released by the old connection's close");
+    assert_eq!(
+        seen,
+        vec![],
+        "nothing released by the old connection's close"
+    );
     assert_eq!(r.error_code, NONE);
     assert!(ack_errors.iter().all(|&c| c == NONE), "{ack_errors:?}");
 }
@@ -1100,7 +1118,10 @@ fn new_partitions_are_picked_up(ctx: &Ctx) {
         t0.elapsed(),
         m.epoch
     );
-    assert!(m.epoch > epoch_before, "the epoch moves with the assignment");
+    assert!(
+        m.epoch > epoch_before,
+        "the epoch moves with the assignment"
+    );
     // leaders of the new partition
     let _ = ctx.topic_leaders(&topic, 2);
     ctx.produce(&topic, 1, 4, 4);
@@ -1150,7 +1171,9 @@ fn delete_group_with_the_tool(ctx: &Ctx) {
     };
     eprintln!("  delete: {ok} {}", text.trim());
     assert!(
-        text.contains(&format!("Deletion of requested share groups ('{group}') was successful")),
+        text.contains(&format!(
+            "Deletion of requested share groups ('{group}') was successful"
+        )),
         "{text}"
     );
     let (_, text) = tool(&["--describe", "--group", &group]);
@@ -1247,7 +1270,10 @@ fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
             assert_eq!(lag.as_deref(), Some("15"), "{last}");
             return;
         }
-        eprintln!("  lag: start offset {start:?} lag {lag:?} after {:?}", t0.elapsed());
+        eprintln!(
+            "  lag: start offset {start:?} lag {lag:?} after {:?}",
+            t0.elapsed()
+        );
         thread::sleep(Duration::from_millis(500));
     }
 }
@@ -1264,7 +1290,10 @@ fn abort_at_restart_counts_like_a_live_abort(ctx: &Ctx) {
     ctx.produce(&topic, 0, 4, 4);
     let (live, restart) = (format!("{group}-live-1"), format!("{group}-restart-1"));
     let mut coord = ShareTransactionCoordinator::new(&ctx.bootstrap, &group);
-    assert_eq!(coord.begin(&live, 60_000).expect("begin"), TxnState::Ongoing);
+    assert_eq!(
+        coord.begin(&live, 60_000).expect("begin"),
+        TxnState::Ongoing
+    );
     assert_eq!(
         coord.begin(&restart, 60_000).expect("begin"),
         TxnState::Ongoing
@@ -1465,7 +1494,10 @@ fn share_groups_behave_like_kafka_4_4() {
     let mut failed = Vec::new();
     let mut report = Vec::new();
     for s in SCENARIOS {
-        if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == s.name)) {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|n| n == s.name))
+        {
             continue;
         }
         if s.lockstep_only && ctx.target == Target::Kafka {
@@ -1480,7 +1512,10 @@ fn share_groups_behave_like_kafka_4_4() {
             continue;
         }
         let t0 = Instant::now();
-        eprintln!("scenario {} against {:?} at {}", s.name, target, ctx.bootstrap);
+        eprintln!(
+            "scenario {} against {:?} at {}",
+            s.name, target, ctx.bootstrap
+        );
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (s.run)(&ctx)));
         let secs = t0.elapsed().as_secs_f64();
         match res {
@@ -1501,6 +1536,8 @@ fn share_groups_behave_like_kafka_4_4() {
         eprintln!("  {l}");
     }
     drop(ctx);
-    assert!(failed.is_empty(), "scenarios differ from Kafka 4.4: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "scenarios differ from Kafka 4.4: {failed:?}"
+    );
 }
-
