@@ -46,6 +46,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   ackmodes  one consumer: i % 3 == 0 ACCEPT, == 1 RELEASE, == 2 REJECT; RELEASEd records return with
  *             delivery counts 1..limit (group config share.delivery.count.limit = --limit), then are
  *             archived; a fresh consumer afterwards gets only a sentinel record produced at the end.
+ *   join      (--count is the total, half produced first) consumer 0 alone takes the first half; then
+ *             consumer 1 joins and the second half is produced over ~7 s while both poll (and keep
+ *             polling past two heartbeat intervals). Neither member may be fenced (the consumer's
+ *             "... is fenced" INFO log lines are counted: "fenced"); every record exactly once;
+ *             consumer 1 gets records and consumer 0 keeps getting them after the join.
  *   renew     one consumer, explicit mode, the pattern of Flink's share-group source (FLIP-573, KIP-1222):
  *             GROUP configs share.record.lock.duration.ms = --lock-ms and share.renew.acknowledge.enable =
  *             true; every record is "processed" for --process-ms (longer than the lock), and until then it
@@ -62,6 +67,7 @@ public final class ShareConsume {
     static long count = 5000;
     static long timeoutMs = 90_000, idleMs = 4_000, lockMs = 15_000, processMs = 20_000;
     static final ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
+    static java.nio.file.Path joinLog;
 
     static void err(String s) {
         errors.add(s);
@@ -69,6 +75,12 @@ public final class ShareConsume {
     }
 
     public static void main(String[] args) throws Exception {
+        if (Arrays.asList(args).contains("join")) {
+            // The consumer logs a fenced heartbeat at INFO; keep those lines in a file to count them.
+            joinLog = java.nio.file.Files.createTempFile("share-join", ".log");
+            System.setProperty("org.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals", "info");
+            System.setProperty("org.slf4j.simpleLogger.logFile", joinLog.toString());
+        }
         for (int n = 0; n < args.length; n += 2) {
             String v = args[n + 1];
             switch (args[n]) {
@@ -95,13 +107,17 @@ public final class ShareConsume {
             Map<String, String> cfg = new HashMap<>();
             cfg.put("share.auto.offset.reset", "earliest");
             if (scenario.equals("ackmodes")) cfg.put("share.delivery.count.limit", Integer.toString(limit));
+            long total = count;
+            if (scenario.equals("join")) count = total / 2;
             if (scenario.equals("renew")) {
                 cfg.put("share.record.lock.duration.ms", Long.toString(lockMs));
                 cfg.put("share.renew.acknowledge.enable", "true");
             }
             setup(cfg);
+            count = total;
             if (scenario.equals("accept")) accept(out);
             else if (scenario.equals("ackmodes")) ackmodes(out);
+            else if (scenario.equals("join")) join(out);
             else if (scenario.equals("renew")) renew(out);
             else throw new IllegalArgumentException("unknown scenario " + scenario);
         } catch (Exception e) {
@@ -240,6 +256,82 @@ public final class ShareConsume {
         if (!dup.isEmpty()) err(dup.size() + " records delivered twice, e.g. " + dup.peek());
         if (badDc.get() > 0) err(badDc.get() + " records with delivery count != 1");
         if (consumers > 1 && active < 2) err("only one consumer received records: " + perS);
+    }
+
+    static void join(Map<String, Object> out) throws Exception {
+        long half = count / 2;
+        ConcurrentHashMap<Long, Integer> got = new ConcurrentHashMap<>();
+        ConcurrentLinkedQueue<String> dup = new ConcurrentLinkedQueue<>();
+        long[] per = new long[2];
+        AtomicLong firstAfterJoin = new AtomicLong();
+        AtomicBoolean joined = new AtomicBoolean();
+        AtomicBoolean stop = new AtomicBoolean();
+        List<Thread> threads = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        for (int n = 0; n < 2; n++) {
+            final int me = n;
+            Thread t = new Thread(() -> {
+                try (KafkaShareConsumer<byte[], byte[]> c = consumer(me)) {
+                    while (!stop.get()) {
+                        int k = 0;
+                        for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                            k++;
+                            long i = check(r);
+                            c.acknowledge(r, AcknowledgeType.ACCEPT);
+                            if (i < 0) continue;
+                            Integer prev = got.putIfAbsent(i, me);
+                            if (prev != null) dup.add(i + ": consumers " + prev + " and " + me);
+                            synchronized (per) { per[me]++; }
+                            if (me == 0 && joined.get() && i >= half) firstAfterJoin.incrementAndGet();
+                        }
+                        if (k > 0) commit(c);
+                    }
+                } catch (Exception e) {
+                    err("consumer " + me + ": " + e);
+                }
+            });
+            if (n == 1) {
+                while (got.size() < half && System.currentTimeMillis() < deadline && errors.isEmpty()) Thread.sleep(100);
+                if (got.size() < half) err("consumer 0 alone received " + got.size() + " of " + half);
+                Records.log("consumer 0 has the first " + got.size() + " records; consumer 1 joins");
+                joined.set(true);
+            }
+            t.start();
+            threads.add(t);
+        }
+        Thread.sleep(1000);
+        try (KafkaProducer<byte[], byte[]> p = producer()) {
+            int slices = 10;
+            for (int s = 0; s < slices; s++) {
+                for (long i = half + (count - half) * s / slices; i < half + (count - half) * (s + 1) / slices; i++)
+                    p.send(new ProducerRecord<>(topic, (int) (i % partitions), Records.timestamp(i), Records.key(i),
+                        Records.value(i), Records.headers(i)));
+                p.flush();
+                Thread.sleep(700);
+            }
+        }
+        while (got.size() < count && System.currentTimeMillis() < deadline && errors.isEmpty()) Thread.sleep(100);
+        Thread.sleep(6000); // two members heartbeating past the join: a fence would show up now
+        stop.set(true);
+        for (Thread t : threads) t.join(60_000);
+        long fenced = 0;
+        if (joinLog != null) {
+            for (String line : java.nio.file.Files.readAllLines(joinLog)) {
+                if (line.contains("is fenced") || line.contains("FENCED_MEMBER_EPOCH")) {
+                    fenced++;
+                    Records.log("fenced: " + line);
+                }
+            }
+        }
+        out.put("received", got.size());
+        out.put("duplicates", dup.size());
+        out.put("per_consumer", per[0] + " " + per[1]);
+        out.put("consumer0_after_join", firstAfterJoin.get());
+        out.put("fenced", fenced);
+        if (got.size() != count) err("received " + got.size() + " distinct records, expected " + count);
+        if (!dup.isEmpty()) err(dup.size() + " records delivered twice, e.g. " + dup.peek());
+        if (per[1] == 0) err("consumer 1 received nothing after joining");
+        if (fenced > 0) err(fenced + " fenced heartbeats");
     }
 
     static void ackmodes(Map<String, Object> out) throws Exception {
