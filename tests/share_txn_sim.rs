@@ -234,6 +234,7 @@ impl Sim {
                 batch_size: max_records,
                 partition_max_bytes: 1 << 20,
                 min_one_batch: true,
+                acquire_created: true,
             },
             self.now,
         );

@@ -628,6 +628,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 records: Bytes::new(),
                 acquired: Vec::new(),
                 wait_offset: 0,
+                created: !self.share.partitions.contains_key(&key),
             };
             let mut sp = match self.take_share(&key, r) {
                 Ok(sp) => sp,
@@ -638,13 +639,12 @@ impl<S: Storage + Clone> ShardState<S> {
                     continue;
                 }
             };
-            let ask = if records_left == 0 {
+            let ask = if records_left == 0 || (result.created && !op.acquire_created) {
                 0
             } else {
                 op.partition_max_bytes
             };
-            let (read, wait_offset) =
-                self.share_read(&mut sp, &op.group_id, r, ask, min_one_batch);
+            let (read, wait_offset) = self.share_read(&mut sp, &op.group_id, r, ask, min_one_batch);
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
                     let budget = u32::try_from(records_left).expect("budget from a u32");
@@ -696,13 +696,8 @@ impl<S: Storage + Clone> ShardState<S> {
                 match self.take_share(&key, r) {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
-                        let (read, wait_offset) = self.share_read(
-                            &mut sp,
-                            &op.group_id,
-                            r,
-                            op.partition_max_bytes,
-                            true,
-                        );
+                        let (read, wait_offset) =
+                            self.share_read(&mut sp, &op.group_id, r, op.partition_max_bytes, true);
                         match read {
                             Ok(bytes) => probed.available_bytes = bytes.len(),
                             Err((code, _)) => probed.error_code = code,

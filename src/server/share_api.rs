@@ -16,8 +16,8 @@ use super::ops::{
     PartitionRef, ShardOp, ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp,
     ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
 };
-use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::registry::TopicRegistry;
+use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::share_group::Heartbeat;
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
 use super::{respond, Bus, ConnInfo, Outcome};
@@ -300,6 +300,7 @@ fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
         records: Bytes::new(),
         acquired: Vec::new(),
         wait_offset: 0,
+        created: false,
     }
 }
 
@@ -313,12 +314,57 @@ fn reply_code(reply: ShardReply) -> i16 {
 /// One acquisition walk over the session's partitions in `order`: one call per run of
 /// consecutive partitions on one shard, each with what is left of MaxRecords; the walk stops
 /// once nothing is left (the partitions not reached answer with no records).
+///
+/// Share partitions the walk creates hand out nothing in it (Kafka answers from the partitions
+/// that were ready); only if no other partition had records does the first created one that
+/// has some (in order) hand them out, and only to a request that may wait (`may_wait`): Kafka
+/// answers a request once the first share partition has finished initializing, unless
+/// MaxWaitMs is 0. So a new consumer's first poll of two partitions gets one partition's records.
 async fn acquire_walk<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
     order: &[(ShardId, PartitionRef)],
     limits: &FetchLimits,
+    may_wait: bool,
+) -> Vec<ShareFetchedPartition> {
+    let mut out = walk(bus, group_id, member_id, order, limits, false).await;
+    let nothing = out
+        .iter()
+        .all(|p| p.acquired.is_empty() && p.error_code == 0);
+    if nothing && may_wait {
+        for (i, (shard, r)) in order.iter().enumerate() {
+            if !out[i].created {
+                continue;
+            }
+            let mut again = walk(
+                bus,
+                group_id,
+                member_id,
+                &[(*shard, r.clone())],
+                limits,
+                true,
+            )
+            .await
+            .remove(0);
+            if again.acquired.is_empty() && again.error_code == 0 {
+                continue;
+            }
+            again.created = true;
+            out[i] = again;
+            break;
+        }
+    }
+    out
+}
+
+async fn walk<B: Bus>(
+    bus: &B,
+    group_id: &str,
+    member_id: &str,
+    order: &[(ShardId, PartitionRef)],
+    limits: &FetchLimits,
+    acquire_created: bool,
 ) -> Vec<ShareFetchedPartition> {
     let mut left = u64::from(limits.max_records);
     let mut min_one_batch = true;
@@ -339,6 +385,7 @@ async fn acquire_walk<B: Bus>(
                     batch_size: limits.batch_size,
                     partition_max_bytes: limits.partition_max_bytes,
                     min_one_batch,
+                    acquire_created,
                 }),
             )
             .await;
@@ -576,14 +623,17 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         .min(FETCH_WAIT_MS_MAX);
     let deadline_ms = bus.now_ms() + wait_ms as i64;
     let mut fetched = Vec::new();
-    while !order.is_empty() {
+    // MaxBytes 0 hands out nothing, at once (Kafka's per-partition byte split refuses it).
+    while !order.is_empty() && max_bytes > 0 {
         let now = bus.now_ms();
         let mut waits = None;
         if limits.min_bytes > 1 && now < deadline_ms {
-            waits = min_bytes_reached(bus, &group_id, &order, &limits).await.err();
+            waits = min_bytes_reached(bus, &group_id, &order, &limits)
+                .await
+                .err();
         }
         if waits.is_none() {
-            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits, wait_ms > 0).await;
             let got = fetched
                 .iter()
                 .any(|p| !p.acquired.is_empty() || p.error_code != 0);
@@ -601,7 +651,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         let now = bus.now_ms();
         if now >= deadline_ms {
             // MaxWaitMs passed with MinBytes unmet: hand out what there is.
-            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits, wait_ms > 0).await;
             break;
         }
         let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);

@@ -328,7 +328,11 @@ mod tests {
         assert!(!min_bytes_satisfied([1000, 5], 50, 100));
         assert!(min_bytes_satisfied([1000, 50], 50, 100));
         assert!(min_bytes_satisfied(Vec::new(), 50, 0));
-        assert!(min_bytes_satisfied([usize::MAX, usize::MAX], usize::MAX, usize::MAX));
+        assert!(min_bytes_satisfied(
+            [usize::MAX, usize::MAX],
+            usize::MAX,
+            usize::MAX
+        ));
     }
 
     #[test]
@@ -374,7 +378,10 @@ mod tests {
         // MaxRecords 0 acquires nothing.
         sp.acknowledge("a", &[AckBatch::new(0, 49, AcknowledgeType::Release)], 1)
             .unwrap();
-        assert_eq!(acquire_from_log(&mut sp, "a", &bytes, 0, 10, 2), ShareFetched::default());
+        assert_eq!(
+            acquire_from_log(&mut sp, "a", &bytes, 0, 10, 2),
+            ShareFetched::default()
+        );
         // Released records are not rounded up (only new records are acquired whole batches).
         let c = acquire_from_log(&mut sp, "a", &bytes, 3, 10, 2);
         assert_eq!(
