@@ -5,8 +5,11 @@
 //! ShareFetch first updates the member's share session on the group's shard (epochs as Kafka:
 //! 0 opens, -1 closes, otherwise the next epoch), then applies its piggybacked
 //! acknowledgements on the partitions' shards (answered once durable), then acquires records
-//! there; with nothing to hand out it waits for new data, up to `MaxWaitMs`, looking again
-//! every `SHARE_FETCH_RECHECK_MS` for records released or expired meanwhile. A ShareAcknowledge
+//! there within the request's limits as Kafka 4.4 does (`server::share_fetch`: one MaxRecords
+//! budget walked over the partitions in an order rotated every epoch, BatchSize, MaxBytes,
+//! MinBytes); with nothing to hand out (or less than MinBytes) it waits for new data, up to
+//! `MaxWaitMs`, looking again every `SHARE_FETCH_RECHECK_MS` for records released or expired
+//! meanwhile. A ShareAcknowledge
 //! checks the session epoch, then acknowledges. A session closed by epoch -1 (after the
 //! request's acknowledgements) or by the connection dropping releases the member's acquired
 //! records at once.
@@ -17,7 +20,7 @@ use super::ops::{
     ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
 };
 use super::registry::TopicRegistry;
-use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
+use super::share_fetch::{group_in_order, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::share_group::Heartbeat;
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
 use super::{respond, Bus, ConnInfo, Outcome};
@@ -311,9 +314,10 @@ fn reply_code(reply: ShardReply) -> i16 {
     }
 }
 
-/// One acquisition walk over the session's partitions in `order`: one call per run of
-/// consecutive partitions on one shard, each with what is left of MaxRecords; the walk stops
-/// once nothing is left (the partitions not reached answer with no records).
+/// One acquisition walk over the session's partitions in `order`: one call per shard (its
+/// partitions together, shards in the order of their first partition), each with what is left
+/// of MaxRecords; the walk stops once nothing is left (the partitions not reached answer with
+/// no records).
 ///
 /// Share partitions the walk creates hand out nothing in it (Kafka answers from the partitions
 /// that were ready); only if no other partition had records does the first created one that
@@ -358,6 +362,7 @@ async fn acquire_walk<B: Bus>(
     out
 }
 
+/// The walk of [`acquire_walk`]; answers in `order`'s order.
 async fn walk<B: Bus>(
     bus: &B,
     group_id: &str,
@@ -368,31 +373,36 @@ async fn walk<B: Bus>(
 ) -> Vec<ShareFetchedPartition> {
     let mut left = u64::from(limits.max_records);
     let mut min_one_batch = true;
-    let mut out = Vec::with_capacity(order.len());
-    for (shard, partitions) in consecutive_runs(order.to_vec()) {
-        if left == 0 {
-            out.extend(partitions.iter().map(|r| failed_partition(r, 0)));
-            continue;
-        }
-        let reply = bus
-            .call(
+    let mut out: Vec<Option<ShareFetchedPartition>> = vec![None; order.len()];
+    let indexed = order
+        .iter()
+        .enumerate()
+        .map(|(i, (shard, r))| (*shard, (i, r.clone())))
+        .collect();
+    for (shard, group) in group_in_order(indexed) {
+        let partitions: Vec<PartitionRef> = group.iter().map(|(_, r)| r.clone()).collect();
+        let reply = if left == 0 {
+            None
+        } else {
+            let reply = bus.call(
                 shard,
                 ShardOp::ShareFetch(ShareFetchOp {
                     group_id: group_id.to_string(),
                     member_id: member_id.to_string(),
-                    partitions: partitions.clone(),
+                    partitions,
                     max_records: u32::try_from(left).expect("left of a u32 budget"),
                     batch_size: limits.batch_size,
                     partition_max_bytes: limits.partition_max_bytes,
                     min_one_batch,
                     acquire_created,
                 }),
-            )
-            .await;
+            );
+            Some(reply.await)
+        };
         match reply {
-            ShardReply::ShareFetched(parts) => {
-                assert_eq!(parts.len(), partitions.len());
-                for p in &parts {
+            Some(ShardReply::ShareFetched(parts)) => {
+                assert_eq!(parts.len(), group.len());
+                for ((i, _), p) in group.iter().zip(parts) {
                     let count: u64 = p
                         .acquired
                         .iter()
@@ -402,15 +412,19 @@ async fn walk<B: Bus>(
                     if !p.records.is_empty() {
                         min_one_batch = false;
                     }
+                    out[*i] = Some(p);
                 }
-                out.extend(parts);
             }
             other => {
-                let code = reply_code(other);
-                out.extend(partitions.iter().map(|r| failed_partition(r, code)));
+                // Not reached (the budget is spent: no error), or the shard failed.
+                let code = other.map_or(0, reply_code);
+                for (i, r) in &group {
+                    out[*i] = Some(failed_partition(r, code));
+                }
             }
         }
     }
+    let out: Vec<ShareFetchedPartition> = out.into_iter().flatten().collect();
     assert_eq!(out.len(), order.len());
     out
 }
