@@ -194,6 +194,40 @@ pub enum AdminOp {
         validate_only: bool,
     },
     AllocateProducerId,
+    /// CreatePartitions: grow each topic to `count` partitions.
+    CreatePartitions {
+        topics: Vec<NewPartitions>,
+        validate_only: bool,
+    },
+}
+
+/// One topic of a CreatePartitions request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPartitions {
+    pub name: String,
+    /// The topic's new total partition count.
+    pub count: i32,
+    /// Manual assignment of the new partitions (their replica broker ids), if given.
+    pub assignments: Option<Vec<Vec<i32>>>,
+}
+
+/// Outcome of growing one topic (CreatePartitions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrowResult {
+    pub name: String,
+    pub error_code: i16,
+    pub error_message: Option<String>,
+}
+
+/// The offset in a DeleteRecords request that means "the high watermark".
+pub const DELETE_RECORDS_HIGH_WATERMARK: i64 = -1;
+
+/// Outcome of DeleteRecords on one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeletedRecords {
+    pub error_code: i16,
+    /// The partition's log start offset after the call, -1 on error.
+    pub low_watermark: i64,
 }
 
 /// Replies to [`AdminOp`]s, in request order.
@@ -204,6 +238,7 @@ pub enum AdminReply {
     Altered(Vec<AlterResult>),
     /// A fresh producer id, or a Kafka error code.
     ProducerId(Result<i64, i16>),
+    Grown(Vec<GrowResult>),
 }
 
 /// Acquire records for one share-group member from partitions of one shard, in order (module
@@ -302,6 +337,8 @@ pub struct ShareSessionOp {
     pub forgotten: Vec<SessionPartition>,
     /// ShareAcknowledge (which cannot open a session or change its partitions).
     pub acknowledge_only: bool,
+    /// The connection the request came on (`ConnInfo::id`): the session's owner from now on.
+    pub conn_id: u64,
 }
 
 /// Share-transaction work (issue 5). Coordinator ops run on the group's shard, participant
@@ -412,9 +449,10 @@ pub struct ShareOffset {
     pub partition: PartitionKey,
     /// -1: the group has no state for the partition.
     pub start_offset: i64,
-    /// The partition's high watermark, -1 if it is not served here. Not sent yet: it is for the
-    /// lag of DescribeShareGroupOffsets v1, which the codec crate does not have (v0 is served).
+    /// The partition's high watermark, -1 if it is not served here.
     pub high_watermark: i64,
+    /// The share-partition lag (KIP-1226, DescribeShareGroupOffsets v1); -1 if unknown.
+    pub lag: i64,
 }
 
 /// Work for the shard that owns the state.
@@ -442,11 +480,12 @@ pub enum ShardOp {
         group_id: String,
         member_id: String,
     },
-    /// On the group's shard: a member's connection dropped; close its share session and
-    /// release its records on every shard.
+    /// On the group's shard: connection `conn_id` dropped; if it still owns the member's share
+    /// session, close it and release the member's records on every shard.
     ShareDisconnected {
         group_id: String,
         member_id: String,
+        conn_id: u64,
     },
     Txn(TxnOp),
     /// On every shard (ListGroups): the share groups it coordinates and those it holds
@@ -473,6 +512,17 @@ pub enum ShardOp {
     ShareDeleteOffsets {
         group_id: String,
         topic_ids: Vec<Uuid>,
+    },
+    /// On the group's shard (DeleteGroups): forget the group's membership if it has no
+    /// members. Replies [`ShardReply::ShareGroupDeleted`].
+    ShareDeleteGroup {
+        group_id: String,
+    },
+    /// On the partitions' shard (DeleteRecords): move each partition's log start (offset -1:
+    /// to the high watermark); answered once the new starts are durable or at `timeout_ms`.
+    DeleteRecords {
+        partitions: Vec<(PartitionRef, i64)>,
+        timeout_ms: u64,
     },
 }
 
@@ -510,6 +560,11 @@ pub enum ShardReply {
     ShareOffsetsAltered(Vec<ShareAckResult>),
     /// One result per topic id of the op, in order.
     ShareOffsetsDeleted(Vec<ShareAckResult>),
+    /// `Ok(true)`: the group was coordinated there (and is forgotten now), `Ok(false)`: it was
+    /// not; `Err`: a Kafka error code (NON_EMPTY_GROUP).
+    ShareGroupDeleted(Result<bool, i16>),
+    /// One result per partition of the op, in order.
+    RecordsDeleted(Vec<DeletedRecords>),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

@@ -73,6 +73,12 @@ pub enum TopicError {
     UnknownTopic { name: String },
     UnknownTopicId { id: Uuid },
     InvalidPartitions { requested: i32 },
+    /// CreatePartitions with a count that does not grow the topic.
+    NotAnIncrease {
+        name: String,
+        current: i32,
+        count: i32,
+    },
     TooManyTopics { max: usize },
     TooManyPartitions { requested: usize, max: usize },
     Config(ConfigError),
@@ -90,6 +96,17 @@ impl fmt::Display for TopicError {
             TopicError::InvalidPartitions { requested } => write!(
                 f,
                 "partition count {requested} is outside 1..={TOPIC_PARTITIONS_MAX}"
+            ),
+            TopicError::NotAnIncrease { current, count, .. } if current == count => {
+                write!(f, "Topic already has {current} partition(s).")
+            }
+            TopicError::NotAnIncrease {
+                name,
+                current,
+                count,
+            } => write!(
+                f,
+                "The topic {name} currently has {current} partition(s); {count} would not be an increase."
             ),
             TopicError::TooManyTopics { max } => write!(f, "the broker holds at most {max} topics"),
             TopicError::TooManyPartitions { requested, max } => write!(
@@ -345,6 +362,38 @@ impl TopicRegistry {
         );
         self.ids.insert(id, name.to_string());
         Ok(&self.topics[name])
+    }
+
+    /// CreatePartitions: grows topic `name` to `count` partitions (its id and configs stay;
+    /// the new partitions open empty on their shards when the registry is installed).
+    pub fn add_partitions(&mut self, name: &str, count: i32) -> Result<&TopicMeta, TopicError> {
+        let current = self
+            .topics
+            .get(name)
+            .ok_or_else(|| TopicError::UnknownTopic {
+                name: name.to_string(),
+            })?
+            .partitions;
+        if count <= current {
+            return Err(TopicError::NotAnIncrease {
+                name: name.to_string(),
+                current,
+                count,
+            });
+        }
+        if count > TOPIC_PARTITIONS_MAX {
+            return Err(TopicError::InvalidPartitions { requested: count });
+        }
+        let total = self.partition_total() + (count - current) as usize;
+        if total > BROKER_PARTITIONS_MAX {
+            return Err(TopicError::TooManyPartitions {
+                requested: total,
+                max: BROKER_PARTITIONS_MAX,
+            });
+        }
+        let topic = self.topics.get_mut(name).expect("looked up above");
+        topic.partitions = count;
+        Ok(topic)
     }
 
     /// Removes a topic by name; returns it.

@@ -15,7 +15,8 @@
 //! flushes as soon as anything is written (group commit), so this costs one fsync of latency.
 
 use super::ops::{
-    FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, ProduceOp, ProduceResult,
+    DeletedRecords, FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef,
+    ProduceOp, ProduceResult, DELETE_RECORDS_HIGH_WATERMARK,
 };
 use super::producer_state::{BatchRecord, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
@@ -679,6 +680,62 @@ impl<S: Storage + Clone> ShardState<S> {
                 }
             })
             .collect()
+    }
+
+    /// DeleteRecords on one partition this shard owns: moves the log start to `offset` (-1: the
+    /// high watermark), as Kafka: an offset below 0 or past the high watermark is
+    /// OFFSET_OUT_OF_RANGE, one at or below the log start changes nothing. The share groups'
+    /// state of the partition follows the new log start ([`Self::share_log_start_moved`]).
+    /// The new start is durable after the partition's next flush (the caller starts it and
+    /// waits for [`PartitionLog::durable_log_start_offset`]).
+    pub fn delete_records(&mut self, r: &PartitionRef, offset: i64) -> DeletedRecords {
+        let fail = |error_code| DeletedRecords {
+            error_code,
+            low_watermark: -1,
+        };
+        let key = PartitionKey::of(r);
+        let missing = self.missing_code(r);
+        let Some(partition) = self
+            .partitions
+            .get_mut(&key)
+            .filter(|p| p.topic == r.topic)
+        else {
+            return fail(missing);
+        };
+        let hw = partition.high_watermark();
+        let target = if offset == DELETE_RECORDS_HIGH_WATERMARK {
+            hw
+        } else {
+            offset
+        };
+        if target < 0 || target > hw {
+            return fail(ResponseError::OffsetOutOfRange.code());
+        }
+        let before = partition.log.log_start_offset() as i64;
+        let start = match partition.log.delete_records_before(target as u64) {
+            Ok(start) => start as i64,
+            Err(e) => {
+                tracing::error!(topic = %r.topic, partition = r.partition, error = %e, "DeleteRecords failed");
+                return fail(log_error_code(&e));
+            }
+        };
+        if start > before {
+            self.share_log_start_moved(key, start);
+        }
+        DeletedRecords {
+            error_code: 0,
+            low_watermark: start,
+        }
+    }
+
+    /// Whether the partition's log start offset `start` is durable; `Err`: the log cannot be
+    /// made durable (poisoned) or the partition is gone.
+    pub fn log_start_durable(&self, key: &PartitionKey, start: i64) -> Result<bool, i16> {
+        match self.partitions.get(key) {
+            None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            Some(p) if p.log.is_poisoned() => Err(ResponseError::KafkaStorageError.code()),
+            Some(p) => Ok(p.log.durable_log_start_offset() as i64 >= start),
+        }
     }
 
     /// Starts a flush of one partition if it has unflushed writes.

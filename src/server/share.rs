@@ -440,6 +440,23 @@ impl ShareShard {
         }
     }
 
+    /// The share-partition lag of `key` (KIP-1226) given the partition's high watermark: the
+    /// records from the SPSO up to the high watermark whose delivery is not complete (not
+    /// ACKNOWLEDGED or ARCHIVED); -1 when the group has no state or the partition is not here.
+    /// For state only recovered (not loaded yet) the in-flight window is not counted.
+    pub fn lag(&self, key: &ShareKey, high_watermark: i64) -> i64 {
+        if high_watermark < 0 {
+            return -1;
+        }
+        match self.partitions.get(key) {
+            Some(sp) => ((high_watermark - sp.spso()).max(0) - sp.completed_records() as i64).max(0),
+            None => self
+                .recovered
+                .get(key)
+                .map_or(-1, |view| (high_watermark - view.spso).max(0)),
+        }
+    }
+
     /// Every partition `group_id` has state for on this shard, with its start offset, sorted.
     pub fn start_offsets(&self, group_id: &str) -> Vec<(PartitionKey, i64)> {
         let mut out: Vec<(PartitionKey, i64)> = self
@@ -495,6 +512,7 @@ impl<S: Storage + Clone> ShardState<S> {
         &mut self,
         key: &ShareKey,
         r: &PartitionRef,
+        now_ms: u64,
     ) -> Result<SharePartition, (i16, String)> {
         let config = self.registry().group_config(&key.group_id);
         if let Some(mut sp) = self.share.partitions.remove(key) {
@@ -523,6 +541,20 @@ impl<S: Storage + Clone> ShardState<S> {
         let start = match config.auto_offset_reset {
             AutoOffsetReset::Latest => partition.high_watermark(),
             AutoOffsetReset::Earliest => partition.log.log_start_offset() as i64,
+            // The first record at most that old; none: the log end (Kafka's by_duration).
+            AutoOffsetReset::ByDuration(ms) => {
+                let since = i64::try_from(now_ms.saturating_sub(ms)).unwrap_or(i64::MAX);
+                match partition.log.offset_for_timestamp(since) {
+                    Ok(Some((offset, _))) => (offset as i64).min(partition.high_watermark()),
+                    Ok(None) => partition.high_watermark(),
+                    Err(e) => {
+                        return Err((
+                            log_error_code(&e),
+                            format!("{}-{}: {e}", r.topic, r.partition),
+                        ))
+                    }
+                }
+            }
         };
         Ok(SharePartition::new(config.share, start))
     }
@@ -630,7 +662,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 wait_offset: 0,
                 created: !self.share.partitions.contains_key(&key),
             };
-            let mut sp = match self.take_share(&key, r) {
+            let mut sp = match self.take_share(&key, r, now_ms) {
                 Ok(sp) => sp,
                 Err((code, message)) => {
                     result.error_code = code;
@@ -679,7 +711,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// What each partition could hand out now, without acquiring (a ShareFetch's MinBytes
     /// check): the bytes of whole batches from its next fetch offset to the high watermark, at
     /// most the op's per-partition bytes (more only if the first batch alone is larger).
-    pub fn share_probe(&mut self, op: &ShareProbeOp) -> Vec<ShareProbedPartition> {
+    pub fn share_probe(&mut self, op: &ShareProbeOp, now_ms: u64) -> Vec<ShareProbedPartition> {
         op.partitions
             .iter()
             .map(|r| {
@@ -693,7 +725,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     available_bytes: 0,
                     wait_offset: 0,
                 };
-                match self.take_share(&key, r) {
+                match self.take_share(&key, r, now_ms) {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
                         let (read, wait_offset) =
@@ -744,7 +776,7 @@ impl<S: Storage + Clone> ShardState<S> {
                         "no records of this partition were acquired by the group",
                     );
                 }
-                let mut sp = match self.take_share(&key, r) {
+                let mut sp = match self.take_share(&key, r, now_ms) {
                     Ok(sp) => sp,
                     Err((code, message)) => return ShareAckResult::error(code, message),
                 };
@@ -774,10 +806,12 @@ impl<S: Storage + Clone> ShardState<S> {
                         group_id: group_id.to_string(),
                         partition: PartitionKey::of(r),
                     };
+                    let hw = high_watermark(r);
                     ShareOffset {
                         partition: key.partition,
                         start_offset: self.share.start_offset(&key).unwrap_or(-1),
-                        high_watermark: high_watermark(r),
+                        high_watermark: hw,
+                        lag: self.share.lag(&key, hw),
                     }
                 })
                 .collect(),
@@ -796,13 +830,44 @@ impl<S: Storage + Clone> ShardState<S> {
                                 partition: partition.partition,
                             })
                         });
+                    let key = ShareKey {
+                        group_id: group_id.to_string(),
+                        partition,
+                    };
                     ShareOffset {
                         partition,
                         start_offset,
                         high_watermark: hw,
+                        lag: self.share.lag(&key, hw),
                     }
                 })
                 .collect(),
+        }
+    }
+
+    /// The log start of `partition` moved to `start` (DeleteRecords; retention is applied
+    /// lazily at the next ShareFetch): every group's share state of the partition follows it
+    /// (`SharePartition::set_start_offset` decides what happens to records below it). A group
+    /// that cannot move now (records in flight) moves at its next ShareFetch.
+    pub fn share_log_start_moved(&mut self, partition: PartitionKey, start: i64) {
+        let keys: Vec<ShareKey> = self
+            .share
+            .partitions
+            .keys()
+            .chain(self.share.recovered.keys())
+            .filter(|k| k.partition == partition)
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(mut sp) = self.take_existing_share(&key) else {
+                continue;
+            };
+            if sp.spso() < start {
+                if let Err(e) = sp.set_start_offset(start) {
+                    tracing::warn!(group = %key.group_id, ?partition, error = %e, "cannot move the share-partition start offset yet");
+                }
+            }
+            self.put_share(key, sp);
         }
     }
 
@@ -823,7 +888,8 @@ impl<S: Storage + Clone> ShardState<S> {
                     group_id: group_id.to_string(),
                     partition: PartitionKey::of(r),
                 };
-                let mut sp = match self.take_share(&key, r) {
+                // The start offset is set just below: the time of a by_duration reset is moot.
+                let mut sp = match self.take_share(&key, r, 0) {
                     Ok(sp) => sp,
                     Err((code, message)) => return ShareAckResult::error(code, message),
                 };

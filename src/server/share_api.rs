@@ -11,8 +11,9 @@
 //! `MaxWaitMs`, looking again every `SHARE_FETCH_RECHECK_MS` for records released or expired
 //! meanwhile. A ShareAcknowledge
 //! checks the session epoch, then acknowledges. A session closed by epoch -1 (after the
-//! request's acknowledgements) or by the connection dropping releases the member's acquired
-//! records at once.
+//! request's acknowledgements) or by its connection dropping releases the member's acquired
+//! records at once; a connection that no longer owns the member's session (the member opened a
+//! newer one elsewhere) releases nothing when it drops.
 
 use super::join::{first_of, join_all};
 use super::ops::{
@@ -32,10 +33,12 @@ use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::share::{AckBatch, AcknowledgeType};
 use bytes::Bytes;
+use crate::protocol::generated::{
+    share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+};
 use kafka_protocol::messages::{
-    share_acknowledge_response, share_fetch_response, share_group_heartbeat_response,
-    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    share_group_heartbeat_response, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -133,17 +136,57 @@ fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i
     }
 }
 
-/// Converts wire acknowledgement batches (first, last, type codes); `Err` is an
-/// INVALID_REQUEST message. Shared with the transactional acknowledgement (`txn_api`).
-pub(crate) fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, String> {
+/// The first ShareFetch / ShareAcknowledge version with AcknowledgeType RENEW (KIP-1222).
+pub(crate) const RENEW_MIN_VERSION: i16 = 2;
+
+/// Whether an acknowledgement may RENEW (AcknowledgeType 4, KIP-1222).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RenewPolicy {
+    /// Below [`RENEW_MIN_VERSION`], and for the transactional acknowledgement: type 4 is
+    /// unknown (INVALID_REQUEST), as in Kafka.
+    Unknown,
+    /// The group's `share.renew.acknowledge.enable` is false: INVALID_RECORD_STATE.
+    Disabled,
+    Allowed,
+}
+
+impl RenewPolicy {
+    /// The policy of a ShareFetch / ShareAcknowledge of `version` for a group whose
+    /// `share.renew.acknowledge.enable` is `enabled`.
+    pub(crate) fn of(version: i16, enabled: bool) -> RenewPolicy {
+        match (version >= RENEW_MIN_VERSION, enabled) {
+            (false, _) => RenewPolicy::Unknown,
+            (true, false) => RenewPolicy::Disabled,
+            (true, true) => RenewPolicy::Allowed,
+        }
+    }
+}
+
+/// Converts wire acknowledgement batches (first, last, type codes); `Err` is the partition's
+/// error code and message: INVALID_REQUEST for an unknown type (RENEW included under
+/// [`RenewPolicy::Unknown`]), INVALID_RECORD_STATE for RENEW under [`RenewPolicy::Disabled`].
+/// Shared with the transactional acknowledgement (`txn_api`).
+pub(crate) fn ack_batches(
+    batches: &[(i64, i64, &[i8])],
+    renew: RenewPolicy,
+) -> Result<Vec<AckBatch>, (i16, String)> {
     batches
         .iter()
         .map(|(first, last, types)| {
             let types = types
                 .iter()
-                .map(|code| {
-                    AcknowledgeType::from_code(*code)
-                        .ok_or_else(|| format!("unknown acknowledge type {code}"))
+                .map(|code| match (AcknowledgeType::from_code(*code), renew) {
+                    (Some(AcknowledgeType::Renew), RenewPolicy::Unknown) | (None, _) => Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("unknown acknowledge type {code}"),
+                    )),
+                    (Some(AcknowledgeType::Renew), RenewPolicy::Disabled) => Err((
+                        ResponseError::InvalidRecordState.code(),
+                        "renew acknowledgements are disabled for the group \
+                         (share.renew.acknowledge.enable=false)"
+                            .to_string(),
+                    )),
+                    (Some(t), _) => Ok(t),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(AckBatch {
@@ -160,7 +203,7 @@ async fn acknowledge<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
-    acks: Vec<(Named, Result<Vec<AckBatch>, String>)>,
+    acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)>,
 ) -> Vec<(Uuid, i32, ShareAckResult)> {
     let mut by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>> =
         BTreeMap::new();
@@ -168,9 +211,7 @@ async fn acknowledge<B: Bus>(
     for (i, (named, batches)) in acks.into_iter().enumerate() {
         let result = match (named.target, batches) {
             (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
-            (Ok(_), Err(message)) => {
-                ShareAckResult::error(ResponseError::InvalidRequest.code(), message)
-            }
+            (Ok(_), Err((code, message))) => ShareAckResult::error(code, message),
             (Ok((shard, r)), Ok(batches)) => {
                 by_shard.entry(shard).or_default().push((i, r, batches));
                 ShareAckResult::ok()
@@ -265,6 +306,7 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
             ShardOp::ShareDisconnected {
                 group_id,
                 member_id,
+                conn_id: conn.id,
             },
         )
         .await;
@@ -273,16 +315,16 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
 
 fn node_endpoint(conn: &ConnInfo) -> share_fetch_response::NodeEndpoint {
     let mut node = share_fetch_response::NodeEndpoint::default();
-    node.node_id = BROKER_NODE_ID.into();
-    node.host = sb(&conn.local_addr.ip().to_string());
+    node.node_id = BROKER_NODE_ID;
+    node.host = conn.local_addr.ip().to_string();
     node.port = i32::from(conn.local_addr.port());
     node
 }
 
-fn top_level_error_fetch(request: &Request, code: i16, message: &str) -> Outcome {
+fn top_level_error_fetch(request: &Request, code: i16, message: Option<&str>) -> Outcome {
     let mut response = ShareFetchResponse::default();
     response.error_code = code;
-    response.error_message = Some(sb(message));
+    response.error_message = message.map(|m| m.to_string());
     respond(request, &response)
 }
 
@@ -508,12 +550,28 @@ async fn wait_for_data<B: Bus>(bus: &B, waits: Vec<(ShardId, PartitionRef, i64)>
     }
 }
 
-/// ShareFetch v1.
+/// ShareFetch v1–v2. v2 (KIP-1222, KIP-1206): acknowledgements may RENEW; `IsRenewAck`
+/// marks a request that only acknowledges (Kafka refuses it with INVALID_REQUEST unless
+/// MaxBytes, MinBytes, MaxRecords and MaxWaitMs are all 0, and fetches nothing for it);
+/// `ShareAcquireMode` 1 (record_limit) makes MaxRecords a strict limit, which this broker's
+/// acquisition always honours (it never rounds up to a batch boundary).
 pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let decoded: ShareFetchRequest = match decode_body(request) {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if decoded.is_renew_ack
+        && (decoded.max_bytes != 0
+            || decoded.min_bytes != 0
+            || decoded.max_records != 0
+            || decoded.max_wait_ms != 0)
+    {
+        return top_level_error_fetch(
+            request,
+            ResponseError::InvalidRequest.code(),
+            Some("a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0"),
+        );
+    }
     let named_count: usize = decoded
         .topics
         .iter()
@@ -527,29 +585,25 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     if let Err(refused) = super::check_count("partitions", named_count, REQUEST_PARTITIONS_MAX) {
         return refused;
     }
-    let group_id = decoded
-        .group_id
-        .as_ref()
-        .map(|g| g.0.to_string())
-        .unwrap_or_default();
-    let member_id = decoded
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let group_id = decoded.group_id.clone().unwrap_or_default();
+    let member_id = decoded.member_id.clone().unwrap_or_default();
     if group_id.is_empty() || member_id.is_empty() {
         return top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
-            "GroupId and MemberId must be set",
+            Some("GroupId and MemberId must be set"),
         );
     }
     let registry = bus.registry();
     let shards = bus.shard_count();
     let epoch = decoded.share_session_epoch;
+    let renew = RenewPolicy::of(
+        request.api_version,
+        registry.group_config(&group_id).renew_acknowledge_enable,
+    );
 
     let mut added: Vec<SessionPartition> = Vec::new();
-    let mut acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = Vec::new();
+    let mut acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = Vec::new();
     for t in &decoded.topics {
         for p in &t.partitions {
             added.push((t.topic_id, p.partition_index));
@@ -567,10 +621,14 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
                     .collect();
                 acks.push((
                     resolve(&registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw),
+                    ack_batches(&raw, renew),
                 ));
             }
         }
+    }
+    // Opening a session cannot acknowledge (Kafka: INVALID_REQUEST, no message).
+    if epoch == 0 && !acks.is_empty() {
+        return top_level_error_fetch(request, ResponseError::InvalidRequest.code(), None);
     }
     let forgotten: Vec<SessionPartition> = decoded
         .forgotten_topics_data
@@ -588,16 +646,18 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             added,
             forgotten,
             acknowledge_only: false,
+            conn_id: conn.id,
         },
     )
     .await;
+    // Session errors carry no message, as Kafka's (nothing of the request is applied).
     let session_partitions = match outcome {
-        Err(code) => return top_level_error_fetch(request, code, "the share session was refused"),
+        Err(code) => return top_level_error_fetch(request, code, None),
         Ok(SessionOutcome::Open(partitions)) => {
             remember_member(conn, &group_id, &member_id);
             Some(partitions)
         }
-        Ok(SessionOutcome::Closed(_)) => None,
+        Ok(SessionOutcome::Closed) => None,
     };
 
     let mut ack_results = acknowledge(bus, &group_id, &member_id, acks).await;
@@ -609,7 +669,13 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     // Acquire from the session's partitions, in Kafka's rotated order.
     let mut unresolved: Vec<(Uuid, i32, i16)> = Vec::new();
     let mut resolved: Vec<(ShardId, PartitionRef)> = Vec::new();
-    for (topic_id, partition) in session_partitions.iter().flatten() {
+    // A renew acknowledgement fetch acquires nothing.
+    let acquiring = if decoded.is_renew_ack {
+        None
+    } else {
+        session_partitions.as_ref()
+    };
+    for (topic_id, partition) in acquiring.into_iter().flatten() {
         match resolve(&registry, shards, *topic_id, *partition).target {
             Ok(target) => resolved.push(target),
             Err(code) => unresolved.push((*topic_id, *partition, code)),
@@ -690,7 +756,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .entry(p.partition.partition)
             .or_insert_with(|| blank(p.partition.partition));
         entry.error_code = p.error_code;
-        entry.error_message = p.error_message.as_deref().map(sb);
+        entry.error_message = p.error_message.clone();
         entry.records = Some(p.records);
         entry.acquired_records = p
             .acquired
@@ -719,7 +785,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .entry(partition)
             .or_insert_with(|| blank(partition));
         entry.acknowledge_error_code = result.error_code;
-        entry.acknowledge_error_message = result.error_message.as_deref().map(sb);
+        entry.acknowledge_error_message = result.error_message.clone();
     }
     let mut response = ShareFetchResponse::default();
     response.acquisition_lock_timeout_ms = registry
@@ -740,7 +806,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     respond(request, &response)
 }
 
-/// ShareAcknowledge v1.
+/// ShareAcknowledge v1–v2 (v2: AcknowledgeType RENEW, KIP-1222).
 pub async fn handle_share_acknowledge<B: Bus>(
     bus: &B,
     conn: &ConnInfo,
@@ -754,20 +820,12 @@ pub async fn handle_share_acknowledge<B: Bus>(
     if let Err(refused) = super::check_count("partitions", count, REQUEST_PARTITIONS_MAX) {
         return refused;
     }
-    let group_id = decoded
-        .group_id
-        .as_ref()
-        .map(|g| g.0.to_string())
-        .unwrap_or_default();
-    let member_id = decoded
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let group_id = decoded.group_id.clone().unwrap_or_default();
+    let member_id = decoded.member_id.clone().unwrap_or_default();
     let mut response = ShareAcknowledgeResponse::default();
     if group_id.is_empty() || member_id.is_empty() {
         response.error_code = ResponseError::InvalidRequest.code();
-        response.error_message = Some(sb("GroupId and MemberId must be set"));
+        response.error_message = Some("GroupId and MemberId must be set".to_string());
         return respond(request, &response);
     }
     let outcome = session(
@@ -781,24 +839,28 @@ pub async fn handle_share_acknowledge<B: Bus>(
             added: Vec::new(),
             forgotten: Vec::new(),
             acknowledge_only: true,
+            conn_id: conn.id,
         },
     )
     .await;
     let closed = match outcome {
         Err(code) => {
             response.error_code = code;
-            response.error_message = Some(sb("the share session was refused"));
             return respond(request, &response);
         }
         Ok(SessionOutcome::Open(_)) => {
             remember_member(conn, &group_id, &member_id);
             false
         }
-        Ok(SessionOutcome::Closed(_)) => true,
+        Ok(SessionOutcome::Closed) => true,
     };
     let registry = bus.registry();
     let shards = bus.shard_count();
-    let acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = decoded
+    let renew = RenewPolicy::of(
+        request.api_version,
+        registry.group_config(&group_id).renew_acknowledge_enable,
+    );
+    let acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = decoded
         .topics
         .iter()
         .flat_map(|t| {
@@ -817,7 +879,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
                     .collect();
                 (
                     resolve(registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw),
+                    ack_batches(&raw, renew),
                 )
             })
         })
@@ -833,7 +895,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
         let mut p = share_acknowledge_response::PartitionData::default();
         p.partition_index = partition;
         p.error_code = result.error_code;
-        p.error_message = result.error_message.as_deref().map(sb);
+        p.error_message = result.error_message.clone();
         p.current_leader.leader_id = BROKER_NODE_ID;
         by_topic.entry(topic_id).or_default().push(p);
     }
@@ -847,9 +909,14 @@ pub async fn handle_share_acknowledge<B: Bus>(
         })
         .collect();
     let mut node = share_acknowledge_response::NodeEndpoint::default();
-    node.node_id = BROKER_NODE_ID.into();
-    node.host = sb(&conn.local_addr.ip().to_string());
+    node.node_id = BROKER_NODE_ID;
+    node.host = conn.local_addr.ip().to_string();
     node.port = i32::from(conn.local_addr.port());
     response.node_endpoints = vec![node];
+    response.acquisition_lock_timeout_ms = registry
+        .group_config(&group_id)
+        .share
+        .record_lock_duration_ms
+        .min(i32::MAX as u64) as i32;
     respond(request, &response)
 }

@@ -290,8 +290,7 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                             )
                         })
                         .collect();
-                    super::share_api::ack_batches(&raw)
-                        .map_err(|m| (ResponseError::InvalidRequest.code(), m))
+                    super::share_api::ack_batches(&raw, super::share_api::RenewPolicy::Unknown)
                         .map(|batches| {
                             (
                                 partition_shard(&meta.name, p.partition_index, shards),
