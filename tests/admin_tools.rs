@@ -168,7 +168,11 @@ fn start_broker_in(dir: tempfile::TempDir, port: u16) -> Broker {
 /// Runs the share-group tool; returns its stdout and stderr without log lines. (Its exit
 /// status says nothing: the tool reports errors on its output and exits 0 either way.)
 fn tool(port: u16, args: &[&str]) -> String {
-    kafka_tool("org.apache.kafka.tools.consumer.group.ShareGroupCommand", port, args)
+    kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+        port,
+        args,
+    )
 }
 
 /// Runs one of Kafka 4.4's tool classes against the broker, as [`tool`].
@@ -287,7 +291,6 @@ fn wait_for_state(port: u16, state: &str) {
     }
 }
 
-
 fn topics(port: u16, args: &[&str]) -> String {
     kafka_tool("org.apache.kafka.tools.TopicCommand", port, args)
 }
@@ -353,8 +356,22 @@ fn wait_for_assignment(port: u16, count: &str, assignment: &str) {
 fn produce(port: u16, partitions: &str, count: &str) {
     let bootstrap = format!("127.0.0.1:{port}");
     let produced = python("share_consume.py")
-        .args(["--bootstrap", &bootstrap, "--topic", TOPIC, "--group", GROUP])
-        .args(["--scenario", "produce", "--partitions", partitions, "--count", count])
+        .args([
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            TOPIC,
+            "--group",
+            GROUP,
+        ])
+        .args([
+            "--scenario",
+            "produce",
+            "--partitions",
+            partitions,
+            "--count",
+            count,
+        ])
         .status()
         .expect("run share_consume.py");
     assert!(produced.success(), "producing the records failed");
@@ -400,28 +417,51 @@ fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
         out.contains("InvalidPartitionsException: Topic already has 4 partition(s)."),
         "{out}"
     );
-    let out = topics(port, &["--alter", "--topic", "no-such-topic", "--partitions", "4"]);
-    assert!(out.contains("Topic 'no-such-topic' does not exist"), "{out}");
+    let out = topics(
+        port,
+        &["--alter", "--topic", "no-such-topic", "--partitions", "4"],
+    );
+    assert!(
+        out.contains("Topic 'no-such-topic' does not exist"),
+        "{out}"
+    );
     holder.release();
     wait_for_state(port, "Empty");
 
     // Records in the new partitions (10 each in 2 and 3), then DeleteRecords.
     produce(port, "4", "40");
     let out = delete_records(port, 0, 10);
-    assert!(out.contains(&format!("partition: {TOPIC}-0\tlow_watermark: 10")), "{out}");
+    assert!(
+        out.contains(&format!("partition: {TOPIC}-0\tlow_watermark: 10")),
+        "{out}"
+    );
     let out = delete_records(port, 1, -1);
-    assert!(out.contains(&format!("partition: {TOPIC}-1\tlow_watermark: 60")), "{out}");
+    assert!(
+        out.contains(&format!("partition: {TOPIC}-1\tlow_watermark: 60")),
+        "{out}"
+    );
     let out = delete_records(port, 2, 6);
-    assert!(out.contains(&format!("partition: {TOPIC}-2\tlow_watermark: 6")), "{out}");
+    assert!(
+        out.contains(&format!("partition: {TOPIC}-2\tlow_watermark: 6")),
+        "{out}"
+    );
     let out = delete_records(port, 3, 11);
     assert!(
-        out.contains(&format!("partition: {TOPIC}-3\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException")),
+        out.contains(&format!(
+            "partition: {TOPIC}-3\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException"
+        )),
         "{out}"
     );
     // Below the log start: nothing changes.
     let out = delete_records(port, 0, 5);
-    assert!(out.contains(&format!("partition: {TOPIC}-0\tlow_watermark: 10")), "{out}");
-    assert_eq!(earliest_offsets(port), vec![(0, 10), (1, 60), (2, 6), (3, 0)]);
+    assert!(
+        out.contains(&format!("partition: {TOPIC}-0\tlow_watermark: 10")),
+        "{out}"
+    );
+    assert_eq!(
+        earliest_offsets(port),
+        vec![(0, 10), (1, 60), (2, 6), (3, 0)]
+    );
     if !kafka {
         // The share group's start offset followed the log start of partition 2 (it was 0:
         // the member was assigned the partition while it was empty).
@@ -433,7 +473,9 @@ fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
     // The empty group is deleted, offsets and all.
     let out = tool(port, &["--delete", "--group", GROUP]);
     assert!(
-        out.contains(&format!("Deletion of requested share groups ('{GROUP}') was successful.")),
+        out.contains(&format!(
+            "Deletion of requested share groups ('{GROUP}') was successful."
+        )),
         "{out}"
     );
     let out = tool(port, &["--describe", "--group", GROUP]);
@@ -447,7 +489,10 @@ fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
     // All of it is durable.
     let broker = restart(broker);
     let port = broker.port;
-    assert_eq!(earliest_offsets(port), vec![(0, 10), (1, 60), (2, 6), (3, 0)]);
+    assert_eq!(
+        earliest_offsets(port),
+        vec![(0, 10), (1, 60), (2, 6), (3, 0)]
+    );
     let out = topics(port, &["--describe", "--topic", TOPIC]);
     assert!(out.contains("PartitionCount: 4"), "{out}");
     let out = tool(port, &["--describe", "--group", GROUP]);

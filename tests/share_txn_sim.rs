@@ -232,6 +232,7 @@ impl Sim {
                 partitions: vec![pref()],
                 max_records,
                 batch_size: max_records,
+                record_limit: false,
                 partition_max_bytes: 1 << 20,
                 min_one_batch: true,
                 acquire_created: true,

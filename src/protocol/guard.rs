@@ -144,8 +144,11 @@ const DELETE_RECORDS: &[Field] = &[f(0, Arr(DELETE_RECORDS_TOPIC)), f(0, I32)];
 
 // CreatePartitions v0–3 (flexible from 2); the assignments array is nullable.
 const CREATE_PARTITIONS_ASSIGNMENT: &[Field] = &[f(0, ArrI32)];
-const CREATE_PARTITIONS_TOPIC: &[Field] =
-    &[f(0, Str), f(0, I32), f(0, Arr(CREATE_PARTITIONS_ASSIGNMENT))];
+const CREATE_PARTITIONS_TOPIC: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(0, Arr(CREATE_PARTITIONS_ASSIGNMENT)),
+];
 const CREATE_PARTITIONS: &[Field] = &[f(0, Arr(CREATE_PARTITIONS_TOPIC)), f(0, I32), f(0, Bool)];
 
 // DeleteGroups v0–2 (flexible from 2).
@@ -183,8 +186,13 @@ const SHARE_FETCH: &[Field] = &[
     f(0, Arr(SHARE_FETCH_TOPIC)),
     f(0, Arr(SHARE_FORGOTTEN_TOPIC)),
 ];
-const SHARE_ACKNOWLEDGE: &[Field] =
-    &[f(0, Str), f(0, Str), f(0, I32), f(2, Bool), f(0, Arr(SHARE_ACK_TOPIC))];
+const SHARE_ACKNOWLEDGE: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(2, Bool),
+    f(0, Arr(SHARE_ACK_TOPIC)),
+];
 
 // The share-transaction RPCs, keys 1000–1005 (`schemas/Share*.json`): v0 only, flexible from 0.
 const SHARE_BEGIN_TRANSACTION: &[Field] = &[f(0, Str), f(0, Str), f(0, I64)];

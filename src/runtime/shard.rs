@@ -218,14 +218,7 @@ impl ShardCtx {
                 let outcome = if op.acknowledge_only {
                     sessions.acknowledge(&op.key, op.epoch, op.conn_id, now)
                 } else {
-                    sessions.update(
-                        &op.key,
-                        op.epoch,
-                        &op.added,
-                        &op.forgotten,
-                        op.conn_id,
-                        now,
-                    )
+                    sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, op.conn_id, now)
                 };
                 ShardReply::ShareSession(outcome.map_err(|e| e.code()))
             }
@@ -372,7 +365,11 @@ impl ShardCtx {
             }
             let key = PartitionKey::of(r);
             loop {
-                match self.state.borrow().log_start_durable(&key, result.low_watermark) {
+                match self
+                    .state
+                    .borrow()
+                    .log_start_durable(&key, result.low_watermark)
+                {
                     Ok(true) => break,
                     Ok(false) => {}
                     Err(code) => {

@@ -304,7 +304,10 @@ fn plan_grow(current: &TopicRegistry, topics: &[NewPartitions], validate_only: b
 
 /// A CreatePartitions manual assignment: one replica list per new partition, each naming
 /// only this broker. Unknown topics and counts are checked by the registry.
-fn check_grow_assignments(current: &TopicRegistry, topic: &NewPartitions) -> Result<(), (i16, String)> {
+fn check_grow_assignments(
+    current: &TopicRegistry,
+    topic: &NewPartitions,
+) -> Result<(), (i16, String)> {
     let (Some(assignments), Some(meta)) = (&topic.assignments, current.topic(&topic.name)) else {
         return Ok(());
     };
@@ -321,7 +324,10 @@ fn check_grow_assignments(current: &TopicRegistry, topic: &NewPartitions) -> Res
             ),
         ));
     }
-    if assignments.iter().any(|brokers| brokers.as_slice() != [BROKER_NODE_ID]) {
+    if assignments
+        .iter()
+        .any(|brokers| brokers.as_slice() != [BROKER_NODE_ID])
+    {
         return Err((
             ResponseError::InvalidReplicaAssignment.code(),
             format!("every new partition must be assigned to broker {BROKER_NODE_ID} only"),
@@ -1030,6 +1036,73 @@ mod tests {
             AdminReply::Created(r) => r,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn create_partitions_follows_kafkas_rules() {
+        let reg = create(
+            &TopicRegistry::new("c".into()),
+            vec![new_topic("t", 2)],
+            false,
+        )
+        .registry
+        .unwrap();
+        let grow = |topics: Vec<NewPartitions>, validate_only: bool| {
+            Controller::new().plan(
+                &reg,
+                &AdminOp::CreatePartitions {
+                    topics,
+                    validate_only,
+                },
+                &mut ids(),
+            )
+        };
+        let np = |name: &str, count: i32, assignments: Option<Vec<Vec<i32>>>| NewPartitions {
+            name: name.into(),
+            count,
+            assignments,
+        };
+        let codes = |plan: &AdminPlan| match &plan.reply {
+            AdminReply::Grown(results) => results.iter().map(|r| r.error_code).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        let plan = grow(
+            vec![
+                np("t", 4, None),
+                np("u", 4, None),
+                np("v", 1, None),
+                np("v", 2, None),
+            ],
+            false,
+        );
+        assert_eq!(
+            codes(&plan),
+            vec![
+                0,
+                ResponseError::UnknownTopicOrPartition.code(),
+                ResponseError::InvalidRequest.code(),
+                ResponseError::InvalidRequest.code()
+            ]
+        );
+        assert_eq!(plan.registry.unwrap().topic("t").unwrap().partitions, 4);
+        let plan = grow(vec![np("t", 4, None)], true);
+        assert_eq!(codes(&plan), vec![0]);
+        assert!(plan.registry.is_none(), "validate_only changes nothing");
+        let plan = grow(vec![np("t", 2, None)], false);
+        assert_eq!(codes(&plan), vec![ResponseError::InvalidPartitions.code()]);
+        assert!(plan.registry.is_none());
+        let bad = ResponseError::InvalidReplicaAssignment.code();
+        let plan = grow(vec![np("t", 4, Some(vec![vec![BROKER_NODE_ID]]))], false);
+        assert_eq!(codes(&plan), vec![bad]);
+        let plan = grow(
+            vec![np("t", 3, Some(vec![vec![BROKER_NODE_ID + 1]]))],
+            false,
+        );
+        assert_eq!(codes(&plan), vec![bad]);
+        let plan = grow(vec![np("t", 3, Some(vec![vec![BROKER_NODE_ID]]))], false);
+        assert_eq!(codes(&plan), vec![0]);
+        let failed = fail_reply(plan.reply, 56, "disk");
+        assert!(matches!(&failed, AdminReply::Grown(r) if r[0].error_code == 56));
     }
 
     #[test]

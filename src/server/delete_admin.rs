@@ -38,8 +38,7 @@ pub fn route_delete_records(
     request: &[(String, Vec<(i32, i64)>)],
     shard_count: usize,
 ) -> BTreeMap<ShardId, Vec<((usize, usize), (PartitionRef, i64))>> {
-    let mut routes: BTreeMap<ShardId, Vec<((usize, usize), (PartitionRef, i64))>> =
-        BTreeMap::new();
+    let mut routes: BTreeMap<ShardId, Vec<((usize, usize), (PartitionRef, i64))>> = BTreeMap::new();
     for (ti, (topic, partitions)) in request.iter().enumerate() {
         let Some(meta) = registry.topic(topic) else {
             continue;

@@ -6,8 +6,8 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, configs, delete_admin, fetch, metadata, produce, share_admin, share_api, txn_api, Bus,
-    ConnInfo, Outcome,
+    admin, api_versions, configs, delete_admin, fetch, metadata, produce, share_admin, share_api,
+    txn_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;

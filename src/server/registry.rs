@@ -68,19 +68,35 @@ pub struct TopicRegistry {
 /// Why a topic change was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TopicError {
-    InvalidName { name: String, reason: &'static str },
-    AlreadyExists { name: String },
-    UnknownTopic { name: String },
-    UnknownTopicId { id: Uuid },
-    InvalidPartitions { requested: i32 },
+    InvalidName {
+        name: String,
+        reason: &'static str,
+    },
+    AlreadyExists {
+        name: String,
+    },
+    UnknownTopic {
+        name: String,
+    },
+    UnknownTopicId {
+        id: Uuid,
+    },
+    InvalidPartitions {
+        requested: i32,
+    },
     /// CreatePartitions with a count that does not grow the topic.
     NotAnIncrease {
         name: String,
         current: i32,
         count: i32,
     },
-    TooManyTopics { max: usize },
-    TooManyPartitions { requested: usize, max: usize },
+    TooManyTopics {
+        max: usize,
+    },
+    TooManyPartitions {
+        requested: usize,
+        max: usize,
+    },
     Config(ConfigError),
 }
 
@@ -595,6 +611,31 @@ mod tests {
         r.delete_topic("orders").unwrap();
         assert!(r.topic_by_id(&id(1)).is_none());
         assert!(r.delete_topic("orders").is_err());
+    }
+
+    #[test]
+    fn add_partitions_grows_only() {
+        let mut r = TopicRegistry::new("c".into());
+        r.create_topic("t", id(1), 2, &[]).unwrap();
+        assert_eq!(
+            r.add_partitions("t", 2).unwrap_err().to_string(),
+            "Topic already has 2 partition(s)."
+        );
+        assert_eq!(
+            r.add_partitions("t", 1).unwrap_err().to_string(),
+            "The topic t currently has 2 partition(s); 1 would not be an increase."
+        );
+        assert!(matches!(
+            r.add_partitions("u", 3),
+            Err(TopicError::UnknownTopic { .. })
+        ));
+        assert!(matches!(
+            r.add_partitions("t", TOPIC_PARTITIONS_MAX + 1),
+            Err(TopicError::InvalidPartitions { .. })
+        ));
+        assert_eq!(r.add_partitions("t", 5).unwrap().partitions, 5);
+        assert_eq!(r.topic("t").unwrap().id, id(1));
+        r.check().unwrap();
     }
 
     #[test]

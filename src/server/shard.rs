@@ -695,11 +695,7 @@ impl<S: Storage + Clone> ShardState<S> {
         };
         let key = PartitionKey::of(r);
         let missing = self.missing_code(r);
-        let Some(partition) = self
-            .partitions
-            .get_mut(&key)
-            .filter(|p| p.topic == r.topic)
-        else {
+        let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == r.topic) else {
             return fail(missing);
         };
         let hw = partition.high_watermark();
@@ -1006,6 +1002,53 @@ mod tests {
         assert!(before_delete.groups_with_state().contains("g"));
         let after_delete = ShareShard::restore(&recovered(&journal), s.registry(), 0).unwrap();
         assert!(after_delete.groups_with_state().is_empty());
+    }
+
+    /// DeleteRecords: Kafka's offset rules, the share group's start offset follows the new log
+    /// start, the start is durable only after a flush, and a restart keeps it.
+    #[test]
+    fn delete_records_moves_the_log_start_and_the_share_state() {
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 1)]);
+        let mut s = open(&storage, reg.clone(), 1, 0);
+        let r = pref("t", 1, 0);
+        let key = PartitionKey::of(&r);
+        for i in 0..5u8 {
+            produce(&mut s, &r, batch(-1, -1, -1, &[&[i], &[i]]));
+        }
+        flush(&mut s, &key);
+        assert_eq!(
+            s.share_alter_offsets("g", &[(r.clone(), 2)])[0].error_code,
+            0
+        );
+        let out_of_range = ResponseError::OffsetOutOfRange.code();
+        assert_eq!(s.delete_records(&r, 11).error_code, out_of_range);
+        assert_eq!(s.delete_records(&r, -2).error_code, out_of_range);
+        assert_eq!(
+            s.delete_records(&pref("t", 1, 1), 0).error_code,
+            ResponseError::UnknownTopicOrPartition.code()
+        );
+        let moved = s.delete_records(&r, 6);
+        assert_eq!((moved.error_code, moved.low_watermark), (0, 6));
+        assert_eq!(s.share_offsets("g", None)[0].start_offset, 6);
+        assert_eq!(s.log_start_durable(&key, 6), Ok(false));
+        // At or below the log start: nothing changes.
+        assert_eq!(s.delete_records(&r, 3).low_watermark, 6);
+        flush(&mut s, &key);
+        assert_eq!(s.log_start_durable(&key, 6), Ok(true));
+        // -1: the high watermark.
+        assert_eq!(
+            s.delete_records(&r, DELETE_RECORDS_HIGH_WATERMARK),
+            DeletedRecords {
+                error_code: 0,
+                low_watermark: 10
+            }
+        );
+        flush(&mut s, &key);
+        drop(s);
+        let s = open(&storage, reg, 1, 0);
+        assert_eq!(s.lookup(&r).unwrap().log.log_start_offset(), 10);
+        assert_eq!(s.log_start_durable(&key, 10), Ok(true));
     }
 
     #[test]

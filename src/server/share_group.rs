@@ -478,7 +478,9 @@ impl ShareGroups {
         } else if subscription_changed {
             member.assignment = filter_subscribed(target, &member.subscribed);
         }
-        let changed = old.as_ref().is_none_or(|o| o.assignment != member.assignment);
+        let changed = old
+            .as_ref()
+            .is_none_or(|o| o.assignment != member.assignment);
         Ok((
             HeartbeatAnswer {
                 error_code: 0,
@@ -547,7 +549,10 @@ fn normalise(mut topics: Vec<String>) -> Vec<String> {
 }
 
 /// The subscribed topics that exist: name → (id, partition count).
-fn subscription_metadata(group: &ShareGroup, registry: &TopicRegistry) -> BTreeMap<String, (Uuid, i32)> {
+fn subscription_metadata(
+    group: &ShareGroup,
+    registry: &TopicRegistry,
+) -> BTreeMap<String, (Uuid, i32)> {
     group
         .members
         .values()
@@ -582,8 +587,10 @@ pub fn assign(
     registry: &TopicRegistry,
     previous: &BTreeMap<String, Vec<AssignedTopic>>,
 ) -> BTreeMap<String, Vec<AssignedTopic>> {
-    let mut out: BTreeMap<String, BTreeSet<Tp>> =
-        members.keys().map(|id| (id.clone(), BTreeSet::new())).collect();
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|id| (id.clone(), BTreeSet::new()))
+        .collect();
     let old: BTreeMap<&String, BTreeSet<Tp>> = previous
         .iter()
         .map(|(id, topics)| {
@@ -623,7 +630,8 @@ pub fn assign(
             units.push((members.keys().collect(), partitions_of(&topics)));
         }
     } else {
-        let topics: BTreeSet<&String> = members.values().flat_map(|m| m.subscribed.iter()).collect();
+        let topics: BTreeSet<&String> =
+            members.values().flat_map(|m| m.subscribed.iter()).collect();
         for name in topics {
             let subscribers: Vec<&String> = members
                 .values()
@@ -647,7 +655,9 @@ pub fn assign(
             })
             .collect();
         for (i, got) in balance(held, &tps).into_iter().enumerate() {
-            out.get_mut(ids[i]).expect("every member has an entry").extend(got);
+            out.get_mut(ids[i])
+                .expect("every member has an entry")
+                .extend(got);
         }
     }
     out.into_iter()
@@ -780,9 +790,16 @@ mod tests {
         // A greater epoch, or one older than the previous, is fenced.
         let (f, _) = groups.heartbeat(&hb("a", 3, None), &reg, 30);
         assert_eq!(f.error_code, ResponseError::FencedMemberEpoch.code());
-        assert!(f.error_message.unwrap().contains("greater member epoch (3)"));
+        assert!(f
+            .error_message
+            .unwrap()
+            .contains("greater member epoch (3)"));
         let (f, _) = groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 30);
-        assert_eq!((f.error_code, f.member_epoch), (0, 2), "a rejoin is accepted");
+        assert_eq!(
+            (f.error_code, f.member_epoch),
+            (0, 2),
+            "a rejoin is accepted"
+        );
         assert_eq!(parts(&f), vec![0], "a rejoin gets its assignment");
         // A third member on 2 partitions: partitions are shared (ceil(3/2) = 2 holders each).
         let (c, _) = groups.heartbeat(&hb("c", 0, Some(&["t"])), &reg, 40);
@@ -800,7 +817,10 @@ mod tests {
         assert_eq!(holders, BTreeMap::from([(0, 2), (1, 2)]));
         // Leave: the others move on their next heartbeat.
         let (l, departed) = groups.heartbeat(&hb("c", -1, None), &reg, 60);
-        assert_eq!((l.error_code, l.member_epoch, l.heartbeat_interval_ms), (0, -1, 0));
+        assert_eq!(
+            (l.error_code, l.member_epoch, l.heartbeat_interval_ms),
+            (0, -1, 0)
+        );
         assert_eq!(departed.len(), 1);
         let (a, _) = groups.heartbeat(&hb("a", 3, None), &reg, 70);
         assert_eq!(a.member_epoch, 4);
@@ -943,7 +963,13 @@ mod tests {
                     .members
                     .iter()
                     .map(|(id, m)| {
-                        (id.clone(), m.assignment.iter().flat_map(|t| t.partitions.clone()).collect())
+                        (
+                            id.clone(),
+                            m.assignment
+                                .iter()
+                                .flat_map(|t| t.partitions.clone())
+                                .collect(),
+                        )
                     })
                     .collect();
                 for (id, epoch) in live.iter_mut() {
@@ -963,8 +989,11 @@ mod tests {
                     .members
                     .values()
                     .map(|x| {
-                        let held: BTreeSet<i32> =
-                            x.assignment.iter().flat_map(|t| t.partitions.clone()).collect();
+                        let held: BTreeSet<i32> = x
+                            .assignment
+                            .iter()
+                            .flat_map(|t| t.partitions.clone())
+                            .collect();
                         for q in &held {
                             holders[*q as usize] += 1;
                         }
@@ -978,7 +1007,10 @@ mod tests {
                         held.len()
                     })
                     .collect();
-                assert!(holders.iter().all(|h| *h == sharing), "seed {seed}: {holders:?}");
+                assert!(
+                    holders.iter().all(|h| *h == sharing),
+                    "seed {seed}: {holders:?}"
+                );
                 let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
                 assert!(hi - lo <= 1, "seed {seed}: loads {loads:?}");
             }
@@ -1059,7 +1091,11 @@ mod tests {
             ("share.auto.offset.reset", "EARLIEST", "Invalid value EARLIEST for configuration share.auto.offset.reset: Invalid value `EARLIEST` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
         ];
         for (name, value, message) in cases {
-            assert_eq!(set(&[(name, value)]).unwrap_err(), *message, "{name}={value}");
+            assert_eq!(
+                set(&[(name, value)]).unwrap_err(),
+                *message,
+                "{name}={value}"
+            );
         }
         for (name, value) in [
             ("share.session.timeout.ms", "45000"),
@@ -1079,7 +1115,10 @@ mod tests {
             ("share.heartbeat.interval.ms", "15000"),
         ])
         .unwrap();
-        assert_eq!((c.session_timeout_ms, c.heartbeat_interval_ms), (50_000, 15_000));
+        assert_eq!(
+            (c.session_timeout_ms, c.heartbeat_interval_ms),
+            (50_000, 15_000)
+        );
         let c = set(&[("share.auto.offset.reset", "by_duration:PT1H30M")]).unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::ByDuration(5_400_000));
         // Past Kafka's 4000 record locks only in transactional mode (the documented exception).
@@ -1112,5 +1151,26 @@ mod tests {
         ] {
             assert_eq!(parse_iso_duration_ms(text), ms, "{text}");
         }
+    }
+
+    #[test]
+    fn renew_acknowledge_enable_defaults_to_true() {
+        let mut c = ShareGroupConfig::default();
+        assert!(c.renew_acknowledge_enable, "Kafka 4.4's default");
+        c.apply(&[(
+            "share.renew.acknowledge.enable".into(),
+            Some("false".into()),
+        )])
+        .unwrap();
+        assert!(!c.renew_acknowledge_enable);
+        assert!(c
+            .apply(&[(
+                "share.renew.acknowledge.enable".into(),
+                Some("maybe".into())
+            )])
+            .is_err());
+        c.apply(&[("share.renew.acknowledge.enable".into(), None)])
+            .unwrap();
+        assert!(c.renew_acknowledge_enable);
     }
 }
