@@ -662,6 +662,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 records: Bytes::new(),
                 acquired: Vec::new(),
                 wait_offset: 0,
+                created: !self.share.partitions.contains_key(&key),
             };
             let mut sp = match self.take_share(&key, r, now_ms) {
                 Ok(sp) => sp,
@@ -672,7 +673,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     continue;
                 }
             };
-            let ask = if records_left == 0 {
+            let ask = if records_left == 0 || (result.created && !op.acquire_created) {
                 0
             } else {
                 op.partition_max_bytes
