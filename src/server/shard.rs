@@ -730,6 +730,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// flush (a roll or removal changed files).
     pub fn housekeeping(&mut self, now_ms: u64) -> Vec<PartitionKey> {
         let mut touched = Vec::new();
+        let mut moved_start = Vec::new();
         for (key, partition) in self.partitions.iter_mut() {
             if partition.log.flush_in_flight() {
                 continue;
@@ -741,11 +742,18 @@ impl<S: Storage + Clone> ShardState<S> {
                     if rolled || !removed.is_empty() {
                         touched.push(*key);
                     }
+                    if !removed.is_empty() {
+                        moved_start.push(*key);
+                    }
                 }
                 (Err(e), _) | (_, Err(e)) => {
                     tracing::error!(topic = %partition.topic, partition = partition.partition, error = %e, "log housekeeping failed");
                 }
             }
+        }
+        // Retention moved these logs' start: share partitions archive what fell below it.
+        for key in moved_start {
+            self.share_log_start_moved(&key);
         }
         touched
     }

@@ -14,9 +14,15 @@
 //! `SharePartitionSnapshot`, other changes as a `SharePartitionUpdate`; a deleted share
 //! partition (DeleteShareGroupOffsets) as a snapshot without a start offset, a tombstone. The runtime appends
 //! them to the shard's journal and answers an acknowledgement only once they are durable.
-//! ACQUIRED never persists. A LOCKED run is journalled as AVAILABLE here: an ONGOING
-//! transaction does not survive a restart, and a prepared one persists its locks in its own
+//! ACQUIRED never persists. A LOCKED run is journalled as AVAILABLE with its delivery count
+//! decremented — what an abort makes of it: an ONGOING transaction does not survive a restart
+//! (it is aborted, and its records come back at the count a live abort gives them, issue 12),
+//! and a prepared one persists its locks, with the acquisition's count, in its own
 //! `TransactionLocks` entries, which replay on top (issue 5).
+//!
+//! The log start offset is not journalled with the share state: after a restart
+//! [`ShardState::share_apply_log_starts`] re-applies each log's start, and
+//! [`ShardState::share_log_start_moved`] applies a move (retention; DeleteRecords calls it too).
 //!
 //! Admin (`server::share_admin`): start offsets are read, reset (AlterShareGroupOffsets, through
 //! `SharePartition::set_start_offset`) and deleted here, on the partition's shard.
@@ -92,17 +98,27 @@ impl std::fmt::Display for RestoreError {
 
 impl std::error::Error for RestoreError {}
 
+/// The journal's runs for a durable view. A LOCKED run is journalled as what its abort would
+/// make it: AVAILABLE with the delivery count decremented (module docs), so an ONGOING
+/// transaction lost in a restart gives its records back at the same count a live abort does.
 fn to_journal_runs(runs: &[StateRun]) -> Vec<JournalRun> {
     runs.iter()
-        .map(|r| JournalRun {
-            first_offset: r.first,
-            last_offset: r.last,
-            state: match r.state {
-                DurableState::Available | DurableState::Locked { .. } => RunState::Available,
-                DurableState::Acknowledged => RunState::Acknowledged,
-                DurableState::Archived => RunState::Archived,
-            },
-            delivery_count: r.delivery_count,
+        .map(|r| {
+            let (state, delivery_count) = match r.state {
+                DurableState::Available => (RunState::Available, r.delivery_count),
+                DurableState::Locked { .. } => {
+                    assert!(r.delivery_count >= 1, "a LOCKED record was delivered");
+                    (RunState::Available, r.delivery_count - 1)
+                }
+                DurableState::Acknowledged => (RunState::Acknowledged, r.delivery_count),
+                DurableState::Archived => (RunState::Archived, r.delivery_count),
+            };
+            JournalRun {
+                first_offset: r.first,
+                last_offset: r.last,
+                state,
+                delivery_count,
+            }
         })
         .collect()
 }
@@ -545,6 +561,43 @@ impl<S: Storage + Clone> ShardState<S> {
         self.share.partitions.insert(key, sp);
     }
 
+    /// The log start offset of `key` moved (retention, DeleteRecords): every share group's
+    /// share partition of it archives what lies below the new start
+    /// (`SharePartition::move_log_start`), and the change is journalled. Returns the
+    /// records archived. A partition not served here changes nothing.
+    pub fn share_log_start_moved(&mut self, key: &PartitionKey) -> u64 {
+        let Some(partition) = self.partition(key) else {
+            return 0;
+        };
+        let start = partition.log.log_start_offset() as i64;
+        let keys: Vec<ShareKey> = self
+            .share
+            .partitions
+            .keys()
+            .filter(|k| k.partition == *key)
+            .cloned()
+            .collect();
+        let mut archived = 0;
+        for share_key in keys {
+            let mut sp = self.share.partitions.remove(&share_key).expect("key listed");
+            archived += sp.move_log_start(start);
+            self.put_share(share_key, sp);
+        }
+        archived
+    }
+
+    /// After a restart: every share partition learns its log's start offset again (it is not
+    /// journalled with the share state; the log has it).
+    pub fn share_apply_log_starts(&mut self) -> u64 {
+        let keys: BTreeSet<PartitionKey> = self
+            .share
+            .partitions
+            .keys()
+            .map(|k| k.partition)
+            .collect();
+        keys.iter().map(|k| self.share_log_start_moved(k)).sum()
+    }
+
     /// Acquires records for a ShareFetch from each partition, in order, within the op's
     /// record and byte budgets. Only durable data (below the high watermark) is handed out.
     pub fn share_fetch(&mut self, op: &ShareFetchOp, now_ms: u64) -> Vec<ShareFetchedPartition> {
@@ -578,12 +631,9 @@ impl<S: Storage + Clone> ShardState<S> {
                 Err(code) => Err((code, None)),
                 Ok(partition) => {
                     let start = partition.log.log_start_offset() as i64;
-                    if sp.spso() < start {
-                        // Retention removed records the group never finished: skip them.
-                        if let Err(e) = sp.set_start_offset(start) {
-                            tracing::warn!(group = %op.group_id, topic = %r.topic, partition = r.partition, error = %e, "cannot move the share-partition start offset");
-                        }
-                    }
+                    // Normally applied when the log start moved (`share_log_start_moved`); a
+                    // partition created or restored since learns it here.
+                    sp.move_log_start(start);
                     hw = partition.high_watermark();
                     let from = sp.next_fetch_offset().max(start);
                     if from >= hw || records_left == 0 || bytes_left == 0 {
