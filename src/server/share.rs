@@ -878,3 +878,84 @@ fn lock_overlay(view: &ShareSnapshot, txn: &str, ranges: &[JournalRange]) -> Vec
     out.sort_by_key(|r| r.first);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Location, RecoveredEntry};
+    use crate::share::{AckBatch, AcknowledgeType, ShareConfig};
+    use crate::server::transactions::locks_entry;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn recovered(entries: &[Entry]) -> Recovered {
+        Recovered {
+            entries: entries
+                .iter()
+                .enumerate()
+                .map(|(seq, entry)| RecoveredEntry {
+                    seq: seq as u64,
+                    location: Location {
+                        path: Arc::from(Path::new("/journal")),
+                        position: 0,
+                    },
+                    entry: entry.clone(),
+                })
+                .collect(),
+            ..Recovered::default()
+        }
+    }
+
+    /// Issue 12: records of an ONGOING transaction lost in a restart come back at the delivery
+    /// count a live abort gives them — with or without the transaction's locks in the journal
+    /// (a journal snapshot carries the locks of every transaction, ONGOING ones included).
+    #[test]
+    fn an_abort_at_restart_gives_the_same_delivery_count_as_a_live_abort() {
+        let key = ShareKey {
+            group_id: "g".into(),
+            partition: PartitionKey {
+                topic_id: Uuid::from_u128(7),
+                partition: 0,
+            },
+        };
+        let config = ShareConfig::default();
+        let mut sp = SharePartition::new(config, 0);
+        let mut journal = vec![delta_entry(&key, &sp.take_delta().unwrap())];
+        for _ in 0..2 {
+            // Two deliveries: the second at count 2 is locked.
+            sp.acquire("m", 10, 10, 0);
+            sp.release_member("m");
+        }
+        sp.acquire("m", 10, 10, 0);
+        sp.lock("m", "tx", &[AckBatch::new(0, 9, AcknowledgeType::Accept)])
+            .unwrap();
+        assert_eq!(sp.record(0).unwrap().delivery_count, 3);
+        journal.push(delta_entry(&key, &sp.take_delta().unwrap()));
+        let locks = Entry::TransactionLocks(locks_entry(&key, "tx", &sp.locked_ranges("tx")));
+
+        let mut live = sp.clone();
+        assert_eq!(live.abort("tx"), 10);
+        let live_count = live.acquire("m", 10, 10, 0)[0].delivery_count;
+        assert_eq!(live_count, 3, "an aborted delivery is not counted");
+
+        let registry = TopicRegistry::new("test".into());
+        for with_locks in [false, true] {
+            let mut entries = journal.clone();
+            if with_locks {
+                entries.push(locks.clone());
+            }
+            let mut shard = ShareShard::restore(&recovered(&entries), &registry, 0).unwrap();
+            let mut restored = shard.partitions.remove(&key).expect("restored");
+            // The participant resolves the locks it finds: the transaction is gone (aborted).
+            assert_eq!(restored.locked_txns().is_empty(), !with_locks);
+            restored.abort("tx");
+            let got = restored.acquire("m", 10, 10, 0);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert_eq!(
+                (got[0].first, got[0].last, got[0].delivery_count),
+                (0, 9, live_count),
+                "with locks in the journal: {with_locks}"
+            );
+        }
+    }
+}
