@@ -111,8 +111,16 @@ impl Oracle {
 
     /// The delivery batch holding `o`: [last start at or before it, next start - 1 or SPEO].
     fn batch_of(&self, o: i64) -> (i64, i64) {
-        let first = *self.batches.range(..=o).next_back().expect("a batch holds o");
-        let last = self.batches.range(o + 1..).next().map_or(self.next - 1, |n| n - 1);
+        let first = *self
+            .batches
+            .range(..=o)
+            .next_back()
+            .expect("a batch holds o");
+        let last = self
+            .batches
+            .range(o + 1..)
+            .next()
+            .map_or(self.next - 1, |n| n - 1);
         (first, last)
     }
 
@@ -563,7 +571,10 @@ impl World {
                 assert_eq!(got, self.o.set_start_offset(*offset));
             }
             Op::MoveLogStart { offset } => {
-                assert_eq!(self.p.move_log_start(*offset), self.o.move_log_start(*offset));
+                assert_eq!(
+                    self.p.move_log_start(*offset),
+                    self.o.move_log_start(*offset)
+                );
             }
             Op::Restart => {
                 assert_eq!(

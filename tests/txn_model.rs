@@ -124,8 +124,16 @@ impl OPart {
         let threshold = throttle_threshold(self.limit);
         let mut o = self.spso;
         while out.len() < max && o < self.next.min(log_end) {
-            let bf = *self.batches.range(..=o).next_back().expect("a batch holds o");
-            let bl = self.batches.range(o + 1..).next().map_or(self.next - 1, |n| n - 1);
+            let bf = *self
+                .batches
+                .range(..=o)
+                .next_back()
+                .expect("a batch holds o");
+            let bl = self
+                .batches
+                .range(o + 1..)
+                .next()
+                .map_or(self.next - 1, |n| n - 1);
             let reach = bl.min(log_end - 1);
             let avail: Vec<i64> = (o..=reach)
                 .filter(|&x| self.rec(x).0 == OState::Available)

@@ -579,7 +579,11 @@ impl<S: Storage + Clone> ShardState<S> {
             .collect();
         let mut archived = 0;
         for share_key in keys {
-            let mut sp = self.share.partitions.remove(&share_key).expect("key listed");
+            let mut sp = self
+                .share
+                .partitions
+                .remove(&share_key)
+                .expect("key listed");
             archived += sp.move_log_start(start);
             self.put_share(share_key, sp);
         }
@@ -589,12 +593,8 @@ impl<S: Storage + Clone> ShardState<S> {
     /// After a restart: every share partition learns its log's start offset again (it is not
     /// journalled with the share state; the log has it).
     pub fn share_apply_log_starts(&mut self) -> u64 {
-        let keys: BTreeSet<PartitionKey> = self
-            .share
-            .partitions
-            .keys()
-            .map(|k| k.partition)
-            .collect();
+        let keys: BTreeSet<PartitionKey> =
+            self.share.partitions.keys().map(|k| k.partition).collect();
         keys.iter().map(|k| self.share_log_start_moved(k)).sum()
     }
 
@@ -883,8 +883,8 @@ fn lock_overlay(view: &ShareSnapshot, txn: &str, ranges: &[JournalRange]) -> Vec
 mod tests {
     use super::*;
     use crate::journal::{Location, RecoveredEntry};
-    use crate::share::{AckBatch, AcknowledgeType, ShareConfig};
     use crate::server::transactions::locks_entry;
+    use crate::share::{AckBatch, AcknowledgeType, ShareConfig};
     use std::path::Path;
     use std::sync::Arc;
 

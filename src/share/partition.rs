@@ -980,9 +980,15 @@ impl SharePartition {
     pub fn check_invariants(&self) {
         assert!(self.spso >= 0 && self.spso <= self.next_offset);
         self.runs.check(self.spso, self.next_offset);
-        assert!(self.next_offset >= self.log_start, "SPEO + 1 is at or past the log start");
+        assert!(
+            self.next_offset >= self.log_start,
+            "SPEO + 1 is at or past the log start"
+        );
         if let Some(next) = self.runs.next_available(self.spso) {
-            assert!(next >= self.log_start, "AVAILABLE offset {next} below the log start");
+            assert!(
+                next >= self.log_start,
+                "AVAILABLE offset {next} below the log start"
+            );
         }
         if self.runs.is_empty() {
             assert!(self.batches.is_empty());
@@ -990,7 +996,10 @@ impl SharePartition {
             let first = *self.batches.first().expect("a window has a batch");
             assert!(first <= self.spso, "the batch holding SPSO is known");
             assert!(
-                self.batches.range(first + 1..).next().is_none_or(|&b| b > self.spso),
+                self.batches
+                    .range(first + 1..)
+                    .next()
+                    .is_none_or(|&b| b > self.spso),
                 "only the batch holding SPSO starts at or below it"
             );
             assert!(*self.batches.last().expect("non-empty") < self.next_offset);

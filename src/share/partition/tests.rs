@@ -677,8 +677,12 @@ fn a_throttled_batch_is_delivered_alone() {
 fn log_start_archives_available_and_leaves_the_rest_above() {
     let mut p = sp(0);
     p.acquire("a", 10, 10, 0);
-    p.acknowledge("a", &[ack(0, 1, Release), ack(6, 7, Accept), ack(8, 9, Release)], 0)
-        .unwrap();
+    p.acknowledge(
+        "a",
+        &[ack(0, 1, Release), ack(6, 7, Accept), ack(8, 9, Release)],
+        0,
+    )
+    .unwrap();
     // 0-1 AVAILABLE(1), 2-5 ACQUIRED by a, 6-7 ACKNOWLEDGED, 8-9 AVAILABLE(1).
     p.take_delta();
     assert_eq!(p.move_log_start(4), 2);
@@ -697,7 +701,11 @@ fn log_start_archives_available_and_leaves_the_rest_above() {
         spso: 0,
         runs: vec![],
     };
-    view.apply_delta(&ShareDelta { reset: true, ..delta.clone() }).unwrap();
+    view.apply_delta(&ShareDelta {
+        reset: true,
+        ..delta.clone()
+    })
+    .unwrap();
     assert_eq!(view.spso, 4);
     // Past SPEO: offsets never acquired are skipped; SPEO + 1 moves to the log start.
     assert_eq!(p.acquire("a", 10, 500, LOCK_MS).len(), 2);
@@ -718,7 +726,10 @@ fn locked_below_the_log_start_waits_for_its_transaction() {
     p.lock("a", "t2", &[ack(3, 5, Accept)]).unwrap();
     p.move_log_start(6);
     assert_eq!(p.spso(), 0);
-    assert!(matches!(state(&p, 1), Some((RecordState::Locked { .. }, 1))));
+    assert!(matches!(
+        state(&p, 1),
+        Some((RecordState::Locked { .. }, 1))
+    ));
     assert_eq!(p.commit("t1").acknowledged, 3);
     assert_eq!(p.abort("t2"), 3);
     assert_eq!(p.record(4), None);
