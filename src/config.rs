@@ -15,10 +15,12 @@
 use crate::constants::{
     DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
     RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, SHARE_DELIVERY_COUNT_LIMIT_MAX,
-    SHARE_DELIVERY_COUNT_LIMIT_MIN, SHARE_PARTITION_MAX_RECORD_LOCKS_MAX,
-    SHARE_RECORD_LOCK_DURATION_MS_MAX, SHARE_RECORD_LOCK_DURATION_MS_MIN,
-    SHARE_TRANSACTION_MAX_PENDING_MAX, SHARE_TRANSACTION_TIMEOUT_MS_MAX, TOPIC_PARTITIONS_DEFAULT,
-    TOPIC_PARTITIONS_MAX,
+    SHARE_DELIVERY_COUNT_LIMIT_MIN, SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN,
+    SHARE_GROUP_RECORD_LOCK_DURATION_MS_FLOOR, SHARE_GROUP_RECORD_LOCK_DURATION_MS_MAX,
+    SHARE_GROUP_RECORD_LOCK_DURATION_MS_MIN, SHARE_HEARTBEAT_INTERVAL_MS_MAX,
+    SHARE_HEARTBEAT_INTERVAL_MS_MIN, SHARE_PARTITION_MAX_RECORD_LOCKS_MAX,
+    SHARE_SESSION_TIMEOUT_MS_MAX, SHARE_SESSION_TIMEOUT_MS_MIN, SHARE_TRANSACTION_MAX_PENDING_MAX,
+    SHARE_TRANSACTION_TIMEOUT_MS_MAX, TOPIC_PARTITIONS_DEFAULT, TOPIC_PARTITIONS_MAX,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,6 +50,11 @@ pub enum ConfigError {
     ReadOnly {
         key: String,
     },
+    /// A value refused with Kafka's own message (share-group configs).
+    Refused {
+        key: String,
+        message: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -66,6 +73,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "invalid value {value:?} for config {key:?}: {reason}")
             }
             ConfigError::ReadOnly { key } => write!(f, "config {key:?} cannot be changed"),
+            ConfigError::Refused { message, .. } => f.write_str(message),
         }
     }
 }
@@ -157,6 +165,15 @@ pub enum ConfigRule {
     Range { min: i64, max: i64 },
     /// One of the listed strings.
     OneOf(&'static [&'static str]),
+    /// Kafka's integer share-group config: its definition parses values of at least `floor`
+    /// ("Value must be at least"), the broker's bounds then allow `min ..= max` ("must be in
+    /// the range"). Refusals carry Kafka's messages.
+    Bounded { floor: i64, min: i64, max: i64 },
+    /// Kafka's string share-group config (`ValidString`): one of the listed strings, exactly;
+    /// refusals carry Kafka's message.
+    Choice(&'static [&'static str]),
+    /// `share.auto.offset.reset`: `earliest`, `latest` or `by_duration:<ISO-8601 duration>`.
+    AutoOffsetReset,
     /// Cannot be set at all.
     ReadOnly,
 }
@@ -200,12 +217,132 @@ impl ConfigDef {
                     Err(bad(&format!("supported values: {}", allowed.join(", "))))
                 }
             }
+            ConfigRule::Bounded { floor, min, max } => {
+                let trimmed = value.trim();
+                let kind = match self.config_type {
+                    ConfigType::Long => "LONG",
+                    _ => "INT",
+                };
+                let parsed: i64 = trimmed
+                    .parse()
+                    .ok()
+                    .filter(|v| kind == "LONG" || i32::try_from(*v).is_ok())
+                    .ok_or_else(|| {
+                        self.refused(format!(
+                            "Invalid value {trimmed} for configuration {}: Not a number of type {kind}",
+                            self.name
+                        ))
+                    })?;
+                if parsed < floor {
+                    return Err(self.refused(format!(
+                        "Invalid value {parsed} for configuration {}: Value must be at least {floor}",
+                        self.name
+                    )));
+                }
+                if parsed < min || parsed > max {
+                    return Err(self.refused(format!(
+                        "{} must be in the range {min} to {max} inclusive.",
+                        self.name
+                    )));
+                }
+                Ok(parsed.to_string())
+            }
+            ConfigRule::Choice(allowed) => {
+                let trimmed = value.trim();
+                if allowed.contains(&trimmed) {
+                    Ok(trimmed.to_string())
+                } else {
+                    Err(self.refused(format!(
+                        "Invalid value {trimmed} for configuration {}: String must be one of: {}",
+                        self.name,
+                        allowed.join(", ")
+                    )))
+                }
+            }
+            ConfigRule::AutoOffsetReset => {
+                let trimmed = value.trim();
+                let ok = match trimmed {
+                    "earliest" | "latest" => true,
+                    other => other
+                        .strip_prefix("by_duration:")
+                        .is_some_and(|d| parse_iso_duration_ms(d).is_some()),
+                };
+                if ok {
+                    Ok(trimmed.to_string())
+                } else {
+                    Err(self.refused(format!(
+                        "Invalid value {trimmed} for configuration {name}: Invalid value `{trimmed}` for \
+                         configuration {name}. The value must be either 'earliest', 'latest' or of the \
+                         format 'by_duration:<PnDTnHnMn.nS>'.",
+                        name = self.name
+                    )))
+                }
+            }
+        }
+    }
+
+    fn refused(&self, message: String) -> ConfigError {
+        ConfigError::Refused {
+            key: self.name.to_string(),
+            message,
         }
     }
 
     pub fn is_read_only(&self) -> bool {
         self.rule == ConfigRule::ReadOnly
     }
+}
+
+/// Milliseconds of an ISO-8601 duration as Java's `Duration.parse` reads it (`PnDTnHnMn.nS`,
+/// any case; fractions only on seconds); `None` if it is malformed or negative.
+pub fn parse_iso_duration_ms(text: &str) -> Option<u64> {
+    let upper = text.trim().to_ascii_uppercase();
+    let rest = upper.strip_prefix('P')?;
+    let (date, time) = match rest.split_once('T') {
+        Some((date, time)) => (date, Some(time)),
+        None => (rest, None),
+    };
+    let digits = |s: &str| -> Option<u128> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || s.len() > 18 {
+            return None;
+        }
+        s.parse().ok()
+    };
+    let mut ms: u128 = 0;
+    let mut sections = 0;
+    if !date.is_empty() {
+        ms += digits(date.strip_suffix('D')?)? * 86_400_000;
+        sections += 1;
+    }
+    if let Some(mut time) = time {
+        if time.is_empty() {
+            return None;
+        }
+        for (unit, scale) in [('H', 3_600_000u128), ('M', 60_000)] {
+            if let Some((n, tail)) = time.split_once(unit) {
+                ms += digits(n)? * scale;
+                sections += 1;
+                time = tail;
+            }
+        }
+        if !time.is_empty() {
+            let seconds = time.strip_suffix('S')?;
+            let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, ""));
+            ms += digits(whole)? * 1_000;
+            if !fraction.is_empty() {
+                if fraction.len() > 9 {
+                    return None;
+                }
+                let padded = format!("{fraction:0<3}");
+                ms += digits(&padded[..3])?;
+            }
+            sections += 1;
+        }
+    }
+    if sections == 0 {
+        return None;
+    }
+    u64::try_from(ms).ok()
 }
 
 const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
@@ -299,15 +436,15 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         name: "share.auto.offset.reset",
         config_type: ConfigType::String,
         default: "latest",
-        rule: ConfigRule::OneOf(&["latest", "earliest"]),
+        rule: ConfigRule::AutoOffsetReset,
         synonym: None,
-        doc: "Where a share group with no state for a partition starts: the log end (latest) or the log start (earliest).",
+        doc: "Where a share group with no state for a partition starts: the log end (latest), the log start (earliest), or the first record at most a duration old (by_duration:<ISO-8601 duration>).",
     },
     ConfigDef {
         name: "share.isolation.level",
         config_type: ConfigType::String,
         default: "read_uncommitted",
-        rule: ConfigRule::OneOf(&["read_uncommitted", "read_committed"]),
+        rule: ConfigRule::Choice(&["read_committed", "read_uncommitted"]),
         synonym: None,
         doc: "Which records share consumers read; the same here, because produce has no transactions.",
     },
@@ -315,9 +452,10 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         name: "share.record.lock.duration.ms",
         config_type: ConfigType::Int,
         default: "30000",
-        rule: ConfigRule::Range {
-            min: SHARE_RECORD_LOCK_DURATION_MS_MIN as i64,
-            max: SHARE_RECORD_LOCK_DURATION_MS_MAX as i64,
+        rule: ConfigRule::Bounded {
+            floor: SHARE_GROUP_RECORD_LOCK_DURATION_MS_FLOOR as i64,
+            min: SHARE_GROUP_RECORD_LOCK_DURATION_MS_MIN as i64,
+            max: SHARE_GROUP_RECORD_LOCK_DURATION_MS_MAX as i64,
         },
         synonym: None,
         doc: "How long an acquired record stays with its consumer before it is available again.",
@@ -326,7 +464,8 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         name: "share.delivery.count.limit",
         config_type: ConfigType::Int,
         default: "5",
-        rule: ConfigRule::Range {
+        rule: ConfigRule::Bounded {
+            floor: SHARE_DELIVERY_COUNT_LIMIT_MIN as i64,
             min: SHARE_DELIVERY_COUNT_LIMIT_MIN as i64,
             max: SHARE_DELIVERY_COUNT_LIMIT_MAX as i64,
         },
@@ -337,12 +476,39 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         name: "share.partition.max.record.locks",
         config_type: ConfigType::Int,
         default: "2000",
-        rule: ConfigRule::Range {
-            min: 1,
+        // Kafka's upper bound (SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX) is checked with the
+        // other configs of the group: transactional groups may go past it.
+        rule: ConfigRule::Bounded {
+            floor: SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN as i64,
+            min: SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN as i64,
             max: SHARE_PARTITION_MAX_RECORD_LOCKS_MAX as i64,
         },
         synonym: None,
-        doc: "Most in-flight records (from the share-partition start offset) per partition.",
+        doc: "Most in-flight records (from the share-partition start offset) per partition; at most 4000 (Kafka's bound) unless share.acknowledgement.mode is transactional.",
+    },
+    ConfigDef {
+        name: "share.session.timeout.ms",
+        config_type: ConfigType::Int,
+        default: "45000",
+        rule: ConfigRule::Bounded {
+            floor: 1,
+            min: SHARE_SESSION_TIMEOUT_MS_MIN as i64,
+            max: SHARE_SESSION_TIMEOUT_MS_MAX as i64,
+        },
+        synonym: None,
+        doc: "A member that sends no heartbeat for this long is removed from the group.",
+    },
+    ConfigDef {
+        name: "share.heartbeat.interval.ms",
+        config_type: ConfigType::Int,
+        default: "5000",
+        rule: ConfigRule::Bounded {
+            floor: 1,
+            min: SHARE_HEARTBEAT_INTERVAL_MS_MIN as i64,
+            max: SHARE_HEARTBEAT_INTERVAL_MS_MAX as i64,
+        },
+        synonym: None,
+        doc: "The heartbeat interval the group's members are told to use.",
     },
     ConfigDef {
         name: "share.acknowledgement.mode",
@@ -351,6 +517,14 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         rule: ConfigRule::OneOf(&["implicit", "explicit", "transactional"]),
         synonym: None,
         doc: "How the group's consumers acknowledge; in transactional mode plain acknowledgements are refused and records are acknowledged only inside share transactions.",
+    },
+    ConfigDef {
+        name: "share.renew.acknowledge.enable",
+        config_type: ConfigType::Boolean,
+        default: "true",
+        rule: ConfigRule::OneOf(&["true", "false"]),
+        synonym: None,
+        doc: "Whether the group's consumers may renew the acquisition locks of records they hold (AcknowledgeType RENEW, KIP-1222); when false a renewal gets INVALID_RECORD_STATE.",
     },
     ConfigDef {
         name: "share.transaction.timeout.ms",

@@ -168,6 +168,66 @@ pub const SHARE_FETCH_READ_BYTES_MAX: usize = 1024 * 1024;
 /// Longest a ShareFetch with nothing to hand out waits before it looks again for records
 /// released, expired or aborted meanwhile (new data in the log wakes it at once).
 pub const SHARE_FETCH_RECHECK_MS: u64 = 100;
+/// How often DeleteRecords looks whether a moved log start is durable (its checkpoint slot
+/// rides on the partition's next flush).
+pub const DELETE_RECORDS_DURABLE_POLL_MS: u64 = 1;
+/// Least time DeleteRecords waits for a moved log start to become durable, whatever the
+/// request's timeout (Kafka answers a single-replica DeleteRecords without waiting).
+pub const DELETE_RECORDS_WAIT_MS_MIN: u64 = 5_000;
+
+// ---- Share-group membership and Kafka's broker-level bounds on group configs (issue 12) ----
+
+/// Kafka `group.share.session.timeout.ms`: a member that does not heartbeat for this long is
+/// removed (the group config `share.session.timeout.ms` overrides it).
+pub const SHARE_SESSION_TIMEOUT_MS_DEFAULT: u64 = 45_000;
+/// Kafka `group.share.min.session.timeout.ms`.
+pub const SHARE_SESSION_TIMEOUT_MS_MIN: u64 = 45_000;
+/// Kafka `group.share.max.session.timeout.ms`.
+pub const SHARE_SESSION_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Kafka `group.share.heartbeat.interval.ms` (group config `share.heartbeat.interval.ms`).
+pub const SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 5_000;
+/// Kafka `group.share.min.heartbeat.interval.ms`.
+pub const SHARE_HEARTBEAT_INTERVAL_MS_MIN: u64 = 5_000;
+/// Kafka `group.share.max.heartbeat.interval.ms`.
+pub const SHARE_HEARTBEAT_INTERVAL_MS_MAX: u64 = 15_000;
+/// The smallest `share.record.lock.duration.ms` Kafka's config definition parses (below it:
+/// "Value must be at least 1000").
+pub const SHARE_GROUP_RECORD_LOCK_DURATION_MS_FLOOR: u64 = 1_000;
+/// Kafka `group.share.min.record.lock.duration.ms`: the group config's lower bound.
+pub const SHARE_GROUP_RECORD_LOCK_DURATION_MS_MIN: u64 = 15_000;
+/// Kafka `group.share.max.record.lock.duration.ms`: the group config's upper bound.
+pub const SHARE_GROUP_RECORD_LOCK_DURATION_MS_MAX: u64 = 60_000;
+/// Kafka's smallest `share.partition.max.record.locks` (config definition and
+/// `group.share.partition.max.record.locks` bounds).
+pub const SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN: u32 = 100;
+/// Kafka `group.share.max.partition.max.record.locks`: the group config's upper bound. Lockstep
+/// lets a group in `share.acknowledgement.mode=transactional` go up to
+/// [`SHARE_PARTITION_MAX_RECORD_LOCKS_MAX`] (its LOCKED records count until their checkpoint).
+pub const SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX: u32 = 4_000;
+/// Kafka `group.share.max.share.sessions`: share sessions per broker.
+pub const SHARE_SESSIONS_MAX: usize = 2_000;
+/// Longest member id a ShareGroupHeartbeat may carry (a UUID string).
+pub const SHARE_MEMBER_ID_BYTES_MAX: usize = 36;
+
+const _: () = assert!(SHARE_SESSION_TIMEOUT_MS_MIN <= SHARE_SESSION_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(SHARE_SESSION_TIMEOUT_MS_DEFAULT <= SHARE_SESSION_TIMEOUT_MS_MAX);
+const _: () = assert!(SHARE_HEARTBEAT_INTERVAL_MS_MIN <= SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT);
+const _: () = assert!(SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT <= SHARE_HEARTBEAT_INTERVAL_MS_MAX);
+// A session timeout above every heartbeat interval (Kafka refuses session <= interval).
+const _: () = assert!(SHARE_HEARTBEAT_INTERVAL_MS_MAX < SHARE_SESSION_TIMEOUT_MS_MIN);
+const _: () =
+    assert!(SHARE_GROUP_RECORD_LOCK_DURATION_MS_FLOOR >= SHARE_RECORD_LOCK_DURATION_MS_MIN);
+const _: () =
+    assert!(SHARE_GROUP_RECORD_LOCK_DURATION_MS_MIN <= SHARE_RECORD_LOCK_DURATION_MS_DEFAULT);
+const _: () =
+    assert!(SHARE_RECORD_LOCK_DURATION_MS_DEFAULT <= SHARE_GROUP_RECORD_LOCK_DURATION_MS_MAX);
+const _: () = assert!(SHARE_GROUP_RECORD_LOCK_DURATION_MS_MAX <= SHARE_RECORD_LOCK_DURATION_MS_MAX);
+const _: () =
+    assert!(SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN <= SHARE_PARTITION_MAX_RECORD_LOCKS_DEFAULT);
+const _: () =
+    assert!(SHARE_PARTITION_MAX_RECORD_LOCKS_DEFAULT <= SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX);
+const _: () =
+    assert!(SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX <= SHARE_PARTITION_MAX_RECORD_LOCKS_MAX);
 
 const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_MIN > 0);
 const _: () = assert!(SHARE_RECORD_LOCK_DURATION_MS_MIN <= SHARE_RECORD_LOCK_DURATION_MS_DEFAULT);

@@ -912,6 +912,37 @@ fn share_java_accept_release_reject_and_archive_at_limit() {
     assert_eq!(r.u("after_archive"), 0);
 }
 
+/// Issue 12: Java 4.4 `KafkaShareConsumer` renewing its locks on every poll (AcknowledgeType.RENEW,
+/// KIP-1222; the pattern of Flink's share-group source, FLIP-573) while each record's processing
+/// (20 s) outlasts the lock (15 s, Kafka's minimum group value): no record redelivered (delivery
+/// count 1 throughout), none lost (all ACCEPTed), nothing delivered again afterwards.
+#[test]
+fn share_java_renew_on_every_poll_while_processing_outlasts_the_lock() {
+    let _g = serial();
+    deps();
+    let b = Broker::start();
+    let n = 20u64;
+    let r = java_share(
+        &b,
+        "renew",
+        "share-java-renew",
+        "g-java-renew",
+        &[
+            ("--count", n.to_string()),
+            ("--lock-ms", "15000".into()),
+            ("--process-ms", "20000".into()),
+            ("--timeout", "60".into()),
+        ],
+    );
+    assert_ok("java share renew", &r);
+    assert_eq!(r.u("accepted"), n, "none lost");
+    assert_eq!(r.u("redelivered"), 0, "none redelivered");
+    assert_eq!(r.u("after_accept"), 0);
+    assert_eq!(r.u("after_all_accepted"), 0);
+    assert!(r.u("renews") > 0);
+    assert!(r.u("max_held_ms") > r.u("lock_ms"), "held past the lock");
+}
+
 #[test]
 fn share_acknowledgements_survive_broker_sigkill_restart() {
     let _g = serial();

@@ -12,8 +12,9 @@
 //!
 //! With `LOCKSTEP_INTEROP_TARGET=kafka` the same test runs against the Kafka 4.4 reference broker
 //! (`tools/kafka-reference.sh run`), which is how its expectations were checked. Differences that
-//! remain: Lockstep serves DescribeShareGroupOffsets v0 only, so the LAG column shows `-`
-//! (Kafka 4.4 computes it with v1); the coordinator id is 0 (Kafka's reference broker is 1).
+//! remain: the coordinator id is 0 (Kafka's reference broker is 1). The LAG column comes from
+//! DescribeShareGroupOffsets v1 (KIP-1226): the records from the start offset to the high
+//! watermark whose delivery is not complete.
 //!
 //! Needs `tools/install-test-deps.sh` (the Python client, and Apache Kafka 4.4 for the tool);
 //! when either is missing the test fails and says how to install it.
@@ -356,6 +357,15 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
             r[3].parse::<i64>().is_ok_and(|o| (0..=50).contains(&o)),
             "{out}"
         );
+        // 50 records per partition; the lag counts those from the start offset on that were
+        // not acknowledged (implicit acknowledgement may have completed some beyond a gap).
+        let start: i64 = r[3].parse().unwrap();
+        assert!(
+            r[4].parse::<i64>()
+                .is_ok_and(|lag| (0..=50 - start).contains(&lag) && lag + start > 0),
+            "LAG {}: {out}",
+            r[4]
+        );
     }
     let out = tool(port, &["--describe", "--group", GROUP, "--members"]);
     assert!(
@@ -381,7 +391,10 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
     }
     let out = tool(port, &["--describe", "--group", GROUP]);
     for partition in ["0", "1"] {
-        assert_eq!(row(&out, &[GROUP, TOPIC, partition])[3], "0", "{out}");
+        let r = row(&out, &[GROUP, TOPIC, partition]);
+        assert_eq!(r[3], "0", "{out}");
+        // From offset 0 nothing is delivered: the whole partition is lag.
+        assert_eq!(r[4], "50", "{out}");
     }
     let out = tool(
         port,

@@ -231,7 +231,9 @@ impl Sim {
                 member_id: member(m),
                 partitions: vec![pref()],
                 max_records,
-                max_bytes: 1 << 20,
+                batch_size: max_records,
+                partition_max_bytes: 1 << 20,
+                min_one_batch: true,
             },
             self.now,
         );

@@ -24,6 +24,9 @@
 //! stop                     present: finish the current checkpoint and exit
 //! member-w<i>              worker i's share-group member id (a restarted worker rejoins as
 //!                          the same member and takes its partitions over at once)
+//! partial-w<i>             written by the driver: worker i, at its next poll with records,
+//!                          takes fewer records than it polled and exits (the number in the
+//!                          file: how many such rounds remain, one per restart)
 //! staging/<txn>/<worker>   one worker process's output for <txn>: "open", then one line
 //!                          "r <partition> <offset> <id>" per record whose acknowledgement the
 //!                          broker accepted (appended and fsync'd *after* the flush succeeded),
@@ -57,7 +60,12 @@
 //! coordinator at a phase for longer than the transaction timeout (ONGOING transactions time
 //! out, PREPARE ones must not); SIGSTOP a worker; close, delay or stop forwarding (both ways)
 //! the connections of the coordinator or of one worker, in a proxy that the broker advertises
-//! (`--advertised`) and that tells connections apart by the client id of their first request.
+//! (`--advertised`) and that tells connections apart by the client id of their first request;
+//! make a worker take fewer records than it polled and exit without closing its consumer, one
+//! to three times in a row (`partial-take`: what every framework failover does; the records it
+//! did not take go back by the connection drop, one delivery attempt higher, and must neither
+//! be lost to the delivery limit nor duplicated). Every seed has `--partial-takes` of those on
+//! top of its `--faults` random ones.
 //!
 //! ## Determinism and limits
 //! The driver's faults come from `SmallRng::seed_from_u64(seed)`; the processes' timing does
@@ -129,6 +137,10 @@ const RECORDS_MAX: usize = 10_000_000;
 const WORKERS_MAX: usize = 64;
 /// Faults one run may inject.
 const FAULTS_MAX: usize = 1_000;
+/// Consecutive partial takes (each followed by an exit and a restart) one fault asks for.
+const PARTIAL_TAKE_ROUNDS_MAX: u32 = 3;
+/// Exit code of a worker that exits after a partial take (the driver restarts it).
+const PARTIAL_TAKE_EXIT_CODE: u8 = 3;
 
 // ---------------------------------------------------------------------------------------------
 // Command line.
@@ -212,6 +224,10 @@ struct ChaosArgs {
     /// Faults injected per seed.
     #[arg(long, default_value_t = 6)]
     faults: usize,
+    /// Partial-take faults per seed on top of --faults (a worker takes fewer records than it
+    /// polled and exits; restarted, it may do it again, up to 3 times in a row).
+    #[arg(long, default_value_t = 1)]
+    partial_takes: usize,
     /// Faults are injected during this window; processing is paced to span it.
     #[arg(long, default_value_t = 20)]
     window_secs: u64,
@@ -314,6 +330,37 @@ impl RunDir {
 
     fn stop_requested(&self) -> bool {
         self.root.join("stop").exists()
+    }
+
+    /// The driver asks worker `index` for `rounds` partial takes in a row (a pending request
+    /// is replaced).
+    fn request_partial_takes(&self, index: usize, rounds: u32) -> std::io::Result<()> {
+        let rounds = rounds.clamp(1, PARTIAL_TAKE_ROUNDS_MAX);
+        write_atomic(
+            &self.root,
+            &format!("partial-w{index}"),
+            format!("{rounds}\n").as_bytes(),
+        )
+    }
+
+    /// Worker `index` takes one requested partial take, if any: true when it must do one now.
+    /// The count left is written durably before the worker acts on it.
+    fn take_partial_take(&self, index: usize) -> std::io::Result<bool> {
+        let name = format!("partial-w{index}");
+        let path = self.root.join(&name);
+        let left: u32 = match fs::read_to_string(&path) {
+            Ok(s) => s.trim().parse().unwrap_or(0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let left = left.min(PARTIAL_TAKE_ROUNDS_MAX);
+        if left <= 1 {
+            fs::remove_file(&path)?;
+            fsync_dir(&self.root)?;
+        } else {
+            write_atomic(&self.root, &name, format!("{}\n", left - 1).as_bytes())?;
+        }
+        Ok(left >= 1)
     }
 
     fn staging_dir(&self, txn: &str) -> PathBuf {
@@ -694,7 +741,7 @@ fn run_worker(a: &WorkerArgs) -> Result<(), String> {
             thread::sleep(CONTROL_POLL);
             continue;
         }
-        let records = match consumer.poll(WORKER_POLL) {
+        let mut records = match consumer.poll(WORKER_POLL) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("worker {}: poll: {e}", a.index);
@@ -704,6 +751,16 @@ fn run_worker(a: &WorkerArgs) -> Result<(), String> {
                 continue;
             }
         };
+        // The partial-take fault: process only the first half of this poll, then exit without
+        // closing the consumer; the untaken records go back when the connection drops.
+        let partial_take = !records.is_empty()
+            && run
+                .take_partial_take(a.index)
+                .map_err(|e| format!("partial-take file: {e}"))?;
+        let polled = records.len();
+        if partial_take {
+            records.truncate(polled / 2);
+        }
         let mut rejoin = false;
         for chunk in records.chunks(WORKER_CHUNK_RECORDS) {
             // Processing time.
@@ -755,6 +812,17 @@ fn run_worker(a: &WorkerArgs) -> Result<(), String> {
                     break;
                 }
             }
+        }
+        if partial_take {
+            println!(
+                "partial-take worker={} took {} of {polled} polled; exiting",
+                a.index,
+                records.len()
+            );
+            let _ = std::io::stdout().flush();
+            // No close, no leave heartbeat: the process ends and the kernel drops the
+            // connections, as a framework's failover would.
+            std::process::exit(i32::from(PARTIAL_TAKE_EXIT_CODE));
         }
         if rejoin {
             // Gives back what this member still holds (and drops unflushed acknowledgements).
@@ -1125,6 +1193,10 @@ enum Fault {
     Delay(Option<usize>, Duration, Duration),
     /// Stop forwarding both ways for a while.
     Cut(Option<usize>, Duration),
+    /// Worker i takes fewer records than its next non-empty poll returned, then exits without
+    /// closing its consumer (the rest goes back by the connection drop) and is restarted; this
+    /// many times in a row.
+    PartialTake(usize, u32),
 }
 
 impl Fault {
@@ -1138,6 +1210,7 @@ impl Fault {
             Fault::Drop(_) => "drop-conns".into(),
             Fault::Delay(..) => "delay".into(),
             Fault::Cut(..) => "partition".into(),
+            Fault::PartialTake(..) => "partial-take".into(),
         }
     }
 
@@ -1196,6 +1269,15 @@ fn plan(seed: u64, a: &ChaosArgs) -> Vec<(Duration, Fault)> {
             (at, fault)
         })
         .collect();
+    // Drawn after the random ones, so that a seed's other faults do not depend on this count.
+    for _ in 0..a.partial_takes {
+        let at = Duration::from_millis(rng.gen_range(window_ms / 10..window_ms * 4 / 5 + 1));
+        let fault = Fault::PartialTake(
+            rng.gen_range(0..a.workers),
+            rng.gen_range(1..=PARTIAL_TAKE_ROUNDS_MAX),
+        );
+        out.push((at, fault));
+    }
     out.sort_by_key(|(at, _)| *at);
     out
 }
@@ -1211,6 +1293,8 @@ struct SeedReport {
     faults: BTreeMap<String, u32>,
     /// Phase-triggered kills whose phase never came in time.
     faults_skipped: u32,
+    /// Partial takes the workers did (a partial-take fault asks for 1 to 3 in a row).
+    partial_takes_done: u32,
     checkpoints_committed: u64,
     checkpoints_aborted: u64,
     lost: usize,
@@ -1356,6 +1440,9 @@ impl<'a> Run<'a> {
             }) {
                 self.members.insert(i, id);
             }
+            if l.text.starts_with("partial-take ") {
+                self.report.partial_takes_done += 1;
+            }
         }
         if l.from == Role::Coordinator {
             if l.text.starts_with("phase=committed ") {
@@ -1458,7 +1545,12 @@ impl<'a> Run<'a> {
 
     /// The chaos window: injects the plan, restarts what was killed.
     fn chaos(&mut self) -> Result<(), String> {
-        let plan = plan(self.seed, self.a);
+        // Partial takes run on their own clock: a phase-triggered fault waiting for its marker
+        // does not hold them back.
+        let (partials, plan): (Vec<_>, Vec<_>) = plan(self.seed, self.a)
+            .into_iter()
+            .partition(|(_, f)| matches!(f, Fault::PartialTake(..)));
+        let mut next_partial = 0;
         let t0 = Instant::now();
         let window = Duration::from_secs(self.a.window_secs);
         let mut next = 0;
@@ -1501,6 +1593,16 @@ impl<'a> Run<'a> {
                 }
             }
             self.tick()?;
+            if next_partial < partials.len() && t0.elapsed() >= partials[next_partial].0 {
+                let fault = partials[next_partial].1.clone();
+                next_partial += 1;
+                eprintln!(
+                    "seed {}: t={:.1}s {fault:?}",
+                    self.seed,
+                    t0.elapsed().as_secs_f64()
+                );
+                self.inject(&fault)?;
+            }
             if armed.is_none()
                 && firing.is_none()
                 && next < plan.len()
@@ -1525,6 +1627,7 @@ impl<'a> Run<'a> {
             self.report.faults_skipped += 1;
         }
         self.report.faults_skipped += (plan.len() - next) as u32;
+        self.report.faults_skipped += (partials.len() - next_partial) as u32;
         Ok(())
     }
 
@@ -1627,6 +1730,12 @@ impl<'a> Run<'a> {
                 }
                 None => false,
             },
+            Fault::PartialTake(i, rounds) => {
+                RunDir::new(&self.dir)
+                    .and_then(|run| run.request_partial_takes(*i, *rounds))
+                    .map_err(|e| format!("partial-take request: {e}"))?;
+                true
+            }
         };
         if done {
             self.count(fault.kind());
@@ -1875,8 +1984,16 @@ fn parse_seeds(a: &ChaosArgs) -> Result<Vec<u64>, String> {
 fn replay_command(a: &ChaosArgs, seed: u64) -> String {
     format!(
         "cargo run --release --bin lockstep-pipeline -- chaos --seed {seed} --records {} \
-         --workers {} --partitions {} --faults {} --window-secs {} --interval-ms {} --shards {}",
-        a.records, a.workers, a.partitions, a.faults, a.window_secs, a.interval_ms, a.shards
+         --workers {} --partitions {} --faults {} --partial-takes {} --window-secs {} \
+         --interval-ms {} --shards {}",
+        a.records,
+        a.workers,
+        a.partitions,
+        a.faults,
+        a.partial_takes,
+        a.window_secs,
+        a.interval_ms,
+        a.shards
     )
 }
 
@@ -1889,6 +2006,8 @@ struct CampaignReport<'a> {
     records: usize,
     lost: usize,
     duplicated: usize,
+    /// Partial takes the workers did over every seed.
+    partial_takes_done: u32,
     runs: &'a [SeedReport],
 }
 
@@ -1907,9 +2026,10 @@ fn run_chaos(a: &ChaosArgs) -> ExitCode {
     if a.workers == 0 || a.workers > WORKERS_MAX {
         return usage(format!("--workers must be 1..={WORKERS_MAX}"));
     }
-    if a.faults > FAULTS_MAX || a.partitions < 1 || a.window_secs == 0 {
+    if a.faults + a.partial_takes > FAULTS_MAX || a.partitions < 1 || a.window_secs == 0 {
         return usage(format!(
-            "--faults at most {FAULTS_MAX}, --partitions and --window-secs at least 1"
+            "--faults plus --partial-takes at most {FAULTS_MAX}, --partitions and \
+             --window-secs at least 1"
         ));
     }
     let self_bin = match std::env::current_exe() {
@@ -1970,6 +2090,7 @@ fn run_chaos(a: &ChaosArgs) -> ExitCode {
         records: reports.iter().map(|r| r.records).sum(),
         lost: reports.iter().map(|r| r.lost).sum(),
         duplicated: reports.iter().map(|r| r.duplicated).sum(),
+        partial_takes_done: reports.iter().map(|r| r.partial_takes_done).sum(),
         runs: &reports,
     };
     if a.json {
@@ -2022,7 +2143,8 @@ fn print_table(s: &CampaignReport<'_>) {
     }
     println!();
     println!(
-        "seeds {}  passed {}  records {}  lost {}  duplicated {}  failed seeds {:?}",
-        s.seeds, s.passed, s.records, s.lost, s.duplicated, s.failed
+        "seeds {}  passed {}  records {}  lost {}  duplicated {}  partial takes done {}  \
+         failed seeds {:?}",
+        s.seeds, s.passed, s.records, s.lost, s.duplicated, s.partial_takes_done, s.failed
     );
 }

@@ -265,6 +265,9 @@ pub(super) struct CheckpointState<F> {
     /// A slot was written that no flush ticket has covered yet: the next ticket syncs the
     /// file, and until then new writes rewrite that slot in place (same generation).
     pub(super) dirty: bool,
+    /// The log start offset of the newest slot a completed flush covered (or recovery read):
+    /// a restart never starts the log below it.
+    pub(super) durable_start: u64,
 }
 
 pub(super) struct PendingRemoval {
@@ -316,6 +319,12 @@ impl<S: Storage> PartitionLog<S> {
     /// The offset the next appended record gets.
     pub fn log_end_offset(&self) -> u64 {
         self.active().next_offset
+    }
+
+    /// The log start offset a restart is guaranteed to keep (DeleteRecords answers once it
+    /// reaches the requested offset).
+    pub fn durable_log_start_offset(&self) -> u64 {
+        self.checkpoint.durable_start
     }
 
     /// Every offset below this is durable.
@@ -708,6 +717,7 @@ impl<S: Storage> PartitionLog<S> {
             Ok(()) => {
                 self.commit.complete(flight.id, Ok(()));
                 if let Some(start) = flight.checkpoint_start {
+                    self.checkpoint.durable_start = self.checkpoint.durable_start.max(start);
                     self.unlink_removed(start);
                 }
                 self.record_durable_position(flight.durable)

@@ -71,6 +71,7 @@ impl<S: Storage> PartitionLog<S> {
             written_start: 0,
             written_durable: None,
             dirty: false,
+            durable_start: 0,
         };
         let mut checkpoint_start = None;
         if has_checkpoint {
@@ -189,6 +190,8 @@ impl<S: Storage> PartitionLog<S> {
             start = log_end;
         }
         checkpoint.written_start = checkpoint_start.unwrap_or(start);
+        // Recovery starts the log here from what it read and synced: a restart does again.
+        checkpoint.durable_start = start;
 
         report.segments = segments.len();
         report.log_start_offset = start;

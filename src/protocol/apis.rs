@@ -59,8 +59,11 @@ pub const LIST_GROUPS: i16 = 16;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
+pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const DESCRIBE_CONFIGS: i16 = 32;
+pub const CREATE_PARTITIONS: i16 = 37;
+pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
 pub const SHARE_GROUP_DESCRIBE: i16 = 77;
@@ -157,6 +160,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         flexible_min: 4,
     },
     ApiSpec {
+        key: DELETE_RECORDS,
+        name: "DeleteRecords",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 2,
+    },
+    ApiSpec {
         key: INIT_PRODUCER_ID,
         name: "InitProducerId",
         min_version: 0,
@@ -171,13 +181,30 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         flexible_min: 4,
     },
     ApiSpec {
+        key: CREATE_PARTITIONS,
+        name: "CreatePartitions",
+        min_version: 0,
+        max_version: 3,
+        flexible_min: 2,
+    },
+    // Share groups only (Lockstep has no classic or consumer groups). Kafka 4.4 has v3 (an
+    // error message per group), which the crate lacks; Kafka's admin client negotiates v2.
+    ApiSpec {
+        key: DELETE_GROUPS,
+        name: "DeleteGroups",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 2,
+    },
+    ApiSpec {
         key: INCREMENTAL_ALTER_CONFIGS,
         name: "IncrementalAlterConfigs",
         min_version: 0,
         max_version: 1,
         flexible_min: 1,
     },
-    // KIP-932. Only v1: the crate has no v2 codec, and Java 4.4 negotiates down to v1.
+    // KIP-932. ShareGroupHeartbeat and ShareGroupDescribe v1 (the crate's codec); ShareFetch and
+    // ShareAcknowledge v1–v2 (KIP-1206/1222; codec generated, `protocol::generated`).
     ApiSpec {
         key: SHARE_GROUP_HEARTBEAT,
         name: "ShareGroupHeartbeat",
@@ -196,23 +223,23 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         key: SHARE_FETCH,
         name: "ShareFetch",
         min_version: 1,
-        max_version: 1,
+        max_version: 2,
         flexible_min: 0,
     },
     ApiSpec {
         key: SHARE_ACKNOWLEDGE,
         name: "ShareAcknowledge",
         min_version: 1,
-        max_version: 1,
+        max_version: 2,
         flexible_min: 0,
     },
-    // Share-group admin (KIP-932). DescribeShareGroupOffsets only v0: the crate has no v1 (which
-    // adds the lag); Kafka 4.4's admin client negotiates down to v0.
+    // Share-group admin (KIP-932). DescribeShareGroupOffsets v1 adds the lag (KIP-1226); its
+    // codec is generated (`protocol::generated`).
     ApiSpec {
         key: DESCRIBE_SHARE_GROUP_OFFSETS,
         name: "DescribeShareGroupOffsets",
         min_version: 0,
-        max_version: 0,
+        max_version: 1,
         flexible_min: 0,
     },
     ApiSpec {

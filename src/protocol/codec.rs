@@ -6,6 +6,14 @@
 //!   v0-format error body (see `apis::api_versions_unsupported_response`);
 //! - anything else (unknown key, unserved version, header too short or malformed) →
 //!   [`Inbound::Reject`]: the connection is closed, as Kafka does, after earlier responses.
+//!   Measured against Kafka 4.4 (2026-12-01): a request with key 999, Metadata v99 (header v1
+//!   or v2), each followed by ApiVersions v0 on the same connection: Kafka answers nothing and
+//!   closes (its `SocketServer` refuses a key or version it does not enable before any handler
+//!   runs; there is no error body for a key or version it cannot encode). The consumer-group
+//!   APIs (JoinGroup, OffsetFetch, ConsumerGroupHeartbeat, ...; issue 16) are not advertised,
+//!   so clients refuse them before sending: Java's consumer fails with "The node does not
+//!   support JOIN_GROUP", librdkafka's with UNSUPPORTED_FEATURE; a raw request for one is
+//!   closed like any key Kafka does not enable.
 //!
 //! Bodies are decoded with [`decode_body`], which first runs the structural guard so the
 //! decoder cannot be made to reserve memory out of proportion to the frame.
@@ -295,6 +303,11 @@ mod tests {
                 api_version: 99,
                 ..
             })
+        ));
+        // A consumer-group API (JoinGroup v9): not served, refused like an unknown key.
+        assert!(matches!(
+            parse_frame(request_frame(11, 9, 2, &[])),
+            Inbound::Reject(Reject::UnknownApi { api_key: 11, .. })
         ));
         let mut frame = BytesMut::new();
         frame.put_i16(777);

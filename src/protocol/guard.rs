@@ -137,6 +137,23 @@ const CREATE_TOPICS: &[Field] = &[f(0, Arr(CREATE_TOPIC)), f(0, I32), f(1, Bool)
 const DELETE_TOPIC_STATE: &[Field] = &[f(6, Str), f(6, Uuid)];
 const DELETE_TOPICS: &[Field] = &[f(6, Arr(DELETE_TOPIC_STATE)), fr(0, 5, ArrStr), f(0, I32)];
 
+// DeleteRecords v0–2 (flexible from 2).
+const DELETE_RECORDS_PARTITION: &[Field] = &[f(0, I32), f(0, I64)];
+const DELETE_RECORDS_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(DELETE_RECORDS_PARTITION))];
+const DELETE_RECORDS: &[Field] = &[f(0, Arr(DELETE_RECORDS_TOPIC)), f(0, I32)];
+
+// CreatePartitions v0–3 (flexible from 2); the assignments array is nullable.
+const CREATE_PARTITIONS_ASSIGNMENT: &[Field] = &[f(0, ArrI32)];
+const CREATE_PARTITIONS_TOPIC: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(0, Arr(CREATE_PARTITIONS_ASSIGNMENT)),
+];
+const CREATE_PARTITIONS: &[Field] = &[f(0, Arr(CREATE_PARTITIONS_TOPIC)), f(0, I32), f(0, Bool)];
+
+// DeleteGroups v0–2 (flexible from 2).
+const DELETE_GROUPS: &[Field] = &[f(0, ArrStr)];
+
 // InitProducerId v0–5 (flexible from 2).
 const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)];
 
@@ -149,7 +166,8 @@ const ALTERABLE_CONFIG: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
 const ALTER_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, Arr(ALTERABLE_CONFIG))];
 const INCREMENTAL_ALTER_CONFIGS: &[Field] = &[f(0, Arr(ALTER_CONFIGS_RESOURCE)), f(0, Bool)];
 
-// ShareGroupHeartbeat v1, ShareFetch v1, ShareAcknowledge v1 (KIP-932; flexible from 0).
+// ShareGroupHeartbeat v1, ShareFetch v1–2, ShareAcknowledge v1–2 (KIP-932, KIP-1206/1222;
+// flexible from 0).
 const SHARE_GROUP_HEARTBEAT: &[Field] = &[f(0, Str), f(0, Str), f(0, I32), f(0, Str), f(0, ArrStr)];
 const SHARE_FETCH_PARTITION: &[Field] = &[f(0, I32), fr(0, 0, I32), f(0, Arr(SHARE_ACK_BATCH))];
 const SHARE_FETCH_TOPIC: &[Field] = &[f(0, Uuid), f(0, Arr(SHARE_FETCH_PARTITION))];
@@ -163,10 +181,18 @@ const SHARE_FETCH: &[Field] = &[
     f(0, I32),
     f(1, I32),
     f(1, I32),
+    f(2, I8),
+    f(2, Bool),
     f(0, Arr(SHARE_FETCH_TOPIC)),
     f(0, Arr(SHARE_FORGOTTEN_TOPIC)),
 ];
-const SHARE_ACKNOWLEDGE: &[Field] = &[f(0, Str), f(0, Str), f(0, I32), f(0, Arr(SHARE_ACK_TOPIC))];
+const SHARE_ACKNOWLEDGE: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(2, Bool),
+    f(0, Arr(SHARE_ACK_TOPIC)),
+];
 
 // The share-transaction RPCs, keys 1000–1005 (`schemas/Share*.json`): v0 only, flexible from 0.
 const SHARE_BEGIN_TRANSACTION: &[Field] = &[f(0, Str), f(0, Str), f(0, I64)];
@@ -179,7 +205,7 @@ const SHARE_ACKNOWLEDGE_TRANSACTIONAL: &[Field] =
 const SHARE_TRANSACTION_OUTCOME: &[Field] = &[f(0, Str), f(0, Str)];
 const SHARE_LIST_TRANSACTIONS: &[Field] = &[f(0, Str), f(0, ArrI8)];
 
-// ShareGroupDescribe v1, DescribeShareGroupOffsets v0, AlterShareGroupOffsets v0,
+// ShareGroupDescribe v1, DescribeShareGroupOffsets v0–1, AlterShareGroupOffsets v0,
 // DeleteShareGroupOffsets v0 (KIP-932; flexible from 0).
 const SHARE_GROUP_DESCRIBE: &[Field] = &[f(0, ArrStr), f(0, Bool)];
 const DESCRIBE_SHARE_OFFSETS_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
@@ -202,6 +228,9 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::API_VERSIONS => API_VERSIONS,
         apis::CREATE_TOPICS => CREATE_TOPICS,
         apis::DELETE_TOPICS => DELETE_TOPICS,
+        apis::DELETE_RECORDS => DELETE_RECORDS,
+        apis::CREATE_PARTITIONS => CREATE_PARTITIONS,
+        apis::DELETE_GROUPS => DELETE_GROUPS,
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
@@ -560,6 +589,37 @@ mod tests {
                 }
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
+            apis::DELETE_RECORDS => {
+                let mut p = delete_records_request::DeleteRecordsPartition::default();
+                p.partition_index = 2;
+                p.offset = 40;
+                let mut t = delete_records_request::DeleteRecordsTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = DeleteRecordsRequest::default();
+                r.topics = vec![t.clone(), t];
+                r.timeout_ms = 1000;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::CREATE_PARTITIONS => {
+                let mut a = create_partitions_request::CreatePartitionsAssignment::default();
+                a.broker_ids = vec![0.into(), 1.into()];
+                let mut t = create_partitions_request::CreatePartitionsTopic::default();
+                t.name = topic("orders");
+                t.count = 4;
+                t.assignments = Some(vec![a.clone(), a]);
+                let mut without = t.clone();
+                without.assignments = None;
+                let mut r = CreatePartitionsRequest::default();
+                r.topics = vec![t, without];
+                r.validate_only = true;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DELETE_GROUPS => {
+                let mut r = DeleteGroupsRequest::default();
+                r.groups_names = vec![GroupId(s("g1")), GroupId(s("g2"))];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
             apis::INIT_PRODUCER_ID => {
                 let mut r = InitProducerIdRequest::default();
                 r.transactional_id = Some(s("tx").into());
@@ -596,43 +656,58 @@ mod tests {
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::SHARE_FETCH => {
-                let mut batch = share_fetch_request::AcknowledgementBatch::default();
-                batch.first_offset = 1;
-                batch.last_offset = 2;
-                batch.acknowledge_types = vec![1, 3];
-                let mut p = share_fetch_request::FetchPartition::default();
-                p.partition_index = 4;
-                p.acknowledgement_batches = vec![batch.clone(), batch];
-                let mut t = share_fetch_request::FetchTopic::default();
-                t.topic_id = uuid::Uuid::from_u128(5);
-                t.partitions = vec![p.clone(), p];
-                let mut f = share_fetch_request::ForgottenTopic::default();
-                f.topic_id = uuid::Uuid::from_u128(6);
-                f.partitions = vec![1, 2];
-                let mut r = ShareFetchRequest::default();
-                r.group_id = Some(GroupId(s("g")));
-                r.member_id = Some(s("m"));
-                r.max_records = 500;
-                r.topics = vec![t.clone(), t];
-                r.forgotten_topics_data = vec![f.clone(), f];
+                use crate::protocol::generated::share_fetch_request as m;
+                let batch = m::AcknowledgementBatch {
+                    first_offset: 1,
+                    last_offset: 2,
+                    acknowledge_types: vec![1, 3],
+                };
+                let p = m::FetchPartition {
+                    partition_index: 4,
+                    acknowledgement_batches: vec![batch.clone(), batch],
+                    ..Default::default()
+                };
+                let t = m::FetchTopic {
+                    topic_id: uuid::Uuid::from_u128(5),
+                    partitions: vec![p.clone(), p],
+                };
+                let f = m::ForgottenTopic {
+                    topic_id: uuid::Uuid::from_u128(6),
+                    partitions: vec![1, 2],
+                };
+                let r = m::ShareFetchRequest {
+                    group_id: Some("g".into()),
+                    member_id: Some("m".into()),
+                    max_records: 500,
+                    share_acquire_mode: if version >= 2 { 1 } else { 0 },
+                    topics: vec![t.clone(), t],
+                    forgotten_topics_data: vec![f.clone(), f],
+                    ..Default::default()
+                };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::SHARE_ACKNOWLEDGE => {
-                let mut batch = share_acknowledge_request::AcknowledgementBatch::default();
-                batch.first_offset = 1;
-                batch.last_offset = 1;
-                batch.acknowledge_types = vec![2];
-                let mut p = share_acknowledge_request::AcknowledgePartition::default();
-                p.partition_index = 4;
-                p.acknowledgement_batches = vec![batch.clone(), batch];
-                let mut t = share_acknowledge_request::AcknowledgeTopic::default();
-                t.topic_id = uuid::Uuid::from_u128(5);
-                t.partitions = vec![p.clone(), p];
-                let mut r = ShareAcknowledgeRequest::default();
-                r.group_id = Some(GroupId(s("g")));
-                r.member_id = Some(s("m"));
-                r.share_session_epoch = -1;
-                r.topics = vec![t.clone(), t];
+                use crate::protocol::generated::share_acknowledge_request as m;
+                let batch = m::AcknowledgementBatch {
+                    first_offset: 1,
+                    last_offset: 1,
+                    acknowledge_types: vec![2],
+                };
+                let p = m::AcknowledgePartition {
+                    partition_index: 4,
+                    acknowledgement_batches: vec![batch.clone(), batch],
+                };
+                let t = m::AcknowledgeTopic {
+                    topic_id: uuid::Uuid::from_u128(5),
+                    partitions: vec![p.clone(), p],
+                };
+                let r = m::ShareAcknowledgeRequest {
+                    group_id: Some("g".into()),
+                    member_id: Some("m".into()),
+                    share_session_epoch: -1,
+                    is_renew_ack: version >= 2,
+                    topics: vec![t.clone(), t],
+                };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::LIST_GROUPS => {
@@ -652,16 +727,20 @@ mod tests {
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::DESCRIBE_SHARE_GROUP_OFFSETS => {
-                let mut t = describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default();
-                t.topic_name = topic("orders");
-                t.partitions = vec![0, 1];
-                let mut g = describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
-                g.group_id = GroupId(s("g"));
-                g.topics = Some(vec![t.clone(), t]);
+                use crate::protocol::generated::describe_share_group_offsets_request as m;
+                let t = m::DescribeShareGroupOffsetsRequestTopic {
+                    topic_name: "orders".into(),
+                    partitions: vec![0, 1],
+                };
+                let g = m::DescribeShareGroupOffsetsRequestGroup {
+                    group_id: "g".into(),
+                    topics: Some(vec![t.clone(), t]),
+                };
                 let mut all = g.clone();
                 all.topics = None;
-                let mut r = DescribeShareGroupOffsetsRequest::default();
-                r.groups = vec![g, all];
+                let r = m::DescribeShareGroupOffsetsRequest {
+                    groups: vec![g, all],
+                };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::ALTER_SHARE_GROUP_OFFSETS => {

@@ -35,6 +35,7 @@ use crate::model::ShardId;
 use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
 use crate::server::shard::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
 use crate::server::share::ShareShard;
+use crate::server::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
@@ -161,6 +162,8 @@ struct ShardSetup {
     ready: mpsc::Sender<Result<usize, String>>,
     stop: Arc<AtomicBool>,
     drained: Arc<AtomicUsize>,
+    /// Share sessions of every shard count against this (a per-broker limit, as Kafka's).
+    share_sessions: SessionBudget,
 }
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
@@ -209,6 +212,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
     let mesh = MeshBuilder::<MeshMsg, Full>::full(config.shards, SHARD_MESH_CHANNEL_MESSAGES);
     let (ready_tx, ready_rx) = mpsc::channel();
     let drained = Arc::new(AtomicUsize::new(0));
+    let share_sessions = SessionBudget::new(MAX_SHARE_SESSIONS);
     let cpus = shard_cpus();
     let mut handles = Vec::with_capacity(config.shards);
     for index in 0..config.shards {
@@ -220,6 +224,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             ready: ready_tx.clone(),
             stop: stop.clone(),
             drained: drained.clone(),
+            share_sessions: share_sessions.clone(),
         };
         let placement = match cpus.get(index % cpus.len().max(1)) {
             Some(&cpu) if config.shards <= cpus.len() => Placement::Fixed(cpu),
@@ -310,6 +315,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     state.share.retain_topics(&registry);
     // The log start is not journalled with the share state: archive what lies below it again.
     state.share_apply_log_starts();
+    state.share.sessions = ShareSessions::with_budget(setup.share_sessions.clone());
     for report in reports
         .iter()
         .filter(|r| !r.truncated.is_empty() || !r.removed.is_empty())

@@ -16,7 +16,7 @@
 use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
 use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
-use crate::constants::TXN_PREPARE_WAIT_MS;
+use crate::constants::{DELETE_RECORDS_DURABLE_POLL_MS, TXN_PREPARE_WAIT_MS};
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
@@ -25,11 +25,12 @@ use crate::model::{group_shard, partition_shard};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
-    AdminOp, AdminReply, ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult,
-    ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
+    AdminOp, AdminReply, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp,
+    ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
 use crate::server::shard::{PartitionKey, ShardState};
+use crate::server::share_session::SessionKey;
 use crate::server::{Bus, TopicRegistry};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
@@ -195,7 +196,18 @@ impl ShardCtx {
                         .heartbeat(&hb, &registry, wall_ms() as u64)
                 };
                 for d in departed {
-                    self.member_gone(d.group_id, d.member_id);
+                    // A leaving member with an open share session closes it itself (librdkafka
+                    // sends its last acknowledgements with epoch -1 alongside the leave), or its
+                    // connection drops: either releases its records then, after its
+                    // acknowledgements. Without a session, release now.
+                    let key = SessionKey {
+                        group_id: d.group_id,
+                        member_id: d.member_id,
+                    };
+                    let open = self.state.borrow().share.sessions.get(&key).is_some();
+                    if !open {
+                        self.member_gone(key.group_id, key.member_id);
+                    }
                 }
                 ShardReply::ShareHeartbeat(answer)
             }
@@ -204,9 +216,9 @@ impl ShardCtx {
                 let mut state = self.state.borrow_mut();
                 let sessions = &mut state.share.sessions;
                 let outcome = if op.acknowledge_only {
-                    sessions.acknowledge(&op.key, op.epoch, now)
+                    sessions.acknowledge(&op.key, op.epoch, op.conn_id, now)
                 } else {
-                    sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, now)
+                    sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, op.conn_id, now)
                 };
                 ShardReply::ShareSession(outcome.map_err(|e| e.code()))
             }
@@ -215,6 +227,12 @@ impl ShardCtx {
                 // A new share partition's start offset is journalled; nothing waits for it.
                 let _ = self.append_share_entries();
                 ShardReply::ShareFetched(fetched)
+            }
+            ShardOp::ShareProbe(op) => {
+                let probed = self.state.borrow_mut().share_probe(&op, wall_ms() as u64);
+                // A new share partition's start offset is journalled; nothing waits for it.
+                let _ = self.append_share_entries();
+                ShardReply::ShareProbed(probed)
             }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
@@ -238,8 +256,23 @@ impl ShardCtx {
             ShardOp::ShareDisconnected {
                 group_id,
                 member_id,
+                conn_id,
             } => {
-                self.member_gone(group_id, member_id);
+                // Only a session this connection still owns closes (and releases the member's
+                // records); a member that reconnected keeps its newer session.
+                let key = SessionKey {
+                    group_id,
+                    member_id,
+                };
+                let owned = self
+                    .state
+                    .borrow_mut()
+                    .share
+                    .sessions
+                    .disconnected(&key, conn_id);
+                if owned {
+                    self.member_gone(key.group_id, key.member_id);
+                }
                 ShardReply::ShareReleased(0)
             }
             ShardOp::Txn(op) => ShardReply::Txn(self.txn(op).await),
@@ -285,7 +318,76 @@ impl ShardCtx {
                     .share_delete_offsets(&group_id, &topic_ids);
                 ShardReply::ShareOffsetsDeleted(self.share_results_durable(results).await)
             }
+            ShardOp::ShareDeleteGroup { group_id } => ShardReply::ShareGroupDeleted(
+                self.state
+                    .borrow_mut()
+                    .share
+                    .groups
+                    .delete_empty(&group_id)
+                    .map_err(|e| e.code()),
+            ),
+            ShardOp::DeleteRecords {
+                partitions,
+                timeout_ms,
+            } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
         }
+    }
+
+    /// DeleteRecords on this shard: moves the log starts, then waits until every moved start
+    /// and the share state that followed it are durable (KAFKA_STORAGE_ERROR if a log or the
+    /// journal fails, REQUEST_TIMED_OUT past `timeout_ms`).
+    async fn delete_records(
+        &self,
+        partitions: &[(PartitionRef, i64)],
+        timeout_ms: u64,
+    ) -> Vec<DeletedRecords> {
+        let mut results: Vec<DeletedRecords> = {
+            let mut state = self.state.borrow_mut();
+            partitions
+                .iter()
+                .map(|(r, offset)| state.delete_records(r, *offset))
+                .collect()
+        };
+        let journal = match self.append_share_entries() {
+            Ok(Some(seq)) => self.wait_journal(seq).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if journal.is_err() {
+            for r in results.iter_mut().filter(|r| r.error_code == 0) {
+                r.error_code = ResponseError::KafkaStorageError.code();
+            }
+        }
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms.max(1));
+        for ((r, _), result) in partitions.iter().zip(results.iter_mut()) {
+            if result.error_code != 0 {
+                continue;
+            }
+            let key = PartitionKey::of(r);
+            loop {
+                match self
+                    .state
+                    .borrow()
+                    .log_start_durable(&key, result.low_watermark)
+                {
+                    Ok(true) => break,
+                    Ok(false) => {}
+                    Err(code) => {
+                        result.error_code = code;
+                        break;
+                    }
+                }
+                if Instant::now() >= deadline {
+                    result.error_code = ResponseError::RequestTimedOut.code();
+                    break;
+                }
+                // The flush loop writes and syncs the checkpoint slot of the new start; a flush
+                // already in flight does not cover it, so look again after it.
+                self.ensure_flush(key);
+                glommio::timer::sleep(Duration::from_millis(DELETE_RECORDS_DURABLE_POLL_MS)).await;
+            }
+        }
+        results
     }
 
     /// After a restart: asks the coordinator about every transaction that holds LOCKED
@@ -1141,6 +1243,7 @@ fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
         AdminOp::DeleteTopics { .. } => AdminReply::Deleted(Vec::new()),
         AdminOp::AlterConfigs { .. } => AdminReply::Altered(Vec::new()),
         AdminOp::AllocateProducerId => AdminReply::ProducerId(Err(code)),
+        AdminOp::CreatePartitions { .. } => AdminReply::Grown(Vec::new()),
     };
     fail_reply(empty, code, "the metadata controller is shutting down")
 }

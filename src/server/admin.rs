@@ -1,5 +1,5 @@
-//! Metadata changes (CreateTopics, DeleteTopics, IncrementalAlterConfigs) and producer-id
-//! allocation (InitProducerId).
+//! Metadata changes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs)
+//! and producer-id allocation (InitProducerId).
 //!
 //! Ownership: shard 0 is the metadata controller. Handlers on any shard decode the request into
 //! an [`AdminOp`] and send it to shard 0, whose runtime serialises admin operations, asks
@@ -11,8 +11,8 @@
 //! (`producer_ids_reserved_until`), so an id is never handed out twice, across restarts too.
 
 use super::ops::{
-    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult, NewTopic,
-    ShardOp, ShardReply, TopicRef,
+    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult,
+    GrowResult, NewPartitions, NewTopic, ShardOp, ShardReply, TopicRef,
 };
 use super::registry::{TopicError, TopicRegistry};
 use super::{respond, Bus, Outcome};
@@ -25,7 +25,8 @@ use crate::constants::BROKER_NODE_ID;
 use crate::model::ShardId;
 use crate::protocol::codec::{decode_body, Request};
 use kafka_protocol::messages::{
-    create_topics_response, delete_topics_response, incremental_alter_configs_response,
+    create_partitions_response, create_topics_response, delete_topics_response,
+    incremental_alter_configs_response, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, InitProducerIdRequest,
     InitProducerIdResponse, TopicName,
@@ -69,7 +70,9 @@ pub fn topic_error_code(error: &TopicError) -> i16 {
         TopicError::AlreadyExists { .. } => ResponseError::TopicAlreadyExists.code(),
         TopicError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition.code(),
         TopicError::UnknownTopicId { .. } => ResponseError::UnknownTopicId.code(),
-        TopicError::InvalidPartitions { .. } => ResponseError::InvalidPartitions.code(),
+        TopicError::InvalidPartitions { .. } | TopicError::NotAnIncrease { .. } => {
+            ResponseError::InvalidPartitions.code()
+        }
         TopicError::TooManyTopics { .. } | TopicError::TooManyPartitions { .. } => {
             ResponseError::PolicyViolation.code()
         }
@@ -81,7 +84,8 @@ fn config_error_code(error: &ConfigError) -> i16 {
     match error {
         ConfigError::UnknownKey { .. }
         | ConfigError::BadValue { .. }
-        | ConfigError::ReadOnly { .. } => ResponseError::InvalidConfig.code(),
+        | ConfigError::ReadOnly { .. }
+        | ConfigError::Refused { .. } => ResponseError::InvalidConfig.code(),
         ConfigError::BadAddress { .. } | ConfigError::BadShards { .. } => {
             ResponseError::InvalidRequest.code()
         }
@@ -130,6 +134,10 @@ impl Controller {
                 validate_only,
             } => plan_alter(current, resources, *validate_only),
             AdminOp::AllocateProducerId => self.plan_producer_id(current),
+            AdminOp::CreatePartitions {
+                topics,
+                validate_only,
+            } => plan_grow(current, topics, *validate_only),
         }
     }
 
@@ -242,6 +250,90 @@ fn plan_create(
         reply: AdminReply::Created(results),
         producer_ids: None,
     }
+}
+
+/// CreatePartitions, as Kafka's controller: per topic, unknown → UNKNOWN_TOPIC_OR_PARTITION,
+/// not an increase → INVALID_PARTITIONS, a manual assignment must name one replica list per
+/// new partition, each exactly this broker (INVALID_REPLICA_ASSIGNMENT); a topic named twice
+/// → INVALID_REQUEST for each.
+fn plan_grow(current: &TopicRegistry, topics: &[NewPartitions], validate_only: bool) -> AdminPlan {
+    let mut next = current.clone();
+    let mut changed = false;
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for topic in topics {
+        *counts.entry(topic.name.as_str()).or_default() += 1;
+    }
+    let results = topics
+        .iter()
+        .map(|topic| {
+            let outcome = if counts[topic.name.as_str()] > 1 {
+                Err((
+                    ResponseError::InvalidRequest.code(),
+                    "Duplicate topic name.".to_string(),
+                ))
+            } else {
+                check_grow_assignments(&next, topic).and_then(|()| {
+                    next.add_partitions(&topic.name, topic.count)
+                        .map(|_| ())
+                        .map_err(|e| (topic_error_code(&e), e.to_string()))
+                })
+            };
+            match outcome {
+                Ok(()) => {
+                    changed = true;
+                    GrowResult {
+                        name: topic.name.clone(),
+                        error_code: 0,
+                        error_message: None,
+                    }
+                }
+                Err((error_code, message)) => GrowResult {
+                    name: topic.name.clone(),
+                    error_code,
+                    error_message: Some(message),
+                },
+            }
+        })
+        .collect();
+    AdminPlan {
+        registry: (changed && !validate_only).then_some(next),
+        reply: AdminReply::Grown(results),
+        producer_ids: None,
+    }
+}
+
+/// A CreatePartitions manual assignment: one replica list per new partition, each naming
+/// only this broker. Unknown topics and counts are checked by the registry.
+fn check_grow_assignments(
+    current: &TopicRegistry,
+    topic: &NewPartitions,
+) -> Result<(), (i16, String)> {
+    let (Some(assignments), Some(meta)) = (&topic.assignments, current.topic(&topic.name)) else {
+        return Ok(());
+    };
+    let additional = topic.count.saturating_sub(meta.partitions);
+    if additional <= 0 {
+        return Ok(());
+    }
+    if assignments.len() != additional as usize {
+        return Err((
+            ResponseError::InvalidReplicaAssignment.code(),
+            format!(
+                "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+                assignments.len()
+            ),
+        ));
+    }
+    if assignments
+        .iter()
+        .any(|brokers| brokers.as_slice() != [BROKER_NODE_ID])
+    {
+        return Err((
+            ResponseError::InvalidReplicaAssignment.code(),
+            format!("every new partition must be assigned to broker {BROKER_NODE_ID} only"),
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, (i16, String)> {
@@ -555,6 +647,10 @@ pub fn fail_reply(reply: AdminReply, code: i16, message: &str) -> AdminReply {
             AdminReply::Altered(results)
         }
         AdminReply::ProducerId(_) => AdminReply::ProducerId(Err(code)),
+        AdminReply::Grown(mut results) => {
+            fail_each!(results, code, msg);
+            AdminReply::Grown(results)
+        }
     }
 }
 
@@ -740,6 +836,64 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
     respond(request, &response)
 }
 
+/// CreatePartitions v0–3: grows topics; the new partitions open on their shards when the
+/// registry is installed, and share groups subscribed to the topic get them assigned at their
+/// members' next heartbeats (the assignor reads the registry each time).
+pub async fn handle_create_partitions<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: CreatePartitionsRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    if let Err(refused) = super::check_count(
+        "topics",
+        decoded.topics.len(),
+        crate::constants::REQUEST_ENTITIES_MAX,
+    ) {
+        return refused;
+    }
+    let topics: Vec<NewPartitions> = decoded
+        .topics
+        .iter()
+        .map(|t| NewPartitions {
+            name: t.name.to_string(),
+            count: t.count,
+            assignments: t.assignments.as_ref().map(|list| {
+                list.iter()
+                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            }),
+        })
+        .collect();
+    let op = AdminOp::CreatePartitions {
+        topics: topics.clone(),
+        validate_only: decoded.validate_only,
+    };
+    let results = match call_controller(bus, op).await {
+        Ok(AdminReply::Grown(results)) if results.len() == topics.len() => results,
+        Ok(AdminReply::Grown(_)) | Err(_) => topics
+            .iter()
+            .map(|t| GrowResult {
+                name: t.name.clone(),
+                error_code: ResponseError::NotController.code(),
+                error_message: Some("the metadata controller is unavailable".into()),
+            })
+            .collect(),
+        Ok(other) => panic!("CreatePartitions answered with {other:?}"),
+    };
+    let mut response = CreatePartitionsResponse::default();
+    response.results = results
+        .into_iter()
+        .map(|r| {
+            let mut out = create_partitions_response::CreatePartitionsTopicResult::default();
+            out.name = TopicName(sb(&r.name));
+            out.error_code = r.error_code;
+            out.error_message = r.error_message.as_deref().map(sb);
+            out
+        })
+        .collect();
+    respond(request, &response)
+}
+
 /// IncrementalAlterConfigs v0–1.
 pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let decoded: IncrementalAlterConfigsRequest = match decode_body(request) {
@@ -882,6 +1036,73 @@ mod tests {
             AdminReply::Created(r) => r,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn create_partitions_follows_kafkas_rules() {
+        let reg = create(
+            &TopicRegistry::new("c".into()),
+            vec![new_topic("t", 2)],
+            false,
+        )
+        .registry
+        .unwrap();
+        let grow = |topics: Vec<NewPartitions>, validate_only: bool| {
+            Controller::new().plan(
+                &reg,
+                &AdminOp::CreatePartitions {
+                    topics,
+                    validate_only,
+                },
+                &mut ids(),
+            )
+        };
+        let np = |name: &str, count: i32, assignments: Option<Vec<Vec<i32>>>| NewPartitions {
+            name: name.into(),
+            count,
+            assignments,
+        };
+        let codes = |plan: &AdminPlan| match &plan.reply {
+            AdminReply::Grown(results) => results.iter().map(|r| r.error_code).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        let plan = grow(
+            vec![
+                np("t", 4, None),
+                np("u", 4, None),
+                np("v", 1, None),
+                np("v", 2, None),
+            ],
+            false,
+        );
+        assert_eq!(
+            codes(&plan),
+            vec![
+                0,
+                ResponseError::UnknownTopicOrPartition.code(),
+                ResponseError::InvalidRequest.code(),
+                ResponseError::InvalidRequest.code()
+            ]
+        );
+        assert_eq!(plan.registry.unwrap().topic("t").unwrap().partitions, 4);
+        let plan = grow(vec![np("t", 4, None)], true);
+        assert_eq!(codes(&plan), vec![0]);
+        assert!(plan.registry.is_none(), "validate_only changes nothing");
+        let plan = grow(vec![np("t", 2, None)], false);
+        assert_eq!(codes(&plan), vec![ResponseError::InvalidPartitions.code()]);
+        assert!(plan.registry.is_none());
+        let bad = ResponseError::InvalidReplicaAssignment.code();
+        let plan = grow(vec![np("t", 4, Some(vec![vec![BROKER_NODE_ID]]))], false);
+        assert_eq!(codes(&plan), vec![bad]);
+        let plan = grow(
+            vec![np("t", 3, Some(vec![vec![BROKER_NODE_ID + 1]]))],
+            false,
+        );
+        assert_eq!(codes(&plan), vec![bad]);
+        let plan = grow(vec![np("t", 3, Some(vec![vec![BROKER_NODE_ID]]))], false);
+        assert_eq!(codes(&plan), vec![0]);
+        let failed = fail_reply(plan.reply, 56, "disk");
+        assert!(matches!(&failed, AdminReply::Grown(r) if r[0].error_code == 56));
     }
 
     #[test]

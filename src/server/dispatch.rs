@@ -6,8 +6,8 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, configs, fetch, metadata, produce, share_admin, share_api, txn_api, Bus,
-    ConnInfo, Outcome,
+    admin, api_versions, configs, delete_admin, fetch, metadata, produce, share_admin, share_api,
+    txn_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -23,6 +23,9 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,
         apis::CREATE_TOPICS => admin::handle_create_topics(bus, request).await,
         apis::DELETE_TOPICS => admin::handle_delete_topics(bus, request).await,
+        apis::CREATE_PARTITIONS => admin::handle_create_partitions(bus, request).await,
+        apis::DELETE_RECORDS => delete_admin::handle_delete_records(bus, request).await,
+        apis::DELETE_GROUPS => delete_admin::handle_delete_groups(bus, request).await,
         apis::INCREMENTAL_ALTER_CONFIGS => {
             admin::handle_incremental_alter_configs(bus, request).await
         }

@@ -14,7 +14,8 @@
 //!
 //! Handlers: [`dispatch`] routes a parsed request to its family: [`api_versions`],
 //! [`metadata`] (Metadata, FindCoordinator), [`admin`] (CreateTopics, DeleteTopics,
-//! IncrementalAlterConfigs, InitProducerId), [`configs`] (DescribeConfigs), [`produce`],
+//! CreatePartitions, IncrementalAlterConfigs, InitProducerId), [`delete_admin`]
+//! (DeleteRecords, DeleteGroups), [`configs`] (DescribeConfigs), [`produce`],
 //! [`fetch`] (Fetch, ListOffsets), [`share_api`] (ShareGroupHeartbeat, ShareFetch,
 //! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
 //! altering and deleting share-group offsets).
@@ -22,6 +23,7 @@
 pub mod admin;
 pub mod api_versions;
 pub mod configs;
+pub mod delete_admin;
 pub mod dispatch;
 pub mod fetch;
 pub mod join;
@@ -63,14 +65,18 @@ pub struct ConnInfo {
     /// connection: when it drops, their sessions close and their acquired records are
     /// released at once, as Kafka does.
     pub share_members: Rc<RefCell<BTreeSet<(String, String)>>>,
+    /// Unique in the process: a share session remembers the connection that owns it.
+    pub id: u64,
 }
 
 impl ConnInfo {
     pub fn new(local_addr: SocketAddr, peer_addr: SocketAddr) -> ConnInfo {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ConnInfo {
             local_addr,
             peer_addr,
             share_members: Rc::default(),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 }

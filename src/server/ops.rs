@@ -194,6 +194,40 @@ pub enum AdminOp {
         validate_only: bool,
     },
     AllocateProducerId,
+    /// CreatePartitions: grow each topic to `count` partitions.
+    CreatePartitions {
+        topics: Vec<NewPartitions>,
+        validate_only: bool,
+    },
+}
+
+/// One topic of a CreatePartitions request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPartitions {
+    pub name: String,
+    /// The topic's new total partition count.
+    pub count: i32,
+    /// Manual assignment of the new partitions (their replica broker ids), if given.
+    pub assignments: Option<Vec<Vec<i32>>>,
+}
+
+/// Outcome of growing one topic (CreatePartitions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrowResult {
+    pub name: String,
+    pub error_code: i16,
+    pub error_message: Option<String>,
+}
+
+/// The offset in a DeleteRecords request that means "the high watermark".
+pub const DELETE_RECORDS_HIGH_WATERMARK: i64 = -1;
+
+/// Outcome of DeleteRecords on one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeletedRecords {
+    pub error_code: i16,
+    /// The partition's log start offset after the call, -1 on error.
+    pub low_watermark: i64,
 }
 
 /// Replies to [`AdminOp`]s, in request order.
@@ -204,16 +238,44 @@ pub enum AdminReply {
     Altered(Vec<AlterResult>),
     /// A fresh producer id, or a Kafka error code.
     ProducerId(Result<i64, i16>),
+    Grown(Vec<GrowResult>),
 }
 
-/// Acquire records for one share-group member from partitions of one shard.
+/// Acquire records for one share-group member from partitions of one shard, in order (module
+/// docs of `server::share_fetch`).
 #[derive(Clone, Debug)]
 pub struct ShareFetchOp {
     pub group_id: String,
     pub member_id: String,
     pub partitions: Vec<PartitionRef>,
+    /// What is left of the request's MaxRecords (a soft limit: whole new batches).
     pub max_records: u32,
-    pub max_bytes: usize,
+    /// The request's BatchSize: acquired ranges are cut at log batches about this often.
+    pub batch_size: u32,
+    /// Bytes each partition may read (the request's MaxBytes shared evenly).
+    pub partition_max_bytes: usize,
+    /// Nothing was read yet for this request: the first partition with data reads at least one
+    /// whole batch, whatever its size.
+    pub min_one_batch: bool,
+}
+
+/// Measure what partitions of one shard could hand out, acquiring nothing (MinBytes).
+#[derive(Clone, Debug)]
+pub struct ShareProbeOp {
+    pub group_id: String,
+    pub partitions: Vec<PartitionRef>,
+    pub partition_max_bytes: usize,
+}
+
+/// What one partition could hand out (the reply to a [`ShareProbeOp`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareProbedPartition {
+    pub partition: PartitionKey,
+    pub error_code: i16,
+    /// Bytes of whole batches from the next fetch offset below the high watermark.
+    pub available_bytes: usize,
+    /// New records at or past this offset could be acquired (for the long poll).
+    pub wait_offset: i64,
 }
 
 /// What one partition of a ShareFetch returned.
@@ -269,6 +331,8 @@ pub struct ShareSessionOp {
     pub forgotten: Vec<SessionPartition>,
     /// ShareAcknowledge (which cannot open a session or change its partitions).
     pub acknowledge_only: bool,
+    /// The connection the request came on (`ConnInfo::id`): the session's owner from now on.
+    pub conn_id: u64,
 }
 
 /// Share-transaction work (issue 5). Coordinator ops run on the group's shard, participant
@@ -379,9 +443,10 @@ pub struct ShareOffset {
     pub partition: PartitionKey,
     /// -1: the group has no state for the partition.
     pub start_offset: i64,
-    /// The partition's high watermark, -1 if it is not served here. Not sent yet: it is for the
-    /// lag of DescribeShareGroupOffsets v1, which the codec crate does not have (v0 is served).
+    /// The partition's high watermark, -1 if it is not served here.
     pub high_watermark: i64,
+    /// The share-partition lag (KIP-1226, DescribeShareGroupOffsets v1); -1 if unknown.
+    pub lag: i64,
 }
 
 /// Work for the shard that owns the state.
@@ -400,6 +465,8 @@ pub enum ShardOp {
     ShareSession(ShareSessionOp),
     /// On the partitions' shard.
     ShareFetch(ShareFetchOp),
+    /// On the partitions' shard: a ShareFetch's MinBytes check.
+    ShareProbe(ShareProbeOp),
     /// On the partitions' shard; answered once the new state is durable.
     ShareAcknowledge(ShareAckOp),
     /// On every shard: release what a member holds (it left, or its connection dropped).
@@ -407,11 +474,12 @@ pub enum ShardOp {
         group_id: String,
         member_id: String,
     },
-    /// On the group's shard: a member's connection dropped; close its share session and
-    /// release its records on every shard.
+    /// On the group's shard: connection `conn_id` dropped; if it still owns the member's share
+    /// session, close it and release the member's records on every shard.
     ShareDisconnected {
         group_id: String,
         member_id: String,
+        conn_id: u64,
     },
     Txn(TxnOp),
     /// On every shard (ListGroups): the share groups it coordinates and those it holds
@@ -439,6 +507,17 @@ pub enum ShardOp {
         group_id: String,
         topic_ids: Vec<Uuid>,
     },
+    /// On the group's shard (DeleteGroups): forget the group's membership if it has no
+    /// members. Replies [`ShardReply::ShareGroupDeleted`].
+    ShareDeleteGroup {
+        group_id: String,
+    },
+    /// On the partitions' shard (DeleteRecords): move each partition's log start (offset -1:
+    /// to the high watermark); answered once the new starts are durable or at `timeout_ms`.
+    DeleteRecords {
+        partitions: Vec<(PartitionRef, i64)>,
+        timeout_ms: u64,
+    },
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -463,6 +542,7 @@ pub enum ShardReply {
     ShareHeartbeat(HeartbeatAnswer),
     ShareSession(Result<SessionOutcome, i16>),
     ShareFetched(Vec<ShareFetchedPartition>),
+    ShareProbed(Vec<ShareProbedPartition>),
     ShareAcknowledged(Vec<ShareAckResult>),
     /// How many records were released.
     ShareReleased(u64),
@@ -474,6 +554,11 @@ pub enum ShardReply {
     ShareOffsetsAltered(Vec<ShareAckResult>),
     /// One result per topic id of the op, in order.
     ShareOffsetsDeleted(Vec<ShareAckResult>),
+    /// `Ok(true)`: the group was coordinated there (and is forgotten now), `Ok(false)`: it was
+    /// not; `Err`: a Kafka error code (NON_EMPTY_GROUP).
+    ShareGroupDeleted(Result<bool, i16>),
+    /// One result per partition of the op, in order.
+    RecordsDeleted(Vec<DeletedRecords>),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

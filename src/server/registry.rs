@@ -68,13 +68,35 @@ pub struct TopicRegistry {
 /// Why a topic change was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TopicError {
-    InvalidName { name: String, reason: &'static str },
-    AlreadyExists { name: String },
-    UnknownTopic { name: String },
-    UnknownTopicId { id: Uuid },
-    InvalidPartitions { requested: i32 },
-    TooManyTopics { max: usize },
-    TooManyPartitions { requested: usize, max: usize },
+    InvalidName {
+        name: String,
+        reason: &'static str,
+    },
+    AlreadyExists {
+        name: String,
+    },
+    UnknownTopic {
+        name: String,
+    },
+    UnknownTopicId {
+        id: Uuid,
+    },
+    InvalidPartitions {
+        requested: i32,
+    },
+    /// CreatePartitions with a count that does not grow the topic.
+    NotAnIncrease {
+        name: String,
+        current: i32,
+        count: i32,
+    },
+    TooManyTopics {
+        max: usize,
+    },
+    TooManyPartitions {
+        requested: usize,
+        max: usize,
+    },
     Config(ConfigError),
 }
 
@@ -90,6 +112,17 @@ impl fmt::Display for TopicError {
             TopicError::InvalidPartitions { requested } => write!(
                 f,
                 "partition count {requested} is outside 1..={TOPIC_PARTITIONS_MAX}"
+            ),
+            TopicError::NotAnIncrease { current, count, .. } if current == count => {
+                write!(f, "Topic already has {current} partition(s).")
+            }
+            TopicError::NotAnIncrease {
+                name,
+                current,
+                count,
+            } => write!(
+                f,
+                "The topic {name} currently has {current} partition(s); {count} would not be an increase."
             ),
             TopicError::TooManyTopics { max } => write!(f, "the broker holds at most {max} topics"),
             TopicError::TooManyPartitions { requested, max } => write!(
@@ -347,6 +380,38 @@ impl TopicRegistry {
         Ok(&self.topics[name])
     }
 
+    /// CreatePartitions: grows topic `name` to `count` partitions (its id and configs stay;
+    /// the new partitions open empty on their shards when the registry is installed).
+    pub fn add_partitions(&mut self, name: &str, count: i32) -> Result<&TopicMeta, TopicError> {
+        let current = self
+            .topics
+            .get(name)
+            .ok_or_else(|| TopicError::UnknownTopic {
+                name: name.to_string(),
+            })?
+            .partitions;
+        if count <= current {
+            return Err(TopicError::NotAnIncrease {
+                name: name.to_string(),
+                current,
+                count,
+            });
+        }
+        if count > TOPIC_PARTITIONS_MAX {
+            return Err(TopicError::InvalidPartitions { requested: count });
+        }
+        let total = self.partition_total() + (count - current) as usize;
+        if total > BROKER_PARTITIONS_MAX {
+            return Err(TopicError::TooManyPartitions {
+                requested: total,
+                max: BROKER_PARTITIONS_MAX,
+            });
+        }
+        let topic = self.topics.get_mut(name).expect("looked up above");
+        topic.partitions = count;
+        Ok(topic)
+    }
+
     /// Removes a topic by name; returns it.
     pub fn delete_topic(&mut self, name: &str) -> Result<TopicMeta, TopicError> {
         let topic = self
@@ -546,6 +611,31 @@ mod tests {
         r.delete_topic("orders").unwrap();
         assert!(r.topic_by_id(&id(1)).is_none());
         assert!(r.delete_topic("orders").is_err());
+    }
+
+    #[test]
+    fn add_partitions_grows_only() {
+        let mut r = TopicRegistry::new("c".into());
+        r.create_topic("t", id(1), 2, &[]).unwrap();
+        assert_eq!(
+            r.add_partitions("t", 2).unwrap_err().to_string(),
+            "Topic already has 2 partition(s)."
+        );
+        assert_eq!(
+            r.add_partitions("t", 1).unwrap_err().to_string(),
+            "The topic t currently has 2 partition(s); 1 would not be an increase."
+        );
+        assert!(matches!(
+            r.add_partitions("u", 3),
+            Err(TopicError::UnknownTopic { .. })
+        ));
+        assert!(matches!(
+            r.add_partitions("t", TOPIC_PARTITIONS_MAX + 1),
+            Err(TopicError::InvalidPartitions { .. })
+        ));
+        assert_eq!(r.add_partitions("t", 5).unwrap().partitions, 5);
+        assert_eq!(r.topic("t").unwrap().id, id(1));
+        r.check().unwrap();
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! flushes as soon as anything is written (group commit), so this costs one fsync of latency.
 
 use super::ops::{
-    FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, ProduceOp, ProduceResult,
+    DeletedRecords, FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef,
+    ProduceOp, ProduceResult, DELETE_RECORDS_HIGH_WATERMARK,
 };
 use super::producer_state::{BatchRecord, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
@@ -681,6 +682,58 @@ impl<S: Storage + Clone> ShardState<S> {
             .collect()
     }
 
+    /// DeleteRecords on one partition this shard owns: moves the log start to `offset` (-1: the
+    /// high watermark), as Kafka: an offset below 0 or past the high watermark is
+    /// OFFSET_OUT_OF_RANGE, one at or below the log start changes nothing. The share groups'
+    /// state of the partition follows the new log start ([`Self::share_log_start_moved`]).
+    /// The new start is durable after the partition's next flush (the caller starts it and
+    /// waits for [`PartitionLog::durable_log_start_offset`]).
+    pub fn delete_records(&mut self, r: &PartitionRef, offset: i64) -> DeletedRecords {
+        let fail = |error_code| DeletedRecords {
+            error_code,
+            low_watermark: -1,
+        };
+        let key = PartitionKey::of(r);
+        let missing = self.missing_code(r);
+        let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == r.topic) else {
+            return fail(missing);
+        };
+        let hw = partition.high_watermark();
+        let target = if offset == DELETE_RECORDS_HIGH_WATERMARK {
+            hw
+        } else {
+            offset
+        };
+        if target < 0 || target > hw {
+            return fail(ResponseError::OffsetOutOfRange.code());
+        }
+        let before = partition.log.log_start_offset() as i64;
+        let start = match partition.log.delete_records_before(target as u64) {
+            Ok(start) => start as i64,
+            Err(e) => {
+                tracing::error!(topic = %r.topic, partition = r.partition, error = %e, "DeleteRecords failed");
+                return fail(log_error_code(&e));
+            }
+        };
+        if start > before {
+            self.share_log_start_moved(key, start);
+        }
+        DeletedRecords {
+            error_code: 0,
+            low_watermark: start,
+        }
+    }
+
+    /// Whether the partition's log start offset `start` is durable; `Err`: the log cannot be
+    /// made durable (poisoned) or the partition is gone.
+    pub fn log_start_durable(&self, key: &PartitionKey, start: i64) -> Result<bool, i16> {
+        match self.partitions.get(key) {
+            None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            Some(p) if p.log.is_poisoned() => Err(ResponseError::KafkaStorageError.code()),
+            Some(p) => Ok(p.log.durable_log_start_offset() as i64 >= start),
+        }
+    }
+
     /// Starts a flush of one partition if it has unflushed writes.
     pub fn begin_flush(&mut self, key: &PartitionKey) -> Option<FlushTicket> {
         self.partitions.get_mut(key)?.log.begin_flush()
@@ -753,7 +806,10 @@ impl<S: Storage + Clone> ShardState<S> {
         }
         // Retention moved these logs' start: share partitions archive what fell below it.
         for key in moved_start {
-            self.share_log_start_moved(&key);
+            if let Some(partition) = self.partitions.get(&key) {
+                let start = partition.log.log_start_offset() as i64;
+                self.share_log_start_moved(key, start);
+            }
         }
         touched
     }
@@ -994,7 +1050,9 @@ mod tests {
                     member_id: member.into(),
                     partitions: vec![r.clone()],
                     max_records: max,
-                    max_bytes: 1 << 20,
+                    batch_size: 500,
+                    partition_max_bytes: 1 << 20,
+                    min_one_batch: true,
                 };
                 let got = s.share_fetch(&op, 0);
                 assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);
@@ -1040,7 +1098,7 @@ mod tests {
             .log
             .delete_records_before(6)
             .unwrap();
-        assert_eq!(s.share_log_start_moved(&key), 1, "offset 4 was AVAILABLE");
+        assert_eq!(s.share_log_start_moved(key, 6), 1, "offset 4 was AVAILABLE");
         assert_eq!(record(&s, 2), Some((RecordState::Acquired, 1)));
         assert_eq!(record(&s, 4), Some((RecordState::Archived, 1)));
         assert_eq!(record(&s, 5), Some((RecordState::Acknowledged, 1)));
@@ -1080,10 +1138,57 @@ mod tests {
             .log
             .delete_records_before(12)
             .unwrap();
-        s.share_log_start_moved(&key);
+        s.share_log_start_moved(key, 12);
         assert_eq!(fetch(&mut s, "m2", 10), vec![(12, 12, 2), (14, 15, 2)]);
         let entries = s.share.take_entries();
         assert!(!entries.is_empty(), "the moves are journalled");
+    }
+
+    /// DeleteRecords: Kafka's offset rules, the share group's start offset follows the new log
+    /// start, the start is durable only after a flush, and a restart keeps it.
+    #[test]
+    fn delete_records_moves_the_log_start_and_the_share_state() {
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 1)]);
+        let mut s = open(&storage, reg.clone(), 1, 0);
+        let r = pref("t", 1, 0);
+        let key = PartitionKey::of(&r);
+        for i in 0..5u8 {
+            produce(&mut s, &r, batch(-1, -1, -1, &[&[i], &[i]]));
+        }
+        flush(&mut s, &key);
+        assert_eq!(
+            s.share_alter_offsets("g", &[(r.clone(), 2)])[0].error_code,
+            0
+        );
+        let out_of_range = ResponseError::OffsetOutOfRange.code();
+        assert_eq!(s.delete_records(&r, 11).error_code, out_of_range);
+        assert_eq!(s.delete_records(&r, -2).error_code, out_of_range);
+        assert_eq!(
+            s.delete_records(&pref("t", 1, 1), 0).error_code,
+            ResponseError::UnknownTopicOrPartition.code()
+        );
+        let moved = s.delete_records(&r, 6);
+        assert_eq!((moved.error_code, moved.low_watermark), (0, 6));
+        assert_eq!(s.share_offsets("g", None)[0].start_offset, 6);
+        assert_eq!(s.log_start_durable(&key, 6), Ok(false));
+        // At or below the log start: nothing changes.
+        assert_eq!(s.delete_records(&r, 3).low_watermark, 6);
+        flush(&mut s, &key);
+        assert_eq!(s.log_start_durable(&key, 6), Ok(true));
+        // -1: the high watermark.
+        assert_eq!(
+            s.delete_records(&r, DELETE_RECORDS_HIGH_WATERMARK),
+            DeletedRecords {
+                error_code: 0,
+                low_watermark: 10
+            }
+        );
+        flush(&mut s, &key);
+        drop(s);
+        let s = open(&storage, reg, 1, 0);
+        assert_eq!(s.lookup(&r).unwrap().log.log_start_offset(), 10);
+        assert_eq!(s.log_start_durable(&key, 10), Ok(true));
     }
 
     #[test]

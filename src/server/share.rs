@@ -33,10 +33,11 @@
 
 use super::ops::{
     PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition, ShareOffset,
+    ShareProbeOp, ShareProbedPartition,
 };
 use super::registry::TopicRegistry;
 use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
-use super::share_fetch::acquire_from_log;
+use super::share_fetch::{acquire_from_log, fit_bytes};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
 use super::transactions::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
@@ -455,6 +456,25 @@ impl ShareShard {
         }
     }
 
+    /// The share-partition lag of `key` (KIP-1226) given the partition's high watermark: the
+    /// records from the SPSO up to the high watermark whose delivery is not complete (not
+    /// ACKNOWLEDGED or ARCHIVED); -1 when the group has no state or the partition is not here.
+    /// For state only recovered (not loaded yet) the in-flight window is not counted.
+    pub fn lag(&self, key: &ShareKey, high_watermark: i64) -> i64 {
+        if high_watermark < 0 {
+            return -1;
+        }
+        match self.partitions.get(key) {
+            Some(sp) => {
+                ((high_watermark - sp.spso()).max(0) - sp.completed_records() as i64).max(0)
+            }
+            None => self
+                .recovered
+                .get(key)
+                .map_or(-1, |view| (high_watermark - view.spso).max(0)),
+        }
+    }
+
     /// Every partition `group_id` has state for on this shard, with its start offset, sorted.
     pub fn start_offsets(&self, group_id: &str) -> Vec<(PartitionKey, i64)> {
         let mut out: Vec<(PartitionKey, i64)> = self
@@ -510,6 +530,7 @@ impl<S: Storage + Clone> ShardState<S> {
         &mut self,
         key: &ShareKey,
         r: &PartitionRef,
+        now_ms: u64,
     ) -> Result<SharePartition, (i16, String)> {
         let config = self.registry().group_config(&key.group_id);
         if let Some(mut sp) = self.share.partitions.remove(key) {
@@ -538,6 +559,20 @@ impl<S: Storage + Clone> ShardState<S> {
         let start = match config.auto_offset_reset {
             AutoOffsetReset::Latest => partition.high_watermark(),
             AutoOffsetReset::Earliest => partition.log.log_start_offset() as i64,
+            // The first record at most that old; none: the log end (Kafka's by_duration).
+            AutoOffsetReset::ByDuration(ms) => {
+                let since = i64::try_from(now_ms.saturating_sub(ms)).unwrap_or(i64::MAX);
+                match partition.log.offset_for_timestamp(since) {
+                    Ok(Some((offset, _))) => (offset as i64).min(partition.high_watermark()),
+                    Ok(None) => partition.high_watermark(),
+                    Err(e) => {
+                        return Err((
+                            log_error_code(&e),
+                            format!("{}-{}: {e}", r.topic, r.partition),
+                        ))
+                    }
+                }
+            }
         };
         Ok(SharePartition::new(config.share, start))
     }
@@ -561,48 +596,91 @@ impl<S: Storage + Clone> ShardState<S> {
         self.share.partitions.insert(key, sp);
     }
 
-    /// The log start offset of `key` moved (retention, DeleteRecords): every share group's
-    /// share partition of it archives what lies below the new start
-    /// (`SharePartition::move_log_start`), and the change is journalled. Returns the
-    /// records archived. A partition not served here changes nothing.
-    pub fn share_log_start_moved(&mut self, key: &PartitionKey) -> u64 {
-        let Some(partition) = self.partition(key) else {
-            return 0;
-        };
-        let start = partition.log.log_start_offset() as i64;
-        let keys: Vec<ShareKey> = self
+    /// After a restart: every share partition learns its log's start offset again (it is not
+    /// journalled with the share state; the log has it).
+    pub fn share_apply_log_starts(&mut self) -> u64 {
+        let keys: BTreeSet<PartitionKey> = self
             .share
             .partitions
             .keys()
-            .filter(|k| k.partition == *key)
-            .cloned()
+            .chain(self.share.recovered.keys())
+            .map(|k| k.partition)
             .collect();
         let mut archived = 0;
-        for share_key in keys {
-            let mut sp = self
-                .share
-                .partitions
-                .remove(&share_key)
-                .expect("key listed");
-            archived += sp.move_log_start(start);
-            self.put_share(share_key, sp);
+        for key in keys {
+            if let Some(partition) = self.partition(&key) {
+                let start = partition.log.log_start_offset() as i64;
+                archived += self.share_log_start_moved(key, start);
+            }
         }
         archived
     }
 
-    /// After a restart: every share partition learns its log's start offset again (it is not
-    /// journalled with the share state; the log has it).
-    pub fn share_apply_log_starts(&mut self) -> u64 {
-        let keys: BTreeSet<PartitionKey> =
-            self.share.partitions.keys().map(|k| k.partition).collect();
-        keys.iter().map(|k| self.share_log_start_moved(k)).sum()
+    /// Prepares `r`'s share partition for a fetch (its start offset moves up to the log start
+    /// if retention passed it) and reads whole batches below the high watermark from its next
+    /// fetch offset: at most `ask` bytes, or the first batch whatever its size if `min_one_batch`
+    /// (nothing at all if `ask` is 0). Returns the bytes, or the partition's error, and the
+    /// offset a long poll waits for.
+    fn share_read(
+        &mut self,
+        sp: &mut SharePartition,
+        r: &PartitionRef,
+        ask: usize,
+        min_one_batch: bool,
+    ) -> (Result<Vec<u8>, (i16, Option<String>)>, i64) {
+        let mut hw = 0;
+        let read = match self.lookup(r) {
+            Err(code) => Err((code, None)),
+            Ok(partition) => {
+                let start = partition.log.log_start_offset() as i64;
+                // Normally applied when the log start moved (`share_log_start_moved`); a
+                // partition created or restored since learns it here.
+                sp.move_log_start(start);
+                hw = partition.high_watermark();
+                let from = sp.next_fetch_offset().max(start);
+                let capped = sp.in_flight_records()
+                    >= u64::from(sp.config().partition_max_record_locks)
+                    && from > sp.speo();
+                if from >= hw || ask == 0 || capped {
+                    Ok(Vec::new())
+                } else {
+                    // Read what one fetch can plausibly hand out, not the whole byte budget
+                    // (clients ask for 50 MiB and 500 records).
+                    let ask = ask.min(SHARE_FETCH_READ_BYTES_MAX);
+                    match partition.log.read(from as u64, ask) {
+                        Ok(read) => {
+                            let below_hw = trim_to(&read.records, hw);
+                            let fitting = if min_one_batch {
+                                below_hw
+                            } else {
+                                fit_bytes(below_hw, ask)
+                            };
+                            Ok(fitting.to_vec())
+                        }
+                        Err(e) => Err((log_error_code(&e), Some(e.to_string()))),
+                    }
+                }
+            }
+        };
+        // A long poll waits for records past what is in flight; at the in-flight cap, for
+        // records past the high watermark (only a release or an expiry frees room then,
+        // and the poll looks again for those every SHARE_FETCH_RECHECK_MS).
+        let capped = sp.in_flight_records() >= u64::from(sp.config().partition_max_record_locks);
+        let wait_offset = if capped {
+            hw.max(sp.speo() + 1)
+        } else {
+            sp.speo() + 1
+        };
+        (read, wait_offset)
     }
 
-    /// Acquires records for a ShareFetch from each partition, in order, within the op's
-    /// record and byte budgets. Only durable data (below the high watermark) is handed out.
+    /// Acquires records for a ShareFetch from each partition, in the op's order (module docs
+    /// of `share_fetch`): the op's record budget is shared (Kafka's soft limit), each partition
+    /// reads at most the op's per-partition bytes. Only durable data (below the high
+    /// watermark) is handed out.
     pub fn share_fetch(&mut self, op: &ShareFetchOp, now_ms: u64) -> Vec<ShareFetchedPartition> {
-        let mut records_left = op.max_records;
-        let mut bytes_left = op.max_bytes;
+        let mut records_left = u64::from(op.max_records);
+        let mut min_one_batch = op.min_one_batch;
         let mut out = Vec::with_capacity(op.partitions.len());
         for r in &op.partitions {
             let key = ShareKey {
@@ -617,7 +695,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 acquired: Vec::new(),
                 wait_offset: 0,
             };
-            let mut sp = match self.take_share(&key, r) {
+            let mut sp = match self.take_share(&key, r, now_ms) {
                 Ok(sp) => sp,
                 Err((code, message)) => {
                     result.error_code = code;
@@ -626,40 +704,27 @@ impl<S: Storage + Clone> ShardState<S> {
                     continue;
                 }
             };
-            let mut hw = 0;
-            let read = match self.lookup(r) {
-                Err(code) => Err((code, None)),
-                Ok(partition) => {
-                    let start = partition.log.log_start_offset() as i64;
-                    // Normally applied when the log start moved (`share_log_start_moved`); a
-                    // partition created or restored since learns it here.
-                    sp.move_log_start(start);
-                    hw = partition.high_watermark();
-                    let from = sp.next_fetch_offset().max(start);
-                    if from >= hw || records_left == 0 || bytes_left == 0 {
-                        Ok(Vec::new())
-                    } else {
-                        // Read what one fetch can plausibly hand out, not the whole byte budget
-                        // (clients ask for 50 MiB and 500 records).
-                        let ask = bytes_left.clamp(1, SHARE_FETCH_READ_BYTES_MAX);
-                        match partition.log.read(from as u64, ask) {
-                            Ok(read) => Ok(trim_to(&read.records, hw).to_vec()),
-                            Err(e) => Err((log_error_code(&e), Some(e.to_string()))),
-                        }
-                    }
-                }
+            let ask = if records_left == 0 {
+                0
+            } else {
+                op.partition_max_bytes
             };
+            let (read, wait_offset) = self.share_read(&mut sp, r, ask, min_one_batch);
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
-                    let fetched =
-                        acquire_from_log(&mut sp, &op.member_id, &bytes, records_left, now_ms);
-                    let count: u64 = fetched
-                        .acquired
-                        .iter()
-                        .map(|a| (a.last - a.first + 1) as u64)
-                        .sum();
-                    records_left = records_left.saturating_sub(count as u32);
-                    bytes_left = bytes_left.saturating_sub(fetched.records.len());
+                    let budget = u32::try_from(records_left).expect("budget from a u32");
+                    let fetched = acquire_from_log(
+                        &mut sp,
+                        &op.member_id,
+                        &bytes,
+                        budget,
+                        op.batch_size,
+                        now_ms,
+                    );
+                    records_left = records_left.saturating_sub(fetched.count);
+                    if !fetched.records.is_empty() {
+                        min_one_batch = false;
+                    }
                     result.records = Bytes::from(fetched.records);
                     result.acquired = fetched.acquired;
                 }
@@ -669,20 +734,46 @@ impl<S: Storage + Clone> ShardState<S> {
                     result.error_message = message;
                 }
             }
-            // A long poll waits for records past what is in flight; at the in-flight cap, for
-            // records past the high watermark (only a release or an expiry frees room then,
-            // and the poll looks again for those every SHARE_FETCH_RECHECK_MS).
-            let capped =
-                sp.in_flight_records() >= u64::from(sp.config().partition_max_record_locks);
-            result.wait_offset = if capped {
-                hw.max(sp.speo() + 1)
-            } else {
-                sp.speo() + 1
-            };
+            result.wait_offset = wait_offset;
             self.put_share(key, sp);
             out.push(result);
         }
         out
+    }
+
+    /// What each partition could hand out now, without acquiring (a ShareFetch's MinBytes
+    /// check): the bytes of whole batches from its next fetch offset to the high watermark, at
+    /// most the op's per-partition bytes (more only if the first batch alone is larger).
+    pub fn share_probe(&mut self, op: &ShareProbeOp, now_ms: u64) -> Vec<ShareProbedPartition> {
+        op.partitions
+            .iter()
+            .map(|r| {
+                let key = ShareKey {
+                    group_id: op.group_id.clone(),
+                    partition: PartitionKey::of(r),
+                };
+                let mut probed = ShareProbedPartition {
+                    partition: PartitionKey::of(r),
+                    error_code: 0,
+                    available_bytes: 0,
+                    wait_offset: 0,
+                };
+                match self.take_share(&key, r, now_ms) {
+                    Err((code, _)) => probed.error_code = code,
+                    Ok(mut sp) => {
+                        let (read, wait_offset) =
+                            self.share_read(&mut sp, &op.group_id, r, op.partition_max_bytes, true);
+                        match read {
+                            Ok(bytes) => probed.available_bytes = bytes.len(),
+                            Err((code, _)) => probed.error_code = code,
+                        }
+                        probed.wait_offset = wait_offset;
+                        self.put_share(key, sp);
+                    }
+                }
+                probed
+            })
+            .collect()
     }
 
     /// Applies acknowledgements (each partition all-or-nothing).
@@ -718,7 +809,7 @@ impl<S: Storage + Clone> ShardState<S> {
                         "no records of this partition were acquired by the group",
                     );
                 }
-                let mut sp = match self.take_share(&key, r) {
+                let mut sp = match self.take_share(&key, r, now_ms) {
                     Ok(sp) => sp,
                     Err((code, message)) => return ShareAckResult::error(code, message),
                 };
@@ -748,10 +839,12 @@ impl<S: Storage + Clone> ShardState<S> {
                         group_id: group_id.to_string(),
                         partition: PartitionKey::of(r),
                     };
+                    let hw = high_watermark(r);
                     ShareOffset {
                         partition: key.partition,
                         start_offset: self.share.start_offset(&key).unwrap_or(-1),
-                        high_watermark: high_watermark(r),
+                        high_watermark: hw,
+                        lag: self.share.lag(&key, hw),
                     }
                 })
                 .collect(),
@@ -770,14 +863,44 @@ impl<S: Storage + Clone> ShardState<S> {
                                 partition: partition.partition,
                             })
                         });
+                    let key = ShareKey {
+                        group_id: group_id.to_string(),
+                        partition,
+                    };
                     ShareOffset {
                         partition,
                         start_offset,
                         high_watermark: hw,
+                        lag: self.share.lag(&key, hw),
                     }
                 })
                 .collect(),
         }
+    }
+
+    /// The log start of `partition` moved to `start` (DeleteRecords, retention, and after a
+    /// restart): every group's share state of the partition follows it
+    /// (`SharePartition::move_log_start`: AVAILABLE below it ARCHIVED, ACQUIRED and LOCKED there
+    /// archived when their lock or transaction ends, state above untouched), journalled.
+    /// Returns the records archived.
+    pub fn share_log_start_moved(&mut self, partition: PartitionKey, start: i64) -> u64 {
+        let keys: Vec<ShareKey> = self
+            .share
+            .partitions
+            .keys()
+            .chain(self.share.recovered.keys())
+            .filter(|k| k.partition == partition)
+            .cloned()
+            .collect();
+        let mut archived = 0;
+        for key in keys {
+            let Some(mut sp) = self.take_existing_share(&key) else {
+                continue;
+            };
+            archived += sp.move_log_start(start);
+            self.put_share(key, sp);
+        }
+        archived
     }
 
     /// AlterShareGroupOffsets on this shard: each partition's share state restarts at its
@@ -797,7 +920,8 @@ impl<S: Storage + Clone> ShardState<S> {
                     group_id: group_id.to_string(),
                     partition: PartitionKey::of(r),
                 };
-                let mut sp = match self.take_share(&key, r) {
+                // The start offset is set just below: the time of a by_duration reset is moot.
+                let mut sp = match self.take_share(&key, r, 0) {
                     Ok(sp) => sp,
                     Err((code, message)) => return ShareAckResult::error(code, message),
                 };

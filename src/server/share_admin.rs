@@ -1,5 +1,5 @@
 //! Share-group administration (KIP-932), enough for Kafka's `kafka-share-groups.sh`:
-//! ListGroups v0–5 (16), ShareGroupDescribe v1 (77), DescribeShareGroupOffsets v0 (90),
+//! ListGroups v0–5 (16), ShareGroupDescribe v1 (77), DescribeShareGroupOffsets v0–1 (90),
 //! AlterShareGroupOffsets v0 (91) and DeleteShareGroupOffsets v0 (92).
 //!
 //! Where the state is (`server::share`): a group's membership lives on the group's shard
@@ -28,13 +28,15 @@ use super::{check_count, respond, Bus, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
+use crate::protocol::generated::{
+    describe_share_group_offsets_response, DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+};
 use kafka_protocol::messages::{
-    alter_share_group_offsets_response, delete_share_group_offsets_response,
-    describe_share_group_offsets_response, list_groups_response, share_group_describe_response,
-    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsResponse, GroupId, ListGroupsRequest, ListGroupsResponse,
-    ShareGroupDescribeRequest, ShareGroupDescribeResponse, TopicName,
+    alter_share_group_offsets_response, delete_share_group_offsets_response, list_groups_response,
+    share_group_describe_response, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, GroupId, ListGroupsRequest,
+    ListGroupsResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -170,8 +172,7 @@ pub fn described_group(
     };
     out.group_state = sb(group_state(group.members.len()));
     out.group_epoch = group.group_epoch;
-    // The target assignment is installed with every group-epoch change.
-    out.assignment_epoch = group.group_epoch;
+    out.assignment_epoch = group.assignment_epoch;
     out.assignor_name = sb(SHARE_ASSIGNOR_NAME);
     if include_operations {
         out.authorized_operations = GROUP_OPERATIONS;
@@ -296,9 +297,11 @@ pub async fn handle_share_group_describe<B: Bus>(bus: &B, request: &Request) -> 
     respond(request, &response)
 }
 
+/// One partition's answer; `lag` (v1, KIP-1226) is -1 where the start offset is unknown.
 fn offsets_partition(
     partition: i32,
     start_offset: i64,
+    lag: i64,
     error: Option<(i16, &str)>,
 ) -> describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition {
     let mut p =
@@ -307,11 +310,13 @@ fn offsets_partition(
     p.partition_index = partition;
     p.start_offset = start_offset;
     p.leader_epoch = if start_offset >= 0 { 0 } else { -1 };
+    p.lag = if start_offset >= 0 { lag } else { -1 };
     if let Some((code, message)) = error {
         p.error_code = code;
-        p.error_message = Some(sb(message));
+        p.error_message = Some(message.to_string());
         p.start_offset = -1;
         p.leader_epoch = -1;
+        p.lag = -1;
     }
     p
 }
@@ -325,13 +330,13 @@ pub fn all_offsets_topics(
     registry: &TopicRegistry,
     offsets: &[ShareOffset],
 ) -> Vec<describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic> {
-    let mut by_topic: BTreeMap<(&str, Uuid), Vec<(i32, i64)>> = BTreeMap::new();
+    let mut by_topic: BTreeMap<(&str, Uuid), Vec<(i32, i64, i64)>> = BTreeMap::new();
     for o in offsets {
         if let Some(meta) = registry.topic_by_id(&o.partition.topic_id) {
             by_topic
                 .entry((meta.name.as_str(), meta.id))
                 .or_default()
-                .push((o.partition.partition, o.start_offset));
+                .push((o.partition.partition, o.start_offset, o.lag));
         }
     }
     by_topic
@@ -340,18 +345,18 @@ pub fn all_offsets_topics(
             partitions.sort();
             let mut t =
                 describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::default();
-            t.topic_name = TopicName(sb(name));
+            t.topic_name = name.to_string();
             t.topic_id = id;
             t.partitions = partitions
                 .into_iter()
-                .map(|(p, start)| offsets_partition(p, start, None))
+                .map(|(p, start, lag)| offsets_partition(p, start, lag, None))
                 .collect();
             t
         })
         .collect()
 }
 
-/// DescribeShareGroupOffsets v0 (v1, with the lag, is not in the codec crate).
+/// DescribeShareGroupOffsets v0–v1 (v1 adds the lag, KIP-1226; generated codec).
 pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let decoded: DescribeShareGroupOffsetsRequest = match decode_body(request) {
         Ok(r) => r,
@@ -373,7 +378,7 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
     let shards = bus.shard_count();
     let mut response = DescribeShareGroupOffsetsResponse::default();
     for group in &decoded.groups {
-        let group_id = group.group_id.0.as_str();
+        let group_id = group.group_id.as_str();
         let mut out =
             describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::default(
             );
@@ -386,7 +391,7 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
             Err(code) => out.error_code = code,
             Ok(false) => {
                 out.error_code = ResponseError::GroupIdNotFound.code();
-                out.error_message = Some(sb(&format!("Group {group_id} not found.")));
+                out.error_message = Some(format!("Group {group_id} not found."));
             }
             Ok(true) => match &group.topics {
                 None => match all_offsets(bus, group_id).await {
@@ -400,14 +405,14 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
                     for (ti, t) in topics.iter().enumerate() {
                         let mut rt = describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::default();
                         rt.topic_name = t.topic_name.clone();
-                        let meta = registry.topic(t.topic_name.0.as_str());
+                        let meta = registry.topic(t.topic_name.as_str());
                         if let Some(meta) = meta {
                             rt.topic_id = meta.id;
                         }
                         for (pi, &p) in t.partitions.iter().enumerate() {
                             match meta {
                                 Some(meta) if p >= 0 && p < meta.partitions => {
-                                    rt.partitions.push(offsets_partition(p, -1, None));
+                                    rt.partitions.push(offsets_partition(p, -1, -1, None));
                                     by_shard
                                         .entry(partition_shard(&meta.name, p, shards))
                                         .or_default()
@@ -423,6 +428,7 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
                                 }
                                 _ => rt.partitions.push(offsets_partition(
                                     p,
+                                    -1,
                                     -1,
                                     Some((
                                         ResponseError::UnknownTopicOrPartition.code(),
@@ -450,19 +456,23 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
                         .collect();
                     for (shard, reply) in order.iter().zip(join_all(calls).await) {
                         let refs = &by_shard[shard];
-                        let answers: Vec<Result<i64, i16>> = match reply {
-                            ShardReply::ShareOffsets(offsets) => {
-                                offsets.into_iter().map(|o| Ok(o.start_offset)).collect()
-                            }
+                        let answers: Vec<Result<(i64, i64), i16>> = match reply {
+                            ShardReply::ShareOffsets(offsets) => offsets
+                                .into_iter()
+                                .map(|o| Ok((o.start_offset, o.lag)))
+                                .collect(),
                             ShardReply::Failed(code) => vec![Err(code); refs.len()],
                             _ => vec![Err(ResponseError::UnknownServerError.code()); refs.len()],
                         };
                         for ((ti, pi, r), answer) in refs.iter().zip(answers) {
                             let slot = &mut out.topics[*ti].partitions[*pi];
                             *slot = match answer {
-                                Ok(start) => offsets_partition(r.partition, start, None),
+                                Ok((start, lag)) => {
+                                    offsets_partition(r.partition, start, lag, None)
+                                }
                                 Err(code) => offsets_partition(
                                     r.partition,
+                                    -1,
                                     -1,
                                     Some((code, "the partition's shard did not answer")),
                                 ),
@@ -755,6 +765,7 @@ mod tests {
         let reg = registry();
         let mut group = ShareGroup {
             group_epoch: 4,
+            assignment_epoch: 4,
             ..ShareGroup::default()
         };
         group.members.insert(
@@ -762,6 +773,7 @@ mod tests {
             ShareMember {
                 member_id: "m1".into(),
                 member_epoch: 4,
+                previous_member_epoch: 3,
                 rack_id: None,
                 client_id: "client-1".into(),
                 client_host: "/127.0.0.1".into(),
@@ -813,6 +825,7 @@ mod tests {
             },
             start_offset: start,
             high_watermark: 100,
+            lag: 100 - start,
         };
         // Partitions come from several shards, unordered; topic 9 was deleted.
         let offsets = [
@@ -822,7 +835,7 @@ mod tests {
             offset(9, 0, 1),
         ];
         let topics = all_offsets_topics(&reg, &offsets);
-        let names: Vec<&str> = topics.iter().map(|t| t.topic_name.0.as_str()).collect();
+        let names: Vec<&str> = topics.iter().map(|t| t.topic_name.as_str()).collect();
         assert_eq!(names, vec!["audit", "orders"]);
         let orders: Vec<(i32, i64, i32)> = topics[1]
             .partitions
@@ -831,7 +844,7 @@ mod tests {
             .collect();
         assert_eq!(orders, vec![(0, 5, 0), (1, 7, 0)]);
         assert_eq!(topics[1].topic_id, Uuid::from_u128(1));
-        let missing = offsets_partition(3, 9, Some((3, UNKNOWN_PARTITION_MESSAGE)));
+        let missing = offsets_partition(3, 9, 5, Some((3, UNKNOWN_PARTITION_MESSAGE)));
         assert_eq!((missing.start_offset, missing.error_code), (-1, 3));
     }
 

@@ -8,15 +8,17 @@
 //! there; with nothing to hand out it waits for new data, up to `MaxWaitMs`, looking again
 //! every `SHARE_FETCH_RECHECK_MS` for records released or expired meanwhile. A ShareAcknowledge
 //! checks the session epoch, then acknowledges. A session closed by epoch -1 (after the
-//! request's acknowledgements) or by the connection dropping releases the member's acquired
-//! records at once.
+//! request's acknowledgements) or by its connection dropping releases the member's acquired
+//! records at once; a connection that no longer owns the member's session (the member opened a
+//! newer one elsewhere) releases nothing when it drops.
 
 use super::join::{first_of, join_all};
 use super::ops::{
     PartitionRef, ShardOp, ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp,
-    ShareFetchedPartition, ShareSessionOp, WaitOp,
+    ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
 };
 use super::registry::TopicRegistry;
+use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::share_group::Heartbeat;
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
 use super::{respond, Bus, ConnInfo, Outcome};
@@ -26,12 +28,14 @@ use crate::constants::{
 };
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
+use crate::protocol::generated::{
+    share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+};
 use crate::share::{AckBatch, AcknowledgeType};
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    share_acknowledge_response, share_fetch_response, share_group_heartbeat_response,
-    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    share_group_heartbeat_response, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -129,17 +133,57 @@ fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i
     }
 }
 
-/// Converts wire acknowledgement batches (first, last, type codes); `Err` is an
-/// INVALID_REQUEST message. Shared with the transactional acknowledgement (`txn_api`).
-pub(crate) fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, String> {
+/// The first ShareFetch / ShareAcknowledge version with AcknowledgeType RENEW (KIP-1222).
+pub(crate) const RENEW_MIN_VERSION: i16 = 2;
+
+/// Whether an acknowledgement may RENEW (AcknowledgeType 4, KIP-1222).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RenewPolicy {
+    /// Below [`RENEW_MIN_VERSION`], and for the transactional acknowledgement: type 4 is
+    /// unknown (INVALID_REQUEST), as in Kafka.
+    Unknown,
+    /// The group's `share.renew.acknowledge.enable` is false: INVALID_RECORD_STATE.
+    Disabled,
+    Allowed,
+}
+
+impl RenewPolicy {
+    /// The policy of a ShareFetch / ShareAcknowledge of `version` for a group whose
+    /// `share.renew.acknowledge.enable` is `enabled`.
+    pub(crate) fn of(version: i16, enabled: bool) -> RenewPolicy {
+        match (version >= RENEW_MIN_VERSION, enabled) {
+            (false, _) => RenewPolicy::Unknown,
+            (true, false) => RenewPolicy::Disabled,
+            (true, true) => RenewPolicy::Allowed,
+        }
+    }
+}
+
+/// Converts wire acknowledgement batches (first, last, type codes); `Err` is the partition's
+/// error code and message: INVALID_REQUEST for an unknown type (RENEW included under
+/// [`RenewPolicy::Unknown`]), INVALID_RECORD_STATE for RENEW under [`RenewPolicy::Disabled`].
+/// Shared with the transactional acknowledgement (`txn_api`).
+pub(crate) fn ack_batches(
+    batches: &[(i64, i64, &[i8])],
+    renew: RenewPolicy,
+) -> Result<Vec<AckBatch>, (i16, String)> {
     batches
         .iter()
         .map(|(first, last, types)| {
             let types = types
                 .iter()
-                .map(|code| {
-                    AcknowledgeType::from_code(*code)
-                        .ok_or_else(|| format!("unknown acknowledge type {code}"))
+                .map(|code| match (AcknowledgeType::from_code(*code), renew) {
+                    (Some(AcknowledgeType::Renew), RenewPolicy::Unknown) | (None, _) => Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("unknown acknowledge type {code}"),
+                    )),
+                    (Some(AcknowledgeType::Renew), RenewPolicy::Disabled) => Err((
+                        ResponseError::InvalidRecordState.code(),
+                        "renew acknowledgements are disabled for the group \
+                         (share.renew.acknowledge.enable=false)"
+                            .to_string(),
+                    )),
+                    (Some(t), _) => Ok(t),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(AckBatch {
@@ -156,7 +200,7 @@ async fn acknowledge<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
-    acks: Vec<(Named, Result<Vec<AckBatch>, String>)>,
+    acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)>,
 ) -> Vec<(Uuid, i32, ShareAckResult)> {
     let mut by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>> =
         BTreeMap::new();
@@ -164,9 +208,7 @@ async fn acknowledge<B: Bus>(
     for (i, (named, batches)) in acks.into_iter().enumerate() {
         let result = match (named.target, batches) {
             (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
-            (Ok(_), Err(message)) => {
-                ShareAckResult::error(ResponseError::InvalidRequest.code(), message)
-            }
+            (Ok(_), Err((code, message))) => ShareAckResult::error(code, message),
             (Ok((shard, r)), Ok(batches)) => {
                 by_shard.entry(shard).or_default().push((i, r, batches));
                 ShareAckResult::ok()
@@ -261,6 +303,7 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
             ShardOp::ShareDisconnected {
                 group_id,
                 member_id,
+                conn_id: conn.id,
             },
         )
         .await;
@@ -269,75 +312,205 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
 
 fn node_endpoint(conn: &ConnInfo) -> share_fetch_response::NodeEndpoint {
     let mut node = share_fetch_response::NodeEndpoint::default();
-    node.node_id = BROKER_NODE_ID.into();
-    node.host = sb(&conn.local_addr.ip().to_string());
+    node.node_id = BROKER_NODE_ID;
+    node.host = conn.local_addr.ip().to_string();
     node.port = i32::from(conn.local_addr.port());
     node
 }
 
-fn top_level_error_fetch(request: &Request, code: i16, message: &str) -> Outcome {
+fn top_level_error_fetch(request: &Request, code: i16, message: Option<&str>) -> Outcome {
     let mut response = ShareFetchResponse::default();
     response.error_code = code;
-    response.error_message = Some(sb(message));
+    response.error_message = message.map(|m| m.to_string());
     respond(request, &response)
 }
 
-/// One acquisition round over the session's partitions, grouped by shard.
-async fn acquire_round<B: Bus>(
+/// A ShareFetch's limits (module docs of `server::share_fetch`).
+struct FetchLimits {
+    max_records: u32,
+    batch_size: u32,
+    partition_max_bytes: usize,
+    min_bytes: usize,
+}
+
+/// A partition the shard could not answer for.
+fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
+    ShareFetchedPartition {
+        partition: super::shard::PartitionKey::of(r),
+        error_code: code,
+        error_message: None,
+        records: Bytes::new(),
+        acquired: Vec::new(),
+        wait_offset: 0,
+    }
+}
+
+fn reply_code(reply: ShardReply) -> i16 {
+    match reply {
+        ShardReply::Failed(code) => code,
+        _ => ResponseError::UnknownServerError.code(),
+    }
+}
+
+/// One acquisition walk over the session's partitions in `order`: one call per run of
+/// consecutive partitions on one shard, each with what is left of MaxRecords; the walk stops
+/// once nothing is left (the partitions not reached answer with no records).
+async fn acquire_walk<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
-    targets: &BTreeMap<ShardId, Vec<PartitionRef>>,
-    max_records: u32,
-    max_bytes: usize,
+    order: &[(ShardId, PartitionRef)],
+    limits: &FetchLimits,
 ) -> Vec<ShareFetchedPartition> {
-    let shards = targets.len().max(1);
-    let per_shard_records = (max_records / shards as u32).max(1);
-    let per_shard_bytes = (max_bytes / shards).max(1);
-    let calls = targets
-        .iter()
-        .map(|(shard, partitions)| {
-            bus.call(
-                *shard,
+    let mut left = u64::from(limits.max_records);
+    let mut min_one_batch = true;
+    let mut out = Vec::with_capacity(order.len());
+    for (shard, partitions) in consecutive_runs(order.to_vec()) {
+        if left == 0 {
+            out.extend(partitions.iter().map(|r| failed_partition(r, 0)));
+            continue;
+        }
+        let reply = bus
+            .call(
+                shard,
                 ShardOp::ShareFetch(ShareFetchOp {
                     group_id: group_id.to_string(),
                     member_id: member_id.to_string(),
                     partitions: partitions.clone(),
-                    max_records: per_shard_records,
-                    max_bytes: per_shard_bytes,
+                    max_records: u32::try_from(left).expect("left of a u32 budget"),
+                    batch_size: limits.batch_size,
+                    partition_max_bytes: limits.partition_max_bytes,
+                    min_one_batch,
+                }),
+            )
+            .await;
+        match reply {
+            ShardReply::ShareFetched(parts) => {
+                assert_eq!(parts.len(), partitions.len());
+                for p in &parts {
+                    let count: u64 = p
+                        .acquired
+                        .iter()
+                        .map(|a| (a.last - a.first + 1) as u64)
+                        .sum();
+                    left = left.saturating_sub(count);
+                    if !p.records.is_empty() {
+                        min_one_batch = false;
+                    }
+                }
+                out.extend(parts);
+            }
+            other => {
+                let code = reply_code(other);
+                out.extend(partitions.iter().map(|r| failed_partition(r, code)));
+            }
+        }
+    }
+    assert_eq!(out.len(), order.len());
+    out
+}
+
+/// Whether MinBytes is reached without acquiring anything; `Err` carries the offsets a long
+/// poll waits for. A partition in error answers at once, as Kafka completes then.
+async fn min_bytes_reached<B: Bus>(
+    bus: &B,
+    group_id: &str,
+    order: &[(ShardId, PartitionRef)],
+    limits: &FetchLimits,
+) -> Result<(), Vec<(ShardId, PartitionRef, i64)>> {
+    let mut by_shard: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
+    for (shard, r) in order {
+        by_shard.entry(*shard).or_default().push(r.clone());
+    }
+    let calls = by_shard
+        .iter()
+        .map(|(shard, partitions)| {
+            bus.call(
+                *shard,
+                ShardOp::ShareProbe(ShareProbeOp {
+                    group_id: group_id.to_string(),
+                    partitions: partitions.clone(),
+                    partition_max_bytes: limits.partition_max_bytes,
                 }),
             )
         })
         .collect();
-    let mut out = Vec::new();
-    for ((_, partitions), reply) in targets.iter().zip(join_all(calls).await) {
-        match reply {
-            ShardReply::ShareFetched(parts) => out.extend(parts),
-            other => {
-                let code = match other {
-                    ShardReply::Failed(code) => code,
-                    _ => ResponseError::UnknownServerError.code(),
-                };
-                out.extend(partitions.iter().map(|r| ShareFetchedPartition {
-                    partition: super::shard::PartitionKey::of(r),
-                    error_code: code,
-                    error_message: None,
-                    records: Bytes::new(),
-                    acquired: Vec::new(),
-                    wait_offset: 0,
-                }));
+    let mut available = Vec::with_capacity(order.len());
+    let mut waits = Vec::with_capacity(order.len());
+    for ((shard, partitions), reply) in by_shard.iter().zip(join_all(calls).await) {
+        let ShardReply::ShareProbed(probed) = reply else {
+            return Ok(());
+        };
+        for (r, p) in partitions.iter().zip(probed) {
+            if p.error_code != 0 {
+                return Ok(());
             }
+            available.push(p.available_bytes);
+            waits.push((*shard, r.clone(), p.wait_offset));
         }
     }
-    out
+    if min_bytes_satisfied(available, limits.partition_max_bytes, limits.min_bytes) {
+        Ok(())
+    } else {
+        Err(waits)
+    }
 }
 
-/// ShareFetch v1.
+/// Waits until one of the partitions has data past its offset, or `until`.
+async fn wait_for_data<B: Bus>(bus: &B, waits: Vec<(ShardId, PartitionRef, i64)>, until: i64) {
+    let now = bus.now_ms();
+    let mut by_shard: BTreeMap<ShardId, Vec<(PartitionRef, i64)>> = BTreeMap::new();
+    for (shard, r, offset) in waits {
+        by_shard.entry(shard).or_default().push((r, offset));
+    }
+    let calls: Vec<_> = by_shard
+        .into_iter()
+        .map(|(shard, partitions)| {
+            bus.call(
+                shard,
+                ShardOp::WaitForData(WaitOp {
+                    partitions,
+                    deadline_ms: until,
+                }),
+            )
+        })
+        .collect();
+    let pause = (until - now).max(1) as u64;
+    if calls.is_empty() {
+        bus.sleep_ms(pause).await;
+    } else {
+        futures_lite::future::or(
+            async {
+                first_of(calls).await;
+            },
+            bus.sleep_ms(pause),
+        )
+        .await;
+    }
+}
+
+/// ShareFetch v1–v2. v2 (KIP-1222, KIP-1206): acknowledgements may RENEW; `IsRenewAck`
+/// marks a request that only acknowledges (Kafka refuses it with INVALID_REQUEST unless
+/// MaxBytes, MinBytes, MaxRecords and MaxWaitMs are all 0, and fetches nothing for it);
+/// `ShareAcquireMode` 1 (record_limit) makes MaxRecords a strict limit, which this broker's
+/// acquisition always honours (it never rounds up to a batch boundary).
 pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let decoded: ShareFetchRequest = match decode_body(request) {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
+    if decoded.is_renew_ack
+        && (decoded.max_bytes != 0
+            || decoded.min_bytes != 0
+            || decoded.max_records != 0
+            || decoded.max_wait_ms != 0)
+    {
+        return top_level_error_fetch(
+            request,
+            ResponseError::InvalidRequest.code(),
+            Some("a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0"),
+        );
+    }
     let named_count: usize = decoded
         .topics
         .iter()
@@ -351,29 +524,25 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     if let Err(refused) = super::check_count("partitions", named_count, REQUEST_PARTITIONS_MAX) {
         return refused;
     }
-    let group_id = decoded
-        .group_id
-        .as_ref()
-        .map(|g| g.0.to_string())
-        .unwrap_or_default();
-    let member_id = decoded
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let group_id = decoded.group_id.clone().unwrap_or_default();
+    let member_id = decoded.member_id.clone().unwrap_or_default();
     if group_id.is_empty() || member_id.is_empty() {
         return top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
-            "GroupId and MemberId must be set",
+            Some("GroupId and MemberId must be set"),
         );
     }
     let registry = bus.registry();
     let shards = bus.shard_count();
     let epoch = decoded.share_session_epoch;
+    let renew = RenewPolicy::of(
+        request.api_version,
+        registry.group_config(&group_id).renew_acknowledge_enable,
+    );
 
     let mut added: Vec<SessionPartition> = Vec::new();
-    let mut acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = Vec::new();
+    let mut acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = Vec::new();
     for t in &decoded.topics {
         for p in &t.partitions {
             added.push((t.topic_id, p.partition_index));
@@ -391,10 +560,14 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
                     .collect();
                 acks.push((
                     resolve(&registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw),
+                    ack_batches(&raw, renew),
                 ));
             }
         }
+    }
+    // Opening a session cannot acknowledge (Kafka: INVALID_REQUEST, no message).
+    if epoch == 0 && !acks.is_empty() {
+        return top_level_error_fetch(request, ResponseError::InvalidRequest.code(), None);
     }
     let forgotten: Vec<SessionPartition> = decoded
         .forgotten_topics_data
@@ -412,16 +585,18 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             added,
             forgotten,
             acknowledge_only: false,
+            conn_id: conn.id,
         },
     )
     .await;
+    // Session errors carry no message, as Kafka's (nothing of the request is applied).
     let session_partitions = match outcome {
-        Err(code) => return top_level_error_fetch(request, code, "the share session was refused"),
+        Err(code) => return top_level_error_fetch(request, code, None),
         Ok(SessionOutcome::Open(partitions)) => {
             remember_member(conn, &group_id, &member_id);
             Some(partitions)
         }
-        Ok(SessionOutcome::Closed(_)) => None,
+        Ok(SessionOutcome::Closed) => None,
     };
 
     let mut ack_results = acknowledge(bus, &group_id, &member_id, acks).await;
@@ -430,72 +605,75 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         release_everywhere(bus, &group_id, &member_id).await;
     }
 
-    // Acquire from the session's partitions.
+    // Acquire from the session's partitions, in Kafka's rotated order.
     let mut unresolved: Vec<(Uuid, i32, i16)> = Vec::new();
-    let mut targets: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
-    for (topic_id, partition) in session_partitions.iter().flatten() {
+    let mut resolved: Vec<(ShardId, PartitionRef)> = Vec::new();
+    // A renew acknowledgement fetch acquires nothing.
+    let acquiring = if decoded.is_renew_ack {
+        None
+    } else {
+        session_partitions.as_ref()
+    };
+    for (topic_id, partition) in acquiring.into_iter().flatten() {
         match resolve(&registry, shards, *topic_id, *partition).target {
-            Ok((shard, r)) => targets.entry(shard).or_default().push(r),
+            Ok(target) => resolved.push(target),
             Err(code) => unresolved.push((*topic_id, *partition, code)),
         }
     }
+    let order = rotate(&resolved, epoch);
+    let max_bytes = usize::try_from(decoded.max_bytes)
+        .unwrap_or(0)
+        .min(FETCH_RESPONSE_BYTES_MAX);
     let max_records = u32::try_from(decoded.max_records)
         .unwrap_or(0)
         .clamp(1, SHARE_FETCH_RECORDS_MAX);
-    let max_bytes = usize::try_from(decoded.max_bytes)
-        .unwrap_or(0)
-        .clamp(1, FETCH_RESPONSE_BYTES_MAX);
+    let limits = FetchLimits {
+        max_records,
+        // Kafka cuts at BatchSize; a client that sends none (0 or less) gets whole acquisitions.
+        batch_size: u32::try_from(decoded.batch_size)
+            .ok()
+            .filter(|b| *b > 0)
+            .unwrap_or(max_records),
+        partition_max_bytes: partition_max_bytes(max_bytes, order.len()),
+        min_bytes: usize::try_from(decoded.min_bytes).unwrap_or(0),
+    };
     let wait_ms = u64::try_from(decoded.max_wait_ms)
         .unwrap_or(0)
         .min(FETCH_WAIT_MS_MAX);
     let deadline_ms = bus.now_ms() + wait_ms as i64;
     let mut fetched = Vec::new();
-    while !targets.is_empty() {
-        fetched = acquire_round(bus, &group_id, &member_id, &targets, max_records, max_bytes).await;
-        let got = fetched
-            .iter()
-            .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+    while !order.is_empty() {
         let now = bus.now_ms();
-        if got || now >= deadline_ms {
+        let mut waits = None;
+        if limits.min_bytes > 1 && now < deadline_ms {
+            waits = min_bytes_reached(bus, &group_id, &order, &limits)
+                .await
+                .err();
+        }
+        if waits.is_none() {
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
+            let got = fetched
+                .iter()
+                .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+            if got || bus.now_ms() >= deadline_ms {
+                break;
+            }
+            waits = Some(
+                order
+                    .iter()
+                    .zip(&fetched)
+                    .map(|((shard, r), p)| (*shard, r.clone(), p.wait_offset))
+                    .collect(),
+            );
+        }
+        let now = bus.now_ms();
+        if now >= deadline_ms {
+            // MaxWaitMs passed with MinBytes unmet: hand out what there is.
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
             break;
         }
         let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);
-        let mut waits_by_shard: BTreeMap<ShardId, Vec<(PartitionRef, i64)>> = BTreeMap::new();
-        for (shard, partitions) in &targets {
-            for r in partitions {
-                let key = super::shard::PartitionKey::of(r);
-                if let Some(p) = fetched.iter().find(|p| p.partition == key) {
-                    waits_by_shard
-                        .entry(*shard)
-                        .or_default()
-                        .push((r.clone(), p.wait_offset));
-                }
-            }
-        }
-        let waits: Vec<_> = waits_by_shard
-            .into_iter()
-            .map(|(shard, partitions)| {
-                bus.call(
-                    shard,
-                    ShardOp::WaitForData(WaitOp {
-                        partitions,
-                        deadline_ms: until,
-                    }),
-                )
-            })
-            .collect();
-        let pause = (until - now).max(1) as u64;
-        if waits.is_empty() {
-            bus.sleep_ms(pause).await;
-        } else {
-            futures_lite::future::or(
-                async {
-                    first_of(waits).await;
-                },
-                bus.sleep_ms(pause),
-            )
-            .await;
-        }
+        wait_for_data(bus, waits.unwrap_or_default(), until).await;
     }
 
     // The response: every fetched partition, every acknowledged one, every unresolved one.
@@ -516,7 +694,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .entry(p.partition.partition)
             .or_insert_with(|| blank(p.partition.partition));
         entry.error_code = p.error_code;
-        entry.error_message = p.error_message.as_deref().map(sb);
+        entry.error_message = p.error_message.clone();
         entry.records = Some(p.records);
         entry.acquired_records = p
             .acquired
@@ -545,7 +723,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .entry(partition)
             .or_insert_with(|| blank(partition));
         entry.acknowledge_error_code = result.error_code;
-        entry.acknowledge_error_message = result.error_message.as_deref().map(sb);
+        entry.acknowledge_error_message = result.error_message.clone();
     }
     let mut response = ShareFetchResponse::default();
     response.acquisition_lock_timeout_ms = registry
@@ -566,7 +744,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     respond(request, &response)
 }
 
-/// ShareAcknowledge v1.
+/// ShareAcknowledge v1–v2 (v2: AcknowledgeType RENEW, KIP-1222).
 pub async fn handle_share_acknowledge<B: Bus>(
     bus: &B,
     conn: &ConnInfo,
@@ -580,20 +758,12 @@ pub async fn handle_share_acknowledge<B: Bus>(
     if let Err(refused) = super::check_count("partitions", count, REQUEST_PARTITIONS_MAX) {
         return refused;
     }
-    let group_id = decoded
-        .group_id
-        .as_ref()
-        .map(|g| g.0.to_string())
-        .unwrap_or_default();
-    let member_id = decoded
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let group_id = decoded.group_id.clone().unwrap_or_default();
+    let member_id = decoded.member_id.clone().unwrap_or_default();
     let mut response = ShareAcknowledgeResponse::default();
     if group_id.is_empty() || member_id.is_empty() {
         response.error_code = ResponseError::InvalidRequest.code();
-        response.error_message = Some(sb("GroupId and MemberId must be set"));
+        response.error_message = Some("GroupId and MemberId must be set".to_string());
         return respond(request, &response);
     }
     let outcome = session(
@@ -607,24 +777,28 @@ pub async fn handle_share_acknowledge<B: Bus>(
             added: Vec::new(),
             forgotten: Vec::new(),
             acknowledge_only: true,
+            conn_id: conn.id,
         },
     )
     .await;
     let closed = match outcome {
         Err(code) => {
             response.error_code = code;
-            response.error_message = Some(sb("the share session was refused"));
             return respond(request, &response);
         }
         Ok(SessionOutcome::Open(_)) => {
             remember_member(conn, &group_id, &member_id);
             false
         }
-        Ok(SessionOutcome::Closed(_)) => true,
+        Ok(SessionOutcome::Closed) => true,
     };
     let registry = bus.registry();
     let shards = bus.shard_count();
-    let acks: Vec<(Named, Result<Vec<AckBatch>, String>)> = decoded
+    let renew = RenewPolicy::of(
+        request.api_version,
+        registry.group_config(&group_id).renew_acknowledge_enable,
+    );
+    let acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = decoded
         .topics
         .iter()
         .flat_map(|t| {
@@ -643,7 +817,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
                     .collect();
                 (
                     resolve(registry, shards, t.topic_id, p.partition_index),
-                    ack_batches(&raw),
+                    ack_batches(&raw, renew),
                 )
             })
         })
@@ -659,7 +833,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
         let mut p = share_acknowledge_response::PartitionData::default();
         p.partition_index = partition;
         p.error_code = result.error_code;
-        p.error_message = result.error_message.as_deref().map(sb);
+        p.error_message = result.error_message.clone();
         p.current_leader.leader_id = BROKER_NODE_ID;
         by_topic.entry(topic_id).or_default().push(p);
     }
@@ -673,9 +847,14 @@ pub async fn handle_share_acknowledge<B: Bus>(
         })
         .collect();
     let mut node = share_acknowledge_response::NodeEndpoint::default();
-    node.node_id = BROKER_NODE_ID.into();
-    node.host = sb(&conn.local_addr.ip().to_string());
+    node.node_id = BROKER_NODE_ID;
+    node.host = conn.local_addr.ip().to_string();
     node.port = i32::from(conn.local_addr.port());
     response.node_endpoints = vec![node];
+    response.acquisition_lock_timeout_ms = registry
+        .group_config(&group_id)
+        .share
+        .record_lock_duration_ms
+        .min(i32::MAX as u64) as i32;
     respond(request, &response)
 }

@@ -1,14 +1,27 @@
-//! ShareFetch's acquisition step over bytes read from a partition's log (pure).
+//! ShareFetch's limits and its acquisition step over bytes read from a partition's log (pure).
+//!
+//! Kafka 4.4's rules (`SharePartitionManager`, `DelayedShareFetch`, `ShareFetchUtils`,
+//! `SharePartition.acquire`), which a ShareFetch follows wherever its partitions live:
+//! - **Order.** The session's partitions are walked in an order rotated by the request's session
+//!   epoch ([`rotate`], Kafka's `PartitionRotateStrategy` round robin), so a backlog on one
+//!   partition does not starve the others.
+//! - **MaxRecords** is one budget for the whole request: each partition, in that order, acquires
+//!   up to what is left of it; the walk stops when nothing is left. It is a soft limit: new
+//!   records are acquired up to the end of the log batch that holds the last one the budget
+//!   covers ([`acquire_from_log`]), and that overshoot counts against the budget.
+//! - **BatchSize** cuts what one partition acquires into AcquiredRecords of about BatchSize
+//!   offsets, at the log's batch boundaries ([`split_at_batches`]).
+//! - **MaxBytes** is shared evenly by the partitions ([`partition_max_bytes`]); each reads at
+//!   most its share from the log (the first partition with data at least one whole batch).
+//!   MaxBytes 0 hands out nothing.
+//! - **MinBytes**: until the bytes the partitions could hand out (each capped at its share of
+//!   MaxBytes) reach MinBytes ([`min_bytes_satisfied`]), nothing is acquired and the request
+//!   waits, up to MaxWaitMs; then it acquires whatever there is.
 //!
 //! The caller reads the log from [`SharePartition::next_fetch_offset`] (whole batches, below
-//! the high watermark) and passes the bytes here; [`acquire_from_log`] acquires up to
-//! `max_records` offsets for the member within those batches and returns the whole batches
-//! that overlap what was acquired, with Kafka's AcquiredRecords ranges. Control batches are
-//! never handed out: their offsets are acquired and must be acknowledged as GAP by nobody, so
-//! Kafka archives them; here they are simply skipped by the caller's acknowledgement (TODO
-//! when transactions reach share groups).
-//!
-//! Not yet wired (ShareFetch is not advertised).
+//! the high watermark) and passes the bytes to [`acquire_from_log`], which acquires up to the
+//! budget for the member within those batches and returns the whole batches that overlap what
+//! was acquired, with Kafka's AcquiredRecords ranges.
 
 use crate::log::batch::{parse_header, split_batches};
 use crate::share::{AcquiredRange, SharePartition};
@@ -19,17 +32,123 @@ pub struct ShareFetched {
     /// Whole batches, concatenated, each overlapping an acquired range.
     pub records: Vec<u8>,
     pub acquired: Vec<AcquiredRange>,
+    /// Offsets acquired, counted against the request's MaxRecords (the ranges' spans).
+    pub count: u64,
+}
+
+/// Kafka's round-robin rotation: `items` rotated left by `session_epoch % len`; epochs below 1
+/// (a session opening or closing) keep the order.
+pub fn rotate<T: Clone>(items: &[T], session_epoch: i32) -> Vec<T> {
+    if items.len() < 2 || session_epoch < 1 {
+        return items.to_vec();
+    }
+    let at = session_epoch as usize % items.len();
+    let mut out = Vec::with_capacity(items.len());
+    out.extend_from_slice(&items[at..]);
+    out.extend_from_slice(&items[..at]);
+    assert_eq!(out.len(), items.len());
+    out
+}
+
+/// Splits `items` into maximal runs of consecutive items with the same key, in order (one
+/// cross-shard call per run keeps the walk's order).
+pub fn consecutive_runs<K: Copy + Eq, T>(items: Vec<(K, T)>) -> Vec<(K, Vec<T>)> {
+    let mut out: Vec<(K, Vec<T>)> = Vec::new();
+    for (key, item) in items {
+        match out.last_mut() {
+            Some((k, run)) if *k == key => run.push(item),
+            _ => out.push((key, vec![item])),
+        }
+    }
+    out
+}
+
+/// Kafka's uniform `PartitionMaxBytesStrategy`: each of `partitions` partitions may read
+/// `max_bytes / partitions` bytes.
+pub fn partition_max_bytes(max_bytes: usize, partitions: usize) -> usize {
+    if partitions == 0 {
+        return 0;
+    }
+    max_bytes / partitions
+}
+
+/// Whether the bytes the partitions could hand out (`available`, each capped at
+/// `partition_max_bytes`) reach `min_bytes`.
+pub fn min_bytes_satisfied(
+    available: impl IntoIterator<Item = usize>,
+    partition_max_bytes: usize,
+    min_bytes: usize,
+) -> bool {
+    let total: usize = available
+        .into_iter()
+        .map(|bytes| bytes.min(partition_max_bytes))
+        .fold(0usize, usize::saturating_add);
+    total >= min_bytes
+}
+
+/// The longest prefix of `records` (whole batches) within `max_bytes`.
+pub fn fit_bytes(records: &[u8], max_bytes: usize) -> &[u8] {
+    let Ok(batches) = split_batches(records) else {
+        return &[];
+    };
+    let mut end = 0;
+    for b in batches {
+        if end + b.len() > max_bytes {
+            break;
+        }
+        end += b.len();
+    }
+    assert!(end <= max_bytes && end <= records.len());
+    &records[..end]
+}
+
+/// Cuts `range` into ranges of at least `batch_size` offsets where a log batch starts
+/// (`batch_starts`, ascending), as Kafka's `SharePartition.createBatches`: a range closes
+/// before the first batch start `batch_size` or more offsets past its first offset.
+pub fn split_at_batches(
+    range: AcquiredRange,
+    batch_starts: &[i64],
+    batch_size: u32,
+) -> Vec<AcquiredRange> {
+    assert!(range.first <= range.last);
+    let mut out = Vec::new();
+    let mut first = range.first;
+    if range.last - range.first + 1 > i64::from(batch_size) {
+        for &start in batch_starts {
+            if start > range.last {
+                break;
+            }
+            if start > first && start - first >= i64::from(batch_size.max(1)) {
+                out.push(AcquiredRange {
+                    first,
+                    last: start - 1,
+                    ..range
+                });
+                first = start;
+            }
+        }
+    }
+    out.push(AcquiredRange { first, ..range });
+    assert_eq!(out.first().map(|r| r.first), Some(range.first));
+    assert_eq!(out.last().map(|r| r.last), Some(range.last));
+    out
 }
 
 /// Acquires from `log_bytes` (whole batches starting at or before the share partition's
-/// next fetch offset, as read from the log) for `member`.
+/// next fetch offset, as read from the log) for `member`: up to `max_records` offsets, rounded
+/// up to the end of the log batch holding the last new record (Kafka's soft limit), in ranges
+/// cut by `batch_size`.
 pub fn acquire_from_log(
     sp: &mut SharePartition,
     member: &str,
     log_bytes: &[u8],
     max_records: u32,
+    batch_size: u32,
     now_ms: u64,
 ) -> ShareFetched {
+    if max_records == 0 {
+        return ShareFetched::default();
+    }
     let Ok(raw) = split_batches(log_bytes) else {
         return ShareFetched::default();
     };
@@ -48,7 +167,39 @@ pub fn acquire_from_log(
     let Some(&(_, end_last, _)) = batches.last() else {
         return ShareFetched::default();
     };
-    let acquired = sp.acquire(member, end_last + 1, max_records, now_ms);
+    let new_from = sp.speo() + 1;
+    let mut acquired = sp.acquire(member, end_last + 1, max_records, now_ms);
+    let mut count: u64 = acquired.iter().map(|r| (r.last - r.first + 1) as u64).sum();
+    // Kafka's soft limit: new records are acquired whole batches at a time.
+    if count == u64::from(max_records) {
+        let last = acquired.last().map_or(i64::MIN, |r| r.last);
+        if last >= new_from {
+            if let Some(&(_, batch_last, _)) =
+                batches.iter().find(|(f, l, _)| *f <= last && last < *l)
+            {
+                let more = u32::try_from(batch_last - last).expect("a batch's span fits u32");
+                let extra = sp.acquire(member, batch_last + 1, more, now_ms);
+                for r in extra {
+                    assert!(r.first > last && r.last <= batch_last);
+                    count += (r.last - r.first + 1) as u64;
+                    match acquired.last_mut() {
+                        Some(prev)
+                            if prev.last + 1 == r.first
+                                && prev.delivery_count == r.delivery_count =>
+                        {
+                            prev.last = r.last
+                        }
+                        _ => acquired.push(r),
+                    }
+                }
+            }
+        }
+    }
+    let starts: Vec<i64> = batches.iter().map(|(f, _, _)| *f).collect();
+    let acquired: Vec<AcquiredRange> = acquired
+        .into_iter()
+        .flat_map(|r| split_at_batches(r, &starts, batch_size))
+        .collect();
     let mut records = Vec::new();
     for (first, last, bytes) in &batches {
         if acquired
@@ -58,7 +209,11 @@ pub fn acquire_from_log(
             records.extend_from_slice(bytes);
         }
     }
-    ShareFetched { records, acquired }
+    ShareFetched {
+        records,
+        acquired,
+        count,
+    }
 }
 
 #[cfg(test)]
@@ -85,24 +240,27 @@ mod tests {
     fn acquires_whole_batches_and_hands_out_disjoint_ranges() {
         let mut sp = SharePartition::new(ShareConfig::default(), 0);
         let bytes = log(&[(0, 3), (3, 3), (6, 4)]);
-        let a = acquire_from_log(&mut sp, "a", &bytes, 4, 0);
+        let a = acquire_from_log(&mut sp, "a", &bytes, 4, 500, 0);
+        // MaxRecords 4 is rounded up to the end of the batch holding offset 3 (Kafka's soft
+        // limit), and the overshoot counts.
         assert_eq!(
             a.acquired,
             vec![AcquiredRange {
                 first: 0,
-                last: 3,
+                last: 5,
                 delivery_count: 1
             }]
         );
+        assert_eq!(a.count, 6);
         // Batches 0..2 and 3..5 overlap the acquisition; 6..9 does not.
         assert_eq!(a.records.len(), log(&[(0, 3), (3, 3)]).len());
         // A second member reads from the share partition's next fetch offset on.
-        assert_eq!(sp.next_fetch_offset(), 4);
-        let b = acquire_from_log(&mut sp, "b", &log(&[(3, 3), (6, 4)]), 500, 0);
+        assert_eq!(sp.next_fetch_offset(), 6);
+        let b = acquire_from_log(&mut sp, "b", &log(&[(3, 3), (6, 4)]), 500, 500, 0);
         assert_eq!(
             b.acquired,
             vec![AcquiredRange {
-                first: 4,
+                first: 6,
                 last: 9,
                 delivery_count: 1
             }]
@@ -111,7 +269,7 @@ mod tests {
         sp.acknowledge("a", &[AckBatch::new(0, 3, AcknowledgeType::Release)], 1)
             .unwrap();
         assert_eq!(sp.next_fetch_offset(), 0);
-        let c = acquire_from_log(&mut sp, "b", &bytes, 500, 2);
+        let c = acquire_from_log(&mut sp, "b", &bytes, 500, 500, 2);
         assert_eq!(
             c.acquired,
             vec![AcquiredRange {
@@ -120,8 +278,120 @@ mod tests {
                 delivery_count: 2
             }]
         );
-        assert!(acquire_from_log(&mut sp, "b", &[], 500, 2)
+        assert!(acquire_from_log(&mut sp, "b", &[], 500, 500, 2)
             .acquired
             .is_empty());
+    }
+
+    fn r(first: i64, last: i64) -> AcquiredRange {
+        AcquiredRange {
+            first,
+            last,
+            delivery_count: 1,
+        }
+    }
+
+    #[test]
+    fn rotation_is_kafkas_round_robin_by_session_epoch() {
+        let p = [0, 1, 2, 3];
+        assert_eq!(rotate(&p, 0), vec![0, 1, 2, 3]);
+        assert_eq!(rotate(&p, -1), vec![0, 1, 2, 3]);
+        assert_eq!(rotate(&p, 1), vec![1, 2, 3, 0]);
+        assert_eq!(rotate(&p, 2), vec![2, 3, 0, 1]);
+        assert_eq!(rotate(&p, 4), vec![0, 1, 2, 3]);
+        assert_eq!(rotate(&p, 7), vec![3, 0, 1, 2]);
+        assert_eq!(rotate(&p[..1], 5), vec![0]);
+        assert!(rotate::<i32>(&[], 3).is_empty());
+        // Every epoch's order is a permutation; over len epochs each partition leads once.
+        let leads: Vec<i32> = (1..=4).map(|e| rotate(&p, e)[0]).collect();
+        assert_eq!(leads, vec![1, 2, 3, 0]);
+    }
+
+    #[test]
+    fn consecutive_runs_keep_order() {
+        let runs = consecutive_runs(vec![(1, 'a'), (1, 'b'), (0, 'c'), (1, 'd')]);
+        assert_eq!(
+            runs,
+            vec![(1, vec!['a', 'b']), (0, vec!['c']), (1, vec!['d'])]
+        );
+        assert!(consecutive_runs::<u8, u8>(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn bytes_limits() {
+        assert_eq!(partition_max_bytes(100, 3), 33);
+        assert_eq!(partition_max_bytes(0, 3), 0);
+        assert_eq!(partition_max_bytes(100, 0), 0);
+        assert!(min_bytes_satisfied([10, 0], 50, 10));
+        assert!(!min_bytes_satisfied([10, 0], 50, 11));
+        // Each partition counts at most its share of MaxBytes.
+        assert!(!min_bytes_satisfied([1000, 5], 50, 100));
+        assert!(min_bytes_satisfied([1000, 50], 50, 100));
+        assert!(min_bytes_satisfied(Vec::new(), 50, 0));
+        assert!(min_bytes_satisfied(
+            [usize::MAX, usize::MAX],
+            usize::MAX,
+            usize::MAX
+        ));
+    }
+
+    #[test]
+    fn split_follows_kafkas_create_batches() {
+        let starts: Vec<i64> = (0..10).map(|b| b * 5).collect();
+        // Batch size 10 over batches of 5.
+        assert_eq!(
+            split_at_batches(r(0, 24), &starts, 10),
+            vec![r(0, 9), r(10, 19), r(20, 24)]
+        );
+        // Batch size 7: cut at the first batch start 7 or more past the range's start.
+        assert_eq!(
+            split_at_batches(r(25, 49), &starts, 7),
+            vec![r(25, 34), r(35, 44), r(45, 49)]
+        );
+        // Not larger than the batch size: one range.
+        assert_eq!(split_at_batches(r(0, 9), &starts, 10), vec![r(0, 9)]);
+        // A range starting inside a batch.
+        assert_eq!(
+            split_at_batches(r(3, 17), &starts, 5),
+            vec![r(3, 9), r(10, 14), r(15, 17)]
+        );
+        // Batch size 1 cuts at every batch start; 0 is treated as 1.
+        assert_eq!(
+            split_at_batches(r(0, 11), &starts, 0),
+            vec![r(0, 4), r(5, 9), r(10, 11)]
+        );
+    }
+
+    #[test]
+    fn batch_size_and_soft_limit_over_a_log() {
+        let mut sp = SharePartition::new(ShareConfig::default(), 0);
+        let batches: Vec<(i64, usize)> = (0..10).map(|b| (b * 5, 5)).collect();
+        let bytes = log(&batches);
+        // MaxRecords 23 reaches into batch 20..24: all of it is acquired.
+        let a = acquire_from_log(&mut sp, "a", &bytes, 23, 10, 0);
+        assert_eq!(a.acquired, vec![r(0, 9), r(10, 19), r(20, 24)]);
+        assert_eq!(a.count, 25);
+        assert_eq!(a.records.len(), log(&batches[..5]).len());
+        let b = acquire_from_log(&mut sp, "a", &log(&batches[5..]), 500, 7, 0);
+        assert_eq!(b.acquired, vec![r(25, 34), r(35, 44), r(45, 49)]);
+        assert_eq!(b.count, 25);
+        // MaxRecords 0 acquires nothing.
+        sp.acknowledge("a", &[AckBatch::new(0, 49, AcknowledgeType::Release)], 1)
+            .unwrap();
+        assert_eq!(
+            acquire_from_log(&mut sp, "a", &bytes, 0, 10, 2),
+            ShareFetched::default()
+        );
+        // Released records are not rounded up (only new records are acquired whole batches).
+        let c = acquire_from_log(&mut sp, "a", &bytes, 3, 10, 2);
+        assert_eq!(
+            c.acquired,
+            vec![AcquiredRange {
+                first: 0,
+                last: 2,
+                delivery_count: 2
+            }]
+        );
+        assert_eq!(c.count, 3);
     }
 }

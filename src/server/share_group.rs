@@ -1,30 +1,42 @@
 //! Share-group coordinator state (KIP-932), kept on the group's shard (`model::group_shard`).
 //!
-//! Pure and synchronous: time comes in as `now_ms`, topics come from the caller's registry
-//! snapshot. The wire handlers are `share_api` (heartbeat) and `share_admin` (describe, list).
+//! Pure and synchronous: time comes in as `now_ms`, topics and group configs come from the
+//! caller's registry snapshot. The wire handlers are `share_api` (heartbeat) and `share_admin`
+//! (describe, list).
 //!
-//! - Members: client-generated member ids (v1), member epochs, join (epoch 0), leave
-//!   (epoch -1), session-timeout eviction, subscriptions by topic name.
-//! - Assignor: per topic, the subscribed members (sorted by id) spread its partitions
-//!   round-robin; when members outnumber partitions, partitions are shared (member i gets
-//!   partition i mod P) — share groups allow several members per partition.
-//! - Epochs: the group epoch goes up on every membership, subscription or assignment
-//!   change; a member whose assignment changed takes the new group epoch.
-//! - Group configs (`share.*`, [`ShareGroupConfig`]) live in the topic registry, which every
-//!   shard has; they are set through IncrementalAlterConfigs on GROUP resources.
+//! The rules are Kafka 4.4's group coordinator (`GroupMetadataManager.shareGroupHeartbeat`,
+//! `ShareGroupAssignmentBuilder`, `SimpleAssignor`):
+//! - Members: client-generated member ids (at most 36 bytes), join with epoch 0 (a known member
+//!   may rejoin with 0), leave with -1, removed after `share.session.timeout.ms` without a
+//!   heartbeat.
+//! - Group epoch: goes up when a member joins, leaves, times out or changes its subscription, and
+//!   when a subscribed topic appears, disappears or changes its partition count.
+//! - Target assignment: recomputed on the first heartbeat after the group epoch moved past the
+//!   assignment epoch, which then becomes the group epoch ([`assign`]).
+//! - Reconciliation: only the heartbeating member is reconciled — it moves to the assignment
+//!   epoch and its target partitions (share groups revoke nothing first), keeping its old epoch
+//!   as the previous one. Other members learn of a new assignment in their own next heartbeat,
+//!   so nobody is fenced by someone else's join.
+//! - Epoch check: a heartbeat may carry the member's epoch or its previous epoch (the response
+//!   that moved it may have been lost); a greater or an older epoch is FENCED_MEMBER_EPOCH.
+//! - Responses carry the assignment only on a join (epoch 0) or when it changed.
+//!
+//! Group configs (`share.*`, [`ShareGroupConfig`]) live in the topic registry, which every shard
+//! has; they are set through IncrementalAlterConfigs on GROUP resources and checked against
+//! Kafka's bounds (`config::GROUP_CONFIGS`, then the cross-config rules here).
 
 use super::registry::TopicRegistry;
-use crate::config::validate_group_config;
+use crate::config::{parse_iso_duration_ms, validate_group_config};
+use crate::constants::{
+    SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX, SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN,
+    SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT, SHARE_MEMBER_ID_BYTES_MAX,
+    SHARE_SESSION_TIMEOUT_MS_DEFAULT,
+};
 use crate::share::ShareConfig;
 use crate::txn::TxnConfig;
 use kafka_protocol::ResponseError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
-
-/// Kafka's `group.share.session.timeout.ms` default.
-pub const SHARE_SESSION_TIMEOUT_MS: u64 = 45_000;
-/// Kafka's `group.share.heartbeat.interval.ms` default.
-pub const SHARE_HEARTBEAT_INTERVAL_MS: i32 = 5_000;
 
 /// `share.auto.offset.reset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -32,6 +44,8 @@ pub enum AutoOffsetReset {
     #[default]
     Latest,
     Earliest,
+    /// `by_duration:<ISO-8601>`: the first record at most this many milliseconds old.
+    ByDuration(u64),
 }
 
 /// `share.acknowledgement.mode`.
@@ -46,18 +60,40 @@ pub enum AckMode {
 
 /// A share group's configs (defaults unless set); the names, ranges and defaults are
 /// `config::GROUP_CONFIGS`.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareGroupConfig {
     pub auto_offset_reset: AutoOffsetReset,
     pub ack_mode: AckMode,
     pub share: ShareConfig,
     pub txn: TxnConfig,
+    /// `share.renew.acknowledge.enable` (KIP-1222; default true): whether acknowledgements
+    /// may RENEW acquisition locks; when false a RENEW gets INVALID_RECORD_STATE.
+    pub renew_acknowledge_enable: bool,
+    /// `share.session.timeout.ms`.
+    pub session_timeout_ms: u64,
+    /// `share.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: u64,
     /// The explicitly set values, by name, canonical (what DescribeConfigs reports as dynamic).
     pub explicit: BTreeMap<String, String>,
 }
 
+impl Default for ShareGroupConfig {
+    fn default() -> ShareGroupConfig {
+        ShareGroupConfig {
+            auto_offset_reset: AutoOffsetReset::default(),
+            ack_mode: AckMode::default(),
+            share: ShareConfig::default(),
+            txn: TxnConfig::default(),
+            renew_acknowledge_enable: true,
+            session_timeout_ms: SHARE_SESSION_TIMEOUT_MS_DEFAULT,
+            heartbeat_interval_ms: SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT,
+            explicit: BTreeMap::new(),
+        }
+    }
+}
+
 impl ShareGroupConfig {
-    /// Recomputes the typed values from `explicit`; errors name the bad config.
+    /// Recomputes the typed values from `explicit`; errors are Kafka's messages (INVALID_CONFIG).
     fn from_explicit(explicit: BTreeMap<String, String>) -> Result<ShareGroupConfig, String> {
         let mut out = ShareGroupConfig::default();
         for (name, value) in &explicit {
@@ -67,7 +103,13 @@ impl ShareGroupConfig {
                 "share.auto.offset.reset" => {
                     out.auto_offset_reset = match canonical.as_str() {
                         "earliest" => AutoOffsetReset::Earliest,
-                        _ => AutoOffsetReset::Latest,
+                        "latest" => AutoOffsetReset::Latest,
+                        other => AutoOffsetReset::ByDuration(
+                            other
+                                .strip_prefix("by_duration:")
+                                .and_then(parse_iso_duration_ms)
+                                .ok_or_else(|| format!("{name}: {other} is not a duration"))?,
+                        ),
                     }
                 }
                 "share.delivery.count.limit" => {
@@ -79,12 +121,17 @@ impl ShareGroupConfig {
                         u32::try_from(num()?).map_err(|e| format!("{name}: {e}"))?
                 }
                 "share.record.lock.duration.ms" => out.share.record_lock_duration_ms = num()?,
+                "share.session.timeout.ms" => out.session_timeout_ms = num()?,
+                "share.heartbeat.interval.ms" => out.heartbeat_interval_ms = num()?,
                 "share.acknowledgement.mode" => {
                     out.ack_mode = match canonical.as_str() {
                         "implicit" => AckMode::Implicit,
                         "transactional" => AckMode::Transactional,
                         _ => AckMode::Explicit,
                     }
+                }
+                "share.renew.acknowledge.enable" => {
+                    out.renew_acknowledge_enable = canonical == "true"
                 }
                 "share.transaction.timeout.ms" => out.txn.timeout_ms_default = num()?,
                 "share.transaction.max.pending" => {
@@ -94,6 +141,23 @@ impl ShareGroupConfig {
                 _ => {}
             }
             out.explicit.insert(name.clone(), canonical);
+        }
+        // Kafka's bound on record locks; a transactional group's LOCKED records count against
+        // it until their checkpoint commits, so it may go up to the engine's limit (README).
+        if out.ack_mode != AckMode::Transactional
+            && out.share.partition_max_record_locks > SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX
+        {
+            return Err(format!(
+                "share.partition.max.record.locks must be in the range \
+                 {SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN} to \
+                 {SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX} inclusive. (Lockstep allows more \
+                 only with share.acknowledgement.mode=transactional.)"
+            ));
+        }
+        if out.session_timeout_ms <= out.heartbeat_interval_ms {
+            return Err(
+                "share.session.timeout.ms must be greater than share.heartbeat.interval.ms".into(),
+            );
         }
         out.share.validate().map_err(|e| e.to_string())?;
         out.txn.validate()?;
@@ -131,10 +195,13 @@ pub struct AssignedTopic {
 pub struct ShareMember {
     pub member_id: String,
     pub member_epoch: i32,
+    /// The epoch before the last move; a heartbeat carrying it is still accepted.
+    pub previous_member_epoch: i32,
     pub rack_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
     pub subscribed: Vec<String>,
+    /// The member's current assignment (what its last answer told it).
     pub assignment: Vec<AssignedTopic>,
     pub last_heartbeat_ms: u64,
 }
@@ -143,6 +210,12 @@ pub struct ShareMember {
 #[derive(Clone, Debug, Default)]
 pub struct ShareGroup {
     pub group_epoch: i32,
+    /// The group epoch the target assignment was computed at.
+    pub assignment_epoch: i32,
+    /// The target assignment of every member, computed at `assignment_epoch`.
+    pub target: BTreeMap<String, Vec<AssignedTopic>>,
+    /// The subscribed topics as the registry had them at the last check: name → (id, partitions).
+    pub subscription_metadata: BTreeMap<String, (Uuid, i32)>,
     pub members: BTreeMap<String, ShareMember>,
 }
 
@@ -169,15 +242,15 @@ pub struct HeartbeatAnswer {
     pub member_id: Option<String>,
     pub member_epoch: i32,
     pub heartbeat_interval_ms: i32,
-    /// `None`: no assignment in the answer (leave, error).
+    /// `None`: no assignment in the answer (unchanged, leave, error).
     pub assignment: Option<Vec<AssignedTopic>>,
 }
 
 impl HeartbeatAnswer {
-    fn error(error: ResponseError, message: impl Into<String>) -> HeartbeatAnswer {
+    fn error(error: ResponseError, message: Option<String>) -> HeartbeatAnswer {
         HeartbeatAnswer {
             error_code: error.code(),
-            error_message: Some(message.into()),
+            error_message: message,
             member_id: None,
             member_epoch: 0,
             heartbeat_interval_ms: 0,
@@ -196,24 +269,57 @@ pub struct Departed {
 }
 
 /// Every share group coordinated by one shard.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ShareGroups {
     groups: HashMap<String, ShareGroup>,
-    pub session_timeout_ms: u64,
 }
 
-impl Default for ShareGroups {
-    fn default() -> ShareGroups {
-        ShareGroups::new()
+fn unknown_member(group_id: &str, member_id: &str) -> HeartbeatAnswer {
+    HeartbeatAnswer::error(
+        ResponseError::UnknownMemberId,
+        Some(format!(
+            "Member {member_id} is not a member of group {group_id}."
+        )),
+    )
+}
+
+fn group_not_found(group_id: &str) -> HeartbeatAnswer {
+    HeartbeatAnswer::error(
+        ResponseError::GroupIdNotFound,
+        Some(format!("Share group {group_id} not found.")),
+    )
+}
+
+/// Kafka's epoch check: the current epoch, or the previous one (the answer that moved the
+/// member may have been lost).
+fn check_epoch(member: &ShareMember, received: i32) -> Result<(), HeartbeatAnswer> {
+    let fenced = |message: String| {
+        Err(HeartbeatAnswer::error(
+            ResponseError::FencedMemberEpoch,
+            Some(message),
+        ))
+    };
+    if received > member.member_epoch {
+        return fenced(format!(
+            "The share group member has a greater member epoch ({received}) than the one known \
+             by the group coordinator ({}). The member must abandon all its partitions and rejoin.",
+            member.member_epoch
+        ));
     }
+    if received < member.member_epoch && received != member.previous_member_epoch {
+        return fenced(format!(
+            "The share group member has a smaller member epoch ({received}) than the one known \
+             by the group coordinator ({}), and it does not match the previous member epoch ({}). \
+             The member must abandon all its partitions and rejoin.",
+            member.member_epoch, member.previous_member_epoch
+        ));
+    }
+    Ok(())
 }
 
 impl ShareGroups {
     pub fn new() -> ShareGroups {
-        ShareGroups {
-            groups: HashMap::new(),
-            session_timeout_ms: SHARE_SESSION_TIMEOUT_MS,
-        }
+        ShareGroups::default()
     }
 
     pub fn group(&self, group_id: &str) -> Option<&ShareGroup> {
@@ -224,6 +330,19 @@ impl ShareGroups {
         self.groups.keys()
     }
 
+    /// DeleteGroups: forgets `group_id` if it has no members. `Ok(true)`: it was coordinated
+    /// here; `Err(NON_EMPTY_GROUP)`: it has members and stays.
+    pub fn delete_empty(&mut self, group_id: &str) -> Result<bool, ResponseError> {
+        match self.groups.get(group_id) {
+            None => Ok(false),
+            Some(group) if !group.members.is_empty() => Err(ResponseError::NonEmptyGroup),
+            Some(_) => {
+                self.groups.remove(group_id);
+                Ok(true)
+            }
+        }
+    }
+
     /// Handles one heartbeat. Returns the answer and the members that departed (a leave).
     pub fn heartbeat(
         &mut self,
@@ -231,151 +350,186 @@ impl ShareGroups {
         registry: &TopicRegistry,
         now_ms: u64,
     ) -> (HeartbeatAnswer, Vec<Departed>) {
+        match self.heartbeat_inner(hb, registry, now_ms) {
+            Ok(done) => done,
+            Err(answer) => (answer, vec![]),
+        }
+    }
+
+    fn heartbeat_inner(
+        &mut self,
+        hb: &Heartbeat,
+        registry: &TopicRegistry,
+        now_ms: u64,
+    ) -> Result<(HeartbeatAnswer, Vec<Departed>), HeartbeatAnswer> {
+        let invalid = |message: &str| {
+            Err(HeartbeatAnswer::error(
+                ResponseError::InvalidRequest,
+                Some(message.to_string()),
+            ))
+        };
+        // Kafka's request checks, in its order (the length check answers without a message).
+        if hb.member_id.len() > SHARE_MEMBER_ID_BYTES_MAX {
+            return Err(HeartbeatAnswer::error(ResponseError::InvalidRequest, None));
+        }
+        if hb.member_id.is_empty() {
+            return invalid("MemberId can't be empty.");
+        }
         if hb.group_id.is_empty() {
-            return (
-                HeartbeatAnswer::error(ResponseError::InvalidRequest, "GroupId can't be empty"),
-                vec![],
-            );
+            return invalid("GroupId can't be empty.");
         }
-        if hb.member_id.is_empty() || hb.member_id.len() > 36 {
-            return (
-                HeartbeatAnswer::error(
-                    ResponseError::InvalidRequest,
-                    "MemberId must be a non-empty client-generated id",
-                ),
-                vec![],
-            );
+        if hb.rack_id.as_deref() == Some("") {
+            return invalid("RackId can't be empty.");
         }
-        if hb.member_epoch == 0 && hb.subscribed.as_ref().is_none_or(|s| s.is_empty()) {
-            return (
-                HeartbeatAnswer::error(
-                    ResponseError::InvalidRequest,
-                    "SubscribedTopicNames must be set in first request",
-                ),
-                vec![],
-            );
+        if hb.member_epoch == 0 {
+            if hb.subscribed.as_ref().is_none_or(|s| s.is_empty()) {
+                return invalid("SubscribedTopicNames must be set in first request.");
+            }
+        } else if hb.member_epoch < -1 {
+            return invalid("MemberEpoch is invalid.");
         }
-        if hb.member_epoch < -1 {
-            return (
-                HeartbeatAnswer::error(ResponseError::InvalidRequest, "MemberEpoch is invalid"),
-                vec![],
-            );
+        let config = registry.group_config(&hb.group_id);
+        if hb.member_epoch == -1 {
+            return self.leave(hb).map(|d| {
+                (
+                    HeartbeatAnswer {
+                        error_code: 0,
+                        error_message: None,
+                        member_id: Some(hb.member_id.clone()),
+                        member_epoch: -1,
+                        heartbeat_interval_ms: 0,
+                        assignment: None,
+                    },
+                    vec![d],
+                )
+            });
+        }
+        if hb.member_epoch != 0 && !self.groups.contains_key(&hb.group_id) {
+            return Err(group_not_found(&hb.group_id));
         }
         let group = self.groups.entry(hb.group_id.clone()).or_default();
-        if hb.member_epoch == -1 {
-            let departed = match group.members.remove(&hb.member_id) {
-                Some(m) => {
-                    group.group_epoch += 1;
-                    rebalance(group, registry);
-                    vec![Departed {
-                        group_id: hb.group_id.clone(),
-                        member_id: m.member_id,
-                        partitions: m.assignment,
-                    }]
-                }
-                None => vec![],
-            };
-            return (
-                HeartbeatAnswer {
-                    error_code: 0,
-                    error_message: None,
-                    member_id: Some(hb.member_id.clone()),
-                    member_epoch: -1,
-                    heartbeat_interval_ms: 0,
-                    assignment: None,
-                },
-                departed,
-            );
-        }
-        let mut changed = false;
-        match group.members.get_mut(&hb.member_id) {
+        let mut bump = false;
+        let old = match group.members.get(&hb.member_id) {
             None if hb.member_epoch != 0 => {
-                return (
-                    HeartbeatAnswer::error(
-                        ResponseError::UnknownMemberId,
-                        format!("member {} is not in group {}", hb.member_id, hb.group_id),
-                    ),
-                    vec![],
-                )
+                return Err(unknown_member(&hb.group_id, &hb.member_id));
             }
             None => {
-                group.members.insert(
-                    hb.member_id.clone(),
-                    ShareMember {
-                        member_id: hb.member_id.clone(),
-                        member_epoch: 0,
-                        rack_id: hb.rack_id.clone(),
-                        client_id: hb.client_id.clone(),
-                        client_host: hb.client_host.clone(),
-                        subscribed: normalise(hb.subscribed.clone().unwrap_or_default()),
-                        assignment: vec![],
-                        last_heartbeat_ms: now_ms,
-                    },
-                );
-                changed = true;
+                bump = true;
+                None
             }
             Some(member) => {
-                // A rejoin (epoch 0) of a known member is accepted; otherwise the epoch must match.
-                if hb.member_epoch != 0 && hb.member_epoch != member.member_epoch {
-                    return (
-                        HeartbeatAnswer::error(
-                            ResponseError::FencedMemberEpoch,
-                            format!(
-                                "member epoch {} does not match {}",
-                                hb.member_epoch, member.member_epoch
-                            ),
-                        ),
-                        vec![],
-                    );
+                // A known member may rejoin with epoch 0 (Kafka 4.4 accepts it as is).
+                if hb.member_epoch != 0 {
+                    check_epoch(member, hb.member_epoch)?;
                 }
-                member.last_heartbeat_ms = now_ms;
-                if let Some(subs) = &hb.subscribed {
-                    let subs = normalise(subs.clone());
-                    if subs != member.subscribed {
-                        member.subscribed = subs;
-                        changed = true;
-                    }
-                }
-                if hb.member_epoch == 0 {
-                    changed = true;
-                }
+                Some(member.clone())
+            }
+        };
+        let mut member = old.clone().unwrap_or_else(|| ShareMember {
+            member_id: hb.member_id.clone(),
+            member_epoch: 0,
+            previous_member_epoch: 0,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            subscribed: Vec::new(),
+            assignment: Vec::new(),
+            last_heartbeat_ms: now_ms,
+        });
+        if hb.rack_id.is_some() {
+            member.rack_id = hb.rack_id.clone();
+        }
+        member.client_id = hb.client_id.clone();
+        member.client_host = hb.client_host.clone();
+        member.last_heartbeat_ms = now_ms;
+        let mut subscription_changed = false;
+        if let Some(subs) = &hb.subscribed {
+            let subs = normalise(subs.clone());
+            if subs != member.subscribed {
+                member.subscribed = subs;
+                subscription_changed = true;
+                bump = true;
             }
         }
-        if changed {
+        group.members.insert(member.member_id.clone(), member);
+        // The registry may have changed under the subscriptions (topics created, deleted, grown).
+        let metadata = subscription_metadata(group, registry);
+        if metadata != group.subscription_metadata {
+            group.subscription_metadata = metadata;
+            bump = true;
+        }
+        if bump {
             group.group_epoch += 1;
         }
-        // The registry may have changed too (topics created, deleted, grown).
-        rebalance(group, registry);
-        let member = &group.members[&hb.member_id];
-        (
+        if group.group_epoch > group.assignment_epoch {
+            group.target = assign(&group.members, registry, &group.target);
+            group.assignment_epoch = group.group_epoch;
+        }
+        // Reconcile this member only (ShareGroupAssignmentBuilder).
+        let target = group.target.get(&hb.member_id).cloned().unwrap_or_default();
+        let member = group
+            .members
+            .get_mut(&hb.member_id)
+            .expect("inserted above");
+        if member.member_epoch != group.assignment_epoch {
+            member.previous_member_epoch = member.member_epoch;
+            member.member_epoch = group.assignment_epoch;
+            member.assignment = filter_subscribed(target, &member.subscribed);
+        } else if subscription_changed {
+            member.assignment = filter_subscribed(target, &member.subscribed);
+        }
+        let changed = old
+            .as_ref()
+            .is_none_or(|o| o.assignment != member.assignment);
+        Ok((
             HeartbeatAnswer {
                 error_code: 0,
                 error_message: None,
                 member_id: Some(member.member_id.clone()),
                 member_epoch: member.member_epoch,
-                heartbeat_interval_ms: SHARE_HEARTBEAT_INTERVAL_MS,
-                assignment: Some(member.assignment.clone()),
+                heartbeat_interval_ms: i32::try_from(config.heartbeat_interval_ms)
+                    .unwrap_or(i32::MAX),
+                assignment: (hb.member_epoch == 0 || changed).then(|| member.assignment.clone()),
             },
             vec![],
-        )
+        ))
     }
 
-    /// Evicts members whose session timed out; their records must be released.
+    /// Epoch -1: the member leaves; the group epoch goes up.
+    fn leave(&mut self, hb: &Heartbeat) -> Result<Departed, HeartbeatAnswer> {
+        let group = self
+            .groups
+            .get_mut(&hb.group_id)
+            .ok_or_else(|| group_not_found(&hb.group_id))?;
+        let member = group
+            .members
+            .remove(&hb.member_id)
+            .ok_or_else(|| unknown_member(&hb.group_id, &hb.member_id))?;
+        group.group_epoch += 1;
+        group.target.remove(&hb.member_id);
+        Ok(Departed {
+            group_id: hb.group_id.clone(),
+            member_id: member.member_id,
+            partitions: member.assignment,
+        })
+    }
+
+    /// Evicts members that sent no heartbeat for their group's `share.session.timeout.ms`;
+    /// their records must be released.
     pub fn expire_sessions(&mut self, registry: &TopicRegistry, now_ms: u64) -> Vec<Departed> {
-        let timeout = self.session_timeout_ms;
         let mut departed = vec![];
         for (group_id, group) in self.groups.iter_mut() {
+            let timeout = registry.group_config(group_id).session_timeout_ms;
             let expired: Vec<String> = group
                 .members
                 .values()
                 .filter(|m| m.last_heartbeat_ms.saturating_add(timeout) < now_ms)
                 .map(|m| m.member_id.clone())
                 .collect();
-            if expired.is_empty() {
-                continue;
-            }
             for id in expired {
                 if let Some(m) = group.members.remove(&id) {
+                    group.group_epoch += 1;
+                    group.target.remove(&id);
                     departed.push(Departed {
                         group_id: group_id.clone(),
                         member_id: m.member_id,
@@ -383,8 +537,6 @@ impl ShareGroups {
                     });
                 }
             }
-            group.group_epoch += 1;
-            rebalance(group, registry);
         }
         departed
     }
@@ -396,87 +548,189 @@ fn normalise(mut topics: Vec<String>) -> Vec<String> {
     topics
 }
 
-/// The target assignment of every member (deterministic in the member ids, subscriptions
-/// and registry).
-pub fn assign(
-    members: &BTreeMap<String, ShareMember>,
+/// The subscribed topics that exist: name → (id, partition count).
+fn subscription_metadata(
+    group: &ShareGroup,
     registry: &TopicRegistry,
-) -> BTreeMap<String, Vec<AssignedTopic>> {
-    let mut out: BTreeMap<String, BTreeMap<String, AssignedTopic>> = members
-        .keys()
-        .map(|id| (id.clone(), BTreeMap::new()))
-        .collect();
-    let mut topics: Vec<&String> = members.values().flat_map(|m| m.subscribed.iter()).collect();
-    topics.sort();
-    topics.dedup();
-    for name in topics {
-        let Some(meta) = registry.topic(name) else {
-            continue;
-        };
-        let subscribers: Vec<&String> = members
-            .values()
-            .filter(|m| m.subscribed.contains(name))
-            .map(|m| &m.member_id)
-            .collect();
-        let m = subscribers.len();
-        let p = meta.partitions.max(0) as usize;
-        if m == 0 || p == 0 {
-            continue;
-        }
-        let mut give = |member: &String, partition: i32| {
-            out.get_mut(member)
-                .expect("every member has an entry")
-                .entry(name.clone())
-                .or_insert_with(|| AssignedTopic {
-                    topic_id: meta.id,
-                    topic: name.clone(),
-                    partitions: vec![],
-                })
-                .partitions
-                .push(partition);
-        };
-        if m <= p {
-            for partition in 0..p {
-                give(subscribers[partition % m], partition as i32);
-            }
-        } else {
-            for (i, member) in subscribers.iter().enumerate() {
-                give(member, (i % p) as i32);
-            }
-        }
-    }
-    out.into_iter()
-        .map(|(id, topics)| (id, topics.into_values().collect()))
+) -> BTreeMap<String, (Uuid, i32)> {
+    group
+        .members
+        .values()
+        .flat_map(|m| m.subscribed.iter())
+        .filter_map(|name| {
+            registry
+                .topic(name)
+                .map(|t| (name.clone(), (t.id, t.partitions.max(0))))
+        })
         .collect()
 }
 
-/// Installs the target assignment; a member whose assignment changes takes a new epoch.
-fn rebalance(group: &mut ShareGroup, registry: &TopicRegistry) {
-    let target = assign(&group.members, registry);
-    let mut bumped = false;
-    for (id, assignment) in target {
-        let member = group.members.get_mut(&id).expect("assigned members exist");
-        if member.assignment != assignment || member.member_epoch == 0 {
-            if !bumped && member.member_epoch >= group.group_epoch {
-                group.group_epoch = member.member_epoch + 1;
+/// Drops the topics a member no longer subscribes to.
+fn filter_subscribed(target: Vec<AssignedTopic>, subscribed: &[String]) -> Vec<AssignedTopic> {
+    target
+        .into_iter()
+        .filter(|t| subscribed.contains(&t.topic))
+        .collect()
+}
+
+/// A topic-partition as the assignor sees it: (topic name, id, partition).
+type Tp = (String, Uuid, i32);
+
+/// Kafka's simple share assignor, deterministic: balance first (every partition is shared by
+/// `ceil(members / partitions)` members, and member loads differ by at most one), then
+/// stickiness (a member keeps what it had, up to its quota). Members that subscribe to the same
+/// topics are balanced over all of those topics together; otherwise each topic is balanced over
+/// its subscribers. Kafka breaks ties by hash order; here members with more kept partitions get
+/// the larger quotas, then by member id.
+pub fn assign(
+    members: &BTreeMap<String, ShareMember>,
+    registry: &TopicRegistry,
+    previous: &BTreeMap<String, Vec<AssignedTopic>>,
+) -> BTreeMap<String, Vec<AssignedTopic>> {
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|id| (id.clone(), BTreeSet::new()))
+        .collect();
+    let old: BTreeMap<&String, BTreeSet<Tp>> = previous
+        .iter()
+        .map(|(id, topics)| {
+            let held = topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| (t.topic.clone(), t.topic_id, *p))
+                })
+                .collect();
+            (id, held)
+        })
+        .collect();
+    let partitions_of = |topics: &[&String]| -> Vec<Tp> {
+        let mut tps = Vec::new();
+        for name in topics {
+            if let Some(meta) = registry.topic(name) {
+                for p in 0..meta.partitions.max(0) {
+                    tps.push(((*name).clone(), meta.id, p));
+                }
             }
-            bumped = true;
-            member.assignment = assignment;
+        }
+        tps
+    };
+    let homogeneous = members
+        .values()
+        .map(|m| &m.subscribed)
+        .collect::<BTreeSet<_>>()
+        .len()
+        <= 1;
+    // Each unit: (members, the topic-partitions they share).
+    let mut units: Vec<(Vec<&String>, Vec<Tp>)> = Vec::new();
+    if homogeneous {
+        if let Some(first) = members.values().next() {
+            let topics: Vec<&String> = first.subscribed.iter().collect();
+            units.push((members.keys().collect(), partitions_of(&topics)));
+        }
+    } else {
+        let topics: BTreeSet<&String> =
+            members.values().flat_map(|m| m.subscribed.iter()).collect();
+        for name in topics {
+            let subscribers: Vec<&String> = members
+                .values()
+                .filter(|m| m.subscribed.contains(name))
+                .map(|m| &m.member_id)
+                .collect();
+            units.push((subscribers, partitions_of(&[name])));
         }
     }
-    if bumped {
-        let epoch = group.group_epoch;
-        for member in group.members.values_mut() {
-            if member.member_epoch < epoch {
-                member.member_epoch = epoch;
+    for (ids, tps) in units {
+        let empty = BTreeSet::new();
+        let held: Vec<BTreeSet<Tp>> = ids
+            .iter()
+            .map(|id| {
+                old.get(id)
+                    .unwrap_or(&empty)
+                    .iter()
+                    .filter(|tp| tps.binary_search(tp).is_ok())
+                    .cloned()
+                    .collect()
+            })
+            .collect();
+        for (i, got) in balance(held, &tps).into_iter().enumerate() {
+            out.get_mut(ids[i])
+                .expect("every member has an entry")
+                .extend(got);
+        }
+    }
+    out.into_iter()
+        .map(|(id, tps)| {
+            let mut by_topic: BTreeMap<String, AssignedTopic> = BTreeMap::new();
+            for (topic, topic_id, p) in tps {
+                by_topic
+                    .entry(topic.clone())
+                    .or_insert_with(|| AssignedTopic {
+                        topic_id,
+                        topic,
+                        partitions: vec![],
+                    })
+                    .partitions
+                    .push(p);
+            }
+            (id, by_topic.into_values().collect())
+        })
+        .collect()
+}
+
+/// Balances sorted `tps` over members (index = position in `held`, what each held before and
+/// still may); returns each member's new set.
+fn balance(held: Vec<BTreeSet<Tp>>, tps: &[Tp]) -> Vec<BTreeSet<Tp>> {
+    let m = held.len();
+    let p = tps.len();
+    if m == 0 || p == 0 {
+        return vec![BTreeSet::new(); m];
+    }
+    let sharing = m.div_ceil(p);
+    let total = sharing * p;
+    // Quotas: ceil(total*(k+1)/m) - ceil(total*k/m); the larger ones go to the members that
+    // hold the most already (then by member order).
+    let quotas: Vec<usize> = (0..m)
+        .map(|k| (total * (k + 1)).div_ceil(m) - (total * k).div_ceil(m))
+        .collect();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by_key(|i| (std::cmp::Reverse(held[*i].len()), *i));
+    let mut quota = vec![0; m];
+    for (k, i) in order.iter().enumerate() {
+        quota[*i] = quotas[k];
+    }
+    let mut got: Vec<BTreeSet<Tp>> = vec![BTreeSet::new(); m];
+    let mut holders: BTreeMap<&Tp, usize> = tps.iter().map(|tp| (tp, 0)).collect();
+    // Keep: up to the quota, and never more than `sharing` holders per partition.
+    for i in &order {
+        for tp in &held[*i] {
+            let count = holders.get_mut(tp).expect("held partitions are filtered");
+            if got[*i].len() < quota[*i] && *count < sharing {
+                *count += 1;
+                got[*i].insert(tp.clone());
             }
         }
     }
+    // Fill: each partition up to `sharing` holders, always the least-loaded member with room.
+    for tp in tps {
+        while holders[tp] < sharing {
+            let pick = (0..m)
+                .filter(|i| got[*i].len() < quota[*i] && !got[*i].contains(tp))
+                .min_by_key(|i| (got[*i].len(), *i));
+            let Some(i) = pick else { break };
+            got[i].insert(tp.clone());
+            *holders.get_mut(tp).expect("every partition has a count") += 1;
+        }
+    }
+    got
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
 
     fn registry(topics: &[(&str, u128, i32)]) -> TopicRegistry {
         let mut r = TopicRegistry::new("c".into());
@@ -508,64 +762,156 @@ mod tests {
             .collect()
     }
 
+    /// Kafka 4.4, observed at the reference broker: the second member's join moves nobody
+    /// else; the first member learns its new epoch and assignment in its own next heartbeat,
+    /// sent with the epoch it had, and may repeat that epoch once more.
     #[test]
-    fn join_heartbeat_leave() {
+    fn a_join_fences_nobody() {
         let reg = registry(&[("t", 1, 2)]);
         let mut groups = ShareGroups::new();
-        let (a, _) = groups.heartbeat(&hb("m1", 0, Some(&["t"])), &reg, 0);
-        assert_eq!(a.error_code, 0);
-        assert!(a.member_epoch > 0);
+        let (a, _) = groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 0);
+        assert_eq!((a.error_code, a.member_epoch), (0, 1));
         assert_eq!(parts(&a), vec![0, 1]);
-        let e1 = a.member_epoch;
-        // Second member: partitions are spread, epochs go up.
-        let (b, _) = groups.heartbeat(&hb("m2", 0, Some(&["t"])), &reg, 10);
+        assert_eq!(a.heartbeat_interval_ms, 5_000);
+        // Unchanged: no assignment in the answer.
+        let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 5);
+        assert_eq!((a.error_code, a.member_epoch, a.assignment), (0, 1, None));
+        let (b, _) = groups.heartbeat(&hb("b", 0, Some(&["t"])), &reg, 10);
+        assert_eq!((b.error_code, b.member_epoch), (0, 2));
         assert_eq!(parts(&b), vec![1]);
-        assert!(b.member_epoch > e1);
-        // m1 with its old epoch is fenced? No: its epoch was bumped; the old one is stale.
-        let (a2, _) = groups.heartbeat(&hb("m1", e1, None), &reg, 20);
-        assert_eq!(a2.error_code, ResponseError::FencedMemberEpoch.code());
-        let cur = groups.group("g").unwrap().members["m1"].member_epoch;
-        let (a3, _) = groups.heartbeat(&hb("m1", cur, None), &reg, 20);
-        assert_eq!(a3.error_code, 0);
-        assert_eq!(parts(&a3), vec![0]);
-        // Leave.
-        let (l, departed) = groups.heartbeat(&hb("m2", -1, None), &reg, 30);
-        assert_eq!(l.member_epoch, -1);
-        assert_eq!(l.heartbeat_interval_ms, 0);
+        // a is still at epoch 1 until it heartbeats.
+        assert_eq!(groups.group("g").unwrap().members["a"].member_epoch, 1);
+        let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 20);
+        assert_eq!((a.error_code, a.member_epoch), (0, 2));
+        assert_eq!(parts(&a), vec![0]);
+        // The answer may have been lost: the previous epoch is accepted, nothing changes.
+        let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 30);
+        assert_eq!((a.error_code, a.member_epoch, a.assignment), (0, 2, None));
+        // A greater epoch, or one older than the previous, is fenced.
+        let (f, _) = groups.heartbeat(&hb("a", 3, None), &reg, 30);
+        assert_eq!(f.error_code, ResponseError::FencedMemberEpoch.code());
+        assert!(f
+            .error_message
+            .unwrap()
+            .contains("greater member epoch (3)"));
+        let (f, _) = groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 30);
+        assert_eq!(
+            (f.error_code, f.member_epoch),
+            (0, 2),
+            "a rejoin is accepted"
+        );
+        assert_eq!(parts(&f), vec![0], "a rejoin gets its assignment");
+        // A third member on 2 partitions: partitions are shared (ceil(3/2) = 2 holders each).
+        let (c, _) = groups.heartbeat(&hb("c", 0, Some(&["t"])), &reg, 40);
+        assert_eq!(c.member_epoch, 3);
+        let (a, _) = groups.heartbeat(&hb("a", 2, None), &reg, 50);
+        let (b, _) = groups.heartbeat(&hb("b", 2, None), &reg, 50);
+        assert_eq!((a.member_epoch, b.member_epoch), (3, 3));
+        let g = groups.group("g").unwrap();
+        let mut holders = BTreeMap::new();
+        for m in g.members.values() {
+            for p in m.assignment.iter().flat_map(|t| t.partitions.iter()) {
+                *holders.entry(*p).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(holders, BTreeMap::from([(0, 2), (1, 2)]));
+        // Leave: the others move on their next heartbeat.
+        let (l, departed) = groups.heartbeat(&hb("c", -1, None), &reg, 60);
+        assert_eq!(
+            (l.error_code, l.member_epoch, l.heartbeat_interval_ms),
+            (0, -1, 0)
+        );
         assert_eq!(departed.len(), 1);
-        assert_eq!(departed[0].partitions[0].partitions, vec![1]);
-        let cur = groups.group("g").unwrap().members["m1"].member_epoch;
-        let (a4, _) = groups.heartbeat(&hb("m1", cur, None), &reg, 40);
-        assert_eq!(parts(&a4), vec![0, 1]);
+        let (a, _) = groups.heartbeat(&hb("a", 3, None), &reg, 70);
+        assert_eq!(a.member_epoch, 4);
+        let (l, _) = groups.heartbeat(&hb("c", -1, None), &reg, 80);
+        assert_eq!(l.error_code, ResponseError::UnknownMemberId.code());
+        assert_eq!(
+            l.error_message.as_deref(),
+            Some("Member c is not a member of group g.")
+        );
     }
 
     #[test]
-    fn members_share_partitions_when_they_outnumber_them() {
-        let reg = registry(&[("t", 1, 1)]);
+    fn previous_epoch_only_one_back() {
+        let reg = registry(&[("t", 1, 4)]);
         let mut groups = ShareGroups::new();
-        for m in ["a", "b", "c"] {
+        groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 0);
+        for (i, m) in ["b", "c"].iter().enumerate() {
             groups.heartbeat(&hb(m, 0, Some(&["t"])), &reg, 0);
+            let e = groups.group("g").unwrap().members["a"].member_epoch;
+            let (a, _) = groups.heartbeat(&hb("a", e, None), &reg, 0);
+            assert_eq!(a.member_epoch, i as i32 + 2);
         }
-        for m in groups.group("g").unwrap().members.values() {
-            assert_eq!(m.assignment.len(), 1);
-            assert_eq!(m.assignment[0].partitions, vec![0]);
-        }
+        // a: epoch 3, previous 2; 1 is fenced.
+        let (f, _) = groups.heartbeat(&hb("a", 1, None), &reg, 0);
+        assert_eq!(f.error_code, ResponseError::FencedMemberEpoch.code());
+        assert!(f
+            .error_message
+            .unwrap()
+            .contains("does not match the previous member epoch (2)"));
+        let (ok, _) = groups.heartbeat(&hb("a", 2, None), &reg, 0);
+        assert_eq!(ok.error_code, 0);
     }
 
     #[test]
-    fn unknown_member_and_bad_requests() {
+    fn subscription_and_topic_changes_move_the_group_epoch() {
+        let mut reg = registry(&[("t", 1, 1)]);
+        let mut groups = ShareGroups::new();
+        let (a, _) = groups.heartbeat(&hb("a", 0, Some(&["t", "u"])), &reg, 0);
+        assert_eq!((a.member_epoch, parts(&a)), (1, vec![0]));
+        reg.create_topic("u", Uuid::from_u128(2), 2, &[]).unwrap();
+        let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 1);
+        assert_eq!(a.member_epoch, 2);
+        assert_eq!(parts(&a), vec![0, 0, 1]);
+        let (a, _) = groups.heartbeat(&hb("a", 2, Some(&["u"])), &reg, 2);
+        assert_eq!(a.member_epoch, 3);
+        let topics: Vec<&str> = a
+            .assignment
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|t| t.topic.as_str())
+            .collect();
+        assert_eq!(topics, vec!["u"]);
+        // Same subscription again: nothing moves.
+        let (a, _) = groups.heartbeat(&hb("a", 3, Some(&["u"])), &reg, 3);
+        assert_eq!((a.member_epoch, a.assignment), (3, None));
+    }
+
+    #[test]
+    fn bad_requests_and_unknowns_answer_as_kafka() {
         let reg = registry(&[("t", 1, 1)]);
         let mut groups = ShareGroups::new();
         let (a, _) = groups.heartbeat(&hb("x", 5, None), &reg, 0);
-        assert_eq!(a.error_code, ResponseError::UnknownMemberId.code());
+        assert_eq!(a.error_code, ResponseError::GroupIdNotFound.code());
+        assert_eq!(a.error_message.as_deref(), Some("Share group g not found."));
         let (a, _) = groups.heartbeat(&hb("", 0, Some(&["t"])), &reg, 0);
-        assert_eq!(a.error_code, ResponseError::InvalidRequest.code());
+        assert_eq!(
+            (a.error_code, a.error_message.as_deref()),
+            (
+                ResponseError::InvalidRequest.code(),
+                Some("MemberId can't be empty.")
+            )
+        );
+        let (a, _) = groups.heartbeat(&hb(&"m".repeat(37), 0, Some(&["t"])), &reg, 0);
+        assert_eq!(
+            (a.error_code, a.error_message),
+            (ResponseError::InvalidRequest.code(), None)
+        );
         let (a, _) = groups.heartbeat(&hb("x", 0, None), &reg, 0);
-        assert_eq!(a.error_code, ResponseError::InvalidRequest.code());
+        assert_eq!(
+            a.error_message.as_deref(),
+            Some("SubscribedTopicNames must be set in first request.")
+        );
+        let (a, _) = groups.heartbeat(&hb("x", -2, None), &reg, 0);
+        assert_eq!(a.error_message.as_deref(), Some("MemberEpoch is invalid."));
         // Unknown topics are subscribed but assign nothing.
         let (a, _) = groups.heartbeat(&hb("x", 0, Some(&["nope"])), &reg, 0);
         assert_eq!(a.error_code, 0);
         assert!(parts(&a).is_empty());
+        let (a, _) = groups.heartbeat(&hb("y", 1, None), &reg, 0);
+        assert_eq!(a.error_code, ResponseError::UnknownMemberId.code());
     }
 
     #[test]
@@ -579,6 +925,111 @@ mod tests {
         assert_eq!(gone[0].member_id, "a");
         assert!(groups.expire_sessions(&reg, 46_001).is_empty());
         assert_eq!(groups.group("g").unwrap().members.len(), 1);
+        // The group config sets the timeout.
+        let mut reg = reg;
+        reg.set_group_configs(
+            "g",
+            [("share.session.timeout.ms".to_string(), "60000".to_string())].into(),
+        )
+        .unwrap();
+        assert!(groups.expire_sessions(&reg, 99_000).is_empty());
+        assert_eq!(groups.expire_sessions(&reg, 100_001).len(), 1);
+    }
+
+    /// The model: after every change and every member's heartbeat, partitions are shared by
+    /// ceil(M/P) members each, loads differ by at most one, and a member keeps what it held
+    /// up to its new load.
+    #[test]
+    fn assignor_balances_and_sticks() {
+        for seed in 0..200u64 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let p = rng.gen_range(1..=7);
+            let reg = registry(&[("t", 1, p)]);
+            let mut groups = ShareGroups::new();
+            let mut live: BTreeMap<String, i32> = BTreeMap::new();
+            for step in 0..30 {
+                let id = format!("m{}", rng.gen_range(0..9));
+                if live.contains_key(&id) && rng.gen_bool(0.4) {
+                    groups.heartbeat(&hb(&id, -1, None), &reg, step);
+                    live.remove(&id);
+                } else if !live.contains_key(&id) {
+                    let (a, _) = groups.heartbeat(&hb(&id, 0, Some(&["t"])), &reg, step);
+                    assert_eq!(a.error_code, 0);
+                    live.insert(id, a.member_epoch);
+                }
+                let before: BTreeMap<String, BTreeSet<i32>> = groups
+                    .group("g")
+                    .unwrap()
+                    .members
+                    .iter()
+                    .map(|(id, m)| {
+                        (
+                            id.clone(),
+                            m.assignment
+                                .iter()
+                                .flat_map(|t| t.partitions.clone())
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                for (id, epoch) in live.iter_mut() {
+                    let (a, _) = groups.heartbeat(&hb(id, *epoch, None), &reg, step);
+                    assert_eq!(a.error_code, 0, "seed {seed} step {step}: {a:?}");
+                    *epoch = a.member_epoch;
+                }
+                let g = groups.group("g").unwrap();
+                let m = g.members.len();
+                if m == 0 {
+                    continue;
+                }
+                assert!(g.members.values().all(|x| x.member_epoch == g.group_epoch));
+                let sharing = m.div_ceil(p as usize);
+                let mut holders = vec![0; p as usize];
+                let loads: Vec<usize> = g
+                    .members
+                    .values()
+                    .map(|x| {
+                        let held: BTreeSet<i32> = x
+                            .assignment
+                            .iter()
+                            .flat_map(|t| t.partitions.clone())
+                            .collect();
+                        for q in &held {
+                            holders[*q as usize] += 1;
+                        }
+                        let had = before.get(&x.member_id).cloned().unwrap_or_default();
+                        let kept = had.intersection(&held).count();
+                        assert!(
+                            kept >= had.len().min(held.len()).saturating_sub(1),
+                            "seed {seed}: {} had {had:?}, now {held:?}",
+                            x.member_id
+                        );
+                        held.len()
+                    })
+                    .collect();
+                assert!(
+                    holders.iter().all(|h| *h == sharing),
+                    "seed {seed}: {holders:?}"
+                );
+                let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+                assert!(hi - lo <= 1, "seed {seed}: loads {loads:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn heterogeneous_subscriptions_assign_per_topic() {
+        let reg = registry(&[("t", 1, 2), ("u", 2, 1)]);
+        let mut groups = ShareGroups::new();
+        groups.heartbeat(&hb("a", 0, Some(&["t", "u"])), &reg, 0);
+        groups.heartbeat(&hb("b", 0, Some(&["t"])), &reg, 0);
+        let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 0);
+        let a = a.assignment.unwrap();
+        let b = groups.group("g").unwrap().members["b"].assignment.clone();
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[1].topic, "u");
+        assert_eq!(a[0].partitions.len() + b[0].partitions.len(), 2);
+        assert_eq!(b.len(), 1);
     }
 
     #[test]
@@ -609,5 +1060,96 @@ mod tests {
         c.apply(&[("share.auto.offset.reset".into(), None)])
             .unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::Latest);
+    }
+
+    /// The messages Kafka 4.4's IncrementalAlterConfigs answered with (INVALID_CONFIG).
+    #[test]
+    fn group_config_bounds_are_kafkas() {
+        let set = |pairs: &[(&str, &str)]| {
+            let mut c = ShareGroupConfig::default();
+            c.apply(
+                &pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                    .collect::<Vec<_>>(),
+            )
+            .map(|()| c)
+        };
+        let cases: &[(&str, &str, &str)] = &[
+            ("share.session.timeout.ms", "44999", "share.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+            ("share.session.timeout.ms", "60001", "share.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+            ("share.heartbeat.interval.ms", "4999", "share.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive."),
+            ("share.heartbeat.interval.ms", "0", "Invalid value 0 for configuration share.heartbeat.interval.ms: Value must be at least 1"),
+            ("share.session.timeout.ms", "abc", "Invalid value abc for configuration share.session.timeout.ms: Not a number of type INT"),
+            ("share.record.lock.duration.ms", "999", "Invalid value 999 for configuration share.record.lock.duration.ms: Value must be at least 1000"),
+            ("share.record.lock.duration.ms", "14999", "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive."),
+            ("share.record.lock.duration.ms", "3600000", "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive."),
+            ("share.delivery.count.limit", "1", "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
+            ("share.delivery.count.limit", "11", "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
+            ("share.partition.max.record.locks", "99", "Invalid value 99 for configuration share.partition.max.record.locks: Value must be at least 100"),
+            ("share.isolation.level", "READ_COMMITTED", "Invalid value READ_COMMITTED for configuration share.isolation.level: String must be one of: read_committed, read_uncommitted"),
+            ("share.auto.offset.reset", "EARLIEST", "Invalid value EARLIEST for configuration share.auto.offset.reset: Invalid value `EARLIEST` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
+        ];
+        for (name, value, message) in cases {
+            assert_eq!(
+                set(&[(name, value)]).unwrap_err(),
+                *message,
+                "{name}={value}"
+            );
+        }
+        for (name, value) in [
+            ("share.session.timeout.ms", "45000"),
+            ("share.session.timeout.ms", "60000"),
+            ("share.heartbeat.interval.ms", "15000"),
+            ("share.record.lock.duration.ms", "15000"),
+            ("share.record.lock.duration.ms", "60000"),
+            ("share.delivery.count.limit", "10"),
+            ("share.partition.max.record.locks", "100"),
+            ("share.partition.max.record.locks", "4000"),
+            ("share.isolation.level", "read_committed"),
+        ] {
+            set(&[(name, value)]).unwrap_or_else(|e| panic!("{name}={value}: {e}"));
+        }
+        let c = set(&[
+            ("share.session.timeout.ms", "50000"),
+            ("share.heartbeat.interval.ms", "15000"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.session_timeout_ms, c.heartbeat_interval_ms),
+            (50_000, 15_000)
+        );
+        let c = set(&[("share.auto.offset.reset", "by_duration:PT1H30M")]).unwrap();
+        assert_eq!(c.auto_offset_reset, AutoOffsetReset::ByDuration(5_400_000));
+        // Past Kafka's 4000 record locks only in transactional mode (the documented exception).
+        let refused = set(&[("share.partition.max.record.locks", "4001")]).unwrap_err();
+        assert!(refused.starts_with(
+            "share.partition.max.record.locks must be in the range 100 to 4000 inclusive."
+        ));
+        let c = set(&[
+            ("share.partition.max.record.locks", "1000000"),
+            ("share.acknowledgement.mode", "transactional"),
+        ])
+        .unwrap();
+        assert_eq!(c.share.partition_max_record_locks, 1_000_000);
+    }
+
+    #[test]
+    fn iso_durations_read_as_java_does() {
+        for (text, ms) in [
+            ("PT1H", Some(3_600_000)),
+            ("P1D", Some(86_400_000)),
+            ("P1DT2H3M4.5S", Some(93_784_500)),
+            ("pt0.001s", Some(1)),
+            ("PT10M", Some(600_000)),
+            ("P", None),
+            ("PT", None),
+            ("1H", None),
+            ("PT-1H", None),
+            ("PT1X", None),
+            ("P1W", None),
+        ] {
+            assert_eq!(parse_iso_duration_ms(text), ms, "{text}");
+        }
     }
 }

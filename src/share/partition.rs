@@ -338,6 +338,16 @@ impl SharePartition {
         self.next_offset - 1
     }
 
+    /// In-flight records whose delivery is complete (ACKNOWLEDGED or ARCHIVED): the part of
+    /// the in-flight window that does not count towards the lag (KIP-1226). O(runs).
+    pub fn completed_records(&self) -> u64 {
+        self.runs
+            .iter()
+            .filter(|(_, run)| run.state.is_terminal())
+            .map(|(first, run)| span(first, run.last))
+            .sum()
+    }
+
     /// SPEO - SPSO + 1.
     pub fn in_flight_records(&self) -> u64 {
         (self.next_offset - self.spso) as u64

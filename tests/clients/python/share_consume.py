@@ -22,6 +22,10 @@ otherwise. Every delivered record is checked byte-exact against the generator.
             rest, commits and closes; the accepted (partition, offset) pairs go to --state-file.
   rest      (no produce) one consumer ACCEPTs everything until the records in --state-file plus the
             new ones cover all --count records: no record accepted before may arrive again.
+  close     one explicit consumer ACCEPTs every record of its polls without committing, then
+            closes: close() delivers the pending acknowledgements, and the acknowledgement commit
+            callback reports every partition's receipt without error (each received offset exactly
+            once, before or at close); a fresh consumer then gets only a sentinel record.
   produce   only create the topic, produce and set the group config.
 Prints one line "RESULT {json}" and exits 0 only if every check held.
 """
@@ -332,13 +336,84 @@ def scenario_rest(ctx, out):
         ctx.err(f"only {len(before | now)} of {a.count} records were ever accepted")
 
 
+def scenario_close(ctx, out):
+    a = ctx.a
+    receipts = {}  # (partition, offset) -> count of receipts
+    errors = []
+
+    def on_commit(offsets, err):
+        if err is not None:
+            errors.append(str(err))
+        for tp, offs in (offsets or {}).items():
+            if tp.error is not None:
+                errors.append(f"{tp.topic}-{tp.partition}: {tp.error}")
+            for o in offs:
+                receipts[(tp.partition, o)] = receipts.get((tp.partition, o), 0) + 1
+
+    got = set()
+    c = new_consumer(a, "explicit")
+    c.set_acknowledgement_commit_callback(on_commit)
+    deadline = time.time() + a.timeout
+    closed = False
+    try:
+        while len(got) < a.count and time.time() < deadline:
+            for m in poll_ok(ctx, c, 0.5):
+                check_record(ctx, m)
+                got.add((m.partition(), m.offset()))
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+        before_close = len(receipts)
+        c.close()  # the acknowledgements of the last poll are still pending here
+        closed = True
+    finally:
+        if not closed:
+            c.close()
+    at_close = len(receipts) - before_close
+    out.update(received=len(got), receipts=len(receipts), receipts_at_close=at_close,
+               callback_errors=len(errors))
+    if len(got) != a.count:
+        ctx.err(f"received {len(got)} of {a.count} records")
+    if errors:
+        ctx.err(f"acknowledgement commit callback errors: {errors[:5]}")
+    missing = got - set(receipts)
+    if missing:
+        ctx.err(f"{len(missing)} acknowledged records without a receipt, e.g. {sorted(missing)[:5]}")
+    twice = [k for k, n in receipts.items() if n > 1]
+    if twice:
+        ctx.err(f"{len(twice)} receipts reported twice, e.g. {twice[:5]}")
+    if at_close == 0:
+        ctx.err("close() reported no receipts (the last poll's acknowledgements were pending)")
+    # Every record was acknowledged: a fresh member gets only a sentinel produced now.
+    p = Producer({"bootstrap.servers": a.bootstrap, "client.id": "lockstep-interop-share-producer"})
+    p.produce(a.topic, value=b"sentinel", key=b"sentinel", partition=0)
+    p.flush(30)
+    extra, sentinel = [], False
+    c2 = new_consumer(a, "explicit", 1)
+    deadline = time.time() + a.timeout
+    try:
+        while not sentinel and time.time() < deadline:
+            for m in poll_ok(ctx, c2, 0.5):
+                if m.key() == b"sentinel":
+                    sentinel = True
+                else:
+                    extra.append((m.partition(), m.offset()))
+                c2.acknowledge(m, AcknowledgeType.ACCEPT)
+    finally:
+        c2.close()
+    out.update(redelivered=len(extra))
+    if not sentinel:
+        ctx.err("the fresh consumer did not receive the sentinel")
+    if extra:
+        ctx.err(f"{len(extra)} records came again after close acknowledged them: {extra[:5]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("--group", required=True)
     ap.add_argument("--scenario", required=True,
-                    choices=["implicit", "explicit", "kill", "drain", "rest", "produce", "_acquire_and_die"])
+                    choices=["implicit", "explicit", "kill", "drain", "rest", "close", "produce",
+                             "_acquire_and_die"])
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--count", type=int, default=5000)
     ap.add_argument("--consumers", type=int, default=3)
@@ -351,7 +426,7 @@ def main():
     ap.add_argument("--debug", default="")
     a = ap.parse_args()
     R.base_ts = a.base_ts
-    if R.base_ts is None and a.scenario in ("implicit", "explicit", "kill", "produce"):
+    if R.base_ts is None and a.scenario in ("implicit", "explicit", "kill", "close", "produce"):
         R.base_ts = R.now_ms()
     ctx = Ctx(a)
     if a.scenario == "_acquire_and_die":
@@ -363,13 +438,14 @@ def main():
            "base_ts": R.base_ts}
     t0 = time.time()
     try:
-        if a.scenario in ("implicit", "explicit", "kill", "produce"):
+        if a.scenario in ("implicit", "explicit", "kill", "close", "produce"):
             cfg = {"share.auto.offset.reset": "earliest"}
             if a.scenario == "explicit":
                 cfg["share.delivery.count.limit"] = str(a.limit)
             setup(a, cfg)
         {"implicit": scenario_implicit, "explicit": scenario_explicit, "kill": scenario_kill,
-         "drain": scenario_drain, "rest": scenario_rest, "produce": lambda c, o: None}[a.scenario](ctx, out)
+         "drain": scenario_drain, "rest": scenario_rest, "close": scenario_close,
+         "produce": lambda c, o: None}[a.scenario](ctx, out)
     except Exception as e:
         import traceback
         traceback.print_exc()

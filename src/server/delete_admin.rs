@@ -1,0 +1,292 @@
+//! DeleteRecords v0–2 (21) and DeleteGroups v0–2 (42).
+//!
+//! DeleteRecords: each partition's shard moves its log start (`ShardState::delete_records`,
+//! Kafka's rules: -1 means the high watermark, an offset below 0 or past the high watermark is
+//! OFFSET_OUT_OF_RANGE, one at or below the log start changes nothing), lets every share
+//! group's state of the partition follow the new start (`ShardState::share_log_start_moved`),
+//! and answers once the new start (its log-start checkpoint) and the share state are durable.
+//! The answer's low watermark is the log start after the call.
+//!
+//! DeleteGroups: Lockstep has share groups only. A group with members is refused with
+//! NON_EMPTY_GROUP; a group nobody knows (no membership on its shard, no share-partition
+//! state on any shard) gets GROUP_ID_NOT_FOUND, as Kafka answers for an unknown group; an
+//! empty id INVALID_GROUP_ID. Otherwise the group's shard forgets its membership (checked and
+//! removed in one step there, so a member cannot join in between), and every shard deletes
+//! its share-partition state (journalled tombstones, answered once durable) — what
+//! `kafka-share-groups --delete` does on Kafka.
+
+use super::join::join_all;
+use super::ops::{DeletedRecords, PartitionRef, ShardOp, ShardReply, ShareAckResult};
+use super::registry::TopicRegistry;
+use super::{check_count, respond, Bus, Outcome};
+use crate::constants::{DELETE_RECORDS_WAIT_MS_MIN, REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
+use crate::model::{group_shard, partition_shard, ShardId};
+use crate::protocol::codec::{decode_body, Request};
+use kafka_protocol::messages::{
+    delete_groups_response, delete_records_response, DeleteGroupsRequest, DeleteGroupsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse,
+};
+use kafka_protocol::ResponseError;
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+
+/// Where each partition of a DeleteRecords request goes: per shard, the (topic index,
+/// partition index) positions in the request and the ops' entries. Partitions the registry
+/// does not have are answered at once with UNKNOWN_TOPIC_OR_PARTITION.
+pub fn route_delete_records(
+    registry: &TopicRegistry,
+    request: &[(String, Vec<(i32, i64)>)],
+    shard_count: usize,
+) -> BTreeMap<ShardId, Vec<((usize, usize), (PartitionRef, i64))>> {
+    let mut routes: BTreeMap<ShardId, Vec<((usize, usize), (PartitionRef, i64))>> = BTreeMap::new();
+    for (ti, (topic, partitions)) in request.iter().enumerate() {
+        let Some(meta) = registry.topic(topic) else {
+            continue;
+        };
+        for (pi, (partition, offset)) in partitions.iter().enumerate() {
+            if !(0..meta.partitions).contains(partition) {
+                continue;
+            }
+            let r = PartitionRef {
+                topic: topic.clone(),
+                topic_id: meta.id,
+                partition: *partition,
+            };
+            routes
+                .entry(partition_shard(topic, *partition, shard_count))
+                .or_default()
+                .push(((ti, pi), (r, *offset)));
+        }
+    }
+    routes
+}
+
+/// DeleteRecords v0–2.
+pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: DeleteRecordsRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    if let Err(refused) = check_count("topics", decoded.topics.len(), REQUEST_ENTITIES_MAX) {
+        return refused;
+    }
+    let partition_count: usize = decoded.topics.iter().map(|t| t.partitions.len()).sum();
+    if let Err(refused) = check_count("partitions", partition_count, REQUEST_PARTITIONS_MAX) {
+        return refused;
+    }
+    let asked: Vec<(String, Vec<(i32, i64)>)> = decoded
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.to_string(),
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.offset))
+                    .collect(),
+            )
+        })
+        .collect();
+    // Every partition starts as unknown; the shards' answers overwrite what they serve.
+    let mut answers: Vec<Vec<DeletedRecords>> = asked
+        .iter()
+        .map(|(_, partitions)| {
+            vec![
+                DeletedRecords {
+                    error_code: ResponseError::UnknownTopicOrPartition.code(),
+                    low_watermark: -1,
+                };
+                partitions.len()
+            ]
+        })
+        .collect();
+    let timeout_ms = (decoded.timeout_ms.max(0) as u64).max(DELETE_RECORDS_WAIT_MS_MIN);
+    let routes = route_delete_records(&bus.registry(), &asked, bus.shard_count());
+    let calls = routes
+        .iter()
+        .map(|(shard, entries)| {
+            bus.call(
+                *shard,
+                ShardOp::DeleteRecords {
+                    partitions: entries.iter().map(|(_, op)| op.clone()).collect(),
+                    timeout_ms,
+                },
+            )
+        })
+        .collect();
+    for ((_, entries), reply) in routes.iter().zip(join_all(calls).await) {
+        let results = match reply {
+            ShardReply::RecordsDeleted(results) if results.len() == entries.len() => results,
+            ShardReply::Failed(code) => vec![
+                DeletedRecords {
+                    error_code: code,
+                    low_watermark: -1
+                };
+                entries.len()
+            ],
+            _ => vec![
+                DeletedRecords {
+                    error_code: ResponseError::UnknownServerError.code(),
+                    low_watermark: -1
+                };
+                entries.len()
+            ],
+        };
+        for (((ti, pi), _), result) in entries.iter().zip(results) {
+            answers[*ti][*pi] = result;
+        }
+    }
+    let mut response = DeleteRecordsResponse::default();
+    response.topics = decoded
+        .topics
+        .iter()
+        .zip(answers)
+        .map(|(t, results)| {
+            let mut out = delete_records_response::DeleteRecordsTopicResult::default();
+            out.name = t.name.clone();
+            out.partitions = t
+                .partitions
+                .iter()
+                .zip(results)
+                .map(|(p, r)| {
+                    let mut rp = delete_records_response::DeleteRecordsPartitionResult::default();
+                    rp.partition_index = p.partition_index;
+                    rp.low_watermark = r.low_watermark;
+                    rp.error_code = r.error_code;
+                    rp
+                })
+                .collect();
+            out
+        })
+        .collect();
+    respond(request, &response)
+}
+
+/// Deletes one share group (see the module docs); the Kafka error code, 0 if deleted.
+async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
+    if group_id.is_empty() {
+        return ResponseError::InvalidGroupId.code();
+    }
+    let shard = group_shard(group_id, bus.shard_count());
+    let coordinated = match bus
+        .call(
+            shard,
+            ShardOp::ShareDeleteGroup {
+                group_id: group_id.to_string(),
+            },
+        )
+        .await
+    {
+        ShardReply::ShareGroupDeleted(Ok(coordinated)) => coordinated,
+        ShardReply::ShareGroupDeleted(Err(code)) | ShardReply::Failed(code) => return code,
+        _ => return ResponseError::UnknownServerError.code(),
+    };
+    // The topics the group holds share-partition state for, on any shard.
+    let calls = (0..bus.shard_count())
+        .map(|s| {
+            bus.call(
+                ShardId(s as u16),
+                ShardOp::ShareOffsets {
+                    group_id: group_id.to_string(),
+                    partitions: None,
+                },
+            )
+        })
+        .collect();
+    let mut topic_ids: BTreeSet<Uuid> = BTreeSet::new();
+    for reply in join_all(calls).await {
+        match reply {
+            ShardReply::ShareOffsets(offsets) => {
+                topic_ids.extend(offsets.iter().map(|o| o.partition.topic_id))
+            }
+            ShardReply::Failed(code) => return code,
+            _ => return ResponseError::UnknownServerError.code(),
+        }
+    }
+    if topic_ids.is_empty() {
+        return if coordinated {
+            0
+        } else {
+            ResponseError::GroupIdNotFound.code()
+        };
+    }
+    let topic_ids: Vec<Uuid> = topic_ids.into_iter().collect();
+    let calls = (0..bus.shard_count())
+        .map(|s| {
+            bus.call(
+                ShardId(s as u16),
+                ShardOp::ShareDeleteOffsets {
+                    group_id: group_id.to_string(),
+                    topic_ids: topic_ids.clone(),
+                },
+            )
+        })
+        .collect();
+    let mut code = 0;
+    for reply in join_all(calls).await {
+        let results: Vec<ShareAckResult> = match reply {
+            ShardReply::ShareOffsetsDeleted(results) => results,
+            ShardReply::Failed(c) => vec![ShareAckResult::error(c, "")],
+            _ => vec![ShareAckResult::error(
+                ResponseError::UnknownServerError.code(),
+                "",
+            )],
+        };
+        // Records still in flight (LOCKED by a transaction of the empty group) keep their
+        // partition's state: NON_EMPTY_GROUP, as for members.
+        if let Some(failed) = results.iter().find(|r| r.error_code != 0) {
+            code = failed.error_code;
+        }
+    }
+    code
+}
+
+/// DeleteGroups v0–2 (share groups only; see the module docs).
+pub async fn handle_delete_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
+    let decoded: DeleteGroupsRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    if let Err(refused) = check_count("groups", decoded.groups_names.len(), REQUEST_ENTITIES_MAX) {
+        return refused;
+    }
+    let mut response = DeleteGroupsResponse::default();
+    for group in &decoded.groups_names {
+        let mut out = delete_groups_response::DeletableGroupResult::default();
+        out.group_id = group.clone();
+        out.error_code = delete_group(bus, group.0.as_str()).await;
+        response.results.push(out);
+    }
+    respond(request, &response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delete_records_routes_known_partitions_to_their_shards() {
+        let mut registry = TopicRegistry::new("c".into());
+        registry
+            .create_topic("t", Uuid::from_u128(7), 4, &[])
+            .unwrap();
+        let asked = vec![
+            ("t".to_string(), vec![(0, 5), (3, -1), (4, 1), (-1, 0)]),
+            ("nope".to_string(), vec![(0, 1)]),
+        ];
+        let routes = route_delete_records(&registry, &asked, 2);
+        let mut seen: Vec<(usize, usize)> = routes
+            .iter()
+            .flat_map(|(shard, entries)| {
+                entries.iter().map(move |((ti, pi), (r, _))| {
+                    assert_eq!(*shard, partition_shard("t", r.partition, 2));
+                    assert_eq!(r.topic_id, Uuid::from_u128(7));
+                    (*ti, *pi)
+                })
+            })
+            .collect();
+        seen.sort();
+        // Partitions 4 and -1 and the unknown topic are not routed (answered as unknown).
+        assert_eq!(seen, vec![(0, 0), (0, 1)]);
+    }
+}

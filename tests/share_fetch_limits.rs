@@ -1,0 +1,452 @@
+//! ShareFetch's limits on the wire, as Kafka 4.4 applies them (issue 12 item 4): raw
+//! ShareGroupHeartbeat / ShareFetch v1 requests from `lockstep::client::connection`, so every
+//! field (MaxRecords, BatchSize, MaxBytes, MinBytes, MaxWaitMs) is the test's to choose.
+//!
+//! Scenarios, each on its own topic and group (records produced in batches of a known size,
+//! group config `share.auto.offset.reset=earliest`):
+//! - `max_records_is_one_budget_over_all_partitions`: four partitions of 50 records on a
+//!   broker of four shards; one fetch with MaxRecords 500 gets at most one partition's worth
+//!   first, then the rest; MaxRecords 60 never returns 100 (no per-shard split either way).
+//! - `rotation`: a backlog on one partition does not starve another: over successive fetches
+//!   of a session both partitions are served.
+//! - `batch_size`: BatchSize splits what is acquired into AcquiredRecords of at least BatchSize
+//!   offsets, cut at the log's batch boundaries; MaxRecords is a soft limit rounded up to the
+//!   end of a log batch, as Kafka's `SharePartition.acquire` does.
+//! - `max_bytes_zero`: MaxBytes 0 hands out no records.
+//! - `min_bytes`: MinBytes above what the partitions hold waits for MaxWaitMs, then answers
+//!   with what there is.
+//!
+//! Target: the broker binary (`--shards 4`) on a free loopback port; with
+//! `LOCKSTEP_INTEROP_TARGET=kafka` the Kafka 4.4 reference broker at `LOCKSTEP_KAFKA_ADDR`
+//! (default 127.0.0.1:19092, `tools/kafka-reference.sh run`), which is how the expectations
+//! were checked.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::{
+    share_fetch_request, GroupId, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupHeartbeatRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use lockstep::client::admin::{Admin, NewTopic};
+use lockstep::client::connection::Connection;
+use lockstep::client::producer::{Producer, ProducerRecord};
+use uuid::Uuid;
+
+const BROKER_START_TIMEOUT: Duration = Duration::from_secs(120);
+const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Broker {
+    child: Option<Child>,
+    addr: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn kafka() -> bool {
+    std::env::var("LOCKSTEP_INTEROP_TARGET").as_deref() == Ok("kafka")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn start() -> Broker {
+    if kafka() {
+        return Broker {
+            child: None,
+            addr: std::env::var("LOCKSTEP_KAFKA_ADDR").unwrap_or("127.0.0.1:19092".into()),
+            _dir: None,
+        };
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("lockstep-share-fetch-")
+        .tempdir()
+        .expect("temporary directory");
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--shards")
+        .arg("4")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start lockstep");
+    let out = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.contains("lockstep ready:") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let broker = Broker {
+        child: Some(child),
+        addr: format!("127.0.0.1:{port}"),
+        _dir: Some(dir),
+    };
+    rx.recv_timeout(BROKER_START_TIMEOUT)
+        .expect("lockstep ready in time");
+    broker
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("pD-{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// Creates `topic` with `partitions`, each holding `batches` batches of `batch_records`
+/// records; sets the group's `share.auto.offset.reset=earliest`. Returns the topic id.
+fn setup(
+    addr: &str,
+    topic: &str,
+    group: &str,
+    partitions: &[(i32, usize, usize)],
+    count: i32,
+) -> Uuid {
+    let mut admin = Admin::connect(addr).expect("admin");
+    let created = admin
+        .create_topics(&[NewTopic::new(topic, count)])
+        .expect("create topic");
+    let topic_id = created[0].1;
+    admin
+        .set_group_config(group, "share.auto.offset.reset", "earliest")
+        .expect("group config");
+    let mut producer = Producer::new(addr);
+    for &(partition, batches, batch_records) in partitions {
+        for b in 0..batches {
+            let records: Vec<ProducerRecord> = (0..batch_records)
+                .map(|i| ProducerRecord {
+                    key: None,
+                    value: Some(format!("p{partition}-{b}-{i}").into()),
+                    timestamp: -1,
+                })
+                .collect();
+            // The metadata may lag the creation for a moment.
+            let mut tries = 0;
+            while let Err(e) = producer.produce(topic, partition, &records) {
+                tries += 1;
+                assert!(tries < 50, "produce: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    topic_id
+}
+
+/// A share-group member speaking raw requests on one connection.
+struct Member {
+    conn: Connection,
+    group: String,
+    member_id: String,
+    member_epoch: i32,
+    session_epoch: i32,
+}
+
+impl Member {
+    /// Joins `group` subscribed to `topic` and heartbeats until `partitions` partitions are
+    /// assigned to it.
+    fn join(addr: &str, group: &str, topic: &str, partitions: usize) -> Member {
+        let mut m = Member {
+            conn: Connection::connect(addr, "share-fetch-limits").expect("connect"),
+            group: group.to_string(),
+            member_id: lockstep::client::share_consumer::generate_member_id(),
+            member_epoch: 0,
+            session_epoch: 0,
+        };
+        let started = Instant::now();
+        loop {
+            let mut hb = ShareGroupHeartbeatRequest::default();
+            hb.group_id = GroupId(StrBytes::from_string(group.to_string()));
+            hb.member_id = StrBytes::from_string(m.member_id.clone());
+            hb.member_epoch = m.member_epoch;
+            hb.subscribed_topic_names =
+                Some(vec![TopicName(StrBytes::from_string(topic.to_string()))]);
+            let r = m.conn.send(&hb, 1).expect("heartbeat");
+            assert_eq!(r.error_code, 0, "heartbeat: {:?}", r.error_message);
+            m.member_epoch = r.member_epoch;
+            let assigned: usize = r
+                .assignment
+                .as_ref()
+                .map(|a| a.topic_partitions.iter().map(|t| t.partitions.len()).sum())
+                .unwrap_or(0);
+            if assigned >= partitions {
+                return m;
+            }
+            assert!(started.elapsed() < JOIN_TIMEOUT, "no assignment in time");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// One ShareFetch; the first of the session names the partitions (epoch 0).
+    #[allow(clippy::too_many_arguments)]
+    fn fetch(
+        &mut self,
+        topic_id: Uuid,
+        partitions: &[i32],
+        max_records: i32,
+        batch_size: i32,
+        max_bytes: i32,
+        min_bytes: i32,
+        max_wait_ms: i32,
+    ) -> Fetched {
+        let mut request = ShareFetchRequest::default();
+        request.group_id = Some(GroupId(StrBytes::from_string(self.group.clone())));
+        request.member_id = Some(StrBytes::from_string(self.member_id.clone()));
+        request.share_session_epoch = self.session_epoch;
+        request.max_wait_ms = max_wait_ms;
+        request.min_bytes = min_bytes;
+        request.max_bytes = max_bytes;
+        request.max_records = max_records;
+        request.batch_size = batch_size;
+        if self.session_epoch == 0 {
+            let mut t = share_fetch_request::FetchTopic::default();
+            t.topic_id = topic_id;
+            t.partitions = partitions
+                .iter()
+                .map(|p| {
+                    let mut fp = share_fetch_request::FetchPartition::default();
+                    fp.partition_index = *p;
+                    fp
+                })
+                .collect();
+            request.topics = vec![t];
+        }
+        let started = Instant::now();
+        let response: ShareFetchResponse = self.conn.send(&request, 1).expect("share fetch");
+        let elapsed = started.elapsed();
+        assert_eq!(
+            response.error_code, 0,
+            "share fetch: {:?}",
+            response.error_message
+        );
+        self.session_epoch += 1;
+        let mut ranges: BTreeMap<i32, Vec<(i64, i64, i16)>> = BTreeMap::new();
+        let mut bytes = 0;
+        for t in &response.responses {
+            for p in &t.partitions {
+                assert_eq!(p.error_code, 0, "partition {}", p.partition_index);
+                bytes += p.records.as_ref().map_or(0, |r| r.len());
+                if !p.acquired_records.is_empty() {
+                    ranges.insert(
+                        p.partition_index,
+                        p.acquired_records
+                            .iter()
+                            .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+                            .collect(),
+                    );
+                }
+            }
+        }
+        let f = Fetched {
+            ranges,
+            bytes,
+            elapsed,
+        };
+        println!(
+            "fetch max_records={max_records} batch_size={batch_size} max_bytes={max_bytes} \
+             min_bytes={min_bytes} wait={max_wait_ms}: {:?} ({} bytes, {} ms)",
+            f.ranges,
+            f.bytes,
+            f.elapsed.as_millis()
+        );
+        f
+    }
+}
+
+#[derive(Debug)]
+struct Fetched {
+    /// Partition → AcquiredRecords (first, last, delivery count).
+    ranges: BTreeMap<i32, Vec<(i64, i64, i16)>>,
+    bytes: usize,
+    elapsed: Duration,
+}
+
+impl Fetched {
+    fn count(&self, partition: i32) -> i64 {
+        self.ranges
+            .get(&partition)
+            .map_or(0, |r| r.iter().map(|(f, l, _)| l - f + 1).sum())
+    }
+
+    fn total(&self) -> i64 {
+        self.ranges.keys().map(|p| self.count(*p)).sum()
+    }
+}
+
+const MIB: i32 = 1 << 20;
+
+/// Fetches until `total` records arrived or `fetches` fetches were made; returns the fetches.
+fn drain(m: &mut Member, topic_id: Uuid, parts: &[i32], max: i32, total: i64) -> Vec<Fetched> {
+    let mut out = Vec::new();
+    let mut got = 0;
+    while got < total && out.len() < 20 {
+        let f = m.fetch(topic_id, parts, max, max, 50 * MIB, 1, 3_000);
+        got += f.total();
+        out.push(f);
+    }
+    out
+}
+
+#[test]
+fn max_records_is_one_budget_over_all_partitions() {
+    let broker = start();
+    let (topic, group) = (unique("budget"), unique("budget-g"));
+    let parts = [0, 1, 2, 3];
+    let topic_id = setup(
+        &broker.addr,
+        &topic,
+        &group,
+        &[(0, 5, 10), (1, 5, 10), (2, 5, 10), (3, 5, 10)],
+        4,
+    );
+    let mut m = Member::join(&broker.addr, &group, &topic, 4);
+    let fetches = drain(&mut m, topic_id, &parts, 500, 200);
+    let total: i64 = fetches.iter().map(|f| f.total()).sum();
+    assert_eq!(total, 200, "every record once");
+    // Kafka: a fresh session's first fetch gets one partition's records.
+    assert_eq!(fetches[0].ranges.len(), 1, "first fetch: one partition");
+    assert_eq!(fetches[0].total(), 50);
+
+    // MaxRecords 60 over partitions holding 50 each: 60 (rounded up to a batch end), never
+    // 4 × 60 / 4 = 60 per shard nor 15 per shard.
+    let (topic, group) = (unique("budget60"), unique("budget60-g"));
+    let topic_id = setup(
+        &broker.addr,
+        &topic,
+        &group,
+        &[(0, 5, 10), (1, 5, 10), (2, 5, 10), (3, 5, 10)],
+        4,
+    );
+    let mut m = Member::join(&broker.addr, &group, &topic, 4);
+    let fetches = drain(&mut m, topic_id, &parts, 60, 200);
+    for f in &fetches {
+        assert!(f.total() <= 60, "at most MaxRecords: {f:?}");
+    }
+    assert_eq!(fetches.iter().map(|f| f.total()).sum::<i64>(), 200);
+}
+
+#[test]
+fn rotation() {
+    let broker = start();
+    let (topic, group) = (unique("rotate"), unique("rotate-g"));
+    // Partition 0 holds a backlog of 1000; partition 1 holds 20.
+    let topic_id = setup(&broker.addr, &topic, &group, &[(0, 100, 10), (1, 2, 10)], 2);
+    let mut m = Member::join(&broker.addr, &group, &topic, 2);
+    let mut seen = BTreeMap::new();
+    for _ in 0..4 {
+        let f = m.fetch(topic_id, &[0, 1], 100, 100, 50 * MIB, 1, 3_000);
+        assert!(f.total() <= 100);
+        for p in f.ranges.keys() {
+            *seen.entry(*p).or_insert(0) += f.count(*p);
+        }
+    }
+    assert_eq!(seen.get(&1), Some(&20), "partition 1 served: {seen:?}");
+}
+
+#[test]
+fn batch_size() {
+    let broker = start();
+    let (topic, group) = (unique("batch"), unique("batch-g"));
+    // 10 batches of 5 records.
+    let topic_id = setup(&broker.addr, &topic, &group, &[(0, 10, 5)], 1);
+    let mut m = Member::join(&broker.addr, &group, &topic, 1);
+    // MaxRecords 23: rounded up to the end of the batch holding offset 22 (24).
+    let f = m.fetch(topic_id, &[0], 23, 10, 50 * MIB, 1, 3_000);
+    assert_eq!(f.ranges[&0], vec![(0, 9, 1), (10, 19, 1), (20, 24, 1)]);
+    // BatchSize 7 over batches of 5: ranges cut at the first batch start 7 or more past the
+    // range's start.
+    let f = m.fetch(topic_id, &[0], 500, 7, 50 * MIB, 1, 3_000);
+    assert_eq!(f.ranges[&0], vec![(25, 34, 1), (35, 44, 1), (45, 49, 1)],);
+}
+
+#[test]
+fn max_bytes_zero() {
+    let broker = start();
+    let (topic, group) = (unique("bytes0"), unique("bytes0-g"));
+    let topic_id = setup(&broker.addr, &topic, &group, &[(0, 2, 10)], 1);
+    let mut m = Member::join(&broker.addr, &group, &topic, 1);
+    let f = m.fetch(topic_id, &[0], 500, 500, 0, 1, 1_000);
+    assert_eq!(f.total(), 0, "MaxBytes 0: {f:?}");
+    // The records were not acquired: the next fetch gets them all.
+    let f = m.fetch(topic_id, &[0], 500, 500, 50 * MIB, 1, 3_000);
+    assert_eq!(f.total(), 20);
+}
+
+#[test]
+fn min_bytes() {
+    let broker = start();
+    let (topic, group) = (unique("minbytes"), unique("minbytes-g"));
+    let topic_id = setup(&broker.addr, &topic, &group, &[(0, 1, 10)], 1);
+    let mut m = Member::join(&broker.addr, &group, &topic, 1);
+    // Satisfied at once by the records there.
+    let _ = m.fetch(topic_id, &[0], 500, 500, 50 * MIB, 1, 0);
+    let f = m.fetch(topic_id, &[0], 1, 500, 50 * MIB, 1, 3_000);
+    let _ = f;
+    let (topic, group) = (unique("minbytes2"), unique("minbytes2-g"));
+    let topic_id = setup(&broker.addr, &topic, &group, &[(0, 1, 10)], 1);
+    let mut m = Member::join(&broker.addr, &group, &topic, 1);
+    let f = m.fetch(topic_id, &[0], 500, 500, 50 * MIB, MIB, 1_500);
+    assert!(
+        f.elapsed >= Duration::from_millis(1_400),
+        "MinBytes not reached: waits MaxWaitMs ({:?})",
+        f.elapsed
+    );
+    assert_eq!(f.total(), 10, "then answers with what there is");
+}
+
+#[test]
+#[ignore = "experiment"]
+fn experiment_init() {
+    let broker = start();
+    let (topic, group) = (unique("exp"), unique("exp-g"));
+    let parts = [0, 1, 2, 3];
+    let topic_id = setup(
+        &broker.addr,
+        &topic,
+        &group,
+        &[(0, 5, 10), (1, 5, 10), (2, 5, 10), (3, 5, 10)],
+        4,
+    );
+    let mut m = Member::join(&broker.addr, &group, &topic, 4);
+    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    std::thread::sleep(Duration::from_secs(2));
+    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    // Second group: initialized partitions, new data on all.
+    let group2 = unique("exp-g2");
+    let mut admin = Admin::connect(&broker.addr).unwrap();
+    admin
+        .set_group_config(&group2, "share.auto.offset.reset", "earliest")
+        .unwrap();
+    let mut m2 = Member::join(&broker.addr, &group2, &topic, 4);
+    m2.fetch(topic_id, &parts, 1, 1, 50 * MIB, 1, 3_000);
+    std::thread::sleep(Duration::from_secs(2));
+    for _ in 0..6 {
+        m2.fetch(topic_id, &parts, 60, 60, 50 * MIB, 1, 3_000);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
