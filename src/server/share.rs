@@ -762,7 +762,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
                         let (read, wait_offset) =
-                            self.share_read(&mut sp, &op.group_id, r, op.partition_max_bytes, true);
+                            self.share_read(&mut sp, r, op.partition_max_bytes, true);
                         match read {
                             Ok(bytes) => probed.available_bytes = bytes.len(),
                             Err((code, _)) => probed.error_code = code,
