@@ -37,7 +37,7 @@ use super::ops::{
 };
 use super::registry::TopicRegistry;
 use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
-use super::share_fetch::{acquire_from_log, fit_bytes};
+use super::share_fetch::{acquire_from_log_in_mode, fit_bytes};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
 use super::transactions::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
@@ -713,12 +713,13 @@ impl<S: Storage + Clone> ShardState<S> {
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
                     let budget = u32::try_from(records_left).expect("budget from a u32");
-                    let fetched = acquire_from_log(
+                    let fetched = acquire_from_log_in_mode(
                         &mut sp,
                         &op.member_id,
                         &bytes,
                         budget,
                         op.batch_size,
+                        op.record_limit,
                         now_ms,
                     );
                     records_left = records_left.saturating_sub(fetched.count);
