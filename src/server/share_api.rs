@@ -671,16 +671,6 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             remember_member(conn, &group_id, &member_id);
             Some(partitions)
         }
-        Ok(SessionOutcome::Replaced(partitions)) => {
-            // The member reconnected and this epoch 0 replaced the session of its old
-            // connection (whose drop may not be processed yet, and then releases nothing): the
-            // records it holds were all acquired under the old session. Release them before
-            // this session acquires, so they come back as Kafka's release on the old
-            // connection's close makes them.
-            remember_member(conn, &group_id, &member_id);
-            release_everywhere(bus, &group_id, &member_id).await;
-            Some(partitions)
-        }
         Ok(SessionOutcome::Closed) => None,
     };
 
@@ -873,8 +863,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
             response.error_code = code;
             return respond(request, &response);
         }
-        // A ShareAcknowledge never opens a session (epoch 0 is refused), so never replaces one.
-        Ok(SessionOutcome::Open(_) | SessionOutcome::Replaced(_)) => {
+        Ok(SessionOutcome::Open(_)) => {
             remember_member(conn, &group_id, &member_id);
             false
         }

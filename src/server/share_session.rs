@@ -14,13 +14,7 @@
 //!
 //! Each session remembers the connection that last used it: when a connection drops, only the
 //! sessions it still owns close ([`ShareSessions::disconnected`]), so a member that reconnected
-//! and opened a new session keeps it (and its records). The old connection's drop may be
-//! processed after the new connection's epoch 0 (the runtime handles a drop once the
-//! connection's in-flight requests are done), so an epoch 0 that replaces a session another
-//! connection owns answers [`SessionOutcome::Replaced`]: the caller releases the member's
-//! records before the new session acquires anything. Every record the member holds at that
-//! point was acquired under an older session, so the old connection's records are released
-//! whichever of the two events comes first, and the newer session's never are.
+//! and opened a new session keeps it (and its records).
 //!
 //! The number of sessions is capped per broker (Kafka's `group.share.max.share.sessions`):
 //! every shard's [`ShareSessions`] counts in one [`SessionBudget`]
@@ -62,10 +56,6 @@ pub struct ShareSession {
 pub enum SessionOutcome {
     /// The partitions to fetch from (the whole session after the update).
     Open(BTreeSet<SessionPartition>),
-    /// Epoch 0 replaced a session another connection owned (the member reconnected): the
-    /// caller releases the member's records (all acquired under the old session) before this
-    /// session acquires; then as `Open`.
-    Replaced(BTreeSet<SessionPartition>),
     /// Epoch -1: the session is closed; the member's acquired records should be released by
     /// the caller.
     Closed,
@@ -184,8 +174,8 @@ impl ShareSessions {
                 .map(|_| SessionOutcome::Closed)
                 .ok_or(ResponseError::ShareSessionNotFound),
             0 => {
-                let replaced_conn = self.sessions.get(key).map(|s| s.conn_id);
-                if replaced_conn.is_none() && !self.budget.take() {
+                let replacing = self.sessions.contains_key(key);
+                if !replacing && !self.budget.take() {
                     return Err(ResponseError::ShareSessionLimitReached);
                 }
                 let mut partitions: BTreeSet<SessionPartition> = added.iter().copied().collect();
@@ -201,10 +191,7 @@ impl ShareSessions {
                         conn_id,
                     },
                 );
-                match replaced_conn {
-                    Some(old) if old != conn_id => Ok(SessionOutcome::Replaced(partitions)),
-                    _ => Ok(SessionOutcome::Open(partitions)),
-                }
+                Ok(SessionOutcome::Open(partitions))
             }
             e if e < -1 => Err(ResponseError::InvalidShareSessionEpoch),
             e => {
@@ -391,91 +378,5 @@ mod tests {
         assert!(s.disconnected(&k, 2));
         assert!(s.get(&k).is_none());
         assert!(!s.disconnected(&k, 2));
-    }
-
-    /// Epoch 0 replacing a session another connection owns says so; the same connection
-    /// reopening its own session does not (its records stay, as before).
-    #[test]
-    fn a_reopen_from_another_connection_is_a_replacement() {
-        let mut s = ShareSessions::new(10);
-        let k = key("a");
-        assert_eq!(
-            s.update(&k, 0, &[tp(0)], &[], 1, 0).unwrap(),
-            SessionOutcome::Open([tp(0)].into())
-        );
-        assert_eq!(
-            s.update(&k, 0, &[tp(0)], &[], 1, 1).unwrap(),
-            SessionOutcome::Open([tp(0)].into()),
-            "same connection"
-        );
-        assert_eq!(
-            s.update(&k, 0, &[tp(1)], &[], 2, 2).unwrap(),
-            SessionOutcome::Replaced([tp(1)].into())
-        );
-        assert_eq!(s.get(&k).unwrap().conn_id, 2);
-        assert_eq!(
-            s.budget.used(),
-            1,
-            "a replacement takes no second budget slot"
-        );
-        // Continuing the new session is an ordinary update.
-        assert_eq!(
-            s.update(&k, 1, &[], &[], 2, 3).unwrap(),
-            SessionOutcome::Open([tp(1)].into())
-        );
-    }
-
-    /// The regression of the reconnect race (share_parity `delivery_near_the_limit`): a member
-    /// acquires on connection 1, drops it and at once opens a session on connection 2. Whichever
-    /// of the drop and the new epoch 0 the broker processes first, the records acquired on
-    /// connection 1 are released and those acquired by the new session are kept. The driver
-    /// follows the callers' rule: release the member's records on `Replaced` (before the new
-    /// session acquires), on `Closed`, and when `disconnected` says the connection owned it.
-    #[test]
-    fn a_reconnect_releases_the_old_records_in_either_order() {
-        use crate::share::partition::SharePartition;
-        use crate::share::{RecordState, ShareConfig};
-        let config = ShareConfig {
-            record_lock_duration_ms: 30_000,
-            delivery_count_limit: 5,
-            partition_max_record_locks: 100,
-        };
-        for drop_first in [true, false] {
-            let mut s = ShareSessions::new(10);
-            let mut p = SharePartition::new(config, 0);
-            let k = key("a");
-            let release = |p: &mut SharePartition| {
-                p.release_member("a");
-            };
-            s.update(&k, 0, &[tp(0)], &[], 1, 0).unwrap();
-            assert_eq!(p.acquire("a", 10, 10, 0).len(), 1);
-            assert_eq!(p.in_flight_records(), 10);
-            let reopen = |s: &mut ShareSessions, p: &mut SharePartition| {
-                match s.update(&k, 0, &[tp(0)], &[], 2, 1).unwrap() {
-                    SessionOutcome::Replaced(_) => release(p),
-                    SessionOutcome::Open(_) => {}
-                    SessionOutcome::Closed => unreachable!("epoch 0 opens"),
-                }
-                // The new session fetches: everything came back, it gets all 10 again.
-                let got = p.acquire("a", 10, 10, 1);
-                assert_eq!(got.len(), 1, "drop_first={drop_first}");
-                assert_eq!(
-                    (got[0].first, got[0].last, got[0].delivery_count),
-                    (0, 9, 2)
-                );
-            };
-            if drop_first {
-                assert!(s.disconnected(&k, 1));
-                release(&mut p);
-                reopen(&mut s, &mut p);
-            } else {
-                reopen(&mut s, &mut p);
-                assert!(!s.disconnected(&k, 1), "the newer session stays");
-            }
-            // The newer session keeps its records.
-            assert_eq!(p.record(3).unwrap().state, RecordState::Acquired);
-            assert_eq!(s.get(&k).unwrap().conn_id, 2);
-            p.check_invariants();
-        }
     }
 }
