@@ -94,6 +94,7 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream, advertised: Option<S
         local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
     let writer_done = super::sync::Event::new();
     let writer_ctx = ctx.clone();
+    let writer_conn = conn.clone();
     let writer_done_set = writer_done.clone();
     let writer_task = glommio::spawn_local(async move {
         let mut closed_on_error = false;
@@ -127,6 +128,11 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream, advertised: Option<S
                 }
             }
         }
+        // Every request of the connection is answered (or the socket failed): its share
+        // sessions close now, before the socket's own close, so that a client that dropped the
+        // connection and reconnected at once finds the old session closed (and its records
+        // released) as early as possible, as Kafka does when it processes the disconnect.
+        crate::server::share_api::connection_closed(&writer_ctx, &writer_conn).await;
         let _ = writer.close().await;
         writer_done_set.set();
         closed_on_error
@@ -223,7 +229,6 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream, advertised: Option<S
     drop(reserved);
     drop(queue_tx);
     let closed_on_error = writer_task.await;
-    crate::server::share_api::connection_closed(&ctx, &conn).await;
     ctx.connections_active.set(ctx.connections_active.get() - 1);
     ctx.with_metrics(|m| {
         m.connections_active -= 1;
