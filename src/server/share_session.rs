@@ -379,4 +379,28 @@ mod tests {
         assert!(s.get(&k).is_none());
         assert!(!s.disconnected(&k, 2));
     }
+
+    /// The reconnect of share_parity `delivery_near_the_limit`, drop processed first (what the
+    /// runtime now makes the common order: the drop is handled once the connection's requests
+    /// are answered, before its socket closes): the old session closes (the caller releases),
+    /// and the new epoch 0 opens a fresh session on the new connection, taking no second slot.
+    #[test]
+    fn a_drop_processed_before_the_reconnect_closes_the_old_session() {
+        let mut s = ShareSessions::new(10);
+        let k = key("a");
+        s.update(&k, 0, &[tp(0)], &[], 1, 0).unwrap();
+        s.update(&k, 1, &[], &[], 1, 1).unwrap();
+        assert!(s.disconnected(&k, 1), "connection 1 owned it: release");
+        assert_eq!(s.budget.used(), 0);
+        assert_eq!(
+            s.update(&k, 0, &[tp(0)], &[], 2, 2).unwrap(),
+            SessionOutcome::Open([tp(0)].into())
+        );
+        assert_eq!(s.get(&k).unwrap().conn_id, 2);
+        assert_eq!(s.budget.used(), 1);
+        assert!(
+            !s.disconnected(&k, 1),
+            "a second report of the drop is a no-op"
+        );
+    }
 }
