@@ -73,6 +73,12 @@ pub struct ShareGroupConfig {
     pub session_timeout_ms: u64,
     /// `share.heartbeat.interval.ms`.
     pub heartbeat_interval_ms: u64,
+    /// `errors.deadletterqueue.topic.name` (KIP-1191): where records archived by a REJECT or
+    /// at the delivery count limit are copied (`server::share_dlq`); `None` when blank.
+    pub dlq_topic: Option<String>,
+    /// `errors.deadletterqueue.copy.record.enable`: copy the original key and value too
+    /// (otherwise a DLQ record carries only the context headers).
+    pub dlq_copy_record: bool,
     /// The explicitly set values, by name, canonical (what DescribeConfigs reports as dynamic).
     pub explicit: BTreeMap<String, String>,
 }
@@ -87,6 +93,8 @@ impl Default for ShareGroupConfig {
             renew_acknowledge_enable: true,
             session_timeout_ms: SHARE_SESSION_TIMEOUT_MS_DEFAULT,
             heartbeat_interval_ms: SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT,
+            dlq_topic: None,
+            dlq_copy_record: false,
             explicit: BTreeMap::new(),
         }
     }
@@ -132,6 +140,12 @@ impl ShareGroupConfig {
                 }
                 "share.renew.acknowledge.enable" => {
                     out.renew_acknowledge_enable = canonical == "true"
+                }
+                "errors.deadletterqueue.topic.name" => {
+                    out.dlq_topic = Some(canonical.clone()).filter(|t| !t.trim().is_empty())
+                }
+                "errors.deadletterqueue.copy.record.enable" => {
+                    out.dlq_copy_record = canonical == "true"
                 }
                 "share.transaction.timeout.ms" => out.txn.timeout_ms_default = num()?,
                 "share.transaction.max.pending" => {
