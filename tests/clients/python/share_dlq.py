@@ -21,8 +21,8 @@ import json
 import sys
 import time
 
-from confluent_kafka import (AcknowledgeType, Consumer, KafkaError, KafkaException, Producer,
-                             ShareConsumer)
+from confluent_kafka import (OFFSET_BEGINNING, AcknowledgeType, Consumer, KafkaError,
+                             KafkaException, Producer, ShareConsumer, TopicPartition)
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
@@ -105,7 +105,8 @@ def main():
 
     plain = Consumer({"bootstrap.servers": a.bootstrap, "group.id": a.group + "-reader",
                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    plain.subscribe([a.dlq_topic])
+    # assign, not subscribe: Lockstep has no classic consumer groups
+    plain.assign([TopicPartition(a.dlq_topic, 0, OFFSET_BEGINNING)])
     got = {}
     samples = []
     deadline = time.time() + 60
