@@ -160,7 +160,7 @@ def main():
         err(f"{len(missing)} archived records missing from the DLQ, e.g. {missing[:5]}")
     if extra:
         err(f"{len(extra)} unexpected DLQ records, e.g. {extra[:5]}")
-    out["errors"] = errors
+    out.update(errors=errors, failures=len(errors), ok=not errors)
     print("RESULT " + json.dumps(out), flush=True)
     sys.exit(1 if errors else 0)
 
