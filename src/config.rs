@@ -177,6 +177,9 @@ pub enum ConfigRule {
     /// `errors.deadletterqueue.topic.name` (KIP-1191): any name, blank for none, but not one
     /// starting with `__` (Kafka's `GroupConfig.validate`, INVALID_CONFIG with its message).
     DlqTopicName,
+    /// Kafka's BOOLEAN group config: `true`/`false` in any case, trimmed; refusals carry
+    /// Kafka's message.
+    KafkaBoolean,
     /// Cannot be set at all.
     ReadOnly,
 }
@@ -260,6 +263,16 @@ impl ConfigDef {
                         self.name,
                         allowed.join(", ")
                     )))
+                }
+            }
+            ConfigRule::KafkaBoolean => {
+                let trimmed = value.trim();
+                match trimmed.to_ascii_lowercase().as_str() {
+                    b @ ("true" | "false") => Ok(b.to_string()),
+                    _ => Err(self.refused(format!(
+                        "Invalid value {trimmed} for configuration {}: Expected value to be either true or false",
+                        self.name
+                    ))),
                 }
             }
             ConfigRule::DlqTopicName => {
@@ -580,7 +593,7 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         name: "errors.deadletterqueue.copy.record.enable",
         config_type: ConfigType::Boolean,
         default: "false",
-        rule: ConfigRule::OneOf(&["true", "false"]),
+        rule: ConfigRule::KafkaBoolean,
         synonym: None,
         doc: "When writing onto the dead-letter queue topic, whether to copy the original record onto the DLQ topic, or just write a record containing the context information headers.",
     },

@@ -377,7 +377,7 @@ mod tests {
         };
         let mut sp = SharePartition::new(config, 0);
         // First delivery of 0..=5.
-        sp.acquire("m", 6, 6, 0).unwrap();
+        sp.acquire("m", 6, 6, 0);
         let before = acquired_runs(&sp);
         let acks = vec![AckBatch {
             first: 0,
@@ -391,7 +391,7 @@ mod tests {
             vec![(1, 1, DlqCause::Rejected), (5, 1, DlqCause::Rejected)]
         );
         // Second delivery of 3 and 4, released again: at the limit.
-        sp.acquire("m", 6, 6, 0).unwrap();
+        sp.acquire("m", 6, 6, 0);
         let before = acquired_runs(&sp);
         let acks = vec![AckBatch::new(3, 4, T::Release)];
         sp.acknowledge("m", &acks, 0).unwrap();
@@ -399,6 +399,27 @@ mod tests {
         assert_eq!(
             got,
             vec![(3, 2, DlqCause::DeliveryLimit), (4, 2, DlqCause::DeliveryLimit)]
+        );
+    }
+
+    #[test]
+    fn lock_expiry_at_the_limit_is_copied_below_it_is_not() {
+        let config = ShareConfig {
+            delivery_count_limit: 2,
+            ..ShareConfig::default()
+        };
+        let lock = config.record_lock_duration_ms;
+        let mut sp = SharePartition::new(config, 0);
+        sp.acquire("m", 2, 2, 0);
+        let before = acquired_runs(&sp);
+        sp.expire_locks(lock + 1);
+        assert!(newly_archived(&before, &sp, &[], 2).is_empty());
+        sp.acquire("m", 2, 2, lock + 1);
+        let before = acquired_runs(&sp);
+        sp.expire_locks(2 * lock + 2);
+        assert_eq!(
+            newly_archived(&before, &sp, &[], 2),
+            vec![(0, 2, DlqCause::DeliveryLimit), (1, 2, DlqCause::DeliveryLimit)]
         );
     }
 

@@ -1070,6 +1070,8 @@ mod tests {
             ("share.delivery.count.limit", "11", "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
             ("share.partition.max.record.locks", "99", "Invalid value 99 for configuration share.partition.max.record.locks: Value must be at least 100"),
             ("share.isolation.level", "READ_COMMITTED", "Invalid value READ_COMMITTED for configuration share.isolation.level: String must be one of: read_committed, read_uncommitted"),
+            ("errors.deadletterqueue.topic.name", "__dlq", "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+            ("errors.deadletterqueue.copy.record.enable", "yes", "Invalid value yes for configuration errors.deadletterqueue.copy.record.enable: Expected value to be either true or false"),
             ("share.auto.offset.reset", "EARLIEST", "Invalid value EARLIEST for configuration share.auto.offset.reset: Invalid value `EARLIEST` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
         ];
         for (name, value, message) in cases {
@@ -1094,6 +1096,15 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((c.session_timeout_ms, c.heartbeat_interval_ms), (50_000, 15_000));
+        let c = set(&[
+            ("errors.deadletterqueue.topic.name", "dlq.orders"),
+            ("errors.deadletterqueue.copy.record.enable", "TRUE"),
+        ])
+        .unwrap();
+        assert_eq!(c.dlq_topic.as_deref(), Some("dlq.orders"));
+        assert!(c.dlq_copy_record);
+        let c = set(&[("errors.deadletterqueue.topic.name", "")]).unwrap();
+        assert_eq!(c.dlq_topic, None);
         let c = set(&[("share.auto.offset.reset", "by_duration:PT1H30M")]).unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::ByDuration(5_400_000));
         // Past Kafka's 4000 record locks only in transactional mode (the documented exception).
