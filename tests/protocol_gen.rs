@@ -13,9 +13,10 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::{Decodable, Encodable, Message};
 use lockstep::protocol::generated::{
-    describe_share_group_offsets_request as dsgo_req, describe_share_group_offsets_response as dsgo,
-    share_acknowledge_request as ack_req, share_acknowledge_response as ack,
-    share_fetch_request as fetch_req, share_fetch_response as fetch,
+    describe_share_group_offsets_request as dsgo_req,
+    describe_share_group_offsets_response as dsgo, share_acknowledge_request as ack_req,
+    share_acknowledge_response as ack, share_fetch_request as fetch_req,
+    share_fetch_response as fetch,
 };
 use std::fmt::Debug;
 use std::path::Path;
@@ -23,8 +24,8 @@ use uuid::Uuid;
 
 #[test]
 fn checked_in_codecs_match_the_specs() {
-    let jar = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/test-deps/jars/kafka-clients-4.4.0.jar");
+    let jar =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-deps/jars/kafka-clients-4.4.0.jar");
     assert!(
         jar.is_file(),
         "{} is missing: run tools/install-test-deps.sh (the generator check reads Kafka 4.4's \
@@ -69,7 +70,10 @@ fn round_trips<T: Encodable + Decodable + Message + PartialEq + Debug>(m: &T) {
         assert_eq!(&decode::<T>(&bytes, version), m, "v{version}");
         for cut in 0..bytes.len() {
             let mut short = Bytes::copy_from_slice(&bytes[..cut]);
-            assert!(T::decode(&mut short, version).is_err(), "v{version} cut at {cut}");
+            assert!(
+                T::decode(&mut short, version).is_err(),
+                "v{version} cut at {cut}"
+            );
         }
     }
     assert!(m.encode(&mut BytesMut::new(), T::VERSIONS.max + 1).is_err());
@@ -84,7 +88,11 @@ where
 {
     let bytes = encode(ours, version);
     let theirs: Theirs = decode(&bytes, version);
-    assert_eq!(encode(&theirs, version), bytes, "crate re-encodes the same bytes");
+    assert_eq!(
+        encode(&theirs, version),
+        bytes,
+        "crate re-encodes the same bytes"
+    );
     assert_eq!(&decode::<Ours>(&bytes, version), ours);
 }
 
@@ -256,7 +264,11 @@ fn spec_defaults_are_kept() {
     let r = fetch_req::ShareFetchRequest::default();
     assert_eq!(r.max_bytes, 0x7fff_ffff);
     assert_eq!(r.group_id, None, "default null");
-    assert_eq!(r.member_id, Some(String::new()), "nullable without a null default");
+    assert_eq!(
+        r.member_id,
+        Some(String::new()),
+        "nullable without a null default"
+    );
     let p = dsgo::DescribeShareGroupOffsetsResponsePartition::default();
     assert_eq!(p.lag, -1);
     assert_eq!(<fetch_req::ShareFetchRequest as Message>::VERSIONS.max, 2);
@@ -315,7 +327,10 @@ fn version_2_fields() {
     let v1 = encode(&with_lag, 1);
     let v0 = encode(&with_lag, 0);
     assert_eq!(v1.len(), v0.len() + 8);
-    assert_eq!(decode::<dsgo::DescribeShareGroupOffsetsResponse>(&v1, 1), with_lag);
+    assert_eq!(
+        decode::<dsgo::DescribeShareGroupOffsetsResponse>(&v1, 1),
+        with_lag
+    );
     let old: dsgo::DescribeShareGroupOffsetsResponse = decode(&v0, 0);
     assert_eq!(old.groups[0].topics[0].partitions[0].lag, -1);
 }
@@ -333,5 +348,8 @@ fn nullability_follows_the_version() {
     // Unknown tagged fields at the top level are skipped.
     bytes.pop();
     bytes.extend_from_slice(&[0x01, 0x09, 0x02, 0xaa, 0xbb]);
-    assert_eq!(decode::<fetch::ShareFetchResponse>(&bytes, 1), fetch_response());
+    assert_eq!(
+        decode::<fetch::ShareFetchResponse>(&bytes, 1),
+        fetch_response()
+    );
 }

@@ -357,12 +357,13 @@ fn kafka_share_groups_tool_lists_describes_resets_and_deletes() {
             r[3].parse::<i64>().is_ok_and(|o| (0..=50).contains(&o)),
             "{out}"
         );
-        // 50 records per partition; the lag counts those from the start offset on that were
-        // not acknowledged (implicit acknowledgement may have completed some beyond a gap).
+        // 50 records per partition; the lag counts those from the start offset on whose
+        // delivery is not complete. (Kafka 4.4 shows START-OFFSET 0 and LAG 0 here: its start
+        // offset has not moved past the acknowledged records yet, which the lag leaves out.)
         let start: i64 = r[3].parse().unwrap();
         assert!(
             r[4].parse::<i64>()
-                .is_ok_and(|lag| (0..=50 - start).contains(&lag) && lag + start > 0),
+                .is_ok_and(|lag| (0..=50 - start).contains(&lag)),
             "LAG {}: {out}",
             r[4]
         );

@@ -183,9 +183,8 @@ impl Member {
             hb.group_id = GroupId(StrBytes::from_string(group.to_string()));
             hb.member_id = StrBytes::from_string(m.member_id.clone());
             hb.member_epoch = m.member_epoch;
-            hb.subscribed_topic_names = Some(vec![TopicName(StrBytes::from_string(
-                topic.to_string(),
-            ))]);
+            hb.subscribed_topic_names =
+                Some(vec![TopicName(StrBytes::from_string(topic.to_string()))]);
             let r = m.conn.send(&hb, 1).expect("heartbeat");
             assert_eq!(r.error_code, 0, "heartbeat: {:?}", r.error_message);
             m.member_epoch = r.member_epoch;
@@ -381,10 +380,7 @@ fn batch_size() {
     // BatchSize 7 over batches of 5: ranges cut at the first batch start 7 or more past the
     // range's start.
     let f = m.fetch(topic_id, &[0], 500, 7, 50 * MIB, 1, 3_000);
-    assert_eq!(
-        f.ranges[&0],
-        vec![(25, 34, 1), (35, 44, 1), (45, 49, 1)],
-    );
+    assert_eq!(f.ranges[&0], vec![(25, 34, 1), (35, 44, 1), (45, 49, 1)],);
 }
 
 #[test]
@@ -443,7 +439,9 @@ fn experiment_init() {
     // Second group: initialized partitions, new data on all.
     let group2 = unique("exp-g2");
     let mut admin = Admin::connect(&broker.addr).unwrap();
-    admin.set_group_config(&group2, "share.auto.offset.reset", "earliest").unwrap();
+    admin
+        .set_group_config(&group2, "share.auto.offset.reset", "earliest")
+        .unwrap();
     let mut m2 = Member::join(&broker.addr, &group2, &topic, 4);
     m2.fetch(topic_id, &parts, 1, 1, 50 * MIB, 1, 3_000);
     std::thread::sleep(Duration::from_secs(2));

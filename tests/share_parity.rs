@@ -36,18 +36,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
-    delete_records_request, share_acknowledge_request, share_fetch_request,
-    DeleteRecordsRequest, GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
-    ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName,
+    delete_records_request, share_acknowledge_request, share_fetch_request, DeleteRecordsRequest,
+    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
 use lockstep::client::connection::Connection;
 use lockstep::client::producer::{Producer, ProducerRecord};
-use lockstep::client::share_consumer::{
-    generate_member_id, AckType, ShareConsumer, ShareRecord,
-};
+use lockstep::client::share_consumer::{generate_member_id, AckType, ShareConsumer, ShareRecord};
 use lockstep::client::transactions::{ShareTransactionCoordinator, TxnState};
 use uuid::Uuid;
 
@@ -616,8 +613,14 @@ fn second_member_does_not_fence_the_first(ctx: &Ctx) {
     );
     // Kafka moves a member's epoch only when its own assignment changes (here 2 partitions
     // become 1: once), and tells it in its own heartbeat response.
-    assert_ne!(a.assignment, before, "the join moved one of A's partitions to B");
-    assert!(epochs[0] > epoch_a, "A's epoch rose with its new assignment");
+    assert_ne!(
+        a.assignment, before,
+        "the join moved one of A's partitions to B"
+    );
+    assert!(
+        epochs[0] > epoch_a,
+        "A's epoch rose with its new assignment"
+    );
     assert!(epochs.iter().all(|&e| e == epochs[0]), "and only once");
     // The previous epoch is still accepted.
     let r = heartbeat(&mut a.hb, &group, &a.id, epoch_a, None);
@@ -777,7 +780,11 @@ fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
         }
     }
     eprintln!("  max records 30 over 2x40 single-record batches: fetch sizes {sizes:?}");
-    assert_eq!(sizes, vec![30, 30, 20], "MaxRecords 30 per fetch over both partitions");
+    assert_eq!(
+        sizes,
+        vec![30, 30, 20],
+        "MaxRecords 30 per fetch over both partitions"
+    );
 }
 
 /// Issue 12 item 4: MaxBytes 0 returns no records.
@@ -804,7 +811,9 @@ fn max_bytes_zero_returns_nothing(ctx: &Ctx) {
     // Kafka answers with no error and no partition at all; a partition listed without records
     // and without an error looks the same to a client.
     assert!(
-        errors.iter().all(|e| e.0 == NONE && e.1.iter().all(|&c| c == NONE)),
+        errors
+            .iter()
+            .all(|e| e.0 == NONE && e.1.iter().all(|&c| c == NONE)),
         "{errors:?}"
     );
     // and the records are still there for a normal fetch
@@ -864,7 +873,10 @@ fn share_session_errors(ctx: &Ctx) {
             ("fetch epoch 5, no session", SHARE_SESSION_NOT_FOUND),
             ("acknowledge epoch 0", INVALID_SHARE_SESSION_EPOCH),
             ("acknowledge epoch 3, no session", SHARE_SESSION_NOT_FOUND),
-            ("fetch wrong epoch in a session", INVALID_SHARE_SESSION_EPOCH),
+            (
+                "fetch wrong epoch in a session",
+                INVALID_SHARE_SESSION_EPOCH
+            ),
         ]
     );
 }
@@ -913,7 +925,10 @@ fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
             assert_eq!(lag.as_deref(), Some("15"), "{last}");
             return;
         }
-        eprintln!("  lag: start offset {start:?} lag {lag:?} after {:?}", t0.elapsed());
+        eprintln!(
+            "  lag: start offset {start:?} lag {lag:?} after {:?}",
+            t0.elapsed()
+        );
         thread::sleep(Duration::from_millis(500));
     }
 }
@@ -930,7 +945,10 @@ fn abort_at_restart_counts_like_a_live_abort(ctx: &Ctx) {
     ctx.produce(&topic, 0, 4, 4);
     let (live, restart) = (format!("{group}-live-1"), format!("{group}-restart-1"));
     let mut coord = ShareTransactionCoordinator::new(&ctx.bootstrap, &group);
-    assert_eq!(coord.begin(&live, 60_000).expect("begin"), TxnState::Ongoing);
+    assert_eq!(
+        coord.begin(&live, 60_000).expect("begin"),
+        TxnState::Ongoing
+    );
     assert_eq!(
         coord.begin(&restart, 60_000).expect("begin"),
         TxnState::Ongoing
@@ -1098,7 +1116,10 @@ fn share_groups_behave_like_kafka_4_4() {
     let mut failed = Vec::new();
     let mut report = Vec::new();
     for s in SCENARIOS {
-        if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == s.name)) {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|n| n == s.name))
+        {
             continue;
         }
         if s.lockstep_only && ctx.target == Target::Kafka {
@@ -1113,7 +1134,10 @@ fn share_groups_behave_like_kafka_4_4() {
             continue;
         }
         let t0 = Instant::now();
-        eprintln!("scenario {} against {:?} at {}", s.name, target, ctx.bootstrap);
+        eprintln!(
+            "scenario {} against {:?} at {}",
+            s.name, target, ctx.bootstrap
+        );
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (s.run)(&ctx)));
         let secs = t0.elapsed().as_secs_f64();
         match res {
@@ -1134,6 +1158,8 @@ fn share_groups_behave_like_kafka_4_4() {
         eprintln!("  {l}");
     }
     drop(ctx);
-    assert!(failed.is_empty(), "scenarios differ from Kafka 4.4: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "scenarios differ from Kafka 4.4: {failed:?}"
+    );
 }
-

@@ -137,7 +137,9 @@ fn generate(root: &Path) -> Res<BTreeMap<String, String>> {
     for (source, text) in &specs {
         let spec = parse_json(text).map_err(|e| format!("{source}: {e}"))?;
         let message = Msg::new(&spec).map_err(|e| format!("{source}: {e}"))?;
-        let code = message.render(source).map_err(|e| format!("{source}: {e}"))?;
+        let code = message
+            .render(source)
+            .map_err(|e| format!("{source}: {e}"))?;
         let module = snake(&message.name);
         files.insert(format!("{module}.rs"), code);
         modules.push((module, message.name.clone(), source.clone()));
@@ -157,7 +159,11 @@ fn parse_json(text: &str) -> Res<Value> {
 
 fn render_mod(modules: &[(String, String, String)]) -> String {
     let mut s = String::new();
-    header(&mut s, "Generated message codecs", "every message spec listed below");
+    header(
+        &mut s,
+        "Generated message codecs",
+        "every message spec listed below",
+    );
     s.push_str("//!\n//! | module | message | spec |\n//! | --- | --- | --- |\n");
     for (module, name, source) in modules {
         let _ = writeln!(s, "//! | [`{module}`] | `{name}` | `{source}` |");
@@ -285,7 +291,11 @@ impl Ty {
             "bytes" | "records" => Ty::Bytes,
             t if t.starts_with("[]") => Ty::Array(Box::new(Ty::parse(&t[2..], what)?)),
             t if t.starts_with(|c: char| c.is_ascii_uppercase()) => Ty::Struct(t.to_string()),
-            t => return Err(format!("{what}: type {t} is not supported by the generator")),
+            t => {
+                return Err(format!(
+                    "{what}: type {t} is not supported by the generator"
+                ))
+            }
         })
     }
 
@@ -416,11 +426,18 @@ impl Msg {
         common: &BTreeMap<String, Value>,
     ) -> Res<Vec<Field>> {
         let mut out = Vec::new();
-        for f in fields.as_array().ok_or(format!("{owner}: fields is not an array"))? {
-            let name = f["name"].as_str().ok_or(format!("{owner}: field without name"))?;
+        for f in fields
+            .as_array()
+            .ok_or(format!("{owner}: fields is not an array"))?
+        {
+            let name = f["name"]
+                .as_str()
+                .ok_or(format!("{owner}: field without name"))?;
             let what = format!("{owner}.{name}");
             if f.get("taggedVersions").is_some() || f.get("tag").is_some() {
-                return Err(format!("{what}: tagged fields are not supported by the generator"));
+                return Err(format!(
+                    "{what}: tagged fields are not supported by the generator"
+                ));
             }
             let ty = Ty::parse(f["type"].as_str().ok_or(format!("{what}: no type"))?, &what)?;
             let elem = match &ty {
@@ -431,10 +448,9 @@ impl Msg {
                 let nested = if f.get("fields").is_some() {
                     f["fields"].clone()
                 } else {
-                    common
-                        .get(s)
-                        .cloned()
-                        .ok_or(format!("{what}: struct {s} has no fields and is not common"))?
+                    common.get(s).cloned().ok_or(format!(
+                        "{what}: struct {s} has no fields and is not common"
+                    ))?
                 };
                 if !self.structs.iter().any(|d| &d.name == s) {
                     let nested_fields = self.fields(s, &nested, common)?;
@@ -464,7 +480,11 @@ impl Msg {
 
     fn render(&self, source: &str) -> Res<String> {
         let mut s = String::new();
-        header(&mut s, &format!("`{}` (API key {})", self.name, self.api_key), &format!("`{source}`"));
+        header(
+            &mut s,
+            &format!("`{}` (API key {})", self.name, self.api_key),
+            &format!("`{source}`"),
+        );
         s.push_str(
             "\n#![allow(clippy::all, unused_imports, unused_variables)]\n\n\
              use crate::protocol::wire::{self, Out, Wire, WireError};\n\
@@ -491,7 +511,11 @@ impl Msg {
     fn render_struct(&self, s: &mut String, def: &StructDef) -> Res<()> {
         let flex = self.flexible.condition(self.valid);
         let _ = writeln!(s, "\n/// Valid versions: {}.", self.valid.describe());
-        let _ = writeln!(s, "#[derive(Clone, Debug, PartialEq, Eq)]\npub struct {} {{", def.name);
+        let _ = writeln!(
+            s,
+            "#[derive(Clone, Debug, PartialEq, Eq)]\npub struct {} {{",
+            def.name
+        );
         for f in &def.fields {
             for line in f.about.lines() {
                 let _ = writeln!(s, "    /// {}", line.trim());
@@ -509,7 +533,11 @@ impl Msg {
         s.push_str("}\n");
 
         // Default: the spec's defaults.
-        let _ = writeln!(s, "\nimpl Default for {} {{\n    fn default() -> Self {{\n        Self {{", def.name);
+        let _ = writeln!(
+            s,
+            "\nimpl Default for {} {{\n    fn default() -> Self {{\n        Self {{",
+            def.name
+        );
         for f in &def.fields {
             let _ = writeln!(s, "            {}: {},", f.rust_name, self.default_expr(f)?);
         }
@@ -517,7 +545,9 @@ impl Msg {
 
         // Wire.
         let _ = writeln!(s, "\nimpl Wire for {} {{", def.name);
-        s.push_str("    fn write<O: Out>(&self, o: &mut O, version: i16) -> Result<(), WireError> {\n");
+        s.push_str(
+            "    fn write<O: Out>(&self, o: &mut O, version: i16) -> Result<(), WireError> {\n",
+        );
         let _ = writeln!(s, "        let flex = {flex};");
         for f in &def.fields {
             let present = f.versions.condition(self.valid);
@@ -579,12 +609,17 @@ impl Msg {
                     );
                 }
             } else {
-                let _ = writeln!(s, "        if {present} {{\n            {write}\n        }}{absent}");
+                let _ = writeln!(
+                    s,
+                    "        if {present} {{\n            {write}\n        }}{absent}"
+                );
             }
         }
         s.push_str("        if flex {\n            wire::w_no_tags(o);\n        }\n        Ok(())\n    }\n\n");
 
-        s.push_str("    fn read<B: ByteBuf>(b: &mut B, version: i16) -> Result<Self, WireError> {\n");
+        s.push_str(
+            "    fn read<B: ByteBuf>(b: &mut B, version: i16) -> Result<Self, WireError> {\n",
+        );
         let _ = writeln!(s, "        let flex = {flex};");
         for f in &def.fields {
             let present = f.versions.condition(self.valid);
@@ -609,7 +644,12 @@ impl Msg {
             if present == "true" {
                 let _ = writeln!(s, "        let {} = {read};", f.rust_name);
             } else if present == "false" {
-                let _ = writeln!(s, "        let {} = {};", f.rust_name, self.default_expr(f)?);
+                let _ = writeln!(
+                    s,
+                    "        let {} = {};",
+                    f.rust_name,
+                    self.default_expr(f)?
+                );
             } else {
                 let _ = writeln!(
                     s,
@@ -680,7 +720,11 @@ impl Msg {
         let n = &self.name;
         let flex_lo = self.flexible.lo;
         let flexible = self.flexible.condition(self.valid);
-        let (flex_header, classic_header) = if self.kind == "request" { (2, 1) } else { (1, 0) };
+        let (flex_header, classic_header) = if self.kind == "request" {
+            (2, 1)
+        } else {
+            (1, 0)
+        };
         let _ = write!(
             s,
             r#"

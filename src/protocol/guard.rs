@@ -186,8 +186,13 @@ const SHARE_FETCH: &[Field] = &[
     f(0, Arr(SHARE_FETCH_TOPIC)),
     f(0, Arr(SHARE_FORGOTTEN_TOPIC)),
 ];
-const SHARE_ACKNOWLEDGE: &[Field] =
-    &[f(0, Str), f(0, Str), f(0, I32), f(2, Bool), f(0, Arr(SHARE_ACK_TOPIC))];
+const SHARE_ACKNOWLEDGE: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(2, Bool),
+    f(0, Arr(SHARE_ACK_TOPIC)),
+];
 
 // The share-transaction RPCs, keys 1000–1005 (`schemas/Share*.json`): v0 only, flexible from 0.
 const SHARE_BEGIN_TRANSACTION: &[Field] = &[f(0, Str), f(0, Str), f(0, I64)];

@@ -323,11 +323,9 @@ mod tests {
     use super::samples::*;
     use super::*;
     use bytes::{Bytes, BytesMut};
-    use kafka_protocol::protocol::{
-        Decodable, Encodable, HeaderVersion, Request as KafkaRequest,
-    };
-    use uuid::Uuid;
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request as KafkaRequest};
     use std::fmt::Debug;
+    use uuid::Uuid;
 
     /// Calls the generic function `$f` on every sample message.
     macro_rules! each_sample {

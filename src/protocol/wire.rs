@@ -55,7 +55,10 @@ impl fmt::Display for WireError {
                 write!(f, "{what} is set but does not exist in version {version}")
             }
             WireError::Truncated { what, need, have } => {
-                write!(f, "input ends inside {what}: need {need} bytes, have {have}")
+                write!(
+                    f,
+                    "input ends inside {what}: need {need} bytes, have {have}"
+                )
             }
             WireError::BadVarint { what } => write!(f, "malformed unsigned varint in {what}"),
             WireError::UnexpectedNull { what } => write!(f, "null {what} is not allowed"),
@@ -194,7 +197,12 @@ pub fn w_nullable_bytes<O: Out>(
     Ok(())
 }
 
-pub fn w_bytes<O: Out>(o: &mut O, what: &'static str, v: &Bytes, flex: bool) -> Result<(), WireError> {
+pub fn w_bytes<O: Out>(
+    o: &mut O,
+    what: &'static str,
+    v: &Bytes,
+    flex: bool,
+) -> Result<(), WireError> {
     w_nullable_bytes(o, what, Some(v), flex)
 }
 
@@ -230,11 +238,7 @@ pub fn w_no_tags<O: Out>(o: &mut O) {
 
 /// Refuses a field set to a non-default value in a version that does not have it (unless the
 /// spec marks it ignorable, where the generated code does not call this).
-pub fn absent(
-    is_default: bool,
-    what: &'static str,
-    version: i16,
-) -> Result<(), WireError> {
+pub fn absent(is_default: bool, what: &'static str, version: i16) -> Result<(), WireError> {
     if is_default {
         Ok(())
     } else {

@@ -252,6 +252,9 @@ pub struct ShareFetchOp {
     pub max_records: u32,
     /// The request's BatchSize: acquired ranges are cut at log batches about this often.
     pub batch_size: u32,
+    /// ShareAcquireMode record_limit (KIP-1206, ShareFetch v2): `max_records` is strict, not
+    /// rounded up to the end of a log batch.
+    pub record_limit: bool,
     /// Bytes each partition may read (the request's MaxBytes shared evenly).
     pub partition_max_bytes: usize,
     /// Nothing was read yet for this request: the first partition with data reads at least one

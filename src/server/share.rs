@@ -31,8 +31,8 @@ use super::ops::{
 };
 use super::registry::TopicRegistry;
 use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
-use super::share_fetch::{acquire_from_log, fit_bytes};
 use super::share_dlq::{self, DlqCopy, DlqTap};
+use super::share_fetch::{acquire_from_log_in_mode, fit_bytes};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
 use super::transactions::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
@@ -502,7 +502,9 @@ impl ShareShard {
             return -1;
         }
         match self.partitions.get(key) {
-            Some(sp) => ((high_watermark - sp.spso()).max(0) - sp.completed_records() as i64).max(0),
+            Some(sp) => {
+                ((high_watermark - sp.spso()).max(0) - sp.completed_records() as i64).max(0)
+            }
             None => self
                 .recovered
                 .get(key)
@@ -728,17 +730,17 @@ impl<S: Storage + Clone> ShardState<S> {
             } else {
                 op.partition_max_bytes
             };
-            let (read, wait_offset) =
-                self.share_read(&mut sp, &op.group_id, r, ask, min_one_batch);
+            let (read, wait_offset) = self.share_read(&mut sp, &op.group_id, r, ask, min_one_batch);
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
                     let budget = u32::try_from(records_left).expect("budget from a u32");
-                    let fetched = acquire_from_log(
+                    let fetched = acquire_from_log_in_mode(
                         &mut sp,
                         &op.member_id,
                         &bytes,
                         budget,
                         op.batch_size,
+                        op.record_limit,
                         now_ms,
                     );
                     records_left = records_left.saturating_sub(fetched.count);
@@ -781,13 +783,8 @@ impl<S: Storage + Clone> ShardState<S> {
                 match self.take_share(&key, r, now_ms) {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
-                        let (read, wait_offset) = self.share_read(
-                            &mut sp,
-                            &op.group_id,
-                            r,
-                            op.partition_max_bytes,
-                            true,
-                        );
+                        let (read, wait_offset) =
+                            self.share_read(&mut sp, &op.group_id, r, op.partition_max_bytes, true);
                         match read {
                             Ok(bytes) => probed.available_bytes = bytes.len(),
                             Err((code, _)) => probed.error_code = code,

@@ -28,15 +28,15 @@ use super::{check_count, respond, Bus, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
+use crate::protocol::generated::{
+    describe_share_group_offsets_response, DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+};
 use kafka_protocol::messages::{
     alter_share_group_offsets_response, delete_share_group_offsets_response, list_groups_response,
     share_group_describe_response, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, GroupId, ListGroupsRequest,
     ListGroupsResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse, TopicName,
-};
-use crate::protocol::generated::{
-    describe_share_group_offsets_response, DescribeShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;

@@ -17,8 +17,8 @@ use super::ops::{
     PartitionRef, ShardOp, ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp,
     ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
 };
-use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::registry::TopicRegistry;
+use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::share_group::Heartbeat;
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
 use super::{respond, Bus, ConnInfo, Outcome};
@@ -28,12 +28,12 @@ use crate::constants::{
 };
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
-use crate::share::{AckBatch, AcknowledgeType};
-use bytes::Bytes;
 use crate::protocol::generated::{
     share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
     ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
+use crate::share::{AckBatch, AcknowledgeType};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     share_group_heartbeat_response, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
@@ -132,6 +132,9 @@ fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i
         target,
     }
 }
+
+/// ShareFetch v2's ShareAcquireMode: 0 batch_optimized, 1 record_limit (KIP-1206).
+const SHARE_ACQUIRE_MODE_RECORD_LIMIT: i8 = 1;
 
 /// The first ShareFetch / ShareAcknowledge version with AcknowledgeType RENEW (KIP-1222).
 pub(crate) const RENEW_MIN_VERSION: i16 = 2;
@@ -329,6 +332,8 @@ fn top_level_error_fetch(request: &Request, code: i16, message: Option<&str>) ->
 struct FetchLimits {
     max_records: u32,
     batch_size: u32,
+    /// ShareAcquireMode 1, record_limit (KIP-1206): MaxRecords is strict.
+    record_limit: bool,
     partition_max_bytes: usize,
     min_bytes: usize,
 }
@@ -379,6 +384,7 @@ async fn acquire_walk<B: Bus>(
                     partitions: partitions.clone(),
                     max_records: u32::try_from(left).expect("left of a u32 budget"),
                     batch_size: limits.batch_size,
+                    record_limit: limits.record_limit,
                     partition_max_bytes: limits.partition_max_bytes,
                     min_one_batch,
                 }),
@@ -492,8 +498,9 @@ async fn wait_for_data<B: Bus>(bus: &B, waits: Vec<(ShardId, PartitionRef, i64)>
 /// ShareFetch v1–v2. v2 (KIP-1222, KIP-1206): acknowledgements may RENEW; `IsRenewAck`
 /// marks a request that only acknowledges (Kafka refuses it with INVALID_REQUEST unless
 /// MaxBytes, MinBytes, MaxRecords and MaxWaitMs are all 0, and fetches nothing for it);
-/// `ShareAcquireMode` 1 (record_limit) makes MaxRecords a strict limit, which this broker's
-/// acquisition always honours (it never rounds up to a batch boundary).
+/// `ShareAcquireMode` 1 (record_limit, KIP-1206) makes MaxRecords a strict limit (0,
+/// batch_optimized, rounds new records up to the end of a log batch); another mode is
+/// INVALID_REQUEST.
 pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let decoded: ShareFetchRequest = match decode_body(request) {
         Ok(r) => r,
@@ -509,6 +516,13 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             request,
             ResponseError::InvalidRequest.code(),
             Some("a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0"),
+        );
+    }
+    if !(0..=SHARE_ACQUIRE_MODE_RECORD_LIMIT).contains(&decoded.share_acquire_mode) {
+        return top_level_error_fetch(
+            request,
+            ResponseError::InvalidRequest.code(),
+            Some("unknown ShareAcquireMode"),
         );
     }
     let named_count: usize = decoded
@@ -634,6 +648,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .ok()
             .filter(|b| *b > 0)
             .unwrap_or(max_records),
+        record_limit: decoded.share_acquire_mode == SHARE_ACQUIRE_MODE_RECORD_LIMIT,
         partition_max_bytes: partition_max_bytes(max_bytes, order.len()),
         min_bytes: usize::try_from(decoded.min_bytes).unwrap_or(0),
     };
@@ -646,7 +661,9 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         let now = bus.now_ms();
         let mut waits = None;
         if limits.min_bytes > 1 && now < deadline_ms {
-            waits = min_bytes_reached(bus, &group_id, &order, &limits).await.err();
+            waits = min_bytes_reached(bus, &group_id, &order, &limits)
+                .await
+                .err();
         }
         if waits.is_none() {
             fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
@@ -855,4 +872,40 @@ pub async fn handle_share_acknowledge<B: Bus>(
         .record_lock_duration_ms
         .min(i32::MAX as u64) as i32;
     respond(request, &response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renew_is_refused_below_v2_and_when_disabled() {
+        let batch: &[(i64, i64, &[i8])] = &[(0, 2, &[1, 4, 2])];
+        assert_eq!(RenewPolicy::of(1, true), RenewPolicy::Unknown);
+        assert_eq!(RenewPolicy::of(2, false), RenewPolicy::Disabled);
+        assert_eq!(RenewPolicy::of(2, true), RenewPolicy::Allowed);
+        let (code, _) = ack_batches(batch, RenewPolicy::Unknown).unwrap_err();
+        assert_eq!(code, ResponseError::InvalidRequest.code());
+        let (code, _) = ack_batches(batch, RenewPolicy::Disabled).unwrap_err();
+        assert_eq!(code, ResponseError::InvalidRecordState.code());
+        let ok = ack_batches(batch, RenewPolicy::Allowed).unwrap();
+        assert_eq!(
+            ok[0].types,
+            vec![
+                AcknowledgeType::Accept,
+                AcknowledgeType::Renew,
+                AcknowledgeType::Release
+            ]
+        );
+        // Types 0-3 pass under every policy; 5 never does.
+        for policy in [
+            RenewPolicy::Unknown,
+            RenewPolicy::Disabled,
+            RenewPolicy::Allowed,
+        ] {
+            assert!(ack_batches(&[(0, 3, &[0, 1, 2, 3])], policy).is_ok());
+            let (code, _) = ack_batches(&[(0, 0, &[5])], policy).unwrap_err();
+            assert_eq!(code, ResponseError::InvalidRequest.code());
+        }
+    }
 }

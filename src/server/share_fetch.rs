@@ -146,6 +146,28 @@ pub fn acquire_from_log(
     batch_size: u32,
     now_ms: u64,
 ) -> ShareFetched {
+    acquire_from_log_in_mode(
+        sp,
+        member,
+        log_bytes,
+        max_records,
+        batch_size,
+        false,
+        now_ms,
+    )
+}
+
+/// [`acquire_from_log`], or with `record_limit` (ShareAcquireMode record_limit, KIP-1206)
+/// `max_records` as a strict limit: never rounded up to the end of a log batch.
+pub fn acquire_from_log_in_mode(
+    sp: &mut SharePartition,
+    member: &str,
+    log_bytes: &[u8],
+    max_records: u32,
+    batch_size: u32,
+    record_limit: bool,
+    now_ms: u64,
+) -> ShareFetched {
     if max_records == 0 {
         return ShareFetched::default();
     }
@@ -170,8 +192,9 @@ pub fn acquire_from_log(
     let new_from = sp.speo() + 1;
     let mut acquired = sp.acquire(member, end_last + 1, max_records, now_ms);
     let mut count: u64 = acquired.iter().map(|r| (r.last - r.first + 1) as u64).sum();
-    // Kafka's soft limit: new records are acquired whole batches at a time.
-    if count == u64::from(max_records) {
+    // Kafka's soft limit: new records are acquired whole batches at a time (not in
+    // record_limit mode).
+    if !record_limit && count == u64::from(max_records) {
         let last = acquired.last().map_or(i64::MIN, |r| r.last);
         if last >= new_from {
             if let Some(&(_, batch_last, _)) =
@@ -234,6 +257,15 @@ mod tests {
             out.extend_from_slice(&bytes);
         }
         out
+    }
+
+    #[test]
+    fn record_limit_mode_is_strict() {
+        let mut sp = SharePartition::new(ShareConfig::default(), 0);
+        let bytes = log(&[(0, 3), (3, 3), (6, 4)]);
+        let a = acquire_from_log_in_mode(&mut sp, "a", &bytes, 4, 500, true, 0);
+        assert_eq!(a.count, 4, "not rounded up to offset 5");
+        assert_eq!(a.acquired.last().map(|r| r.last), Some(3));
     }
 
     #[test]
@@ -328,7 +360,11 @@ mod tests {
         assert!(!min_bytes_satisfied([1000, 5], 50, 100));
         assert!(min_bytes_satisfied([1000, 50], 50, 100));
         assert!(min_bytes_satisfied(Vec::new(), 50, 0));
-        assert!(min_bytes_satisfied([usize::MAX, usize::MAX], usize::MAX, usize::MAX));
+        assert!(min_bytes_satisfied(
+            [usize::MAX, usize::MAX],
+            usize::MAX,
+            usize::MAX
+        ));
     }
 
     #[test]
@@ -374,7 +410,10 @@ mod tests {
         // MaxRecords 0 acquires nothing.
         sp.acknowledge("a", &[AckBatch::new(0, 49, AcknowledgeType::Release)], 1)
             .unwrap();
-        assert_eq!(acquire_from_log(&mut sp, "a", &bytes, 0, 10, 2), ShareFetched::default());
+        assert_eq!(
+            acquire_from_log(&mut sp, "a", &bytes, 0, 10, 2),
+            ShareFetched::default()
+        );
         // Released records are not rounded up (only new records are acquired whole batches).
         let c = acquire_from_log(&mut sp, "a", &bytes, 3, 10, 2);
         assert_eq!(

@@ -20,6 +20,11 @@
 //! - Epoch check: a heartbeat may carry the member's epoch or its previous epoch (the response
 //!   that moved it may have been lost); a greater or an older epoch is FENCED_MEMBER_EPOCH.
 //! - Responses carry the assignment only on a join (epoch 0) or when it changed.
+//! - Deviations: the assignment is computed at once (Kafka defers it by up to
+//!   `share.assignment.interval.ms` and waits for new share partitions to be initialised, so
+//!   its first answer to a join is often empty); a group the coordinator does not know answers
+//!   UNKNOWN_MEMBER_ID, not GROUP_ID_NOT_FOUND (membership does not survive a restart here, and
+//!   the consumers must rejoin rather than fail).
 //!
 //! Group configs (`share.*`, [`ShareGroupConfig`]) live in the topic registry, which every shard
 //! has; they are set through IncrementalAlterConfigs on GROUP resources and checked against
@@ -297,13 +302,6 @@ fn unknown_member(group_id: &str, member_id: &str) -> HeartbeatAnswer {
     )
 }
 
-fn group_not_found(group_id: &str) -> HeartbeatAnswer {
-    HeartbeatAnswer::error(
-        ResponseError::GroupIdNotFound,
-        Some(format!("Share group {group_id} not found.")),
-    )
-}
-
 /// Kafka's epoch check: the current epoch, or the previous one (the answer that moved the
 /// member may have been lost).
 fn check_epoch(member: &ShareMember, received: i32) -> Result<(), HeartbeatAnswer> {
@@ -418,8 +416,11 @@ impl ShareGroups {
                 )
             });
         }
+        // Kafka answers GROUP_ID_NOT_FOUND for a group it never had; Lockstep's membership does
+        // not survive a restart, so a member of a group it forgot is told UNKNOWN_MEMBER_ID and
+        // rejoins (GROUP_ID_NOT_FOUND is fatal to Kafka's consumers).
         if hb.member_epoch != 0 && !self.groups.contains_key(&hb.group_id) {
-            return Err(group_not_found(&hb.group_id));
+            return Err(unknown_member(&hb.group_id, &hb.member_id));
         }
         let group = self.groups.entry(hb.group_id.clone()).or_default();
         let mut bump = false;
@@ -492,7 +493,9 @@ impl ShareGroups {
         } else if subscription_changed {
             member.assignment = filter_subscribed(target, &member.subscribed);
         }
-        let changed = old.as_ref().is_none_or(|o| o.assignment != member.assignment);
+        let changed = old
+            .as_ref()
+            .is_none_or(|o| o.assignment != member.assignment);
         Ok((
             HeartbeatAnswer {
                 error_code: 0,
@@ -512,7 +515,7 @@ impl ShareGroups {
         let group = self
             .groups
             .get_mut(&hb.group_id)
-            .ok_or_else(|| group_not_found(&hb.group_id))?;
+            .ok_or_else(|| unknown_member(&hb.group_id, &hb.member_id))?;
         let member = group
             .members
             .remove(&hb.member_id)
@@ -561,7 +564,10 @@ fn normalise(mut topics: Vec<String>) -> Vec<String> {
 }
 
 /// The subscribed topics that exist: name → (id, partition count).
-fn subscription_metadata(group: &ShareGroup, registry: &TopicRegistry) -> BTreeMap<String, (Uuid, i32)> {
+fn subscription_metadata(
+    group: &ShareGroup,
+    registry: &TopicRegistry,
+) -> BTreeMap<String, (Uuid, i32)> {
     group
         .members
         .values()
@@ -596,8 +602,10 @@ pub fn assign(
     registry: &TopicRegistry,
     previous: &BTreeMap<String, Vec<AssignedTopic>>,
 ) -> BTreeMap<String, Vec<AssignedTopic>> {
-    let mut out: BTreeMap<String, BTreeSet<Tp>> =
-        members.keys().map(|id| (id.clone(), BTreeSet::new())).collect();
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|id| (id.clone(), BTreeSet::new()))
+        .collect();
     let old: BTreeMap<&String, BTreeSet<Tp>> = previous
         .iter()
         .map(|(id, topics)| {
@@ -637,7 +645,8 @@ pub fn assign(
             units.push((members.keys().collect(), partitions_of(&topics)));
         }
     } else {
-        let topics: BTreeSet<&String> = members.values().flat_map(|m| m.subscribed.iter()).collect();
+        let topics: BTreeSet<&String> =
+            members.values().flat_map(|m| m.subscribed.iter()).collect();
         for name in topics {
             let subscribers: Vec<&String> = members
                 .values()
@@ -661,7 +670,9 @@ pub fn assign(
             })
             .collect();
         for (i, got) in balance(held, &tps).into_iter().enumerate() {
-            out.get_mut(ids[i]).expect("every member has an entry").extend(got);
+            out.get_mut(ids[i])
+                .expect("every member has an entry")
+                .extend(got);
         }
     }
     out.into_iter()
@@ -722,7 +733,25 @@ fn balance(held: Vec<BTreeSet<Tp>>, tps: &[Tp]) -> Vec<BTreeSet<Tp>> {
             let pick = (0..m)
                 .filter(|i| got[*i].len() < quota[*i] && !got[*i].contains(tp))
                 .min_by_key(|i| (got[*i].len(), *i));
-            let Some(i) = pick else { break };
+            let i = match pick {
+                Some(i) => i,
+                None => {
+                    // Every member with room holds `tp` already: one of them (x) takes over a
+                    // partition from a full member (y) that does not hold `tp`, and y takes `tp`.
+                    let swap = (0..m).filter(|x| got[*x].len() < quota[*x]).find_map(|x| {
+                        (0..m).filter(|y| !got[*y].contains(tp)).find_map(|y| {
+                            got[y]
+                                .iter()
+                                .find(|q| !got[x].contains(*q))
+                                .map(|q| (x, y, q.clone()))
+                        })
+                    });
+                    let Some((x, y, q)) = swap else { break };
+                    got[y].remove(&q);
+                    got[x].insert(q);
+                    y
+                }
+            };
             got[i].insert(tp.clone());
             *holders.get_mut(tp).expect("every partition has a count") += 1;
         }
@@ -794,9 +823,16 @@ mod tests {
         // A greater epoch, or one older than the previous, is fenced.
         let (f, _) = groups.heartbeat(&hb("a", 3, None), &reg, 30);
         assert_eq!(f.error_code, ResponseError::FencedMemberEpoch.code());
-        assert!(f.error_message.unwrap().contains("greater member epoch (3)"));
+        assert!(f
+            .error_message
+            .unwrap()
+            .contains("greater member epoch (3)"));
         let (f, _) = groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 30);
-        assert_eq!((f.error_code, f.member_epoch), (0, 2), "a rejoin is accepted");
+        assert_eq!(
+            (f.error_code, f.member_epoch),
+            (0, 2),
+            "a rejoin is accepted"
+        );
         assert_eq!(parts(&f), vec![0], "a rejoin gets its assignment");
         // A third member on 2 partitions: partitions are shared (ceil(3/2) = 2 holders each).
         let (c, _) = groups.heartbeat(&hb("c", 0, Some(&["t"])), &reg, 40);
@@ -814,7 +850,10 @@ mod tests {
         assert_eq!(holders, BTreeMap::from([(0, 2), (1, 2)]));
         // Leave: the others move on their next heartbeat.
         let (l, departed) = groups.heartbeat(&hb("c", -1, None), &reg, 60);
-        assert_eq!((l.error_code, l.member_epoch, l.heartbeat_interval_ms), (0, -1, 0));
+        assert_eq!(
+            (l.error_code, l.member_epoch, l.heartbeat_interval_ms),
+            (0, -1, 0)
+        );
         assert_eq!(departed.len(), 1);
         let (a, _) = groups.heartbeat(&hb("a", 3, None), &reg, 70);
         assert_eq!(a.member_epoch, 4);
@@ -877,9 +916,13 @@ mod tests {
     fn bad_requests_and_unknowns_answer_as_kafka() {
         let reg = registry(&[("t", 1, 1)]);
         let mut groups = ShareGroups::new();
+        // Kafka: GROUP_ID_NOT_FOUND; Lockstep forgets groups at a restart, so its members rejoin.
         let (a, _) = groups.heartbeat(&hb("x", 5, None), &reg, 0);
-        assert_eq!(a.error_code, ResponseError::GroupIdNotFound.code());
-        assert_eq!(a.error_message.as_deref(), Some("Share group g not found."));
+        assert_eq!(a.error_code, ResponseError::UnknownMemberId.code());
+        assert_eq!(
+            a.error_message.as_deref(),
+            Some("Member x is not a member of group g.")
+        );
         let (a, _) = groups.heartbeat(&hb("", 0, Some(&["t"])), &reg, 0);
         assert_eq!(
             (a.error_code, a.error_message.as_deref()),
@@ -957,7 +1000,13 @@ mod tests {
                     .members
                     .iter()
                     .map(|(id, m)| {
-                        (id.clone(), m.assignment.iter().flat_map(|t| t.partitions.clone()).collect())
+                        (
+                            id.clone(),
+                            m.assignment
+                                .iter()
+                                .flat_map(|t| t.partitions.clone())
+                                .collect(),
+                        )
                     })
                     .collect();
                 for (id, epoch) in live.iter_mut() {
@@ -977,8 +1026,11 @@ mod tests {
                     .members
                     .values()
                     .map(|x| {
-                        let held: BTreeSet<i32> =
-                            x.assignment.iter().flat_map(|t| t.partitions.clone()).collect();
+                        let held: BTreeSet<i32> = x
+                            .assignment
+                            .iter()
+                            .flat_map(|t| t.partitions.clone())
+                            .collect();
                         for q in &held {
                             holders[*q as usize] += 1;
                         }
@@ -992,7 +1044,10 @@ mod tests {
                         held.len()
                     })
                     .collect();
-                assert!(holders.iter().all(|h| *h == sharing), "seed {seed}: {holders:?}");
+                assert!(
+                    holders.iter().all(|h| *h == sharing),
+                    "seed {seed}: {holders:?}"
+                );
                 let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
                 assert!(hi - lo <= 1, "seed {seed}: loads {loads:?}");
             }
@@ -1075,7 +1130,11 @@ mod tests {
             ("share.auto.offset.reset", "EARLIEST", "Invalid value EARLIEST for configuration share.auto.offset.reset: Invalid value `EARLIEST` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
         ];
         for (name, value, message) in cases {
-            assert_eq!(set(&[(name, value)]).unwrap_err(), *message, "{name}={value}");
+            assert_eq!(
+                set(&[(name, value)]).unwrap_err(),
+                *message,
+                "{name}={value}"
+            );
         }
         for (name, value) in [
             ("share.session.timeout.ms", "45000"),
@@ -1095,7 +1154,10 @@ mod tests {
             ("share.heartbeat.interval.ms", "15000"),
         ])
         .unwrap();
-        assert_eq!((c.session_timeout_ms, c.heartbeat_interval_ms), (50_000, 15_000));
+        assert_eq!(
+            (c.session_timeout_ms, c.heartbeat_interval_ms),
+            (50_000, 15_000)
+        );
         let c = set(&[
             ("errors.deadletterqueue.topic.name", "dlq.orders"),
             ("errors.deadletterqueue.copy.record.enable", "TRUE"),
@@ -1137,5 +1199,26 @@ mod tests {
         ] {
             assert_eq!(parse_iso_duration_ms(text), ms, "{text}");
         }
+    }
+
+    #[test]
+    fn renew_acknowledge_enable_defaults_to_true() {
+        let mut c = ShareGroupConfig::default();
+        assert!(c.renew_acknowledge_enable, "Kafka 4.4's default");
+        c.apply(&[(
+            "share.renew.acknowledge.enable".into(),
+            Some("false".into()),
+        )])
+        .unwrap();
+        assert!(!c.renew_acknowledge_enable);
+        assert!(c
+            .apply(&[(
+                "share.renew.acknowledge.enable".into(),
+                Some("maybe".into())
+            )])
+            .is_err());
+        c.apply(&[("share.renew.acknowledge.enable".into(), None)])
+            .unwrap();
+        assert!(c.renew_acknowledge_enable);
     }
 }

@@ -290,8 +290,8 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                             )
                         })
                         .collect();
-                    super::share_api::ack_batches(&raw, super::share_api::RenewPolicy::Unknown)
-                        .map(|batches| {
+                    super::share_api::ack_batches(&raw, super::share_api::RenewPolicy::Unknown).map(
+                        |batches| {
                             (
                                 partition_shard(&meta.name, p.partition_index, shards),
                                 PartitionRef {
@@ -301,7 +301,8 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                                 },
                                 batches,
                             )
-                        })
+                        },
+                    )
                 }
             };
             parts.push(Part {
