@@ -237,6 +237,7 @@ impl Sim {
                 record_limit: false,
                 partition_max_bytes: 1 << 20,
                 min_one_batch: true,
+                acquire_created: true,
             },
             self.now,
         );
