@@ -1055,6 +1055,7 @@ mod tests {
                     partition_max_bytes: 1 << 20,
                     min_one_batch: true,
                     record_limit: false,
+                    acquire_created: true,
                 };
                 let got = s.share_fetch(&op, 0);
                 assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);
