@@ -794,10 +794,7 @@ impl ShardCtx {
     /// written is logged and dropped: the records stay ARCHIVED (Kafka's "Failed to write to
     /// DLQ, proceeding to ARCHIVED regardless").
     async fn copy_to_dlq(&self) {
-        let (produces, failures) = self
-            .state
-            .borrow_mut()
-            .take_dlq_produces(wall_ms());
+        let (produces, failures) = self.state.borrow_mut().take_dlq_produces(wall_ms());
         for failure in failures {
             tracing::warn!(shard = %self.id, error = %failure, "Failed to write to DLQ, proceeding to ARCHIVED regardless");
         }
@@ -821,7 +818,9 @@ impl ShardCtx {
                     records = count, code = r.error_code, error = ?r.error_message,
                     "Failed to write to DLQ, proceeding to ARCHIVED regardless"
                 ),
-                _ => tracing::warn!(shard = %self.id, group = %group, "unexpected reply to a DLQ produce"),
+                _ => {
+                    tracing::warn!(shard = %self.id, group = %group, "unexpected reply to a DLQ produce")
+                }
             }
         }
     }

@@ -906,7 +906,10 @@ impl<S: Storage + Clone> ShardState<S> {
                     }
                 },
             };
-            let source = self.registry().topic_by_id(&copy.topic_id).map(|m| m.name.clone());
+            let source = self
+                .registry()
+                .topic_by_id(&copy.topic_id)
+                .map(|m| m.name.clone());
             if target.copy_record {
                 if let Some(name) = &source {
                     let r = PartitionRef {

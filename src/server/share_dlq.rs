@@ -35,8 +35,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use std::collections::BTreeSet;
 use uuid::Uuid;
@@ -197,7 +196,9 @@ pub struct DlqTarget {
 pub fn resolve_target(registry: &TopicRegistry, group_id: &str) -> Result<DlqTarget, String> {
     let config = registry.group_config(group_id);
     let Some(topic) = config.dlq_topic else {
-        return Err(format!("DLQ topic is not configured for share group {group_id}."));
+        return Err(format!(
+            "DLQ topic is not configured for share group {group_id}."
+        ));
     };
     if topic.starts_with("__") {
         return Err(format!(
@@ -331,7 +332,10 @@ mod tests {
 
     #[test]
     fn batch_carries_kafkas_headers_in_order_and_the_record_only_when_copying() {
-        let copies = [copy(7, DlqCause::Rejected), copy(9, DlqCause::DeliveryLimit)];
+        let copies = [
+            copy(7, DlqCause::Rejected),
+            copy(9, DlqCause::DeliveryLimit),
+        ];
         for copy_record in [true, false] {
             let mut bytes = encode_batch(&copies, |_| "src".into(), copy_record, 1_000);
             crate::log::batch::validate(&bytes).unwrap();
@@ -354,7 +358,10 @@ mod tests {
                 (HEADER_OFFSET, "9"),
                 (HEADER_GROUP, "g"),
                 (HEADER_DELIVERY_COUNT, "2"),
-                (HEADER_MESSAGE, "Offset delivery count exceeded the threshold."),
+                (
+                    HEADER_MESSAGE,
+                    "Offset delivery count exceeded the threshold.",
+                ),
             ]
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -382,7 +389,14 @@ mod tests {
         let acks = vec![AckBatch {
             first: 0,
             last: 5,
-            types: vec![T::Accept, T::Reject, T::Gap, T::Release, T::Release, T::Reject],
+            types: vec![
+                T::Accept,
+                T::Reject,
+                T::Gap,
+                T::Release,
+                T::Release,
+                T::Reject,
+            ],
         }];
         sp.acknowledge("m", &acks, 0).unwrap();
         let got = newly_archived(&before, &sp, &acks, 2);
@@ -398,7 +412,10 @@ mod tests {
         let got = newly_archived(&before, &sp, &acks, 2);
         assert_eq!(
             got,
-            vec![(3, 2, DlqCause::DeliveryLimit), (4, 2, DlqCause::DeliveryLimit)]
+            vec![
+                (3, 2, DlqCause::DeliveryLimit),
+                (4, 2, DlqCause::DeliveryLimit)
+            ]
         );
     }
 
@@ -419,7 +436,10 @@ mod tests {
         sp.expire_locks(2 * lock + 2);
         assert_eq!(
             newly_archived(&before, &sp, &[], 2),
-            vec![(0, 2, DlqCause::DeliveryLimit), (1, 2, DlqCause::DeliveryLimit)]
+            vec![
+                (0, 2, DlqCause::DeliveryLimit),
+                (1, 2, DlqCause::DeliveryLimit)
+            ]
         );
     }
 
