@@ -12,8 +12,9 @@
 //! 1. setup: create the topics; group configs `share.auto.offset.reset=earliest` and, on
 //!    Lockstep, `share.partition.max.record.locks` = `Workload::record_locks` (LOCKED records of an
 //!    open transaction count against it until their checkpoint commits; Kafka's default of 2 000
-//!    caps a transactional consumer at 2 000 records per checkpoint) and for transactional mode
-//!    `share.acknowledgement.mode=transactional`; produce the backlog (records stamped 0);
+//!    caps a transactional consumer at 2 000 records per checkpoint; outside transactional mode it
+//!    is capped at Kafka's bound, 4 000) and for transactional mode
+//!    `share.acknowledgement.mode=transactional` (set first: only it allows more than 4 000); produce the backlog (records stamped 0);
 //! 2. run: consumers join and wait for an assignment (Kafka assigns a few seconds after a join),
 //!    then the clock starts, producers send for warm-up + duration (values carry the send time in
 //!    their first 8 bytes), consumers acknowledge every record with ACCEPT:
@@ -517,18 +518,25 @@ fn measure(
     admin
         .set_group_config(&group, "share.auto.offset.reset", "earliest")
         .map_err(|e| format!("group config: {e}"))?;
+    if mode == Mode::Transactional {
+        admin
+            .set_group_config(&group, "share.acknowledgement.mode", "transactional")
+            .map_err(|e| format!("group config: {e}"))?;
+    }
     if target.kind == Kind::Lockstep {
+        // Past Kafka's 4 000 record locks only in transactional mode (Lockstep's exception).
+        let locks = if mode == Mode::Transactional {
+            w.record_locks
+        } else {
+            w.record_locks
+                .min(lockstep::constants::SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MAX)
+        };
         admin
             .set_group_config(
                 &group,
                 "share.partition.max.record.locks",
-                &w.record_locks.to_string(),
+                &locks.to_string(),
             )
-            .map_err(|e| format!("group config: {e}"))?;
-    }
-    if mode == Mode::Transactional {
-        admin
-            .set_group_config(&group, "share.acknowledgement.mode", "transactional")
             .map_err(|e| format!("group config: {e}"))?;
     }
     let partitions: Vec<(String, i32)> = topics

@@ -133,6 +133,10 @@ pub const SHARE_DELIVERY_COUNT_LIMIT_DEFAULT: u16 = 5;
 pub const SHARE_DELIVERY_COUNT_LIMIT_MIN: u16 = 2;
 /// Largest `share.delivery.count.limit` (Kafka's maximum).
 pub const SHARE_DELIVERY_COUNT_LIMIT_MAX: u16 = 10;
+/// Smallest delivery count from which acquisition is throttled (Kafka 4.2+'s
+/// `MINIMUM_THROTTLE_RECORDS_DELIVERY_LIMIT`): records delivered at least
+/// max(this, ceil(`share.delivery.count.limit` / 2)) times are handed out in halved batches.
+pub const SHARE_THROTTLE_DELIVERY_COUNT_MIN: u16 = 2;
 /// Kafka `share.partition.max.record.locks` default: in-flight records (SPEO - SPSO + 1) cap.
 pub const SHARE_PARTITION_MAX_RECORD_LOCKS_DEFAULT: u32 = 2_000;
 /// Largest `share.partition.max.record.locks` Lockstep accepts (runs make large windows cheap).

@@ -994,3 +994,58 @@ fn share_acknowledgements_survive_broker_sigkill_restart() {
         "nothing unacknowledged is lost"
     );
 }
+
+// ------------------------------------------------------------------------------------------------
+// share groups (issue 12): membership and sessions as Kafka 4.4
+
+/// A second member joins while the first consumes: Kafka moves each member to the new epoch in
+/// its own heartbeat and accepts the previous epoch, so nobody is fenced (the Java consumer logs a
+/// fenced heartbeat at INFO; the client counts those lines) and nobody drops its assignment.
+#[test]
+fn share_java_second_member_joins_without_fencing_the_first() {
+    let _g = serial();
+    deps();
+    let b = Broker::start();
+    let n = 2000u64;
+    let r = java_share(
+        &b,
+        "join",
+        "share-java-join",
+        "g-java-join",
+        &[("--count", n.to_string()), ("--partitions", "2".into())],
+    );
+    assert_ok("java share join", &r);
+    assert_eq!(r.u("fenced"), 0, "fenced heartbeats");
+    assert_eq!(r.u("received"), n);
+    assert_eq!(r.u("duplicates"), 0);
+    assert!(
+        r.u("consumer0_after_join") > 0,
+        "the first member kept consuming after the join: {}",
+        r.result
+    );
+}
+
+/// librdkafka's close sends the last poll's acknowledgements (ShareAcknowledge, epoch -1)
+/// alongside the leave heartbeat: they must be applied (nothing comes back) and every partition's
+/// receipt must reach the acknowledgement commit callback. Three rounds: the two requests race.
+#[test]
+fn share_python_close_delivers_pending_acknowledgements_with_receipts() {
+    let _g = serial();
+    deps();
+    let b = Broker::start();
+    for round in 0..3 {
+        let topic = format!("share-py-close-{round}");
+        let r = py_share(
+            &b,
+            "close",
+            &topic,
+            &format!("g-py-close-{round}"),
+            &[("--count", "200".into()), ("--partitions", "2".into())],
+        );
+        assert_ok(&format!("python share close, round {round}"), &r);
+        assert_eq!(r.u("receipts"), 200);
+        assert!(r.u("receipts_at_close") > 0);
+        assert_eq!(r.u("callback_errors"), 0);
+        assert_eq!(r.u("redelivered"), 0);
+    }
+}

@@ -2,11 +2,14 @@
 //! ShareGroupHeartbeat / ShareFetch v1 requests from `lockstep::client::connection`, so every
 //! field (MaxRecords, BatchSize, MaxBytes, MinBytes, MaxWaitMs) is the test's to choose.
 //!
-//! Scenarios, each on its own topic and group (records produced in batches of a known size,
-//! group config `share.auto.offset.reset=earliest`):
+//! Scenarios, each on its own topic and group, one broker for all (records produced in batches
+//! of a known size, group config `share.auto.offset.reset=earliest`):
 //! - `max_records_is_one_budget_over_all_partitions`: four partitions of 50 records on a
-//!   broker of four shards; one fetch with MaxRecords 500 gets at most one partition's worth
-//!   first, then the rest; MaxRecords 60 never returns 100 (no per-shard split either way).
+//!   broker of four shards; a new member's first fetch (MaxRecords 500) gets one partition's
+//!   50 (Kafka answers once the first share partition is initialized); MaxRecords 60 never
+//!   returns more than 60 however the partitions spread over shards.
+//! - `ready_partitions_share_one_budget`: once the share partitions exist, one fetch gets the
+//!   records of all of them (150), and MaxRecords 60 gives 60, 60, 60, then the last 10.
 //! - `rotation`: a backlog on one partition does not starve another: over successive fetches
 //!   of a session both partitions are served.
 //! - `batch_size`: BatchSize splits what is acquired into AcquiredRecords of at least BatchSize
@@ -311,9 +314,7 @@ fn drain(m: &mut Member, topic_id: Uuid, parts: &[i32], max: i32, total: i64) ->
     out
 }
 
-#[test]
-fn max_records_is_one_budget_over_all_partitions() {
-    let broker = start();
+fn max_records_is_one_budget_over_all_partitions(broker: &Broker) {
     let (topic, group) = (unique("budget"), unique("budget-g"));
     let parts = [0, 1, 2, 3];
     let topic_id = setup(
@@ -349,9 +350,7 @@ fn max_records_is_one_budget_over_all_partitions() {
     assert_eq!(fetches.iter().map(|f| f.total()).sum::<i64>(), 200);
 }
 
-#[test]
-fn rotation() {
-    let broker = start();
+fn rotation(broker: &Broker) {
     let (topic, group) = (unique("rotate"), unique("rotate-g"));
     // Partition 0 holds a backlog of 1000; partition 1 holds 20.
     let topic_id = setup(&broker.addr, &topic, &group, &[(0, 100, 10), (1, 2, 10)], 2);
@@ -367,9 +366,7 @@ fn rotation() {
     assert_eq!(seen.get(&1), Some(&20), "partition 1 served: {seen:?}");
 }
 
-#[test]
-fn batch_size() {
-    let broker = start();
+fn batch_size(broker: &Broker) {
     let (topic, group) = (unique("batch"), unique("batch-g"));
     // 10 batches of 5 records.
     let topic_id = setup(&broker.addr, &topic, &group, &[(0, 10, 5)], 1);
@@ -383,29 +380,29 @@ fn batch_size() {
     assert_eq!(f.ranges[&0], vec![(25, 34, 1), (35, 44, 1), (45, 49, 1)],);
 }
 
-#[test]
-fn max_bytes_zero() {
-    let broker = start();
+fn max_bytes_zero(broker: &Broker) {
     let (topic, group) = (unique("bytes0"), unique("bytes0-g"));
     let topic_id = setup(&broker.addr, &topic, &group, &[(0, 2, 10)], 1);
     let mut m = Member::join(&broker.addr, &group, &topic, 1);
     let f = m.fetch(topic_id, &[0], 500, 500, 0, 1, 1_000);
     assert_eq!(f.total(), 0, "MaxBytes 0: {f:?}");
+    assert!(f.elapsed < Duration::from_millis(800), "answered at once");
     // The records were not acquired: the next fetch gets them all.
     let f = m.fetch(topic_id, &[0], 500, 500, 50 * MIB, 1, 3_000);
     assert_eq!(f.total(), 20);
 }
 
-#[test]
-fn min_bytes() {
-    let broker = start();
+fn min_bytes(broker: &Broker) {
     let (topic, group) = (unique("minbytes"), unique("minbytes-g"));
     let topic_id = setup(&broker.addr, &topic, &group, &[(0, 1, 10)], 1);
     let mut m = Member::join(&broker.addr, &group, &topic, 1);
-    // Satisfied at once by the records there.
-    let _ = m.fetch(topic_id, &[0], 500, 500, 50 * MIB, 1, 0);
+    // MaxWaitMs 0 on the fetch that creates the share partition: Kafka initializes it
+    // asynchronously, so nothing yet.
+    let f = m.fetch(topic_id, &[0], 500, 500, 50 * MIB, 1, 0);
+    assert_eq!(f.total(), 0);
+    // Then MaxRecords 1 gets the whole batch of 10 (the soft limit).
     let f = m.fetch(topic_id, &[0], 1, 500, 50 * MIB, 1, 3_000);
-    let _ = f;
+    assert_eq!(f.ranges[&0], vec![(0, 9, 1)]);
     let (topic, group) = (unique("minbytes2"), unique("minbytes2-g"));
     let topic_id = setup(&broker.addr, &topic, &group, &[(0, 1, 10)], 1);
     let mut m = Member::join(&broker.addr, &group, &topic, 1);
@@ -418,11 +415,8 @@ fn min_bytes() {
     assert_eq!(f.total(), 10, "then answers with what there is");
 }
 
-#[test]
-#[ignore = "experiment"]
-fn experiment_init() {
-    let broker = start();
-    let (topic, group) = (unique("exp"), unique("exp-g"));
+fn ready_partitions_share_one_budget(broker: &Broker) {
+    let (topic, group) = (unique("ready"), unique("ready-g"));
     let parts = [0, 1, 2, 3];
     let topic_id = setup(
         &broker.addr,
@@ -432,21 +426,55 @@ fn experiment_init() {
         4,
     );
     let mut m = Member::join(&broker.addr, &group, &topic, 4);
-    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
-    std::thread::sleep(Duration::from_secs(2));
-    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
-    m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
-    // Second group: initialized partitions, new data on all.
-    let group2 = unique("exp-g2");
-    let mut admin = Admin::connect(&broker.addr).unwrap();
+    // The first fetch gets one partition's records (the others are still initializing in
+    // Kafka); once they are ready, one fetch gets all of them.
+    let f = m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    assert_eq!((f.ranges.len(), f.total()), (1, 50));
+    std::thread::sleep(Duration::from_secs(1));
+    let f = m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 3_000);
+    assert_eq!((f.ranges.len(), f.total()), (3, 150));
+
+    // Another group on the same records: MaxRecords 1 gets a whole batch of 10; then
+    // MaxRecords 60 walks the ready partitions with one budget: 60 a fetch until 10 are left.
+    let group2 = unique("ready-g2");
+    let mut admin = Admin::connect(&broker.addr).expect("admin");
     admin
         .set_group_config(&group2, "share.auto.offset.reset", "earliest")
-        .unwrap();
+        .expect("group config");
     let mut m2 = Member::join(&broker.addr, &group2, &topic, 4);
-    m2.fetch(topic_id, &parts, 1, 1, 50 * MIB, 1, 3_000);
-    std::thread::sleep(Duration::from_secs(2));
-    for _ in 0..6 {
-        m2.fetch(topic_id, &parts, 60, 60, 50 * MIB, 1, 3_000);
-        std::thread::sleep(Duration::from_millis(500));
+    let f = m2.fetch(topic_id, &parts, 1, 1, 50 * MIB, 1, 3_000);
+    assert_eq!((f.ranges.len(), f.total()), (1, 10));
+    std::thread::sleep(Duration::from_secs(1));
+    let totals: Vec<i64> = (0..4)
+        .map(|_| {
+            m2.fetch(topic_id, &parts, 60, 60, 50 * MIB, 1, 3_000)
+                .total()
+        })
+        .collect();
+    assert_eq!(totals, vec![60, 60, 60, 10]);
+}
+
+/// One broker for every scenario (several brokers of four shards at once overload a small
+/// machine), each scenario on its own topic and group.
+#[test]
+fn share_fetch_limits() {
+    let broker = start();
+    for (name, scenario) in [
+        (
+            "max_records_is_one_budget_over_all_partitions",
+            max_records_is_one_budget_over_all_partitions as fn(&Broker),
+        ),
+        (
+            "ready_partitions_share_one_budget",
+            ready_partitions_share_one_budget,
+        ),
+        ("rotation", rotation),
+        ("batch_size", batch_size),
+        ("max_bytes_zero", max_bytes_zero),
+        ("min_bytes", min_bytes),
+    ] {
+        let started = Instant::now();
+        scenario(&broker);
+        println!("{name}: ok in {} ms", started.elapsed().as_millis());
     }
 }

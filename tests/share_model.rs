@@ -2,7 +2,9 @@
 //!
 //! What it proves: for every operation — acquire, acknowledge (GAP, ACCEPT, RELEASE, REJECT,
 //! RENEW, one type or per offset, valid or malformed, own or foreign records), lock expiry,
-//! member release, transactional lock / commit / abort, AlterShareGroupOffsets, and restart
+//! member release, transactional lock / commit / abort, AlterShareGroupOffsets, the log
+//! start moving (retention, DeleteRecords), throttled delivery near the delivery limit
+//! (Kafka 4.2+), and restart
 //! from the durable view — the run-based partition gives the same answers (acquired offsets
 //! with delivery counts, error codes, counts) and the same state for every offset as a
 //! trivial per-offset model written from the rules; its runs stay disjoint, tiling and
@@ -15,8 +17,9 @@
 //! `exhaustive_small_cases` runs every sequence of up to 4 operations from a 31-operation
 //! alphabet on a 4-offset log with 2 members, by depth-first search over cloned states.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use lockstep::share::partition::throttle_threshold;
 use lockstep::share::{
     AckBatch, AcknowledgeType, LockOutcome, RecordState, ShareConfig, ShareError, SharePartition,
     ShareSnapshot,
@@ -51,6 +54,11 @@ struct Oracle {
     spso: i64,
     next: i64,
     recs: BTreeMap<i64, ORec>,
+    /// First offsets of delivery batches (Kafka's in-flight batches): where each
+    /// acquisition of new offsets began, or after a restart each change of durable state.
+    batches: BTreeSet<i64>,
+    /// The log start: nothing below it is ever AVAILABLE.
+    log_start: i64,
 }
 
 impl Oracle {
@@ -60,6 +68,8 @@ impl Oracle {
             spso: start,
             next: start,
             recs: BTreeMap::new(),
+            batches: BTreeSet::new(),
+            log_start: 0,
         }
     }
 
@@ -80,8 +90,8 @@ impl Oracle {
         );
     }
 
-    fn released(&self, dc: u16) -> OState {
-        if dc >= self.config.delivery_count_limit {
+    fn released(&self, o: i64, dc: u16) -> OState {
+        if o < self.log_start || dc >= self.config.delivery_count_limit {
             OState::Archived
         } else {
             OState::Available
@@ -99,29 +109,89 @@ impl Oracle {
         }
     }
 
+    /// The delivery batch holding `o`: [last start at or before it, next start - 1 or SPEO].
+    fn batch_of(&self, o: i64) -> (i64, i64) {
+        let first = *self
+            .batches
+            .range(..=o)
+            .next_back()
+            .expect("a batch holds o");
+        let last = self
+            .batches
+            .range(o + 1..)
+            .next()
+            .map_or(self.next - 1, |n| n - 1);
+        (first, last)
+    }
+
+    /// Kafka 4.2+'s acquire, offset by offset (`acquireSubsetBatchRecords`,
+    /// `shouldThrottleRecordsDelivery`), with Lockstep's exact record budget.
     fn acquire(&mut self, m: usize, log_end: i64, max: u32, now: u64) -> Vec<(i64, u16)> {
         let mut out = Vec::new();
         let mut budget = max as usize;
         let deadline_ms = now + self.config.record_lock_duration_ms;
-        for o in self.spso..self.next {
-            if budget == 0 || o >= log_end {
+        let limit = self.config.delivery_count_limit;
+        let threshold = throttle_threshold(limit);
+        let mut stop = false;
+        let mut o = self.spso;
+        while budget > 0 && o < self.next && o < log_end {
+            let (bf, bl) = self.batch_of(o);
+            let reach = bl.min(log_end - 1);
+            let avail: Vec<i64> = (o..=reach)
+                .filter(|&x| self.rec(x).state == OState::Available)
+                .collect();
+            o = reach + 1;
+            let Some(max_dc) = avail.iter().map(|&x| self.rec(x).delivery_count).max() else {
+                continue;
+            };
+            let throttled = max_dc >= threshold;
+            if throttled && !out.is_empty() {
+                stop = true;
                 break;
             }
-            let r = self.rec(o);
-            if r.state == OState::Available {
+            let size = (bl - bf + 1) as u64;
+            let mut in_batch = 0u64;
+            let mut cap: Option<u64> = None;
+            for x in avail {
+                if budget == 0 {
+                    break;
+                }
+                let dc = self.rec(x).delivery_count;
+                if throttled {
+                    if limit > 2 && dc == limit - 1 && in_batch > 0 {
+                        break;
+                    }
+                    if dc >= threshold && cap.is_none() {
+                        cap = Some((size >> (dc - threshold + 1)).max(1));
+                    }
+                }
                 self.set(
-                    o,
+                    x,
                     OState::Acquired {
                         member: m,
                         deadline_ms,
                     },
-                    r.delivery_count + 1,
+                    dc + 1,
                 );
-                out.push((o, r.delivery_count + 1));
+                out.push((x, dc + 1));
                 budget -= 1;
+                in_batch += 1;
+                if throttled && ((limit > 2 && dc + 1 == limit) || cap == Some(in_batch)) {
+                    break;
+                }
+            }
+            if throttled && in_batch > 0 {
+                stop = true;
+                break;
             }
         }
+        if stop {
+            return out;
+        }
         let cap_last = self.spso + i64::from(self.config.partition_max_record_locks) - 1;
+        if budget > 0 && self.next < log_end && self.next <= cap_last {
+            self.batches.insert(self.next);
+        }
         while budget > 0 && self.next < log_end && self.next <= cap_last {
             let o = self.next;
             self.set(
@@ -207,7 +277,7 @@ impl Oracle {
                 let state = match t {
                     AcknowledgeType::Accept => OState::Acknowledged,
                     AcknowledgeType::Reject | AcknowledgeType::Gap => OState::Archived,
-                    AcknowledgeType::Release => self.released(r.delivery_count),
+                    AcknowledgeType::Release => self.released(o, r.delivery_count),
                     AcknowledgeType::Renew => OState::Acquired {
                         member: m,
                         deadline_ms: now + self.config.record_lock_duration_ms,
@@ -245,7 +315,7 @@ impl Oracle {
         for o in self.spso..self.next {
             let r = self.rec(o);
             if pred(r.state) {
-                let s = self.released(r.delivery_count);
+                let s = self.released(o, r.delivery_count);
                 self.set(o, s, r.delivery_count);
                 n += 1;
             }
@@ -289,10 +359,42 @@ impl Oracle {
         for o in self.spso..self.next {
             let r = self.rec(o);
             if matches!(r.state, OState::Locked { txn: t, .. } if t == txn) {
-                self.set(o, OState::Available, r.delivery_count - 1);
+                let state = if o < self.log_start {
+                    OState::Archived
+                } else {
+                    OState::Available
+                };
+                self.set(o, state, r.delivery_count - 1);
                 n += 1;
             }
         }
+        self.advance();
+        n
+    }
+
+    /// The log start moved: AVAILABLE below it ARCHIVED, offsets below it never acquired
+    /// ARCHIVED (SPEO + 1 moves up to it); ACQUIRED and LOCKED keep their state.
+    fn move_log_start(&mut self, log_start: i64) -> u64 {
+        if log_start <= self.log_start {
+            return 0;
+        }
+        self.log_start = log_start;
+        let mut n = 0;
+        for o in self.spso..self.next.min(log_start) {
+            let r = self.rec(o);
+            if r.state == OState::Available {
+                self.set(o, OState::Archived, r.delivery_count);
+                n += 1;
+            }
+        }
+        if self.next < log_start {
+            self.batches.insert(self.next);
+            for o in self.next..log_start {
+                self.set(o, OState::Archived, 0);
+            }
+            self.next = log_start;
+        }
+        self.advance();
         n
     }
 
@@ -307,13 +409,17 @@ impl Oracle {
             return Err(68);
         }
         self.recs.retain(|&o, _| o < self.spso);
+        let offset = offset.max(self.log_start);
+        self.recs.retain(|&o, _| o < offset);
+        self.batches.clear();
         self.spso = offset;
         self.next = offset;
         Ok(())
     }
 
     /// A restart: acquisitions are lost (the record is as before it was acquired), and the
-    /// window ends at the last offset with a state other than never-delivered.
+    /// window ends at the last offset with a state other than never-delivered. Each run of
+    /// equal durable state is one delivery batch. Then the shard re-applies the log start.
     fn restart(&mut self) {
         for o in self.spso..self.next {
             let r = self.rec(o);
@@ -330,6 +436,14 @@ impl Oracle {
         {
             self.next -= 1;
         }
+        self.batches.clear();
+        for o in self.spso..self.next {
+            if o == self.spso || self.rec(o) != self.rec(o - 1) {
+                self.batches.insert(o);
+            }
+        }
+        let log_start = std::mem::take(&mut self.log_start);
+        self.move_log_start(log_start);
     }
 }
 
@@ -366,6 +480,10 @@ enum Op {
         m: usize,
     },
     SetStartOffset {
+        offset: i64,
+    },
+    /// Retention or DeleteRecords moved the log start.
+    MoveLogStart {
         offset: i64,
     },
     Restart,
@@ -452,13 +570,22 @@ impl World {
                 let got = self.p.set_start_offset(*offset).map_err(|e| e.code());
                 assert_eq!(got, self.o.set_start_offset(*offset));
             }
+            Op::MoveLogStart { offset } => {
+                assert_eq!(
+                    self.p.move_log_start(*offset),
+                    self.o.move_log_start(*offset)
+                );
+            }
             Op::Restart => {
                 assert_eq!(
                     self.journal,
                     self.p.snapshot(),
                     "journal replay before restart"
                 );
+                let log_start = self.p.log_start();
                 self.p = SharePartition::from_snapshot(*self.p.config(), &self.journal).unwrap();
+                // The shard re-applies the log's start offset (not persisted with the state).
+                self.p.move_log_start(log_start);
                 self.o.restart();
             }
         }
@@ -656,6 +783,10 @@ fn random_op(rng: &mut SmallRng, w: &World, log_end: &mut i64) -> Op {
             let offset = rng.gen_range(0..=*log_end + 2);
             Op::SetStartOffset { offset }
         }
+        94..=95 => {
+            let offset = rng.gen_range(0..=*log_end + 2);
+            Op::MoveLogStart { offset }
+        }
         _ => Op::Restart,
     }
 }
@@ -665,7 +796,7 @@ fn run_seed(seed: u64, ops: usize) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let config = ShareConfig {
         record_lock_duration_ms: 1_000,
-        delivery_count_limit: rng.gen_range(2..=4),
+        delivery_count_limit: rng.gen_range(2..=6),
         partition_max_record_locks: rng.gen_range(1..=40),
     };
     let start = rng.gen_range(0..5);
@@ -673,7 +804,7 @@ fn run_seed(seed: u64, ops: usize) {
     let mut log_end = start + rng.gen_range(0..10);
     for _ in 0..ops {
         let op = random_op(&mut rng, &w, &mut log_end);
-        if let Op::SetStartOffset { offset } = op {
+        if let Op::SetStartOffset { offset } | Op::MoveLogStart { offset } = op {
             log_end = log_end.max(offset);
         }
         w.apply(&op);

@@ -21,6 +21,26 @@
 //! Scenarios that use APIs Kafka does not have (the KIP's share transactions, keys 1000–1005) are
 //! marked Lockstep-only and skipped against Kafka.
 //!
+//! What Kafka 4.4 showed, pinned by the scenarios (issue 12's items in brackets):
+//! - [1] 10 records, delivery limit 5, 7 rounds of "fetch, drop the connection": 10, 10, 10, 5, 1,
+//!   1, 1 records at delivery counts 1, 2, 3, 4, 5, 5, 5.
+//! - [2] B joins a 2-partition group: A's heartbeats answer no error, A's epoch rises once (its
+//!   assignment went from 2 partitions to 1), and a heartbeat at A's previous epoch is accepted.
+//! - [3] 0..=9 acquired, 0..=2 and 7..=8 accepted, DeleteRecords to 5, connection dropped, 2 more
+//!   produced: 5, 6, 9 come back at count 2, then 10, 11 at count 1; with nothing in flight a
+//!   DeleteRecords to 9 redelivers nothing acknowledged.
+//! - [4] a fresh member's first fetch of 2 × 50 (one batch each) gets one partition's 50;
+//!   MaxRecords 30 over 70 single-record batches: 30, 30, 10; MaxBytes 0: no records, no error.
+//! - [5] ShareFetch epoch −1 or 5 without a session: SHARE_SESSION_NOT_FOUND (122); epoch 0 with
+//!   acknowledgements: INVALID_REQUEST (42); ShareAcknowledge epoch 0: INVALID_SHARE_SESSION_EPOCH
+//!   (123); a wrong epoch in a session: 123. A member that opened a new session on a new
+//!   connection keeps its records when the old connection drops (which releases nothing).
+//! - [6] (Lockstep-only) an abort at restart and a live abort redeliver at the same count.
+//! - [7] RENEW on ShareAcknowledge v1: INVALID_REQUEST at the partition; CreatePartitions: the
+//!   member is assigned the new partition (epoch +1) and gets its records; `kafka-share-groups
+//!   --delete` of an empty group succeeds, then `--describe` says GroupIdNotFoundException;
+//!   20 records, 5 accepted: LAG 15 (START-OFFSET still 0 on Kafka, not compared).
+//!
 //! Observation is raw ShareGroupHeartbeat / ShareFetch / ShareAcknowledge v1 requests through
 //! `lockstep::client::connection::Connection` (typed `kafka-protocol` messages), so acquired ranges,
 //! delivery counts and error codes are seen as the broker sent them; lag is read with Kafka's own
@@ -36,9 +56,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
-    delete_records_request, share_acknowledge_request, share_fetch_request, DeleteRecordsRequest,
-    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
-    ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+    create_partitions_request, delete_records_request, share_acknowledge_request,
+    share_fetch_request, CreatePartitionsRequest, DeleteRecordsRequest, GroupId,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
@@ -55,6 +76,9 @@ const WAIT: Duration = Duration::from_secs(20);
 
 // Kafka error codes seen by the scenarios.
 const NONE: i16 = 0;
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
 const INVALID_REQUEST: i16 = 42;
 const SHARE_SESSION_NOT_FOUND: i16 = 122;
 const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
@@ -245,7 +269,17 @@ impl Ctx {
             .create_topics(&[NewTopic::new(name, partitions)])
             .expect("create topic");
         let id = created[0].1;
-        // wait until every partition has a leader
+        let md_id = self.topic_leaders(name, partitions);
+        if id.is_nil() {
+            md_id
+        } else {
+            id
+        }
+    }
+
+    /// Waits until `partitions` partitions of `name` have leaders; returns the topic id.
+    fn topic_leaders(&self, name: &str, partitions: i32) -> Uuid {
+        let mut admin = Admin::connect(&self.bootstrap).expect("admin");
         let t0 = Instant::now();
         loop {
             let md = admin.metadata(Some(&[name])).expect("metadata");
@@ -253,7 +287,7 @@ impl Ctx {
                 if t.partitions.len() == partitions as usize
                     && t.partitions.iter().all(|p| p.leader >= 0)
                 {
-                    return if id.is_nil() { t.id } else { id };
+                    return t.id;
                 }
             }
             assert!(t0.elapsed() < WAIT, "topic {name} has no leaders");
@@ -353,8 +387,30 @@ impl Member {
             hb: ctx.conn(),
             assignment: Vec::new(),
         };
-        let r = heartbeat(&mut m.hb, group, &m.id, 0, Some(&[topic]));
-        assert_eq!(r.error_code, NONE, "join heartbeat: {:?}", r.error_message);
+        // As clients do: FindCoordinator first (on a fresh Kafka it creates __consumer_offsets);
+        // a broker just started may still be loading its group coordinator.
+        let t0 = Instant::now();
+        let mut admin = Admin::connect(&ctx.bootstrap).expect("admin");
+        while let Err(e) = admin.find_group_coordinator(group) {
+            assert!(t0.elapsed() < WAIT, "FindCoordinator {group}: {e}");
+            thread::sleep(Duration::from_millis(300));
+        }
+        let r = loop {
+            let r = heartbeat(&mut m.hb, group, &m.id, 0, Some(&[topic]));
+            match r.error_code {
+                COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR
+                    if t0.elapsed() < WAIT =>
+                {
+                    thread::sleep(Duration::from_millis(300))
+                }
+                _ => break r,
+            }
+        };
+        assert_eq!(
+            r.error_code, NONE,
+            "join heartbeat: error {} {:?}",
+            r.error_code, r.error_message
+        );
         m.epoch = r.member_epoch;
         if let Some(a) = assignment_of(&r) {
             m.assignment = a;
@@ -516,6 +572,33 @@ fn partition_errors(r: &ShareFetchResponse) -> Vec<i16> {
         .collect()
 }
 
+/// A broker this test just started: waits until a share group works end to end (on a fresh
+/// Kafka the group and share coordinators' internal topics are created on first use), so that
+/// the scenarios see a warm broker as they do at `LOCKSTEP_PARITY_BOOTSTRAP`.
+fn warm_up(ctx: &Ctx) {
+    let t0 = Instant::now();
+    let (topic, group) = (ctx.name("warmup"), ctx.name("warmup-g"));
+    let tid = ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    ctx.produce(&topic, 0, 1, 1);
+    let m = Member::join(ctx, &group, &topic, 1);
+    let mut errors = Vec::new();
+    while t0.elapsed() < BROKER_START_TIMEOUT {
+        let mut conn = ctx.conn();
+        let r = share_fetch(&mut conn, &m, &[(tid, 0)], &Fetch::default());
+        if r.error_code == NONE && total(&acquired(&r)) == 1 {
+            eprintln!(
+                "warm-up: a share fetch works after {:.1} s (errors before: {errors:?})",
+                t0.elapsed().as_secs_f64()
+            );
+            return;
+        }
+        errors.push(r.error_code);
+        thread::sleep(Duration::from_millis(500));
+    }
+    panic!("warm-up: no share fetch worked: {errors:?}");
+}
+
 /// Opens a session on a fresh connection and fetches until something is acquired (or `WAIT`).
 /// Returns the connection (the session lives as long as it does) and what was acquired.
 fn fetch_some(
@@ -524,6 +607,17 @@ fn fetch_some(
     parts: &[(Uuid, i32)],
     f: &Fetch,
 ) -> (Connection, i32, BTreeMap<i32, Vec<(i64, i16)>>) {
+    fetch_some_within(ctx, m, parts, f, WAIT)
+}
+
+/// [`fetch_some`] giving up after `wait`.
+fn fetch_some_within(
+    ctx: &Ctx,
+    m: &Member,
+    parts: &[(Uuid, i32)],
+    f: &Fetch,
+    wait: Duration,
+) -> (Connection, i32, BTreeMap<i32, Vec<(i64, i16)>>) {
     let mut conn = ctx.conn();
     let mut epoch = 0;
     let t0 = Instant::now();
@@ -531,10 +625,20 @@ fn fetch_some(
         let mut f = f.clone();
         f.session_epoch = epoch;
         let r = share_fetch(&mut conn, m, parts, &f);
-        assert_eq!(r.error_code, NONE, "ShareFetch: {:?}", r.error_message);
+        if r.error_code == SHARE_SESSION_NOT_FOUND && epoch > 0 && t0.elapsed() < wait {
+            // Kafka keys sessions by member: the close of this member's previous connection
+            // may remove the session this connection just opened. Clients open a new one.
+            epoch = 0;
+            continue;
+        }
+        assert_eq!(
+            r.error_code, NONE,
+            "ShareFetch: error {} {:?}",
+            r.error_code, r.error_message
+        );
         epoch += 1;
         let a = acquired(&r);
-        if total(&a) > 0 || t0.elapsed() > WAIT {
+        if total(&a) > 0 || t0.elapsed() > wait {
             return (conn, epoch, a);
         }
     }
@@ -561,13 +665,22 @@ fn delivery_near_the_limit(ctx: &Ctx) {
     let mut sizes = Vec::new();
     let mut counts = Vec::new();
     for _round in 0..7 {
-        let (conn, _, a) = fetch_some(ctx, &m, &[(tid, 0)], &Fetch::default());
+        // Kafka hands something out in every round; 5 s bounds a round that gets nothing.
+        let (conn, _, a) = fetch_some_within(
+            ctx,
+            &m,
+            &[(tid, 0)],
+            &Fetch::default(),
+            Duration::from_secs(5),
+        );
         let got = a.get(&0).cloned().unwrap_or_default();
         sizes.push(got.len());
         let mut dcs: Vec<i16> = got.iter().map(|x| x.1).collect();
         dcs.dedup();
         counts.push(dcs);
         drop(conn);
+        // let the broker see the connection go before the next round
+        thread::sleep(Duration::from_millis(200));
     }
     eprintln!("  delivery_near_the_limit: sizes {sizes:?} delivery counts {counts:?}");
     assert_eq!(sizes, vec![10, 10, 10, 5, 1, 1, 1], "records per round");
@@ -750,14 +863,16 @@ fn first_fetch_of_two_partitions(ctx: &Ctx) {
     assert_eq!(nonzero, vec![50], "one partition's 50");
 }
 
-/// Issue 12 item 4: MaxRecords is one budget for the whole request, across partitions.
+/// Issue 12 item 4: MaxRecords is one budget for the whole request: with the data in one of two
+/// partitions (so on one shard of Lockstep), a fetch of MaxRecords 30 gets 30 (not 30 split
+/// by shards); no fetch ever gets more than 30; every record comes exactly once. (Which
+/// partitions a later fetch serves is timing: Kafka gave [30, 30, 20] and [30, 10, 30, 10] for
+/// 40 + 40 records, so only these are compared.)
 fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
     let (topic, group) = (ctx.name("maxrec"), ctx.name("maxrec-g"));
     let tid = ctx.topic(&topic, 2);
     ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
-    for p in 0..2 {
-        ctx.produce(&topic, p, 40, 1);
-    }
+    ctx.produce(&topic, 0, 70, 1);
     let m = Member::join(ctx, &group, &topic, 2);
     let mut f = Fetch::default();
     f.max_records = 30;
@@ -766,7 +881,7 @@ fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
     let mut sizes = vec![total(&got)];
     let mut all = got;
     let t0 = Instant::now();
-    while all.values().map(Vec::len).sum::<usize>() < 80 && t0.elapsed() < WAIT {
+    while all.values().map(Vec::len).sum::<usize>() < 70 && t0.elapsed() < WAIT {
         let mut f = f.clone();
         f.session_epoch = sess;
         let r = share_fetch(&mut conn, &m, &[], &f);
@@ -779,12 +894,13 @@ fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
             all.entry(p).or_default().extend(v);
         }
     }
-    eprintln!("  max records 30 over 2x40 single-record batches: fetch sizes {sizes:?}");
-    assert_eq!(
-        sizes,
-        vec![30, 30, 20],
-        "MaxRecords 30 per fetch over both partitions"
+    eprintln!(
+        "  max records 30, 70 single-record batches in 1 of 2 partitions: fetch sizes {sizes:?}"
     );
+    assert_eq!(sizes, vec![30, 30, 10], "MaxRecords 30 per fetch");
+    let mut offsets: Vec<i64> = all.values().flatten().map(|x| x.0).collect();
+    offsets.sort();
+    assert_eq!(offsets, (0..70).collect::<Vec<_>>(), "every record once");
 }
 
 /// Issue 12 item 4: MaxBytes 0 returns no records.
@@ -879,6 +995,235 @@ fn share_session_errors(ctx: &Ctx) {
             ),
         ]
     );
+}
+
+/// Issue 12 item 5: a dropped connection releases only what its own session holds: a member
+/// that reconnected (a new session, epoch 0, on a new connection) keeps what its newer session
+/// acquired, and that session goes on working. On Kafka the new session replaces the old one,
+/// so the old connection's close releases nothing at all.
+fn dropped_connection_releases_only_its_own_session(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("reconn"), ctx.name("reconn-g"));
+    let tid = ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    ctx.produce(&topic, 0, 5, 5);
+    let a = Member::join(ctx, &group, &topic, 1);
+    let (old, _, got) = fetch_some(ctx, &a, &[(tid, 0)], &Fetch::default());
+    assert_eq!(total(&got), 5, "the old session holds 0..=4");
+    ctx.produce(&topic, 0, 5, 5);
+    // the same member on a new connection: a new session
+    let (mut new, mut sess, got) = fetch_some(ctx, &a, &[(tid, 0)], &Fetch::default());
+    let new_held: Vec<i64> = got.get(&0).into_iter().flatten().map(|x| x.0).collect();
+    assert_eq!(
+        new_held,
+        (5..10).collect::<Vec<_>>(),
+        "the new session holds 5..=9"
+    );
+    drop(old);
+    thread::sleep(Duration::from_millis(500));
+    // another member gets what the old session held, and only that
+    let b = Member::join(ctx, &group, &topic, 1);
+    let mut bc = ctx.conn();
+    let mut seen: Vec<(i64, i16)> = Vec::new();
+    for epoch in 0..3 {
+        let mut f = Fetch::default();
+        f.session_epoch = epoch;
+        let r = share_fetch(&mut bc, &b, &[(tid, 0)], &f);
+        assert_eq!(r.error_code, NONE);
+        seen.extend(acquired(&r).get(&0).cloned().unwrap_or_default());
+    }
+    seen.sort();
+    eprintln!("  reconnect: after the old connection dropped, another member got {seen:?}");
+    // the new session still works and its acknowledgements take
+    let r = share_acknowledge(&mut new, &a, sess, &[(tid, 0, 5, 9, ACCEPT)]);
+    sess += 1;
+    let _ = sess;
+    let ack_errors: Vec<i16> = r
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    eprintln!(
+        "  reconnect: the new session's acknowledgement: error {} partitions {ack_errors:?}",
+        r.error_code
+    );
+    // Kafka: the member's new session replaced the old one, so the old connection's close
+    // releases nothing (0..=4 stay acquired by the member until their lock times out) and the
+    // new session's 5..=9 stay with it.
+    assert_eq!(
+        seen,
+        vec![],
+        "nothing released by the old connection's close"
+    );
+    assert_eq!(r.error_code, NONE);
+    assert!(ack_errors.iter().all(|&c| c == NONE), "{ack_errors:?}");
+}
+
+/// Issue 12 item 7: ShareAcknowledge v1 with the v2 acknowledge type RENEW (4) is refused with
+/// INVALID_REQUEST, as Kafka does.
+fn renew_on_v1_is_an_invalid_request(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("renewv1"), ctx.name("renewv1-g"));
+    let tid = ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    ctx.produce(&topic, 0, 3, 3);
+    let m = Member::join(ctx, &group, &topic, 1);
+    let (mut conn, sess, got) = fetch_some(ctx, &m, &[(tid, 0)], &Fetch::default());
+    assert_eq!(total(&got), 3);
+    const RENEW: i8 = 4;
+    let r = share_acknowledge(&mut conn, &m, sess, &[(tid, 0, 0, 2, RENEW)]);
+    let parts: Vec<i16> = r
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    eprintln!("  RENEW on v1: error {} partitions {parts:?}", r.error_code);
+    let refused = r.error_code == INVALID_REQUEST
+        || (!parts.is_empty() && parts.iter().all(|&c| c == INVALID_REQUEST));
+    assert!(refused, "error {} partitions {parts:?}", r.error_code);
+}
+
+/// Issue 12 item 7: CreatePartitions while a member consumes: the member is assigned the new
+/// partition (its epoch moves) and gets what is produced there.
+fn new_partitions_are_picked_up(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("grow"), ctx.name("grow-g"));
+    let tid = ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    ctx.produce(&topic, 0, 3, 3);
+    let mut m = Member::join(ctx, &group, &topic, 1);
+    let (_c, _, got) = fetch_some(ctx, &m, &[(tid, 0)], &Fetch::default());
+    assert_eq!(total(&got), 3);
+    let epoch_before = m.epoch;
+    let mut r = CreatePartitionsRequest::default();
+    r.timeout_ms = 30_000;
+    let mut t = create_partitions_request::CreatePartitionsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.clone()));
+    t.count = 2;
+    t.assignments = None;
+    r.topics.push(t);
+    let resp = ctx.conn().send(&r, 3).expect("CreatePartitions");
+    assert_eq!(resp.results[0].error_code, NONE, "CreatePartitions");
+    let t0 = Instant::now();
+    while m.assignment.len() < 2 {
+        assert!(
+            t0.elapsed() < WAIT,
+            "the member was not assigned the new partition: {:?}",
+            m.assignment
+        );
+        thread::sleep(Duration::from_millis(300));
+        let r = m.beat();
+        assert_eq!(r.error_code, NONE, "heartbeat");
+    }
+    eprintln!(
+        "  grow: assigned {:?} after {:?}, epoch {epoch_before} -> {}",
+        m.assignment.iter().map(|x| x.1).collect::<Vec<_>>(),
+        t0.elapsed(),
+        m.epoch
+    );
+    assert!(
+        m.epoch > epoch_before,
+        "the epoch moves with the assignment"
+    );
+    // leaders of the new partition
+    let _ = ctx.topic_leaders(&topic, 2);
+    ctx.produce(&topic, 1, 4, 4);
+    let (_c, _, got) = fetch_some(ctx, &m, &[(tid, 0), (tid, 1)], &Fetch::default());
+    assert_eq!(
+        got.get(&1).cloned().unwrap_or_default(),
+        (0..4).map(|o| (o, 1)).collect::<Vec<_>>(),
+        "records of the new partition"
+    );
+}
+
+/// Issue 12 item 7: `kafka-share-groups --delete` deletes an empty share group (DeleteGroups);
+/// afterwards `--describe` does not know it.
+fn delete_group_with_the_tool(ctx: &Ctx) {
+    let (topic, group) = (ctx.name("del"), ctx.name("del-g"));
+    ctx.topic(&topic, 1);
+    ctx.group_configs(&group, &[("share.auto.offset.reset", "earliest")]);
+    let mut m = Member::join(ctx, &group, &topic, 1);
+    let r = heartbeat(&mut m.hb, &group, &m.id, -1, None);
+    assert_eq!(r.error_code, NONE, "leave");
+    let tool = |args: &[&str]| -> (bool, String) {
+        let out = Command::new(format!("{ROOT}/tools/kafka-reference.sh"))
+            .args([
+                "class",
+                "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                "--bootstrap-server",
+                &ctx.bootstrap,
+            ])
+            .args(args)
+            .output()
+            .expect("kafka-share-groups");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let t0 = Instant::now();
+    let (ok, text) = loop {
+        let (ok, text) = tool(&["--delete", "--group", &group]);
+        // the group may take a moment to be empty after the leave
+        if text.contains("was successful") || t0.elapsed() > WAIT {
+            break (ok, text);
+        }
+        thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("  delete: {ok} {}", text.trim());
+    assert!(
+        text.contains(&format!(
+            "Deletion of requested share groups ('{group}') was successful"
+        )),
+        "{text}"
+    );
+    let (_, text) = tool(&["--describe", "--group", &group]);
+    eprintln!("  describe after delete: {}", text.trim());
+    // Kafka: "GroupIdNotFoundException: Group G not found."
+    assert!(text.contains("GroupIdNotFoundException"), "{text}");
+}
+
+/// Issue 12 item 7: an unknown API key, and a version of a known API beyond what the broker
+/// offers. Observed: whether an answer comes (and its error code) or the connection closes.
+/// Kafka 4.4 answers ApiVersions v99 with UNSUPPORTED_VERSION (35) and closes the connection on
+/// an unknown key or an unsupported version of another API.
+fn unknown_api_and_version(ctx: &Ctx) {
+    let mut seen = Vec::new();
+    for (what, key, version, response_header_version) in [
+        ("ApiVersions v99", 18i16, 99i16, 0i16),
+        ("unknown key 1999 v0", 1999, 0, 1),
+        ("ShareFetch v99", 78, 99, 1),
+        ("ShareGroupHeartbeat v99", 76, 99, 1),
+    ] {
+        let mut conn = ctx.conn();
+        let call = lockstep::client::ApiCall {
+            api_key: key,
+            version,
+            request_header_version: 2,
+            response_header_version,
+        };
+        let r = conn.send_raw(call, &[0u8]);
+        let observed = match r {
+            Ok(body) => format!(
+                "answered, error code {}",
+                if body.len() >= 2 {
+                    i16::from_be_bytes([body[0], body[1]]).to_string()
+                } else {
+                    format!("? ({} bytes)", body.len())
+                }
+            ),
+            Err(_) => "connection closed".to_string(),
+        };
+        seen.push((what, observed));
+    }
+    eprintln!("  unknown api/version: {seen:?}");
+    let want = [
+        ("ApiVersions v99", "answered, error code 35"),
+        ("unknown key 1999 v0", "connection closed"),
+        ("ShareFetch v99", "connection closed"),
+        ("ShareGroupHeartbeat v99", "connection closed"),
+    ];
+    let want: Vec<(&str, String)> = want.iter().map(|(a, b)| (*a, b.to_string())).collect();
+    assert_eq!(seen, want);
 }
 
 /// Issue 12 item 7 (KIP-1226): the lag column of `kafka-share-groups --describe`
@@ -1078,6 +1423,36 @@ const SCENARIOS: &[Scenario] = &[
         run: share_session_errors,
     },
     Scenario {
+        name: "dropped_connection_releases_only_its_own_session",
+        lockstep_only: false,
+        restarts: false,
+        run: dropped_connection_releases_only_its_own_session,
+    },
+    Scenario {
+        name: "renew_on_v1_is_an_invalid_request",
+        lockstep_only: false,
+        restarts: false,
+        run: renew_on_v1_is_an_invalid_request,
+    },
+    Scenario {
+        name: "new_partitions_are_picked_up",
+        lockstep_only: false,
+        restarts: false,
+        run: new_partitions_are_picked_up,
+    },
+    Scenario {
+        name: "delete_group_with_the_tool",
+        lockstep_only: false,
+        restarts: false,
+        run: delete_group_with_the_tool,
+    },
+    Scenario {
+        name: "unknown_api_and_version",
+        lockstep_only: false,
+        restarts: false,
+        run: unknown_api_and_version,
+    },
+    Scenario {
         name: "lag_from_describe_share_group_offsets",
         lockstep_only: false,
         restarts: false,
@@ -1113,6 +1488,9 @@ fn share_groups_behave_like_kafka_4_4() {
         target,
         run,
     };
+    if std::env::var_os("LOCKSTEP_PARITY_BOOTSTRAP").is_none() {
+        warm_up(&ctx);
+    }
     let mut failed = Vec::new();
     let mut report = Vec::new();
     for s in SCENARIOS {

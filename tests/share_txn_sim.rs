@@ -48,7 +48,9 @@ const GROUP: &str = "g";
 const TOPIC: &str = "t";
 const RECORDS: i64 = 400;
 const DELIVERY_LIMIT: u16 = 10;
-const LOCK_MS: u64 = 1_000;
+/// Every duration of the simulation is 15× what it was when Kafka's group-config bounds
+/// (`share.record.lock.duration.ms` >= 15 000) came in, so the interleavings are the same.
+const LOCK_MS: u64 = 15_000;
 const MEMBERS: usize = 3;
 
 fn registry() -> Arc<TopicRegistry> {
@@ -59,9 +61,9 @@ fn registry() -> Arc<TopicRegistry> {
         [
             ("share.auto.offset.reset", "earliest"),
             ("share.delivery.count.limit", "10"),
-            ("share.record.lock.duration.ms", "1000"),
+            ("share.record.lock.duration.ms", "15000"),
             ("share.partition.max.record.locks", "150"),
-            ("share.transaction.timeout.ms", "5000"),
+            ("share.transaction.timeout.ms", "75000"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -235,6 +237,7 @@ impl Sim {
                 record_limit: false,
                 partition_max_bytes: 1 << 20,
                 min_one_batch: true,
+                acquire_created: true,
             },
             self.now,
         );
@@ -555,7 +558,7 @@ impl Sim {
             82..=83 => self.checkpoint(true),
             84..=85 => self.abort_current(),
             86..=91 => {
-                let ms = if self.rng.gen_bool(0.2) { 1_500 } else { 50 };
+                let ms = if self.rng.gen_bool(0.2) { 22_500 } else { 750 };
                 self.advance(ms);
             }
             92..=94 => self.leave(m),

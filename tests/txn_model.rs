@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lockstep::share::partition::throttle_threshold;
 use lockstep::share::{
     AckBatch, AcknowledgeType, RecordState, ShareConfig, SharePartition, ShareSnapshot,
 };
@@ -78,6 +79,9 @@ struct OPart {
     terminal: BTreeMap<i64, u32>,
     /// Offsets made terminal by a transaction's commit.
     committed: BTreeSet<i64>,
+    /// First offsets of delivery batches (Kafka's in-flight batches; `share_model` has the
+    /// same rule): each acquisition of new offsets, after a restart each durable run.
+    batches: BTreeSet<i64>,
 }
 
 impl OPart {
@@ -113,25 +117,71 @@ impl OPart {
         }
     }
 
+    /// Kafka 4.2+'s acquire with throttled delivery near the limit (as in `share_model`).
     fn acquire(&mut self, m: usize, log_end: i64, max: usize, now: u64) -> Vec<(i64, u16)> {
         let mut out = Vec::new();
         let deadline_ms = now + LOCK_MS;
-        for o in self.spso..self.next.min(log_end) {
-            if out.len() == max {
-                break;
+        let threshold = throttle_threshold(self.limit);
+        let mut o = self.spso;
+        while out.len() < max && o < self.next.min(log_end) {
+            let bf = *self
+                .batches
+                .range(..=o)
+                .next_back()
+                .expect("a batch holds o");
+            let bl = self
+                .batches
+                .range(o + 1..)
+                .next()
+                .map_or(self.next - 1, |n| n - 1);
+            let reach = bl.min(log_end - 1);
+            let avail: Vec<i64> = (o..=reach)
+                .filter(|&x| self.rec(x).0 == OState::Available)
+                .collect();
+            o = reach + 1;
+            let Some(max_dc) = avail.iter().map(|&x| self.rec(x).1).max() else {
+                continue;
+            };
+            let throttled = max_dc >= threshold;
+            if throttled && !out.is_empty() {
+                return out;
             }
-            let (s, dc) = self.rec(o);
-            if s == OState::Available {
+            let size = (bl - bf + 1) as u64;
+            let (mut in_batch, mut cap) = (0u64, None);
+            for x in avail {
+                if out.len() == max {
+                    break;
+                }
+                let dc = self.rec(x).1;
+                if throttled {
+                    if self.limit > 2 && dc == self.limit - 1 && in_batch > 0 {
+                        break;
+                    }
+                    if dc >= threshold && cap.is_none() {
+                        cap = Some((size >> (dc - threshold + 1)).max(1));
+                    }
+                }
                 self.set(
-                    o,
+                    x,
                     OState::Acquired {
                         member: m,
                         deadline_ms,
                     },
                     dc + 1,
                 );
-                out.push((o, dc + 1));
+                out.push((x, dc + 1));
+                in_batch += 1;
+                if throttled && ((self.limit > 2 && dc + 1 == self.limit) || cap == Some(in_batch))
+                {
+                    break;
+                }
             }
+            if throttled && in_batch > 0 {
+                return out;
+            }
+        }
+        if out.len() < max && self.next < log_end {
+            self.batches.insert(self.next);
         }
         while out.len() < max && self.next < log_end {
             let o = self.next;
@@ -261,6 +311,12 @@ impl OPart {
         while self.next > self.spso && self.rec(self.next - 1) == (OState::Available, 0) {
             self.next -= 1;
         }
+        self.batches.clear();
+        for o in self.spso..self.next {
+            if o == self.spso || self.rec(o) != self.rec(o - 1) {
+                self.batches.insert(o);
+            }
+        }
     }
 }
 
@@ -380,6 +436,7 @@ impl World {
                 recs: BTreeMap::new(),
                 terminal: BTreeMap::new(),
                 committed: BTreeSet::new(),
+                batches: BTreeSet::new(),
             });
         }
         World {

@@ -25,8 +25,8 @@
 //! member-w<i>              worker i's share-group member id (a restarted worker rejoins as
 //!                          the same member and takes its partitions over at once)
 //! partial-w<i>             written by the driver: worker i, at its next poll with records,
-//!                          takes fewer records than it polled and exits (the number in the
-//!                          file: how many such rounds remain, one per restart)
+//!                          takes half of what it polled (rounded up) and exits (the number
+//!                          in the file: how many such rounds remain, one per restart)
 //! staging/<txn>/<worker>   one worker process's output for <txn>: "open", then one line
 //!                          "r <partition> <offset> <id>" per record whose acknowledgement the
 //!                          broker accepted (appended and fsync'd *after* the flush succeeded),
@@ -751,15 +751,17 @@ fn run_worker(a: &WorkerArgs) -> Result<(), String> {
                 continue;
             }
         };
-        // The partial-take fault: process only the first half of this poll, then exit without
-        // closing the consumer; the untaken records go back when the connection drops.
+        // The partial-take fault: process only the first half of this poll (rounded up: a
+        // record handed out alone, as Kafka hands out one on its last delivery attempt, is
+        // taken), then exit without closing the consumer; the untaken records go back when the
+        // connection drops, one delivery attempt higher.
         let partial_take = !records.is_empty()
             && run
                 .take_partial_take(a.index)
                 .map_err(|e| format!("partial-take file: {e}"))?;
         let polled = records.len();
         if partial_take {
-            records.truncate(polled / 2);
+            records.truncate(polled.div_ceil(2));
         }
         let mut rejoin = false;
         for chunk in records.chunks(WORKER_CHUNK_RECORDS) {
@@ -1193,7 +1195,7 @@ enum Fault {
     Delay(Option<usize>, Duration, Duration),
     /// Stop forwarding both ways for a while.
     Cut(Option<usize>, Duration),
-    /// Worker i takes fewer records than its next non-empty poll returned, then exits without
+    /// Worker i takes half (rounded up) of its next non-empty poll, then exits without
     /// closing its consumer (the rest goes back by the connection drop) and is restarted; this
     /// many times in a row.
     PartialTake(usize, u32),

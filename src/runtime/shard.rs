@@ -195,20 +195,12 @@ impl ShardCtx {
                         .groups
                         .heartbeat(&hb, &registry, wall_ms() as u64)
                 };
-                for d in departed {
-                    // A leaving member with an open share session closes it itself (librdkafka
-                    // sends its last acknowledgements with epoch -1 alongside the leave), or its
-                    // connection drops: either releases its records then, after its
-                    // acknowledgements. Without a session, release now.
-                    let key = SessionKey {
-                        group_id: d.group_id,
-                        member_id: d.member_id,
-                    };
-                    let open = self.state.borrow().share.sessions.get(&key).is_some();
-                    if !open {
-                        self.member_gone(key.group_id, key.member_id);
-                    }
-                }
+                // A leaving member's records are not released here but when its share session
+                // closes (epoch -1, after that request's acknowledgements) or its connection
+                // drops: librdkafka sends its last acknowledgements (ShareAcknowledge, epoch -1)
+                // alongside the leave, and a release here would race them. Records are only
+                // ever acquired through a session, so every one of them is covered.
+                drop(departed);
                 ShardReply::ShareHeartbeat(answer)
             }
             ShardOp::ShareSession(op) => {

@@ -260,6 +260,10 @@ pub struct ShareFetchOp {
     /// Nothing was read yet for this request: the first partition with data reads at least one
     /// whole batch, whatever its size.
     pub min_one_batch: bool,
+    /// Whether a share partition this op creates (the group's first fetch from it here) may
+    /// hand out records at once. Kafka initializes a share partition asynchronously, so the
+    /// request that creates it is answered from the partitions that were ready.
+    pub acquire_created: bool,
 }
 
 /// Measure what partitions of one shard could hand out, acquiring nothing (MinBytes).
@@ -292,6 +296,8 @@ pub struct ShareFetchedPartition {
     pub acquired: Vec<AcquiredRange>,
     /// New records at or past this offset could be acquired (for the long poll).
     pub wait_offset: i64,
+    /// The op created the share partition (see [`ShareFetchOp::acquire_created`]).
+    pub created: bool,
 }
 
 /// Acknowledge records of one share-group member on partitions of one shard.

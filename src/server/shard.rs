@@ -783,6 +783,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// flush (a roll or removal changed files).
     pub fn housekeeping(&mut self, now_ms: u64) -> Vec<PartitionKey> {
         let mut touched = Vec::new();
+        let mut moved_start = Vec::new();
         for (key, partition) in self.partitions.iter_mut() {
             if partition.log.flush_in_flight() {
                 continue;
@@ -794,10 +795,20 @@ impl<S: Storage + Clone> ShardState<S> {
                     if rolled || !removed.is_empty() {
                         touched.push(*key);
                     }
+                    if !removed.is_empty() {
+                        moved_start.push(*key);
+                    }
                 }
                 (Err(e), _) | (_, Err(e)) => {
                     tracing::error!(topic = %partition.topic, partition = partition.partition, error = %e, "log housekeeping failed");
                 }
+            }
+        }
+        // Retention moved these logs' start: share partitions archive what fell below it.
+        for key in moved_start {
+            if let Some(partition) = self.partitions.get(&key) {
+                let start = partition.log.log_start_offset() as i64;
+                self.share_log_start_moved(key, start);
             }
         }
         touched
@@ -1002,6 +1013,136 @@ mod tests {
         assert!(before_delete.groups_with_state().contains("g"));
         let after_delete = ShareShard::restore(&recovered(&journal), s.registry(), 0).unwrap();
         assert!(after_delete.groups_with_state().is_empty());
+    }
+
+    /// Issue 12: the log start moving under a share group (DeleteRecords, retention) archives
+    /// what falls below it and keeps the state above it: no stall on records in flight, no
+    /// redelivery of records acknowledged above the new start.
+    #[test]
+    fn share_partition_follows_the_log_start() {
+        use crate::server::ops::{ShareAckOp, ShareFetchOp};
+        use crate::server::share::ShareKey;
+        use crate::share::{AckBatch, AcknowledgeType, RecordState};
+        let mut reg = TopicRegistry::new("c".into());
+        reg.create_topic("t", Uuid::from_u128(1), 1, &[]).unwrap();
+        reg.set_group_configs(
+            "g",
+            [(
+                "share.auto.offset.reset".to_string(),
+                "earliest".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .unwrap();
+        let storage = SimStorage::new();
+        let mut s = open(&storage, Arc::new(reg), 1, 0);
+        let r = pref("t", 1, 0);
+        let key = PartitionKey::of(&r);
+        for i in 0..10u8 {
+            produce(&mut s, &r, batch(-1, -1, -1, &[&[i]]));
+        }
+        flush(&mut s, &key);
+        let fetch =
+            |s: &mut ShardState<SimStorage>, member: &str, max: u32| -> Vec<(i64, i64, u16)> {
+                let op = ShareFetchOp {
+                    group_id: "g".into(),
+                    member_id: member.into(),
+                    partitions: vec![r.clone()],
+                    max_records: max,
+                    batch_size: 500,
+                    partition_max_bytes: 1 << 20,
+                    min_one_batch: true,
+                    record_limit: false,
+                };
+                let got = s.share_fetch(&op, 0);
+                assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);
+                got[0]
+                    .acquired
+                    .iter()
+                    .map(|a| (a.first, a.last, a.delivery_count))
+                    .collect()
+            };
+        let ack = |s: &mut ShardState<SimStorage>, member: &str, batches: Vec<AckBatch>| {
+            let op = ShareAckOp {
+                group_id: "g".into(),
+                member_id: member.into(),
+                partitions: vec![(r.clone(), batches)],
+            };
+            assert_eq!(s.share_acknowledge(&op, 0)[0].error_code, 0);
+        };
+        let share_key = ShareKey {
+            group_id: "g".into(),
+            partition: key,
+        };
+        let record = |s: &ShardState<SimStorage>, offset: i64| {
+            let (_, sp) = s
+                .share
+                .partitions()
+                .find(|(k, _)| **k == share_key)
+                .unwrap();
+            sp.record(offset).map(|v| (v.state, v.delivery_count))
+        };
+        assert_eq!(fetch(&mut s, "m1", 4), vec![(0, 3, 1)]);
+        assert_eq!(fetch(&mut s, "m2", 3), vec![(4, 6, 1)]);
+        ack(
+            &mut s,
+            "m2",
+            vec![
+                AckBatch::new(4, 4, AcknowledgeType::Release),
+                AckBatch::new(5, 5, AcknowledgeType::Accept),
+                AckBatch::new(6, 6, AcknowledgeType::Release),
+            ],
+        );
+        s.partition_mut(&key)
+            .unwrap()
+            .log
+            .delete_records_before(6)
+            .unwrap();
+        assert_eq!(s.share_log_start_moved(key, 6), 1, "offset 4 was AVAILABLE");
+        assert_eq!(record(&s, 2), Some((RecordState::Acquired, 1)));
+        assert_eq!(record(&s, 4), Some((RecordState::Archived, 1)));
+        assert_eq!(record(&s, 5), Some((RecordState::Acknowledged, 1)));
+        // The next fetch starts at the log start: 6 again, then 7-9; nothing is stuck.
+        assert_eq!(fetch(&mut s, "m3", 10), vec![(6, 6, 2), (7, 9, 1)]);
+        // m1's records below the log start are archived when released, never redelivered.
+        ack(
+            &mut s,
+            "m1",
+            vec![AckBatch::new(0, 3, AcknowledgeType::Release)],
+        );
+        assert_eq!(s.share.start_offset(&share_key), Some(6));
+        ack(
+            &mut s,
+            "m3",
+            vec![AckBatch::new(6, 9, AcknowledgeType::Accept)],
+        );
+        assert_eq!(s.share.start_offset(&share_key), Some(10));
+
+        // Nothing in flight, ACKNOWLEDGED above the new log start: kept, not delivered again.
+        for i in 0..6u8 {
+            produce(&mut s, &r, batch(-1, -1, -1, &[&[i]]));
+        }
+        flush(&mut s, &key);
+        assert_eq!(fetch(&mut s, "m1", 10), vec![(10, 15, 1)]);
+        ack(
+            &mut s,
+            "m1",
+            vec![
+                AckBatch::new(10, 12, AcknowledgeType::Release),
+                AckBatch::new(13, 13, AcknowledgeType::Accept),
+                AckBatch::new(14, 15, AcknowledgeType::Release),
+            ],
+        );
+        s.partition_mut(&key)
+            .unwrap()
+            .log
+            .delete_records_before(12)
+            .unwrap();
+        s.share_log_start_moved(key, 12);
+        assert_eq!(fetch(&mut s, "m2", 10), vec![(12, 12, 2), (14, 15, 2)]);
+        let entries = s.share.take_entries();
+        assert!(!entries.is_empty(), "the moves are journalled");
     }
 
     /// DeleteRecords: Kafka's offset rules, the share group's start offset follows the new log

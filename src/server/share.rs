@@ -14,9 +14,15 @@
 //! `SharePartitionSnapshot`, other changes as a `SharePartitionUpdate`; a deleted share
 //! partition (DeleteShareGroupOffsets) as a snapshot without a start offset, a tombstone. The runtime appends
 //! them to the shard's journal and answers an acknowledgement only once they are durable.
-//! ACQUIRED never persists. A LOCKED run is journalled as AVAILABLE here: an ONGOING
-//! transaction does not survive a restart, and a prepared one persists its locks in its own
+//! ACQUIRED never persists. A LOCKED run is journalled as AVAILABLE with its delivery count
+//! decremented — what an abort makes of it: an ONGOING transaction does not survive a restart
+//! (it is aborted, and its records come back at the count a live abort gives them, issue 12),
+//! and a prepared one persists its locks, with the acquisition's count, in its own
 //! `TransactionLocks` entries, which replay on top (issue 5).
+//!
+//! The log start offset is not journalled with the share state: after a restart
+//! [`ShardState::share_apply_log_starts`] re-applies each log's start, and
+//! [`ShardState::share_log_start_moved`] applies a move (retention; DeleteRecords calls it too).
 //!
 //! Admin (`server::share_admin`): start offsets are read, reset (AlterShareGroupOffsets, through
 //! `SharePartition::set_start_offset`) and deleted here, on the partition's shard.
@@ -93,17 +99,27 @@ impl std::fmt::Display for RestoreError {
 
 impl std::error::Error for RestoreError {}
 
+/// The journal's runs for a durable view. A LOCKED run is journalled as what its abort would
+/// make it: AVAILABLE with the delivery count decremented (module docs), so an ONGOING
+/// transaction lost in a restart gives its records back at the same count a live abort does.
 fn to_journal_runs(runs: &[StateRun]) -> Vec<JournalRun> {
     runs.iter()
-        .map(|r| JournalRun {
-            first_offset: r.first,
-            last_offset: r.last,
-            state: match r.state {
-                DurableState::Available | DurableState::Locked { .. } => RunState::Available,
-                DurableState::Acknowledged => RunState::Acknowledged,
-                DurableState::Archived => RunState::Archived,
-            },
-            delivery_count: r.delivery_count,
+        .map(|r| {
+            let (state, delivery_count) = match r.state {
+                DurableState::Available => (RunState::Available, r.delivery_count),
+                DurableState::Locked { .. } => {
+                    assert!(r.delivery_count >= 1, "a LOCKED record was delivered");
+                    (RunState::Available, r.delivery_count - 1)
+                }
+                DurableState::Acknowledged => (RunState::Acknowledged, r.delivery_count),
+                DurableState::Archived => (RunState::Archived, r.delivery_count),
+            };
+            JournalRun {
+                first_offset: r.first,
+                last_offset: r.last,
+                state,
+                delivery_count,
+            }
         })
         .collect()
 }
@@ -580,6 +596,26 @@ impl<S: Storage + Clone> ShardState<S> {
         self.share.partitions.insert(key, sp);
     }
 
+    /// After a restart: every share partition learns its log's start offset again (it is not
+    /// journalled with the share state; the log has it).
+    pub fn share_apply_log_starts(&mut self) -> u64 {
+        let keys: BTreeSet<PartitionKey> = self
+            .share
+            .partitions
+            .keys()
+            .chain(self.share.recovered.keys())
+            .map(|k| k.partition)
+            .collect();
+        let mut archived = 0;
+        for key in keys {
+            if let Some(partition) = self.partition(&key) {
+                let start = partition.log.log_start_offset() as i64;
+                archived += self.share_log_start_moved(key, start);
+            }
+        }
+        archived
+    }
+
     /// Prepares `r`'s share partition for a fetch (its start offset moves up to the log start
     /// if retention passed it) and reads whole batches below the high watermark from its next
     /// fetch offset: at most `ask` bytes, or the first batch whatever its size if `min_one_batch`
@@ -588,7 +624,6 @@ impl<S: Storage + Clone> ShardState<S> {
     fn share_read(
         &mut self,
         sp: &mut SharePartition,
-        group_id: &str,
         r: &PartitionRef,
         ask: usize,
         min_one_batch: bool,
@@ -598,12 +633,9 @@ impl<S: Storage + Clone> ShardState<S> {
             Err(code) => Err((code, None)),
             Ok(partition) => {
                 let start = partition.log.log_start_offset() as i64;
-                if sp.spso() < start {
-                    // Retention removed records the group never finished: skip them.
-                    if let Err(e) = sp.set_start_offset(start) {
-                        tracing::warn!(group = %group_id, topic = %r.topic, partition = r.partition, error = %e, "cannot move the share-partition start offset");
-                    }
-                }
+                // Normally applied when the log start moved (`share_log_start_moved`); a
+                // partition created or restored since learns it here.
+                sp.move_log_start(start);
                 hw = partition.high_watermark();
                 let from = sp.next_fetch_offset().max(start);
                 let capped = sp.in_flight_records()
@@ -662,6 +694,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 records: Bytes::new(),
                 acquired: Vec::new(),
                 wait_offset: 0,
+                created: !self.share.partitions.contains_key(&key),
             };
             let mut sp = match self.take_share(&key, r, now_ms) {
                 Ok(sp) => sp,
@@ -672,12 +705,12 @@ impl<S: Storage + Clone> ShardState<S> {
                     continue;
                 }
             };
-            let ask = if records_left == 0 {
+            let ask = if records_left == 0 || (result.created && !op.acquire_created) {
                 0
             } else {
                 op.partition_max_bytes
             };
-            let (read, wait_offset) = self.share_read(&mut sp, &op.group_id, r, ask, min_one_batch);
+            let (read, wait_offset) = self.share_read(&mut sp, r, ask, min_one_batch);
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
                     let budget = u32::try_from(records_left).expect("budget from a u32");
@@ -731,7 +764,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
                         let (read, wait_offset) =
-                            self.share_read(&mut sp, &op.group_id, r, op.partition_max_bytes, true);
+                            self.share_read(&mut sp, r, op.partition_max_bytes, true);
                         match read {
                             Ok(bytes) => probed.available_bytes = bytes.len(),
                             Err((code, _)) => probed.error_code = code,
@@ -847,11 +880,12 @@ impl<S: Storage + Clone> ShardState<S> {
         }
     }
 
-    /// The log start of `partition` moved to `start` (DeleteRecords; retention is applied
-    /// lazily at the next ShareFetch): every group's share state of the partition follows it
-    /// (`SharePartition::set_start_offset` decides what happens to records below it). A group
-    /// that cannot move now (records in flight) moves at its next ShareFetch.
-    pub fn share_log_start_moved(&mut self, partition: PartitionKey, start: i64) {
+    /// The log start of `partition` moved to `start` (DeleteRecords, retention, and after a
+    /// restart): every group's share state of the partition follows it
+    /// (`SharePartition::move_log_start`: AVAILABLE below it ARCHIVED, ACQUIRED and LOCKED there
+    /// archived when their lock or transaction ends, state above untouched), journalled.
+    /// Returns the records archived.
+    pub fn share_log_start_moved(&mut self, partition: PartitionKey, start: i64) -> u64 {
         let keys: Vec<ShareKey> = self
             .share
             .partitions
@@ -860,17 +894,15 @@ impl<S: Storage + Clone> ShardState<S> {
             .filter(|k| k.partition == partition)
             .cloned()
             .collect();
+        let mut archived = 0;
         for key in keys {
             let Some(mut sp) = self.take_existing_share(&key) else {
                 continue;
             };
-            if sp.spso() < start {
-                if let Err(e) = sp.set_start_offset(start) {
-                    tracing::warn!(group = %key.group_id, ?partition, error = %e, "cannot move the share-partition start offset yet");
-                }
-            }
+            archived += sp.move_log_start(start);
             self.put_share(key, sp);
         }
+        archived
     }
 
     /// AlterShareGroupOffsets on this shard: each partition's share state restarts at its
@@ -971,4 +1003,85 @@ fn lock_overlay(view: &ShareSnapshot, txn: &str, ranges: &[JournalRange]) -> Vec
     }
     out.sort_by_key(|r| r.first);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Location, RecoveredEntry};
+    use crate::server::transactions::locks_entry;
+    use crate::share::{AckBatch, AcknowledgeType, ShareConfig};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn recovered(entries: &[Entry]) -> Recovered {
+        Recovered {
+            entries: entries
+                .iter()
+                .enumerate()
+                .map(|(seq, entry)| RecoveredEntry {
+                    seq: seq as u64,
+                    location: Location {
+                        path: Arc::from(Path::new("/journal")),
+                        position: 0,
+                    },
+                    entry: entry.clone(),
+                })
+                .collect(),
+            ..Recovered::default()
+        }
+    }
+
+    /// Issue 12: records of an ONGOING transaction lost in a restart come back at the delivery
+    /// count a live abort gives them — with or without the transaction's locks in the journal
+    /// (a journal snapshot carries the locks of every transaction, ONGOING ones included).
+    #[test]
+    fn an_abort_at_restart_gives_the_same_delivery_count_as_a_live_abort() {
+        let key = ShareKey {
+            group_id: "g".into(),
+            partition: PartitionKey {
+                topic_id: Uuid::from_u128(7),
+                partition: 0,
+            },
+        };
+        let config = ShareConfig::default();
+        let mut sp = SharePartition::new(config, 0);
+        let mut journal = vec![delta_entry(&key, &sp.take_delta().unwrap())];
+        for _ in 0..2 {
+            // Two deliveries: the second at count 2 is locked.
+            sp.acquire("m", 10, 10, 0);
+            sp.release_member("m");
+        }
+        sp.acquire("m", 10, 10, 0);
+        sp.lock("m", "tx", &[AckBatch::new(0, 9, AcknowledgeType::Accept)])
+            .unwrap();
+        assert_eq!(sp.record(0).unwrap().delivery_count, 3);
+        journal.push(delta_entry(&key, &sp.take_delta().unwrap()));
+        let locks = Entry::TransactionLocks(locks_entry(&key, "tx", &sp.locked_ranges("tx")));
+
+        let mut live = sp.clone();
+        assert_eq!(live.abort("tx"), 10);
+        let live_count = live.acquire("m", 10, 10, 0)[0].delivery_count;
+        assert_eq!(live_count, 3, "an aborted delivery is not counted");
+
+        let registry = TopicRegistry::new("test".into());
+        for with_locks in [false, true] {
+            let mut entries = journal.clone();
+            if with_locks {
+                entries.push(locks.clone());
+            }
+            let mut shard = ShareShard::restore(&recovered(&entries), &registry, 0).unwrap();
+            let mut restored = shard.partitions.remove(&key).expect("restored");
+            // The participant resolves the locks it finds: the transaction is gone (aborted).
+            assert_eq!(restored.locked_txns().is_empty(), !with_locks);
+            restored.abort("tx");
+            let got = restored.acquire("m", 10, 10, 0);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert_eq!(
+                (got[0].first, got[0].last, got[0].delivery_count),
+                (0, 9, live_count),
+                "with locks in the journal: {with_locks}"
+            );
+        }
+    }
 }

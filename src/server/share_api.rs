@@ -5,8 +5,11 @@
 //! ShareFetch first updates the member's share session on the group's shard (epochs as Kafka:
 //! 0 opens, -1 closes, otherwise the next epoch), then applies its piggybacked
 //! acknowledgements on the partitions' shards (answered once durable), then acquires records
-//! there; with nothing to hand out it waits for new data, up to `MaxWaitMs`, looking again
-//! every `SHARE_FETCH_RECHECK_MS` for records released or expired meanwhile. A ShareAcknowledge
+//! there within the request's limits as Kafka 4.4 does (`server::share_fetch`: one MaxRecords
+//! budget walked over the partitions in an order rotated every epoch, BatchSize, MaxBytes,
+//! MinBytes); with nothing to hand out (or less than MinBytes) it waits for new data, up to
+//! `MaxWaitMs`, looking again every `SHARE_FETCH_RECHECK_MS` for records released or expired
+//! meanwhile. A ShareAcknowledge
 //! checks the session epoch, then acknowledges. A session closed by epoch -1 (after the
 //! request's acknowledgements) or by its connection dropping releases the member's acquired
 //! records at once; a connection that no longer owns the member's session (the member opened a
@@ -18,7 +21,7 @@ use super::ops::{
     ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
 };
 use super::registry::TopicRegistry;
-use super::share_fetch::{consecutive_runs, min_bytes_satisfied, partition_max_bytes, rotate};
+use super::share_fetch::{group_in_order, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::share_group::Heartbeat;
 use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
 use super::{respond, Bus, ConnInfo, Outcome};
@@ -355,6 +358,7 @@ fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
         records: Bytes::new(),
         acquired: Vec::new(),
         wait_offset: 0,
+        created: false,
     }
 }
 
@@ -365,43 +369,96 @@ fn reply_code(reply: ShardReply) -> i16 {
     }
 }
 
-/// One acquisition walk over the session's partitions in `order`: one call per run of
-/// consecutive partitions on one shard, each with what is left of MaxRecords; the walk stops
-/// once nothing is left (the partitions not reached answer with no records).
+/// One acquisition walk over the session's partitions in `order`: one call per shard (its
+/// partitions together, shards in the order of their first partition), each with what is left
+/// of MaxRecords; the walk stops once nothing is left (the partitions not reached answer with
+/// no records).
+///
+/// Share partitions the walk creates hand out nothing in it (Kafka answers from the partitions
+/// that were ready); only if no other partition had records does the first created one that
+/// has some (in order) hand them out, and only to a request that may wait (`may_wait`): Kafka
+/// answers a request once the first share partition has finished initializing, unless
+/// MaxWaitMs is 0. So a new consumer's first poll of two partitions gets one partition's records.
 async fn acquire_walk<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
     order: &[(ShardId, PartitionRef)],
     limits: &FetchLimits,
+    may_wait: bool,
+) -> Vec<ShareFetchedPartition> {
+    let mut out = walk(bus, group_id, member_id, order, limits, false).await;
+    let nothing = out
+        .iter()
+        .all(|p| p.acquired.is_empty() && p.error_code == 0);
+    if nothing && may_wait {
+        for (i, (shard, r)) in order.iter().enumerate() {
+            if !out[i].created {
+                continue;
+            }
+            let mut again = walk(
+                bus,
+                group_id,
+                member_id,
+                &[(*shard, r.clone())],
+                limits,
+                true,
+            )
+            .await
+            .remove(0);
+            if again.acquired.is_empty() && again.error_code == 0 {
+                continue;
+            }
+            again.created = true;
+            out[i] = again;
+            break;
+        }
+    }
+    out
+}
+
+/// The walk of [`acquire_walk`]; answers in `order`'s order.
+async fn walk<B: Bus>(
+    bus: &B,
+    group_id: &str,
+    member_id: &str,
+    order: &[(ShardId, PartitionRef)],
+    limits: &FetchLimits,
+    acquire_created: bool,
 ) -> Vec<ShareFetchedPartition> {
     let mut left = u64::from(limits.max_records);
     let mut min_one_batch = true;
-    let mut out = Vec::with_capacity(order.len());
-    for (shard, partitions) in consecutive_runs(order.to_vec()) {
-        if left == 0 {
-            out.extend(partitions.iter().map(|r| failed_partition(r, 0)));
-            continue;
-        }
-        let reply = bus
-            .call(
+    let mut out: Vec<Option<ShareFetchedPartition>> = vec![None; order.len()];
+    let indexed = order
+        .iter()
+        .enumerate()
+        .map(|(i, (shard, r))| (*shard, (i, r.clone())))
+        .collect();
+    for (shard, group) in group_in_order(indexed) {
+        let partitions: Vec<PartitionRef> = group.iter().map(|(_, r)| r.clone()).collect();
+        let reply = if left == 0 {
+            None
+        } else {
+            let reply = bus.call(
                 shard,
                 ShardOp::ShareFetch(ShareFetchOp {
                     group_id: group_id.to_string(),
                     member_id: member_id.to_string(),
-                    partitions: partitions.clone(),
+                    partitions,
                     max_records: u32::try_from(left).expect("left of a u32 budget"),
                     batch_size: limits.batch_size,
                     record_limit: limits.record_limit,
                     partition_max_bytes: limits.partition_max_bytes,
                     min_one_batch,
+                    acquire_created,
                 }),
-            )
-            .await;
+            );
+            Some(reply.await)
+        };
         match reply {
-            ShardReply::ShareFetched(parts) => {
-                assert_eq!(parts.len(), partitions.len());
-                for p in &parts {
+            Some(ShardReply::ShareFetched(parts)) => {
+                assert_eq!(parts.len(), group.len());
+                for ((i, _), p) in group.iter().zip(parts) {
                     let count: u64 = p
                         .acquired
                         .iter()
@@ -411,15 +468,19 @@ async fn acquire_walk<B: Bus>(
                     if !p.records.is_empty() {
                         min_one_batch = false;
                     }
+                    out[*i] = Some(p);
                 }
-                out.extend(parts);
             }
             other => {
-                let code = reply_code(other);
-                out.extend(partitions.iter().map(|r| failed_partition(r, code)));
+                // Not reached (the budget is spent: no error), or the shard failed.
+                let code = other.map_or(0, reply_code);
+                for (i, r) in &group {
+                    out[*i] = Some(failed_partition(r, code));
+                }
             }
         }
     }
+    let out: Vec<ShareFetchedPartition> = out.into_iter().flatten().collect();
     assert_eq!(out.len(), order.len());
     out
 }
@@ -663,7 +724,8 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         .min(FETCH_WAIT_MS_MAX);
     let deadline_ms = bus.now_ms() + wait_ms as i64;
     let mut fetched = Vec::new();
-    while !order.is_empty() {
+    // MaxBytes 0 hands out nothing, at once (Kafka's per-partition byte split refuses it).
+    while !order.is_empty() && max_bytes > 0 {
         let now = bus.now_ms();
         let mut waits = None;
         if limits.min_bytes > 1 && now < deadline_ms {
@@ -672,7 +734,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
                 .err();
         }
         if waits.is_none() {
-            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits, wait_ms > 0).await;
             let got = fetched
                 .iter()
                 .any(|p| !p.acquired.is_empty() || p.error_code != 0);
@@ -690,7 +752,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         let now = bus.now_ms();
         if now >= deadline_ms {
             // MaxWaitMs passed with MinBytes unmet: hand out what there is.
-            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits).await;
+            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits, wait_ms > 0).await;
             break;
         }
         let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);

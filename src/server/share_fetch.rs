@@ -4,7 +4,10 @@
 //! `SharePartition.acquire`), which a ShareFetch follows wherever its partitions live:
 //! - **Order.** The session's partitions are walked in an order rotated by the request's session
 //!   epoch ([`rotate`], Kafka's `PartitionRotateStrategy` round robin), so a backlog on one
-//!   partition does not starve the others.
+//!   partition does not starve the others. Partitions of one shard are walked together, from
+//!   the shard of the first ([`group_in_order`]): one cross-shard call per shard. (Kafka's own
+//!   order within one fetch also differs from the plain rotation: the session keeps its
+//!   partitions in hash order, and partitions whose log position is cached go first.)
 //! - **MaxRecords** is one budget for the whole request: each partition, in that order, acquires
 //!   up to what is left of it; the walk stops when nothing is left. It is a soft limit: new
 //!   records are acquired up to the end of the log batch that holds the last one the budget
@@ -50,16 +53,19 @@ pub fn rotate<T: Clone>(items: &[T], session_epoch: i32) -> Vec<T> {
     out
 }
 
-/// Splits `items` into maximal runs of consecutive items with the same key, in order (one
-/// cross-shard call per run keeps the walk's order).
-pub fn consecutive_runs<K: Copy + Eq, T>(items: Vec<(K, T)>) -> Vec<(K, Vec<T>)> {
+/// Groups `items` by key, keys in the order of their first item, items in their order: the
+/// walk makes one cross-shard call per shard. The first item stays first, so every partition
+/// still leads the walk once every `len` epochs.
+pub fn group_in_order<K: Copy + Eq, T>(items: Vec<(K, T)>) -> Vec<(K, Vec<T>)> {
+    let count = items.len();
     let mut out: Vec<(K, Vec<T>)> = Vec::new();
     for (key, item) in items {
-        match out.last_mut() {
-            Some((k, run)) if *k == key => run.push(item),
-            _ => out.push((key, vec![item])),
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, group)) => group.push(item),
+            None => out.push((key, vec![item])),
         }
     }
+    assert_eq!(out.iter().map(|(_, g)| g.len()).sum::<usize>(), count);
     out
 }
 
@@ -385,13 +391,13 @@ mod tests {
     }
 
     #[test]
-    fn consecutive_runs_keep_order() {
-        let runs = consecutive_runs(vec![(1, 'a'), (1, 'b'), (0, 'c'), (1, 'd')]);
+    fn grouping_keeps_first_appearance_order() {
+        let groups = group_in_order(vec![(1, 'a'), (0, 'b'), (1, 'c'), (2, 'd'), (0, 'e')]);
         assert_eq!(
-            runs,
-            vec![(1, vec!['a', 'b']), (0, vec!['c']), (1, vec!['d'])]
+            groups,
+            vec![(1, vec!['a', 'c']), (0, vec!['b', 'e']), (2, vec!['d'])]
         );
-        assert!(consecutive_runs::<u8, u8>(Vec::new()).is_empty());
+        assert!(group_in_order::<u8, u8>(Vec::new()).is_empty());
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! - Epoch check: a heartbeat may carry the member's epoch or its previous epoch (the response
 //!   that moved it may have been lost); a greater or an older epoch is FENCED_MEMBER_EPOCH.
 //! - Responses carry the assignment only on a join (epoch 0) or when it changed.
+//! - Deviations: the assignment is computed at once (Kafka defers it by up to
+//!   `share.assignment.interval.ms` and waits for new share partitions to be initialised, so
+//!   its first answer to a join is often empty); a group the coordinator does not know answers
+//!   UNKNOWN_MEMBER_ID, not GROUP_ID_NOT_FOUND (membership does not survive a restart here, and
+//!   the consumers must rejoin rather than fail).
 //!
 //! Group configs (`share.*`, [`ShareGroupConfig`]) live in the topic registry, which every shard
 //! has; they are set through IncrementalAlterConfigs on GROUP resources and checked against
@@ -283,13 +288,6 @@ fn unknown_member(group_id: &str, member_id: &str) -> HeartbeatAnswer {
     )
 }
 
-fn group_not_found(group_id: &str) -> HeartbeatAnswer {
-    HeartbeatAnswer::error(
-        ResponseError::GroupIdNotFound,
-        Some(format!("Share group {group_id} not found.")),
-    )
-}
-
 /// Kafka's epoch check: the current epoch, or the previous one (the answer that moved the
 /// member may have been lost).
 fn check_epoch(member: &ShareMember, received: i32) -> Result<(), HeartbeatAnswer> {
@@ -404,8 +402,11 @@ impl ShareGroups {
                 )
             });
         }
+        // Kafka answers GROUP_ID_NOT_FOUND for a group it never had; Lockstep's membership does
+        // not survive a restart, so a member of a group it forgot is told UNKNOWN_MEMBER_ID and
+        // rejoins (GROUP_ID_NOT_FOUND is fatal to Kafka's consumers).
         if hb.member_epoch != 0 && !self.groups.contains_key(&hb.group_id) {
-            return Err(group_not_found(&hb.group_id));
+            return Err(unknown_member(&hb.group_id, &hb.member_id));
         }
         let group = self.groups.entry(hb.group_id.clone()).or_default();
         let mut bump = false;
@@ -500,7 +501,7 @@ impl ShareGroups {
         let group = self
             .groups
             .get_mut(&hb.group_id)
-            .ok_or_else(|| group_not_found(&hb.group_id))?;
+            .ok_or_else(|| unknown_member(&hb.group_id, &hb.member_id))?;
         let member = group
             .members
             .remove(&hb.member_id)
@@ -718,7 +719,25 @@ fn balance(held: Vec<BTreeSet<Tp>>, tps: &[Tp]) -> Vec<BTreeSet<Tp>> {
             let pick = (0..m)
                 .filter(|i| got[*i].len() < quota[*i] && !got[*i].contains(tp))
                 .min_by_key(|i| (got[*i].len(), *i));
-            let Some(i) = pick else { break };
+            let i = match pick {
+                Some(i) => i,
+                None => {
+                    // Every member with room holds `tp` already: one of them (x) takes over a
+                    // partition from a full member (y) that does not hold `tp`, and y takes `tp`.
+                    let swap = (0..m).filter(|x| got[*x].len() < quota[*x]).find_map(|x| {
+                        (0..m).filter(|y| !got[*y].contains(tp)).find_map(|y| {
+                            got[y]
+                                .iter()
+                                .find(|q| !got[x].contains(*q))
+                                .map(|q| (x, y, q.clone()))
+                        })
+                    });
+                    let Some((x, y, q)) = swap else { break };
+                    got[y].remove(&q);
+                    got[x].insert(q);
+                    y
+                }
+            };
             got[i].insert(tp.clone());
             *holders.get_mut(tp).expect("every partition has a count") += 1;
         }
@@ -883,9 +902,13 @@ mod tests {
     fn bad_requests_and_unknowns_answer_as_kafka() {
         let reg = registry(&[("t", 1, 1)]);
         let mut groups = ShareGroups::new();
+        // Kafka: GROUP_ID_NOT_FOUND; Lockstep forgets groups at a restart, so its members rejoin.
         let (a, _) = groups.heartbeat(&hb("x", 5, None), &reg, 0);
-        assert_eq!(a.error_code, ResponseError::GroupIdNotFound.code());
-        assert_eq!(a.error_message.as_deref(), Some("Share group g not found."));
+        assert_eq!(a.error_code, ResponseError::UnknownMemberId.code());
+        assert_eq!(
+            a.error_message.as_deref(),
+            Some("Member x is not a member of group g.")
+        );
         let (a, _) = groups.heartbeat(&hb("", 0, Some(&["t"])), &reg, 0);
         assert_eq!(
             (a.error_code, a.error_message.as_deref()),

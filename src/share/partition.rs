@@ -20,6 +20,7 @@
 //!   ARCHIVED; RELEASE → AVAILABLE, or ARCHIVED when the delivery count has reached
 //!   `delivery_count_limit`; RENEW re-arms the lock.
 //! - Lock expiry and member release act as RELEASE on ACQUIRED records only.
+//! - Below the log start, RELEASE (and expiry, member release) archives instead.
 //! - Lock (acknowledge inside a transaction): ACQUIRED → LOCKED{txn, ACCEPT | REJECT}; GAP
 //!   locks as REJECT (commit archives it, as Kafka archives a GAP); RELEASE and RENEW are
 //!   INVALID_REQUEST. Commit: LOCKED{ACCEPT} → ACKNOWLEDGED, LOCKED{REJECT} → ARCHIVED.
@@ -27,6 +28,31 @@
 //!   acquisition (which adds one) brings it back to the count of the aborted delivery: an
 //!   aborted transaction consumes no delivery attempt and can never archive a record. A
 //!   LOCKED record's count is at least 1 (it was acquired), so the decrement cannot underflow.
+//!
+//! Throttled delivery (Kafka 4.2+, `SharePartition.acquireSubsetBatchRecords`): records near
+//! the delivery limit are handed out in ever smaller batches, so that one poison record does
+//! not drag a whole batch of good ones into ARCHIVED.
+//! - A *delivery batch* is what one acquisition of new offsets took (Kafka's in-flight batch);
+//!   re-acquiring part of it does not split it. After a restart each durable run is one.
+//! - The threshold is max(2, ⌈`delivery_count_limit` / 2⌉). A batch is *throttled* when one of
+//!   its AVAILABLE records within reach has a delivery count at or above it.
+//! - A throttled batch is acquired only by a call that has acquired nothing before it, and
+//!   after it the call acquires nothing more (no later batch, no new offsets).
+//! - Within a throttled batch, its AVAILABLE records are taken in offset order until: the
+//!   count taken reaches `batch size >> (c - threshold + 1)` (at least 1), where c is the count
+//!   of the first record at or above the threshold met (Kafka checks for *equality*, so when
+//!   records below the threshold came first and already exceeded it, this never stops the
+//!   walk); or a record on its last attempt (count = limit - 1; limits above 2) is met after
+//!   others — it waits for the next call, which takes it alone.
+//! - Example, 10 records, limit 5 (threshold 3), each delivery left to expire: 10, 10, 10,
+//!   then 5 (counts 3 → 4), then 1, 1, 1 … (count 4 → 5, each alone).
+//!
+//! Log start (retention, DeleteRecords; [`SharePartition::move_log_start`], Kafka's
+//! `updateCacheAndOffsets`): AVAILABLE records below the log start become ARCHIVED, and so do
+//! offsets below it never acquired (SPEO + 1 moves up to it); ACQUIRED and LOCKED records
+//! below it keep their state, but can never become AVAILABLE again: a release or lock expiry
+//! archives them, an abort too. So no fetch starts below the log start. The log start is not
+//! persisted here: the log has it, and the shard re-applies it after a restart.
 //!
 //! Cost: every range operation carves at most two runs at its ends, transitions the k runs
 //! it covers and re-coalesces its neighbours — O(log n + k) — and finds its runs through
@@ -40,7 +66,7 @@
 //! `durable`), so the hot fetch path never writes to the journal.
 
 use std::cmp::min;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use super::config::ShareConfig;
 use super::durable::{
@@ -49,6 +75,7 @@ use super::durable::{
 use super::error::ShareError;
 use super::runs::{span, Grant, MemberKey, Run, RunMap};
 use super::state::{validate_transition, AcknowledgeType, LockOutcome, RecordState, TxnKey};
+use crate::constants::SHARE_THROTTLE_DELIVERY_COUNT_MIN;
 
 /// Offsets acquired by one call, all with the same delivery count (Kafka's AcquiredRecords).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,6 +230,12 @@ pub struct SharePartition {
     /// SPEO + 1: the first offset never acquired.
     next_offset: i64,
     runs: RunMap,
+    /// First offsets of the delivery batches (module docs, "Throttled delivery") that hold
+    /// offsets in `[SPSO, SPEO]`: the batch holding SPSO may start before it.
+    batches: BTreeSet<i64>,
+    /// The log start offset last reported ([`SharePartition::move_log_start`]; 0 until
+    /// then): no record below it is AVAILABLE, and SPEO + 1 is at or past it.
+    log_start: i64,
     members: Interner,
     txns: Interner,
     dirty: DirtyRanges,
@@ -225,6 +258,8 @@ impl SharePartition {
             spso: start_offset,
             next_offset: start_offset,
             runs: RunMap::default(),
+            batches: BTreeSet::new(),
+            log_start: 0,
             members: Interner::default(),
             txns: Interner::default(),
             dirty: DirtyRanges::default(),
@@ -248,7 +283,11 @@ impl SharePartition {
                 partition
                     .runs
                     .insert(cursor, Run::new(run.first - 1, RecordState::Available, 0));
+                partition.batches.insert(cursor);
             }
+            // The delivery batches are not durable: after a restart each durable run is one,
+            // as Kafka's persisted state batches become its in-flight batches.
+            partition.batches.insert(run.first);
             let state = match &run.state {
                 DurableState::Available => RecordState::Available,
                 DurableState::Acknowledged => RecordState::Acknowledged,
@@ -372,6 +411,10 @@ impl SharePartition {
     /// then new offsets after SPEO while in-flight stays within `partition_max_record_locks`.
     /// Only offsets below `available_log_end` (the log end or the last stable offset, or the
     /// end of the last whole batch the caller wants to hand out) are acquired.
+    ///
+    /// Records near the delivery limit are throttled (module docs, "Throttled delivery"): a
+    /// delivery batch holding an AVAILABLE record whose count reached the throttle threshold
+    /// is handed out alone and in part, and nothing after it is acquired by this call.
     pub fn acquire(
         &mut self,
         member: &str,
@@ -388,7 +431,12 @@ impl SharePartition {
         let key = MemberKey(self.members.intern(member));
         let deadline_ms = now_ms + self.config.record_lock_duration_ms;
         let acquired_before = self.runs.acquired_records();
+        let limit = self.config.delivery_count_limit;
+        let threshold = throttle_threshold(limit);
 
+        // Existing offsets, one delivery batch at a time.
+        let mut acquired_existing: u64 = 0;
+        let mut throttled_stop = false;
         let mut cursor = self.spso;
         while budget > 0 {
             let Some(first) = self.runs.next_available(cursor) else {
@@ -397,37 +445,91 @@ impl SharePartition {
             if first >= available_log_end {
                 break;
             }
-            let run = *self.runs.get(first).expect("indexed AVAILABLE run");
-            let last = min(
-                min(run.last, available_log_end - 1),
-                first + budget as i64 - 1,
-            );
-            let delivery_count = run
-                .delivery_count
-                .checked_add(1)
-                .expect("delivery count overflow");
-            self.rewrite(first, last, |r| {
-                Run::acquired(r.last, r.delivery_count + 1, key, deadline_ms)
-            });
-            self.runs.add_grant(Grant {
-                member: key,
-                first,
-                last,
-                deadline_ms,
-            });
-            push_acquired(
-                &mut out,
-                AcquiredRange {
-                    first,
+            let (batch_first, batch_last) = self.batch_of(first);
+            let last_in_reach = min(batch_last, available_log_end - 1);
+            let throttled = self.max_available_count(first, last_in_reach) >= threshold;
+            if throttled && acquired_existing > 0 {
+                // A throttled batch is delivered on its own, in a later fetch.
+                throttled_stop = true;
+                break;
+            }
+            let batch_records = span(batch_first, batch_last);
+            let mut in_batch: u64 = 0;
+            let mut cap: Option<u64> = None;
+            let mut from = first;
+            while budget > 0 {
+                let Some(run_first) = self.runs.next_available(from) else {
+                    break;
+                };
+                if run_first > last_in_reach {
+                    break;
+                }
+                let run = *self.runs.get(run_first).expect("indexed AVAILABLE run");
+                let mut take = min(span(run_first, min(run.last, last_in_reach)), budget);
+                let mut stop_after = false;
+                if throttled {
+                    let count = run.delivery_count;
+                    if limit > 2 && count + 1 == limit {
+                        // The last attempt: delivered alone.
+                        if in_batch > 0 {
+                            break;
+                        }
+                        take = 1;
+                        stop_after = true;
+                    }
+                    if count >= threshold && cap.is_none() {
+                        let shift = u32::from(count - threshold + 1);
+                        cap = Some(batch_records.checked_shr(shift).unwrap_or(0).max(1));
+                    }
+                    // Kafka stops when the batch's count *reaches* the cap: once past it
+                    // (records below the threshold came first), nothing but the batch end,
+                    // the budget or a last attempt stops it.
+                    if let Some(cap) = cap.filter(|&cap| in_batch < cap) {
+                        if take >= cap - in_batch {
+                            take = cap - in_batch;
+                            stop_after = true;
+                        }
+                    }
+                }
+                let last = run_first + take as i64 - 1;
+                let delivery_count = run
+                    .delivery_count
+                    .checked_add(1)
+                    .expect("delivery count overflow");
+                self.rewrite(run_first, last, |r| {
+                    Run::acquired(r.last, r.delivery_count + 1, key, deadline_ms)
+                });
+                self.runs.add_grant(Grant {
+                    member: key,
+                    first: run_first,
                     last,
-                    delivery_count,
-                },
-            );
-            budget -= span(first, last);
-            cursor = last + 1;
+                    deadline_ms,
+                });
+                push_acquired(
+                    &mut out,
+                    AcquiredRange {
+                        first: run_first,
+                        last,
+                        delivery_count,
+                    },
+                );
+                in_batch += take;
+                acquired_existing += take;
+                budget -= take;
+                from = last + 1;
+                if stop_after {
+                    break;
+                }
+            }
+            if throttled && in_batch > 0 {
+                throttled_stop = true;
+                break;
+            }
+            cursor = last_in_reach + 1;
         }
 
-        if budget > 0 {
+        // New offsets: one new delivery batch.
+        if budget > 0 && !throttled_stop {
             let cap_last = self.spso + i64::from(self.config.partition_max_record_locks) - 1;
             let first = self.next_offset;
             let last = min(
@@ -446,6 +548,7 @@ impl SharePartition {
                     last,
                     deadline_ms,
                 });
+                self.batches.insert(first);
                 self.next_offset = last + 1;
                 self.runs.coalesce(first, last);
                 push_acquired(
@@ -496,15 +599,21 @@ impl SharePartition {
                         counts.archived += n;
                     }
                     AcknowledgeType::Release => {
-                        self.rewrite_counted(first, last, |first, r| {
-                            let state = released_state(r.delivery_count, limit);
-                            if state == RecordState::Archived {
-                                counts.archived += span(first, r.last);
-                            } else {
-                                counts.released += span(first, r.last);
-                            }
-                            Run::new(r.last, state, r.delivery_count)
-                        });
+                        for (a, b, below) in self.floor_split(first, last) {
+                            self.rewrite_counted(a, b, |first, r| {
+                                let state = if below {
+                                    RecordState::Archived
+                                } else {
+                                    released_state(r.delivery_count, limit)
+                                };
+                                if state == RecordState::Archived {
+                                    counts.archived += span(first, r.last);
+                                } else {
+                                    counts.released += span(first, r.last);
+                                }
+                                Run::new(r.last, state, r.delivery_count)
+                            });
+                        }
                     }
                     AcknowledgeType::Renew => {
                         self.rewrite(first, last, |r| {
@@ -662,7 +771,8 @@ impl SharePartition {
     }
 
     /// The transaction aborted: its LOCKED records become AVAILABLE without consuming a
-    /// delivery attempt (count - 1; module docs). Idempotent. Returns the records released.
+    /// delivery attempt (count - 1; module docs), or ARCHIVED below the log start.
+    /// Idempotent. Returns the records released (archived ones included).
     pub fn abort(&mut self, txn: &str) -> u64 {
         let Some(key) = self.txns.find(txn).map(TxnKey) else {
             return 0;
@@ -672,14 +782,20 @@ impl SharePartition {
             let run = *self.runs.get(first).expect("indexed LOCKED run");
             assert!(matches!(run.state, RecordState::Locked { txn, .. } if txn == key));
             assert!(run.delivery_count >= 1);
-            self.rewrite(first, run.last, |r| {
-                Run::new(r.last, RecordState::Available, r.delivery_count - 1)
-            });
+            for (a, b, below) in self.floor_split(first, run.last) {
+                let state = if below {
+                    RecordState::Archived
+                } else {
+                    RecordState::Available
+                };
+                self.rewrite(a, b, |r| Run::new(r.last, state, r.delivery_count - 1));
+            }
             self.dirty.insert(first, run.last);
             released += span(first, run.last);
         }
         assert_eq!(self.runs.locked_count(key), 0);
         self.txns.forget(key.0);
+        self.advance_spso();
         released
     }
 
@@ -724,8 +840,8 @@ impl SharePartition {
         ids
     }
 
-    /// AlterShareGroupOffsets (or a reset): the partition restarts at `offset` with no state.
-    /// Refused while any record is ACQUIRED or LOCKED.
+    /// AlterShareGroupOffsets (or a reset): the partition restarts at `offset` (at the log
+    /// start if that is later) with no state. Refused while any record is ACQUIRED or LOCKED.
     pub fn set_start_offset(&mut self, offset: i64) -> Result<(), ShareError> {
         if offset < 0 {
             return Err(ShareError::invalid_request(format!(
@@ -740,7 +856,9 @@ impl SharePartition {
                 locked_records,
             });
         }
+        let offset = offset.max(self.log_start);
         self.runs.clear();
+        self.batches.clear();
         assert_eq!(self.members.live().count(), 0, "idle members are forgotten");
         assert_eq!(
             self.txns.live().count(),
@@ -753,6 +871,54 @@ impl SharePartition {
         self.spso_dirty = false;
         self.reset_pending = true;
         Ok(())
+    }
+
+    /// The log start offset this partition was last told of (0: never).
+    pub fn log_start(&self) -> i64 {
+        self.log_start
+    }
+
+    /// The log's start offset moved to `log_start` (retention, DeleteRecords; and after a
+    /// restart, which does not persist it): Kafka's `updateCacheAndOffsets`. AVAILABLE
+    /// records below it are ARCHIVED, and so are offsets below it never acquired; ACQUIRED
+    /// records there keep their lock and become ARCHIVED when it ends (expiry, release,
+    /// RELEASE), never AVAILABLE; LOCKED records there wait for their transaction: commit
+    /// gives the outcome's state, abort ARCHIVED. State at or above it is untouched. A start
+    /// at or before the one already known changes nothing. Returns the records archived.
+    pub fn move_log_start(&mut self, log_start: i64) -> u64 {
+        if log_start <= self.log_start {
+            return 0;
+        }
+        self.log_start = log_start;
+        let mut archived = 0;
+        let below_last = min(log_start, self.next_offset) - 1;
+        if below_last >= self.spso {
+            for (first, run) in self.runs.overlapping_vec(self.spso, below_last) {
+                if run.state != RecordState::Available {
+                    continue;
+                }
+                let last = min(run.last, below_last);
+                self.rewrite(first, last, |r| {
+                    Run::new(r.last, RecordState::Archived, r.delivery_count)
+                });
+                self.dirty.insert(first, last);
+                archived += span(first, last);
+            }
+        }
+        if self.next_offset < log_start {
+            // Never acquired and now without data: one archived batch up to the log start.
+            let first = self.next_offset;
+            validate_transition(RecordState::Available, RecordState::Archived)
+                .expect("table allows archiving below the log start");
+            self.runs
+                .insert(first, Run::new(log_start - 1, RecordState::Archived, 0));
+            self.batches.insert(first);
+            self.next_offset = log_start;
+            self.runs.coalesce(first, log_start - 1);
+            self.dirty.insert(first, log_start - 1);
+        }
+        self.advance_spso();
+        archived
     }
 
     /// The durable view in canonical form (module docs of `durable`).
@@ -824,6 +990,30 @@ impl SharePartition {
     pub fn check_invariants(&self) {
         assert!(self.spso >= 0 && self.spso <= self.next_offset);
         self.runs.check(self.spso, self.next_offset);
+        assert!(
+            self.next_offset >= self.log_start,
+            "SPEO + 1 is at or past the log start"
+        );
+        if let Some(next) = self.runs.next_available(self.spso) {
+            assert!(
+                next >= self.log_start,
+                "AVAILABLE offset {next} below the log start"
+            );
+        }
+        if self.runs.is_empty() {
+            assert!(self.batches.is_empty());
+        } else {
+            let first = *self.batches.first().expect("a window has a batch");
+            assert!(first <= self.spso, "the batch holding SPSO is known");
+            assert!(
+                self.batches
+                    .range(first + 1..)
+                    .next()
+                    .is_none_or(|&b| b > self.spso),
+                "only the batch holding SPSO starts at or below it"
+            );
+            assert!(*self.batches.last().expect("non-empty") < self.next_offset);
+        }
         let mut members_in_runs: Vec<u32> = Vec::new();
         let mut txns_in_runs: Vec<u32> = Vec::new();
         for (_, run) in self.runs.iter() {
@@ -965,14 +1155,62 @@ impl SharePartition {
         released
     }
 
-    /// Releases one whole ACQUIRED run (lock expiry, member release).
+    /// Releases one whole ACQUIRED run (lock expiry, member release): AVAILABLE, or ARCHIVED
+    /// at the delivery limit or below the log start.
     fn release_run(&mut self, first: i64, run: Run) -> u64 {
-        let state = released_state(run.delivery_count, self.config.delivery_count_limit);
-        self.rewrite(first, run.last, |r| {
-            Run::new(r.last, state, r.delivery_count)
-        });
+        for (a, b, below) in self.floor_split(first, run.last) {
+            let state = if below {
+                RecordState::Archived
+            } else {
+                released_state(run.delivery_count, self.config.delivery_count_limit)
+            };
+            self.rewrite(a, b, |r| Run::new(r.last, state, r.delivery_count));
+        }
         self.dirty.insert(first, run.last);
         span(first, run.last)
+    }
+
+    /// `[first, last]` cut at the log start: pieces with whether they lie below it.
+    fn floor_split(&self, first: i64, last: i64) -> Vec<(i64, i64, bool)> {
+        assert!(first <= last);
+        if last < self.log_start {
+            vec![(first, last, true)]
+        } else if first >= self.log_start {
+            vec![(first, last, false)]
+        } else {
+            vec![
+                (first, self.log_start - 1, true),
+                (self.log_start, last, false),
+            ]
+        }
+    }
+
+    /// The delivery batch holding `offset` (module docs, "Throttled delivery"): from the
+    /// last batch start at or before it to the offset before the next one, or SPEO.
+    fn batch_of(&self, offset: i64) -> (i64, i64) {
+        assert!(self.spso <= offset && offset < self.next_offset);
+        let first = self
+            .batches
+            .range(..=offset)
+            .next_back()
+            .copied()
+            .unwrap_or(self.spso);
+        let last = self
+            .batches
+            .range(offset + 1..)
+            .next()
+            .map_or(self.next_offset - 1, |&next| next - 1);
+        (first, last)
+    }
+
+    /// The highest delivery count of the AVAILABLE records in `[first, last]` (0: none).
+    fn max_available_count(&self, first: i64, last: i64) -> u16 {
+        self.runs
+            .overlapping_rev(first, last)
+            .filter(|(_, run)| run.state == RecordState::Available)
+            .map(|(_, run)| run.delivery_count)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Moves SPSO over the terminal prefix, dropping its runs.
@@ -991,6 +1229,16 @@ impl SharePartition {
                 self.spso, self.next_offset,
                 "an empty window is empty at SPEO + 1"
             );
+            self.batches.clear();
+        }
+        // Forget the batches that end below SPSO (the one holding SPSO stays).
+        while let Some(&first) = self.batches.first() {
+            let next_start = self.batches.range(first + 1..).next().copied();
+            if next_start.is_some_and(|next| next <= self.spso) {
+                self.batches.remove(&first);
+            } else {
+                break;
+            }
         }
     }
 
@@ -1023,6 +1271,11 @@ impl SharePartition {
             delivery_count,
         }
     }
+}
+
+/// The delivery count from which a batch is throttled: max(2, ⌈limit / 2⌉) (module docs).
+pub fn throttle_threshold(limit: u16) -> u16 {
+    SHARE_THROTTLE_DELIVERY_COUNT_MIN.max(limit.div_ceil(2))
 }
 
 /// Where a released (or expired) record goes: ARCHIVED once delivered `limit` times.

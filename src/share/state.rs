@@ -5,17 +5,21 @@
 //!
 //! ```text
 //!   from \ to        AVAILABLE  ACQUIRED  ACKNOWLEDGED  ARCHIVED  LOCKED
-//!   AVAILABLE            -         yes         -            -        -
+//!   AVAILABLE            -         yes         -           yes¹      -
 //!   ACQUIRED            yes         -         yes          yes      yes
 //!   ACKNOWLEDGED         -          -          -            -        -
 //!   ARCHIVED             -          -          -            -        -
-//!   LOCKED{ACCEPT}      yes         -         yes           -        -
+//!   LOCKED{ACCEPT}      yes         -         yes          yes²      -
 //!   LOCKED{REJECT}      yes         -          -           yes       -
 //! ```
 //!
 //! ACKNOWLEDGED and ARCHIVED are terminal. A LOCKED record leaves only by its transaction's
 //! decision: commit (to the outcome's terminal state) or abort (back to AVAILABLE). Re-arming
 //! an acquisition lock (RENEW) changes a deadline, not a state, and is not a transition.
+//!
+//! ¹ Only when the log start moves past the record (retention, DeleteRecords): its data is
+//! gone, so it is archived, as Kafka's `updateCacheAndOffsets` does.
+//! ² Only for an abort of a record below the log start: it cannot become AVAILABLE again.
 //! `validate_transition` is pure and owns no state; every [`super::SharePartition`] change
 //! calls it.
 
@@ -137,6 +141,7 @@ pub fn validate_transition(from: RecordState, to: RecordState) -> Result<(), Ill
     let legal = matches!(
         (from, to),
         (Available, Acquired)
+            | (Available, Archived)
             | (Acquired, Available)
             | (Acquired, Acknowledged)
             | (Acquired, Archived)
@@ -149,13 +154,7 @@ pub fn validate_transition(from: RecordState, to: RecordState) -> Result<(), Ill
                 },
                 Acknowledged
             )
-            | (
-                Locked {
-                    outcome: LockOutcome::Reject,
-                    ..
-                },
-                Archived
-            )
+            | (Locked { .. }, Archived)
     );
     if legal {
         Ok(())
@@ -239,7 +238,7 @@ mod tests {
         for from in all_states() {
             for to in all_states() {
                 let expected = match (from.name(), to.name()) {
-                    ("AVAILABLE", "ACQUIRED") => true,
+                    ("AVAILABLE", "ACQUIRED" | "ARCHIVED") => true,
                     ("ACQUIRED", "AVAILABLE" | "ACKNOWLEDGED" | "ARCHIVED" | "LOCKED") => true,
                     ("LOCKED", "AVAILABLE") => true,
                     ("LOCKED", "ACKNOWLEDGED") => {
@@ -251,15 +250,7 @@ mod tests {
                             }
                         )
                     }
-                    ("LOCKED", "ARCHIVED") => {
-                        matches!(
-                            from,
-                            Locked {
-                                outcome: LockOutcome::Reject,
-                                ..
-                            }
-                        )
-                    }
+                    ("LOCKED", "ARCHIVED") => true,
                     _ => false,
                 };
                 let got = validate_transition(from, to);
@@ -271,9 +262,9 @@ mod tests {
                 }
             }
         }
-        // AVAILABLE->ACQUIRED, ACQUIRED->{AVAILABLE, ACKNOWLEDGED, ARCHIVED, 3 LOCKED},
-        // each of 3 LOCKED -> AVAILABLE, 2 LOCKED{ACCEPT} -> ACKNOWLEDGED, 1 LOCKED{REJECT} -> ARCHIVED.
-        assert_eq!(legal_count, 1 + 6 + 3 + 2 + 1);
+        // AVAILABLE->{ACQUIRED, ARCHIVED}, ACQUIRED->{AVAILABLE, ACKNOWLEDGED, ARCHIVED, 3 LOCKED},
+        // each of 3 LOCKED -> AVAILABLE, 2 LOCKED{ACCEPT} -> ACKNOWLEDGED, 3 LOCKED -> ARCHIVED.
+        assert_eq!(legal_count, 2 + 6 + 3 + 2 + 3);
     }
 
     #[test]

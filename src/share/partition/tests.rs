@@ -575,3 +575,172 @@ fn large_contiguous_ranges_stay_few_runs() {
     assert_eq!(p.spso(), 100_000);
     p.check_invariants();
 }
+
+/// Issue 12, measured on Kafka 4.4: 10 records, limit 5, each delivery left to expire.
+#[test]
+fn throttled_delivery_near_the_limit_matches_kafka() {
+    let mut p = SharePartition::new(
+        ShareConfig {
+            delivery_count_limit: 5,
+            ..config()
+        },
+        0,
+    );
+    let mut now = 0;
+    let mut rounds = Vec::new();
+    for _ in 0..9 {
+        let got = p.acquire("a", 10, 500, now);
+        let n: i64 = got.iter().map(|r| r.last - r.first + 1).sum();
+        let counts: Vec<u16> = got.iter().map(|r| r.delivery_count).collect();
+        rounds.push((n, counts));
+        now += LOCK_MS;
+        p.expire_locks(now);
+        p.check_invariants();
+    }
+    let n: Vec<i64> = rounds.iter().map(|r| r.0).collect();
+    assert_eq!(n, vec![10, 10, 10, 5, 1, 1, 1, 1, 1]);
+    assert_eq!(rounds[3].1, vec![4]);
+    assert_eq!(rounds[4].1, vec![5]);
+    // Offsets 0..=4 archived at 5 deliveries; 5..=9 wait at 3: the batch of 10 halves again.
+    assert_eq!(p.spso(), 5);
+    let got = p.acquire("a", 10, 500, now);
+    assert_eq!(
+        got,
+        vec![AcquiredRange {
+            first: 5,
+            last: 9,
+            delivery_count: 4
+        }]
+    );
+}
+
+#[test]
+fn a_throttled_batch_is_delivered_alone() {
+    // Limit 5, threshold 3. Batch A [0, 3] at count 3, batch B [4, 7] new.
+    let cfg = ShareConfig {
+        delivery_count_limit: 5,
+        ..config()
+    };
+    let mut p = SharePartition::new(cfg, 0);
+    let mut now = 0;
+    for _ in 0..3 {
+        assert_eq!(p.acquire("a", 4, 500, now).len(), 1);
+        now += LOCK_MS;
+        p.expire_locks(now);
+    }
+    // A fetch reaching new offsets: only half of A (4 >> 1 = 2), nothing new.
+    let got = p.acquire("a", 8, 500, now);
+    assert_eq!(
+        got,
+        vec![AcquiredRange {
+            first: 0,
+            last: 1,
+            delivery_count: 4
+        }]
+    );
+    // The next fetch skips the held part, takes the rest of A (capped at 2) and stops.
+    let got = p.acquire("b", 8, 500, now);
+    assert_eq!(
+        got,
+        vec![AcquiredRange {
+            first: 2,
+            last: 3,
+            delivery_count: 4
+        }]
+    );
+    // Nothing of A is available: new offsets come as usual.
+    let got = p.acquire("b", 8, 500, now);
+    assert_eq!(
+        got,
+        vec![AcquiredRange {
+            first: 4,
+            last: 7,
+            delivery_count: 1
+        }]
+    );
+    // A batch acquired after an unthrottled one stops the call.
+    now += LOCK_MS;
+    p.expire_locks(now); // A at 4 (last attempt next), B at 1
+    let got = p.acquire("a", 8, 500, now);
+    assert_eq!(
+        got,
+        vec![AcquiredRange {
+            first: 0,
+            last: 0,
+            delivery_count: 5
+        }]
+    );
+    p.check_invariants();
+}
+
+#[test]
+fn log_start_archives_available_and_leaves_the_rest_above() {
+    let mut p = sp(0);
+    p.acquire("a", 10, 10, 0);
+    p.acknowledge(
+        "a",
+        &[ack(0, 1, Release), ack(6, 7, Accept), ack(8, 9, Release)],
+        0,
+    )
+    .unwrap();
+    // 0-1 AVAILABLE(1), 2-5 ACQUIRED by a, 6-7 ACKNOWLEDGED, 8-9 AVAILABLE(1).
+    p.take_delta();
+    assert_eq!(p.move_log_start(4), 2);
+    assert_eq!(state(&p, 1), None, "archived, below SPSO");
+    assert_eq!(p.spso(), 2, "ACQUIRED below the log start holds SPSO");
+    assert_eq!(state(&p, 7), Some((RecordState::Acknowledged, 1)));
+    assert_eq!(state(&p, 8), Some((RecordState::Available, 1)));
+    assert!(p.next_fetch_offset() >= 4);
+    // The lock of 2-5 ends: 2-3 (below) are archived, 4-5 come back.
+    assert_eq!(p.expire_locks(LOCK_MS), 4);
+    assert_eq!(p.spso(), 4);
+    assert_eq!(state(&p, 4), Some((RecordState::Available, 1)));
+    assert_eq!(p.next_fetch_offset(), 4);
+    let delta = p.take_delta().unwrap();
+    let mut view = ShareSnapshot {
+        spso: 0,
+        runs: vec![],
+    };
+    view.apply_delta(&ShareDelta {
+        reset: true,
+        ..delta.clone()
+    })
+    .unwrap();
+    assert_eq!(view.spso, 4);
+    // Past SPEO: offsets never acquired are skipped; SPEO + 1 moves to the log start.
+    assert_eq!(p.acquire("a", 10, 500, LOCK_MS).len(), 2);
+    p.acknowledge("a", &[ack(4, 5, Accept), ack(8, 9, Accept)], LOCK_MS)
+        .unwrap();
+    assert_eq!((p.spso(), p.speo()), (10, 9));
+    p.move_log_start(20);
+    assert_eq!((p.spso(), p.speo(), p.next_fetch_offset()), (20, 19, 20));
+    assert_eq!(p.move_log_start(15), 0, "the log start never moves back");
+    p.check_invariants();
+}
+
+#[test]
+fn locked_below_the_log_start_waits_for_its_transaction() {
+    let mut p = sp(0);
+    p.acquire("a", 6, 6, 0);
+    p.lock("a", "t1", &[ack(0, 2, Accept)]).unwrap();
+    p.lock("a", "t2", &[ack(3, 5, Accept)]).unwrap();
+    p.move_log_start(6);
+    assert_eq!(p.spso(), 0);
+    assert!(matches!(
+        state(&p, 1),
+        Some((RecordState::Locked { .. }, 1))
+    ));
+    assert_eq!(p.commit("t1").acknowledged, 3);
+    assert_eq!(p.abort("t2"), 3);
+    assert_eq!(p.record(4), None);
+    assert_eq!((p.spso(), p.next_fetch_offset()), (6, 6));
+    p.check_invariants();
+    // A release below the log start archives too.
+    let mut p = sp(0);
+    p.acquire("a", 4, 4, 0);
+    p.move_log_start(2);
+    let counts = p.acknowledge("a", &[ack(0, 3, Release)], 0).unwrap();
+    assert_eq!((counts.archived, counts.released), (2, 2));
+    assert_eq!((p.spso(), p.next_fetch_offset()), (2, 2));
+    p.check_invariants();
+}
