@@ -174,6 +174,12 @@ pub enum ConfigRule {
     Choice(&'static [&'static str]),
     /// `share.auto.offset.reset`: `earliest`, `latest` or `by_duration:<ISO-8601 duration>`.
     AutoOffsetReset,
+    /// `errors.deadletterqueue.topic.name` (KIP-1191): any name, blank for none, but not one
+    /// starting with `__` (Kafka's `GroupConfig.validate`, INVALID_CONFIG with its message).
+    DlqTopicName,
+    /// Kafka's BOOLEAN group config: `true`/`false` in any case, trimmed; refusals carry
+    /// Kafka's message.
+    KafkaBoolean,
     /// Cannot be set at all.
     ReadOnly,
 }
@@ -258,6 +264,25 @@ impl ConfigDef {
                         allowed.join(", ")
                     )))
                 }
+            }
+            ConfigRule::KafkaBoolean => {
+                let trimmed = value.trim();
+                match trimmed.to_ascii_lowercase().as_str() {
+                    b @ ("true" | "false") => Ok(b.to_string()),
+                    _ => Err(self.refused(format!(
+                        "Invalid value {trimmed} for configuration {}: Expected value to be either true or false",
+                        self.name
+                    ))),
+                }
+            }
+            ConfigRule::DlqTopicName => {
+                if value.starts_with("__") {
+                    return Err(self.refused(format!(
+                        "{}: DLQ topic name must not start with '__'",
+                        self.name
+                    )));
+                }
+                Ok(value.to_string())
             }
             ConfigRule::AutoOffsetReset => {
                 let trimmed = value.trim();
@@ -427,6 +452,14 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         synonym: Some("min.insync.replicas"),
         doc: "Single-node broker: always 1; acks=all waits for the durable flush.",
     },
+    ConfigDef {
+        name: "errors.deadletterqueue.group.enable",
+        config_type: ConfigType::Boolean,
+        default: "false",
+        rule: ConfigRule::OneOf(&["true", "false"]),
+        synonym: None,
+        doc: "Enable this topic to be used as a dead-letter queue for share groups (KIP-1191). When true, share groups can write undeliverable records to this topic; when false (the default), attempts to use this topic as a DLQ are rejected.",
+    },
 ];
 
 /// Share-group configs (resource type GROUP), Kafka's names and ranges; the typed view is
@@ -547,6 +580,22 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         },
         synonym: None,
         doc: "Most ONGOING + PREPARE share transactions per group.",
+    },
+    ConfigDef {
+        name: "errors.deadletterqueue.topic.name",
+        config_type: ConfigType::String,
+        default: "",
+        rule: ConfigRule::DlqTopicName,
+        synonym: None,
+        doc: "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. If blank (the default), the group does not have a DLQ topic.",
+    },
+    ConfigDef {
+        name: "errors.deadletterqueue.copy.record.enable",
+        config_type: ConfigType::Boolean,
+        default: "false",
+        rule: ConfigRule::KafkaBoolean,
+        synonym: None,
+        doc: "When writing onto the dead-letter queue topic, whether to copy the original record onto the DLQ topic, or just write a record containing the context information headers.",
     },
 ];
 
@@ -836,6 +885,11 @@ mod tests {
             }
         }
         for def in TOPIC_CONFIGS {
+            // Kafka's KIP-1191 topic opt-in has no broker default.
+            if def.name == "errors.deadletterqueue.group.enable" {
+                assert!(def.synonym.is_none());
+                continue;
+            }
             let synonym = def
                 .synonym
                 .expect("every topic config has a broker synonym");

@@ -127,6 +127,11 @@ pub const SHARE_RECORD_LOCK_DURATION_MS_DEFAULT: u64 = 30_000;
 pub const SHARE_RECORD_LOCK_DURATION_MS_MIN: u64 = 1_000;
 /// Largest `share.record.lock.duration.ms` a group may set (Kafka's group-config maximum).
 pub const SHARE_RECORD_LOCK_DURATION_MS_MAX: u64 = 3_600_000;
+/// Required prefix of share-group DLQ topic names (KIP-1191; Kafka's broker config
+/// `errors.deadletterqueue.topic.name.prefix` default, which Lockstep does not make settable).
+pub const SHARE_DLQ_TOPIC_NAME_PREFIX: &str = "dlq.";
+/// How long a DLQ copy waits for its durable flush (Kafka's request timeout default).
+pub const SHARE_DLQ_PRODUCE_TIMEOUT_MS: u64 = 30_000;
 /// Kafka `share.delivery.count.limit` default: deliveries before a record is archived.
 pub const SHARE_DELIVERY_COUNT_LIMIT_DEFAULT: u16 = 5;
 /// Smallest `share.delivery.count.limit` (Kafka's minimum).

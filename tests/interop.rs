@@ -843,6 +843,36 @@ fn share_python_explicit_accept_release_reject_and_archive_at_limit() {
     assert_eq!(r.u("after_archive"), 0);
 }
 
+/// KIP-1191: REJECTed and over-limit records are copied into the group's DLQ topic, with
+/// Kafka's headers and (copy.record.enable) the original key and value; nothing else is.
+#[test]
+fn share_python_dead_letter_queue_gets_rejected_and_over_limit_records() {
+    let _g = serial();
+    deps();
+    let b = Broker::start();
+    for copy in ["true", "false"] {
+        let mut c = python("share_dlq.py");
+        args(
+            &mut c,
+            &[
+                ("--bootstrap", b.bootstrap()),
+                ("--topic", format!("share-py-dlq-{copy}")),
+                ("--dlq-topic", format!("dlq.share-py-dlq-{copy}")),
+                ("--group", format!("g-py-dlq-{copy}")),
+                ("--count", "30".into()),
+                ("--limit", "2".into()),
+                ("--copy", copy.into()),
+            ],
+        );
+        let r = run_client(&format!("python share dlq copy={copy}"), c);
+        assert_ok("python share dlq", &r);
+        assert_eq!(r.u("consumed_distinct"), 30);
+        // 10 REJECT + 10 RELEASE archived at the limit; the 10 ACCEPTed are not copied.
+        assert_eq!(r.u("expected"), 20);
+        assert_eq!(r.u("dlq_records"), 20);
+    }
+}
+
 #[test]
 fn share_python_killed_consumer_records_are_redelivered() {
     let _g = serial();

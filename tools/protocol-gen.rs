@@ -34,6 +34,8 @@ const KAFKA_MESSAGES: &[&str] = &[
     "ShareAcknowledgeResponse",
     "DescribeShareGroupOffsetsRequest",
     "DescribeShareGroupOffsetsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
 ];
 
 const JAR: &str = "target/test-deps/jars/kafka-clients-4.4.0.jar";

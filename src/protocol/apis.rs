@@ -187,13 +187,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 3,
         flexible_min: 2,
     },
-    // Share groups only (Lockstep has no classic or consumer groups). Kafka 4.4 has v3 (an
-    // error message per group), which the crate lacks; Kafka's admin client negotiates v2.
+    // Share groups only (Lockstep has no classic or consumer groups). v3 (Kafka 4.4: an error
+    // message per group) with the generated codec.
     ApiSpec {
         key: DELETE_GROUPS,
         name: "DeleteGroups",
         min_version: 0,
-        max_version: 2,
+        max_version: 3,
         flexible_min: 2,
     },
     ApiSpec {
@@ -374,6 +374,7 @@ mod tests {
             SHARE_FETCH => of::<g::ShareFetchRequest>(),
             SHARE_ACKNOWLEDGE => of::<g::ShareAcknowledgeRequest>(),
             DESCRIBE_SHARE_GROUP_OFFSETS => of::<g::DescribeShareGroupOffsetsRequest>(),
+            DELETE_GROUPS => of::<g::DeleteGroupsRequest>(),
             _ => return None,
         })
     }

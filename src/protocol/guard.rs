@@ -151,7 +151,7 @@ const CREATE_PARTITIONS_TOPIC: &[Field] = &[
 ];
 const CREATE_PARTITIONS: &[Field] = &[f(0, Arr(CREATE_PARTITIONS_TOPIC)), f(0, I32), f(0, Bool)];
 
-// DeleteGroups v0–2 (flexible from 2).
+// DeleteGroups v0–3 (flexible from 2; v3 changes the response only).
 const DELETE_GROUPS: &[Field] = &[f(0, ArrStr)];
 
 // InitProducerId v0–5 (flexible from 2).
@@ -616,8 +616,9 @@ mod tests {
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::DELETE_GROUPS => {
-                let mut r = DeleteGroupsRequest::default();
-                r.groups_names = vec![GroupId(s("g1")), GroupId(s("g2"))];
+                let r = crate::protocol::generated::delete_groups_request::DeleteGroupsRequest {
+                    groups_names: vec!["g1".into(), "g2".into()],
+                };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::INIT_PRODUCER_ID => {

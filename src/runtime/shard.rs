@@ -16,7 +16,9 @@
 use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
 use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
-use crate::constants::{DELETE_RECORDS_DURABLE_POLL_MS, TXN_PREPARE_WAIT_MS};
+use crate::constants::{
+    DELETE_RECORDS_DURABLE_POLL_MS, SHARE_DLQ_PRODUCE_TIMEOUT_MS, TXN_PREPARE_WAIT_MS,
+};
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
@@ -231,6 +233,8 @@ impl ShardCtx {
                     .state
                     .borrow_mut()
                     .share_acknowledge(&op, wall_ms() as u64);
+                // DLQ copies are durable before the ARCHIVED state is journalled.
+                self.copy_to_dlq().await;
                 ShardReply::ShareAcknowledged(self.share_results_durable(results).await)
             }
             ShardOp::ShareReleaseMember {
@@ -242,6 +246,7 @@ impl ShardCtx {
                     .borrow_mut()
                     .share
                     .release_member(&group_id, &member_id);
+                self.copy_to_dlq().await;
                 let _ = self.append_share_entries();
                 ShardReply::ShareReleased(released)
             }
@@ -784,6 +789,42 @@ impl ShardCtx {
         results
     }
 
+    /// Produces the DLQ copies the share state owes (KIP-1191, `server::share_dlq`) with
+    /// acks=all, each to its DLQ partition's shard, and waits for them. A copy that cannot be
+    /// written is logged and dropped: the records stay ARCHIVED (Kafka's "Failed to write to
+    /// DLQ, proceeding to ARCHIVED regardless").
+    async fn copy_to_dlq(&self) {
+        let (produces, failures) = self.state.borrow_mut().take_dlq_produces(wall_ms());
+        for failure in failures {
+            tracing::warn!(shard = %self.id, error = %failure, "Failed to write to DLQ, proceeding to ARCHIVED regardless");
+        }
+        let calls = produces.into_iter().map(|p| {
+            let shard = partition_shard(&p.target.topic, p.target.partition, self.shard_count);
+            let op = ShardOp::Produce(ProduceOp {
+                partition: p.target.clone(),
+                records: p.records,
+                acks: -1,
+                timeout_ms: SHARE_DLQ_PRODUCE_TIMEOUT_MS,
+            });
+            let call = self.call(shard, op);
+            async move { (p.group_id, p.target, p.count, call.await) }
+        });
+        let calls: Vec<_> = calls.collect();
+        for (group, target, count, reply) in join_all(calls).await {
+            match reply {
+                ShardReply::Produce(r) if r.error_code == 0 => {}
+                ShardReply::Produce(r) => tracing::warn!(
+                    shard = %self.id, group = %group, topic = %target.topic, partition = target.partition,
+                    records = count, code = r.error_code, error = ?r.error_message,
+                    "Failed to write to DLQ, proceeding to ARCHIVED regardless"
+                ),
+                _ => {
+                    tracing::warn!(shard = %self.id, group = %group, "unexpected reply to a DLQ produce")
+                }
+            }
+        }
+    }
+
     /// A share member left, was evicted, or lost its connection: close its share session (on
     /// this, the group's shard) and release its acquired records on every shard.
     fn member_gone(&self, group_id: String, member_id: String) {
@@ -921,6 +962,17 @@ impl ShardCtx {
         let expired = self.state.borrow_mut().share.txn_expire(now);
         self.abort_timed_out(expired);
         self.record_txn_metrics();
+        if !self.state.borrow().share.dlq.is_empty() {
+            // Records archived at the delivery limit by lock expiry: their DLQ copies first,
+            // then the journal (module docs of `server::share_dlq`).
+            let ctx = self.clone();
+            glommio::spawn_local(async move {
+                ctx.copy_to_dlq().await;
+                let _ = ctx.append_share_entries();
+            })
+            .detach();
+            return;
+        }
         if self.append_share_entries().is_err() {
             return;
         }

@@ -1,4 +1,5 @@
-//! DeleteRecords v0–2 (21) and DeleteGroups v0–2 (42).
+//! DeleteRecords v0–2 (21) and DeleteGroups v0–3 (42; v3, Kafka 4.4, adds a per-group
+//! ErrorMessage; its codec is generated, `protocol::generated::delete_groups_*`).
 //!
 //! DeleteRecords: each partition's shard moves its log start (`ShardState::delete_records`,
 //! Kafka's rules: -1 means the high watermark, an offset below 0 or past the high watermark is
@@ -9,8 +10,8 @@
 //!
 //! DeleteGroups: Lockstep has share groups only. A group with members is refused with
 //! NON_EMPTY_GROUP; a group nobody knows (no membership on its shard, no share-partition
-//! state on any shard) gets GROUP_ID_NOT_FOUND, as Kafka answers for an unknown group; an
-//! empty id INVALID_GROUP_ID. Otherwise the group's shard forgets its membership (checked and
+//! state on any shard) gets GROUP_ID_NOT_FOUND, as Kafka answers for an unknown group, and so
+//! does an empty id (Kafka 4.4 on the wire: 69, not INVALID_GROUP_ID). Otherwise the group's shard forgets its membership (checked and
 //! removed in one step there, so a member cannot join in between), and every shard deletes
 //! its share-partition state (journalled tombstones, answered once durable) — what
 //! `kafka-share-groups --delete` does on Kafka.
@@ -22,9 +23,12 @@ use super::{check_count, respond, Bus, Outcome};
 use crate::constants::{DELETE_RECORDS_WAIT_MS_MIN, REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
+use crate::protocol::generated::delete_groups_request::DeleteGroupsRequest;
+use crate::protocol::generated::delete_groups_response::{
+    DeletableGroupResult, DeleteGroupsResponse,
+};
 use kafka_protocol::messages::{
-    delete_groups_response, delete_records_response, DeleteGroupsRequest, DeleteGroupsResponse,
-    DeleteRecordsRequest, DeleteRecordsResponse,
+    delete_records_response, DeleteRecordsRequest, DeleteRecordsResponse,
 };
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
@@ -165,7 +169,7 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
 /// Deletes one share group (see the module docs); the Kafka error code, 0 if deleted.
 async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     if group_id.is_empty() {
-        return ResponseError::InvalidGroupId.code();
+        return ResponseError::GroupIdNotFound.code();
     }
     let shard = group_shard(group_id, bus.shard_count());
     let coordinated = match bus
@@ -241,7 +245,8 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     code
 }
 
-/// DeleteGroups v0–2 (share groups only; see the module docs).
+/// DeleteGroups v0–3 (share groups only; see the module docs). v3's ErrorMessage stays null,
+/// as Kafka 4.4 answers for these errors.
 pub async fn handle_delete_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let decoded: DeleteGroupsRequest = match decode_body(request) {
         Ok(r) => r,
@@ -252,10 +257,11 @@ pub async fn handle_delete_groups<B: Bus>(bus: &B, request: &Request) -> Outcome
     }
     let mut response = DeleteGroupsResponse::default();
     for group in &decoded.groups_names {
-        let mut out = delete_groups_response::DeletableGroupResult::default();
-        out.group_id = group.clone();
-        out.error_code = delete_group(bus, group.0.as_str()).await;
-        response.results.push(out);
+        response.results.push(DeletableGroupResult {
+            group_id: group.clone(),
+            error_code: delete_group(bus, group).await,
+            error_message: None,
+        });
     }
     respond(request, &response)
 }

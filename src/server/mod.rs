@@ -36,6 +36,7 @@ pub mod shard;
 pub mod share;
 pub mod share_admin;
 pub mod share_api;
+pub mod share_dlq;
 pub mod share_fetch;
 pub mod share_group;
 pub mod share_session;

@@ -391,6 +391,7 @@ impl<S: Storage + Clone> ShardState<S> {
     ) -> (Vec<RecoveryReport>, Vec<OpenError>) {
         let mut reports = Vec::new();
         let mut failures = Vec::new();
+        self.share.dlq.refresh(&registry);
         let gone: Vec<PartitionKey> = self
             .partitions
             .keys()

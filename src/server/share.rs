@@ -37,6 +37,7 @@ use super::ops::{
 };
 use super::registry::TopicRegistry;
 use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
+use super::share_dlq::{self, DlqCopy, DlqTap};
 use super::share_fetch::{acquire_from_log_in_mode, fit_bytes};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
@@ -55,6 +56,15 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
+
+/// One batch of DLQ records for one DLQ partition (`ShardState::take_dlq_produces`).
+#[derive(Clone, Debug)]
+pub struct DlqProduce {
+    pub group_id: String,
+    pub target: PartitionRef,
+    pub records: Bytes,
+    pub count: usize,
+}
 
 /// A share partition: its group and topic-partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,6 +94,8 @@ pub struct ShareShard {
     /// these after every transaction operation and in housekeeping
     /// ([`ShareShard::take_timed_out`], [`ShareShard::txn_expire`]).
     pub(crate) timed_out: Vec<crate::txn::TxnRecord>,
+    /// KIP-1191 copies owed to DLQ topics (`server::share_dlq`), taken by the runtime.
+    pub(crate) dlq: DlqTap,
     pub txn_counters: TxnCounters,
 }
 
@@ -394,6 +406,43 @@ impl ShareShard {
             .filter(move |(k, _)| k.group_id == group_id)
     }
 
+    /// The ACQUIRED runs of `sp` if its group has a DLQ (what a change may archive).
+    pub(crate) fn dlq_watch(&self, key: &ShareKey, sp: &SharePartition) -> Vec<(i64, i64, u16)> {
+        if self.dlq.watches(&key.group_id) {
+            share_dlq::acquired_runs(sp)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Queues a DLQ copy of every record of `before` that a REJECT in `acks` or the delivery
+    /// limit archived.
+    pub(crate) fn dlq_archived(
+        &mut self,
+        key: &ShareKey,
+        before: &[(i64, i64, u16)],
+        sp: &SharePartition,
+        acks: &[crate::share::AckBatch],
+    ) {
+        if before.is_empty() {
+            return;
+        }
+        let limit = sp.config().delivery_count_limit;
+        let copies = share_dlq::newly_archived(before, sp, acks, limit)
+            .into_iter()
+            .map(|(offset, delivery_count, cause)| DlqCopy {
+                group_id: key.group_id.clone(),
+                topic_id: key.partition.topic_id,
+                partition: key.partition.partition,
+                offset,
+                delivery_count,
+                cause,
+                key: None,
+                value: None,
+            });
+        self.dlq.push(copies);
+    }
+
     fn record_delta(&mut self, key: &ShareKey, sp: &mut SharePartition) {
         if let Some(delta) = sp.take_delta() {
             self.entries.push(delta_entry(key, &delta));
@@ -411,7 +460,9 @@ impl ShareShard {
         let mut released = 0;
         for key in keys {
             let mut sp = self.partitions.remove(&key).expect("key listed");
+            let before = self.dlq_watch(&key, &sp);
             released += sp.release_member(member_id);
+            self.dlq_archived(&key, &before, &sp, &[]);
             self.record_delta(&key, &mut sp);
             self.partitions.insert(key, sp);
         }
@@ -424,7 +475,9 @@ impl ShareShard {
         let mut expired = 0;
         for key in keys {
             let mut sp = self.partitions.remove(&key).expect("key listed");
+            let before = self.dlq_watch(&key, &sp);
             expired += sp.expire_locks(now_ms);
+            self.dlq_archived(&key, &before, &sp, &[]);
             self.record_delta(&key, &mut sp);
             self.partitions.insert(key, sp);
         }
@@ -815,14 +868,100 @@ impl<S: Storage + Clone> ShardState<S> {
                     Ok(sp) => sp,
                     Err((code, message)) => return ShareAckResult::error(code, message),
                 };
+                let before = self.share.dlq_watch(&key, &sp);
                 let result = match sp.acknowledge(&op.member_id, batches, now_ms) {
-                    Ok(_) => ShareAckResult::ok(),
+                    Ok(_) => {
+                        self.share.dlq_archived(&key, &before, &sp, batches);
+                        ShareAckResult::ok()
+                    }
                     Err(e) => ShareAckResult::error(e.code(), e.to_string()),
                 };
                 self.put_share(key, sp);
                 result
             })
             .collect()
+    }
+
+    /// The DLQ produces owed (KIP-1191, `server::share_dlq`): one batch per (group, DLQ
+    /// partition), with the original key and value read from this shard's logs when the group
+    /// copies records. Copies whose group's DLQ topic is unusable are dropped; the returned
+    /// messages say why (Kafka archives them anyway).
+    pub fn take_dlq_produces(&mut self, now_ms: i64) -> (Vec<DlqProduce>, Vec<String>) {
+        let copies = self.share.dlq.take();
+        let mut failures = Vec::new();
+        let mut out: Vec<DlqProduce> = Vec::new();
+        let mut by_target: BTreeMap<(String, i32), Vec<DlqCopy>> = BTreeMap::new();
+        let mut targets: BTreeMap<String, share_dlq::DlqTarget> = BTreeMap::new();
+        for mut copy in copies {
+            let target = match targets.get(&copy.group_id) {
+                Some(t) => t.clone(),
+                None => match share_dlq::resolve_target(self.registry(), &copy.group_id) {
+                    Ok(t) => {
+                        targets.insert(copy.group_id.clone(), t.clone());
+                        t
+                    }
+                    Err(e) => {
+                        failures.push(e);
+                        continue;
+                    }
+                },
+            };
+            let source = self
+                .registry()
+                .topic_by_id(&copy.topic_id)
+                .map(|m| m.name.clone());
+            if target.copy_record {
+                if let Some(name) = &source {
+                    let r = PartitionRef {
+                        topic: name.clone(),
+                        topic_id: copy.topic_id,
+                        partition: copy.partition,
+                    };
+                    if let Ok(partition) = self.lookup(&r) {
+                        if let Ok(read) = partition
+                            .log
+                            .read(copy.offset as u64, SHARE_FETCH_READ_BYTES_MAX)
+                        {
+                            if let Some((k, v)) = share_dlq::find_record(&read.records, copy.offset)
+                            {
+                                copy.key = k;
+                                copy.value = v;
+                            }
+                        }
+                    }
+                }
+            }
+            let p = share_dlq::target_partition(copy.partition, target.partitions);
+            by_target
+                .entry((copy.group_id.clone(), p))
+                .or_default()
+                .push(copy);
+        }
+        for ((group_id, p), copies) in by_target {
+            let target = &targets[&group_id];
+            let registry = self.registry();
+            let records = share_dlq::encode_batch(
+                &copies,
+                |c| {
+                    registry
+                        .topic_by_id(&c.topic_id)
+                        .map_or_else(|| c.topic_id.to_string(), |m| m.name.clone())
+                },
+                target.copy_record,
+                now_ms,
+            );
+            out.push(DlqProduce {
+                group_id,
+                target: PartitionRef {
+                    topic: target.topic.clone(),
+                    topic_id: target.topic_id,
+                    partition: p,
+                },
+                records,
+                count: copies.len(),
+            });
+        }
+        (out, failures)
     }
 
     /// DescribeShareGroupOffsets on this shard: the start offset (-1: no state) and high

@@ -139,6 +139,9 @@ fn resolve(registry: &TopicRegistry, shards: usize, topic_id: Uuid, partition: i
 /// ShareFetch v2's ShareAcquireMode: 0 batch_optimized, 1 record_limit (KIP-1206).
 const SHARE_ACQUIRE_MODE_RECORD_LIMIT: i8 = 1;
 
+/// Kafka 4.4's message for a RENEW when `share.renew.acknowledge.enable` is false.
+const RENEW_DISABLED_MESSAGE: &str = "Renewing acquisition locks is not enabled for the group.";
+
 /// The first ShareFetch / ShareAcknowledge version with AcknowledgeType RENEW (KIP-1222).
 pub(crate) const RENEW_MIN_VERSION: i16 = 2;
 
@@ -166,28 +169,30 @@ impl RenewPolicy {
 }
 
 /// Converts wire acknowledgement batches (first, last, type codes); `Err` is the partition's
-/// error code and message: INVALID_REQUEST for an unknown type (RENEW included under
-/// [`RenewPolicy::Unknown`]), INVALID_RECORD_STATE for RENEW under [`RenewPolicy::Disabled`].
+/// error code and message, as Kafka 4.4 answers them on the wire: INVALID_REQUEST for an
+/// unknown type (RENEW included under [`RenewPolicy::Unknown`], with no message),
+/// INVALID_RECORD_STATE for RENEW under [`RenewPolicy::Disabled`].
 /// Shared with the transactional acknowledgement (`txn_api`).
 pub(crate) fn ack_batches(
     batches: &[(i64, i64, &[i8])],
     renew: RenewPolicy,
-) -> Result<Vec<AckBatch>, (i16, String)> {
+) -> Result<Vec<AckBatch>, (i16, Option<String>)> {
     batches
         .iter()
         .map(|(first, last, types)| {
             let types = types
                 .iter()
                 .map(|code| match (AcknowledgeType::from_code(*code), renew) {
-                    (Some(AcknowledgeType::Renew), RenewPolicy::Unknown) | (None, _) => Err((
+                    (Some(AcknowledgeType::Renew), RenewPolicy::Unknown) => {
+                        Err((ResponseError::InvalidRequest.code(), None))
+                    }
+                    (None, _) => Err((
                         ResponseError::InvalidRequest.code(),
-                        format!("unknown acknowledge type {code}"),
+                        Some(format!("unknown acknowledge type {code}")),
                     )),
                     (Some(AcknowledgeType::Renew), RenewPolicy::Disabled) => Err((
                         ResponseError::InvalidRecordState.code(),
-                        "renew acknowledgements are disabled for the group \
-                         (share.renew.acknowledge.enable=false)"
-                            .to_string(),
+                        Some(RENEW_DISABLED_MESSAGE.to_string()),
                     )),
                     (Some(t), _) => Ok(t),
                 })
@@ -206,7 +211,7 @@ async fn acknowledge<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
-    acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)>,
+    acks: Vec<(Named, Result<Vec<AckBatch>, (i16, Option<String>)>)>,
 ) -> Vec<(Uuid, i32, ShareAckResult)> {
     let mut by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>> =
         BTreeMap::new();
@@ -214,7 +219,10 @@ async fn acknowledge<B: Bus>(
     for (i, (named, batches)) in acks.into_iter().enumerate() {
         let result = match (named.target, batches) {
             (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
-            (Ok(_), Err((code, message))) => ShareAckResult::error(code, message),
+            (Ok(_), Err((error_code, error_message))) => ShareAckResult {
+                error_code,
+                error_message,
+            },
             (Ok((shard, r)), Ok(batches)) => {
                 by_shard.entry(shard).or_default().push((i, r, batches));
                 ShareAckResult::ok()
@@ -561,7 +569,7 @@ async fn wait_for_data<B: Bus>(bus: &B, waits: Vec<(ShardId, PartitionRef, i64)>
 /// MaxBytes, MinBytes, MaxRecords and MaxWaitMs are all 0, and fetches nothing for it);
 /// `ShareAcquireMode` 1 (record_limit, KIP-1206) makes MaxRecords a strict limit (0,
 /// batch_optimized, rounds new records up to the end of a log batch); another mode is
-/// INVALID_REQUEST.
+/// UNKNOWN_SERVER_ERROR, as Kafka 4.4 answers it.
 pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let decoded: ShareFetchRequest = match decode_body(request) {
         Ok(r) => r,
@@ -579,12 +587,10 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             Some("a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0"),
         );
     }
+    // Kafka 4.4 answers an unknown mode with UNKNOWN_SERVER_ERROR and no message (its
+    // ShareAcquireMode.forId throws), observed on the wire; Lockstep matches it.
     if !(0..=SHARE_ACQUIRE_MODE_RECORD_LIMIT).contains(&decoded.share_acquire_mode) {
-        return top_level_error_fetch(
-            request,
-            ResponseError::InvalidRequest.code(),
-            Some("unknown ShareAcquireMode"),
-        );
+        return top_level_error_fetch(request, ResponseError::UnknownServerError.code(), None);
     }
     let named_count: usize = decoded
         .topics
@@ -617,7 +623,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     );
 
     let mut added: Vec<SessionPartition> = Vec::new();
-    let mut acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = Vec::new();
+    let mut acks: Vec<(Named, Result<Vec<AckBatch>, (i16, Option<String>)>)> = Vec::new();
     for t in &decoded.topics {
         for p in &t.partitions {
             added.push((t.topic_id, p.partition_index));
@@ -875,7 +881,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
         request.api_version,
         registry.group_config(&group_id).renew_acknowledge_enable,
     );
-    let acks: Vec<(Named, Result<Vec<AckBatch>, (i16, String)>)> = decoded
+    let acks: Vec<(Named, Result<Vec<AckBatch>, (i16, Option<String>)>)> = decoded
         .topics
         .iter()
         .flat_map(|t| {
@@ -946,10 +952,17 @@ mod tests {
         assert_eq!(RenewPolicy::of(1, true), RenewPolicy::Unknown);
         assert_eq!(RenewPolicy::of(2, false), RenewPolicy::Disabled);
         assert_eq!(RenewPolicy::of(2, true), RenewPolicy::Allowed);
-        let (code, _) = ack_batches(batch, RenewPolicy::Unknown).unwrap_err();
-        assert_eq!(code, ResponseError::InvalidRequest.code());
-        let (code, _) = ack_batches(batch, RenewPolicy::Disabled).unwrap_err();
-        assert_eq!(code, ResponseError::InvalidRecordState.code());
+        // Kafka 4.4 on the wire: 42 with no message; 121 with its message.
+        let refused = ack_batches(batch, RenewPolicy::Unknown).unwrap_err();
+        assert_eq!(refused, (ResponseError::InvalidRequest.code(), None));
+        let refused = ack_batches(batch, RenewPolicy::Disabled).unwrap_err();
+        assert_eq!(
+            refused,
+            (
+                ResponseError::InvalidRecordState.code(),
+                Some("Renewing acquisition locks is not enabled for the group.".to_string())
+            )
+        );
         let ok = ack_batches(batch, RenewPolicy::Allowed).unwrap();
         assert_eq!(
             ok[0].types,

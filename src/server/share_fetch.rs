@@ -163,8 +163,33 @@ pub fn acquire_from_log(
     )
 }
 
+/// `range` cut after the rest of the log batch it starts inside of (if it starts inside one
+/// and goes past its end): the record_limit mode's ranges.
+fn split_batch_rest(range: AcquiredRange, batch_starts: &[i64]) -> Vec<AcquiredRange> {
+    if batch_starts.contains(&range.first) {
+        return vec![range];
+    }
+    match batch_starts
+        .iter()
+        .find(|s| **s > range.first && **s <= range.last)
+    {
+        Some(&next) => vec![
+            AcquiredRange {
+                last: next - 1,
+                ..range
+            },
+            AcquiredRange {
+                first: next,
+                ..range
+            },
+        ],
+        None => vec![range],
+    }
+}
+
 /// [`acquire_from_log`], or with `record_limit` (ShareAcquireMode record_limit, KIP-1206)
-/// `max_records` as a strict limit: never rounded up to the end of a log batch.
+/// `max_records` as a strict limit: never rounded up to the end of a log batch, and what is
+/// acquired is not split by `batch_size`.
 pub fn acquire_from_log_in_mode(
     sp: &mut SharePartition,
     member: &str,
@@ -224,11 +249,21 @@ pub fn acquire_from_log_in_mode(
             }
         }
     }
+    // record_limit mode does not split what it acquires by BatchSize, only the rest of a
+    // log batch an earlier record_limit fetch cut: Kafka 4.4 answers MaxRecords 17, BatchSize
+    // 3 over batches of 10, 0..4 acquired before, with (5..9), (10..21).
     let starts: Vec<i64> = batches.iter().map(|(f, _, _)| *f).collect();
-    let acquired: Vec<AcquiredRange> = acquired
-        .into_iter()
-        .flat_map(|r| split_at_batches(r, &starts, batch_size))
-        .collect();
+    let acquired: Vec<AcquiredRange> = if record_limit {
+        acquired
+            .into_iter()
+            .flat_map(|r| split_batch_rest(r, &starts))
+            .collect()
+    } else {
+        acquired
+            .into_iter()
+            .flat_map(|r| split_at_batches(r, &starts, batch_size))
+            .collect()
+    };
     let mut records = Vec::new();
     for (first, last, bytes) in &batches {
         if acquired
@@ -272,6 +307,16 @@ mod tests {
         let a = acquire_from_log_in_mode(&mut sp, "a", &bytes, 4, 500, true, 0);
         assert_eq!(a.count, 4, "not rounded up to offset 5");
         assert_eq!(a.acquired.last().map(|r| r.last), Some(3));
+        // Nor split by BatchSize: the rest of batch 3..5, then 6..8 of the next.
+        let b = acquire_from_log_in_mode(&mut sp, "a", &bytes, 5, 1, true, 0);
+        assert_eq!(b.count, 5);
+        assert_eq!(
+            b.acquired
+                .iter()
+                .map(|r| (r.first, r.last))
+                .collect::<Vec<_>>(),
+            vec![(4, 5), (6, 8)]
+        );
     }
 
     #[test]

@@ -78,6 +78,12 @@ pub struct ShareGroupConfig {
     pub session_timeout_ms: u64,
     /// `share.heartbeat.interval.ms`.
     pub heartbeat_interval_ms: u64,
+    /// `errors.deadletterqueue.topic.name` (KIP-1191): where records archived by a REJECT or
+    /// at the delivery count limit are copied (`server::share_dlq`); `None` when blank.
+    pub dlq_topic: Option<String>,
+    /// `errors.deadletterqueue.copy.record.enable`: copy the original key and value too
+    /// (otherwise a DLQ record carries only the context headers).
+    pub dlq_copy_record: bool,
     /// The explicitly set values, by name, canonical (what DescribeConfigs reports as dynamic).
     pub explicit: BTreeMap<String, String>,
 }
@@ -92,6 +98,8 @@ impl Default for ShareGroupConfig {
             renew_acknowledge_enable: true,
             session_timeout_ms: SHARE_SESSION_TIMEOUT_MS_DEFAULT,
             heartbeat_interval_ms: SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT,
+            dlq_topic: None,
+            dlq_copy_record: false,
             explicit: BTreeMap::new(),
         }
     }
@@ -137,6 +145,12 @@ impl ShareGroupConfig {
                 }
                 "share.renew.acknowledge.enable" => {
                     out.renew_acknowledge_enable = canonical == "true"
+                }
+                "errors.deadletterqueue.topic.name" => {
+                    out.dlq_topic = Some(canonical.clone()).filter(|t| !t.trim().is_empty())
+                }
+                "errors.deadletterqueue.copy.record.enable" => {
+                    out.dlq_copy_record = canonical == "true"
                 }
                 "share.transaction.timeout.ms" => out.txn.timeout_ms_default = num()?,
                 "share.transaction.max.pending" => {
@@ -1111,6 +1125,8 @@ mod tests {
             ("share.delivery.count.limit", "11", "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
             ("share.partition.max.record.locks", "99", "Invalid value 99 for configuration share.partition.max.record.locks: Value must be at least 100"),
             ("share.isolation.level", "READ_COMMITTED", "Invalid value READ_COMMITTED for configuration share.isolation.level: String must be one of: read_committed, read_uncommitted"),
+            ("errors.deadletterqueue.topic.name", "__dlq", "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+            ("errors.deadletterqueue.copy.record.enable", "yes", "Invalid value yes for configuration errors.deadletterqueue.copy.record.enable: Expected value to be either true or false"),
             ("share.auto.offset.reset", "EARLIEST", "Invalid value EARLIEST for configuration share.auto.offset.reset: Invalid value `EARLIEST` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
         ];
         for (name, value, message) in cases {
@@ -1142,6 +1158,15 @@ mod tests {
             (c.session_timeout_ms, c.heartbeat_interval_ms),
             (50_000, 15_000)
         );
+        let c = set(&[
+            ("errors.deadletterqueue.topic.name", "dlq.orders"),
+            ("errors.deadletterqueue.copy.record.enable", "TRUE"),
+        ])
+        .unwrap();
+        assert_eq!(c.dlq_topic.as_deref(), Some("dlq.orders"));
+        assert!(c.dlq_copy_record);
+        let c = set(&[("errors.deadletterqueue.topic.name", "")]).unwrap();
+        assert_eq!(c.dlq_topic, None);
         let c = set(&[("share.auto.offset.reset", "by_duration:PT1H30M")]).unwrap();
         assert_eq!(c.auto_offset_reset, AutoOffsetReset::ByDuration(5_400_000));
         // Past Kafka's 4000 record locks only in transactional mode (the documented exception).

@@ -239,7 +239,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
 struct Part {
     txn_partition: TxnPartition,
     /// Where it is and what to lock, or the partition's error.
-    target: Result<(ShardId, PartitionRef, Vec<AckBatch>), (i16, String)>,
+    target: Result<(ShardId, PartitionRef, Vec<AckBatch>), (i16, Option<String>)>,
 }
 
 /// ShareAcknowledgeTransactional v0.
@@ -270,12 +270,15 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
             let target = match registry.topic_by_id(&t.topic_id) {
                 None => Err((
                     ResponseError::UnknownTopicId.code(),
-                    format!("unknown topic id {}", t.topic_id),
+                    Some(format!("unknown topic id {}", t.topic_id)),
                 )),
                 Some(meta) if p.partition_index < 0 || p.partition_index >= meta.partitions => {
                     Err((
                         ResponseError::UnknownTopicOrPartition.code(),
-                        format!("{} has no partition {}", meta.name, p.partition_index),
+                        Some(format!(
+                            "{} has no partition {}",
+                            meta.name, p.partition_index
+                        )),
                     ))
                 }
                 Some(meta) => {
@@ -315,7 +318,7 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
         .iter()
         .map(|p| match &p.target {
             Ok(_) => (0, None),
-            Err((code, message)) => (*code, Some(message.clone())),
+            Err((code, message)) => (*code, message.clone()),
         })
         .collect();
 

@@ -10,6 +10,8 @@
 //! | [`share_acknowledge_response`] | `ShareAcknowledgeResponse` | `kafka-clients-4.4.0.jar:common/message/ShareAcknowledgeResponse.json` |
 //! | [`describe_share_group_offsets_request`] | `DescribeShareGroupOffsetsRequest` | `kafka-clients-4.4.0.jar:common/message/DescribeShareGroupOffsetsRequest.json` |
 //! | [`describe_share_group_offsets_response`] | `DescribeShareGroupOffsetsResponse` | `kafka-clients-4.4.0.jar:common/message/DescribeShareGroupOffsetsResponse.json` |
+//! | [`delete_groups_request`] | `DeleteGroupsRequest` | `kafka-clients-4.4.0.jar:common/message/DeleteGroupsRequest.json` |
+//! | [`delete_groups_response`] | `DeleteGroupsResponse` | `kafka-clients-4.4.0.jar:common/message/DeleteGroupsResponse.json` |
 //! | [`share_abort_transaction_request`] | `ShareAbortTransactionRequest` | `schemas/ShareAbortTransactionRequest.json` |
 //! | [`share_abort_transaction_response`] | `ShareAbortTransactionResponse` | `schemas/ShareAbortTransactionResponse.json` |
 //! | [`share_acknowledge_transactional_request`] | `ShareAcknowledgeTransactionalRequest` | `schemas/ShareAcknowledgeTransactionalRequest.json` |
@@ -29,6 +31,8 @@ pub mod share_acknowledge_request;
 pub mod share_acknowledge_response;
 pub mod describe_share_group_offsets_request;
 pub mod describe_share_group_offsets_response;
+pub mod delete_groups_request;
+pub mod delete_groups_response;
 pub mod share_abort_transaction_request;
 pub mod share_abort_transaction_response;
 pub mod share_acknowledge_transactional_request;
@@ -48,6 +52,8 @@ pub use share_acknowledge_request::ShareAcknowledgeRequest;
 pub use share_acknowledge_response::ShareAcknowledgeResponse;
 pub use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest;
 pub use describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse;
+pub use delete_groups_request::DeleteGroupsRequest;
+pub use delete_groups_response::DeleteGroupsResponse;
 pub use share_abort_transaction_request::ShareAbortTransactionRequest;
 pub use share_abort_transaction_response::ShareAbortTransactionResponse;
 pub use share_acknowledge_transactional_request::ShareAcknowledgeTransactionalRequest;
