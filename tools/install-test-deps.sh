@@ -4,7 +4,7 @@
 #
 #   target/test-deps/venv/      Python venv with confluent-kafka 2.16.* (bundled librdkafka >= 2.16)
 #   target/test-deps/jars/      org.apache.kafka:kafka-clients:4.4.0 and its runtime dependencies
-#   /usr/bin/kcat               Debian's kcat (apt-get)
+#   /usr/bin/kcat, unzip        Debian's kcat and unzip (apt-get; unzip reads the jar's message specs)
 #
 #   target/test-deps/kafka/     Apache Kafka 4.4 (tools/kafka-reference.sh fetch: 47 jars, ~44 MB): its
 #                               kafka-share-groups tool runs in tests/share_admin_tool.rs; the
@@ -102,7 +102,16 @@ EOF
   say "java: installed into $JARS: $(cd "$JARS" && ls *.jar | tr '\n' ' ')"
 fi
 
-# ---------------------------------------------------------------- kcat (Debian)
+# ---------------------------------------------------------------- kcat and unzip (Debian)
+# unzip: tests/protocol_gen.rs and lockstep-protocol-gen read Kafka 4.4's message specs from the jar.
+if ! command -v unzip >/dev/null; then
+  command -v apt-get >/dev/null || die "unzip missing and apt-get not available"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  say "unzip: apt-get update && apt-get install unzip"
+  $SUDO apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq unzip >/dev/null || die "apt-get install unzip failed"
+fi
 if command -v kcat >/dev/null; then
   say "kcat: already installed: $(kcat -V 2>&1 | grep -m1 '^Version' || kcat -V 2>&1 | head -1)"
 else
