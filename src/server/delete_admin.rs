@@ -21,7 +21,7 @@ use super::registry::TopicRegistry;
 use super::{check_count, respond, Bus, Outcome};
 use crate::constants::{DELETE_RECORDS_WAIT_MS_MIN, REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
-use crate::protocol::codec::{decode_body, Request};
+use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
     delete_groups_response, delete_records_response, DeleteGroupsRequest, DeleteGroupsResponse,
     DeleteRecordsRequest, DeleteRecordsResponse,
@@ -63,13 +63,15 @@ pub fn route_delete_records(
 
 /// DeleteRecords v0–2.
 pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: DeleteRecordsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "topics",
+        REQUEST_ENTITIES_MAX,
+        |d: &DeleteRecordsRequest| d.topics.len(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    if let Err(refused) = check_count("topics", decoded.topics.len(), REQUEST_ENTITIES_MAX) {
-        return refused;
-    }
     let partition_count: usize = decoded.topics.iter().map(|t| t.partitions.len()).sum();
     if let Err(refused) = check_count("partitions", partition_count, REQUEST_PARTITIONS_MAX) {
         return refused;
@@ -243,13 +245,15 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
 
 /// DeleteGroups v0–2 (share groups only; see the module docs).
 pub async fn handle_delete_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: DeleteGroupsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "groups",
+        REQUEST_ENTITIES_MAX,
+        |d: &DeleteGroupsRequest| d.groups_names.len(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    if let Err(refused) = check_count("groups", decoded.groups_names.len(), REQUEST_ENTITIES_MAX) {
-        return refused;
-    }
     let mut response = DeleteGroupsResponse::default();
     for group in &decoded.groups_names {
         let mut out = delete_groups_response::DeletableGroupResult::default();
