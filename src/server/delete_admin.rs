@@ -184,27 +184,10 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
         _ => return ResponseError::UnknownServerError.code(),
     };
     // The topics the group holds share-partition state for, on any shard.
-    let calls = (0..bus.shard_count())
-        .map(|s| {
-            bus.call(
-                ShardId(s as u16),
-                ShardOp::ShareOffsets {
-                    group_id: group_id.to_string(),
-                    partitions: None,
-                },
-            )
-        })
-        .collect();
-    let mut topic_ids: BTreeSet<Uuid> = BTreeSet::new();
-    for reply in join_all(calls).await {
-        match reply {
-            ShardReply::ShareOffsets(offsets) => {
-                topic_ids.extend(offsets.iter().map(|o| o.partition.topic_id))
-            }
-            ShardReply::Failed(code) => return code,
-            _ => return ResponseError::UnknownServerError.code(),
-        }
-    }
+    let topic_ids: BTreeSet<Uuid> = match super::share_admin::all_offsets(bus, group_id).await {
+        Ok(offsets) => offsets.iter().map(|o| o.partition.topic_id).collect(),
+        Err(code) => return code,
+    };
     if topic_ids.is_empty() {
         return if coordinated {
             0

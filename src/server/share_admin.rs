@@ -227,7 +227,7 @@ async fn group_of<B: Bus>(bus: &B, group_id: &str) -> Result<Option<ShareGroup>,
 }
 
 /// Every partition the group has state for, on every shard (`Err`: a Kafka error code).
-async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<ShareOffset>, i16> {
+pub(super) async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<ShareOffset>, i16> {
     let calls = (0..bus.shard_count())
         .map(|s| {
             bus.call(
