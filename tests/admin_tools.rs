@@ -23,273 +23,15 @@
 //! Needs `tools/install-test-deps.sh`; when a dependency is missing the test fails and says
 //! how to install it.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::mpsc;
+mod common;
+
 use std::thread;
 use std::time::{Duration, Instant};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const INSTALL_HINT: &str = "run tools/install-test-deps.sh (it installs the Python client and \
-     Apache Kafka 4.4, whose kafka-share-groups tool this test runs, into target/test-deps/)";
-const BROKER_START_TIMEOUT: Duration = Duration::from_secs(180);
-const HOLD_TIMEOUT: Duration = Duration::from_secs(120);
+use common::*;
+
 const GROUP: &str = "admin-apis-group";
 const TOPIC: &str = "admin-apis-topic";
-
-fn deps_dir() -> PathBuf {
-    std::env::var_os("LOCKSTEP_TEST_DEPS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(ROOT).join("target/test-deps"))
-}
-
-/// The Python interpreter of the test venv; panics with the install hint if a dependency is
-/// missing (the tool's jars or the client).
-fn check_deps() -> PathBuf {
-    let deps = deps_dir();
-    let python = deps.join("venv/bin/python");
-    assert!(
-        python.exists(),
-        "Python share consumer missing: {} — {INSTALL_HINT}",
-        python.display()
-    );
-    let libs = deps.join("kafka/libs");
-    let stamp = std::fs::read_to_string(libs.join(".installed")).unwrap_or_default();
-    assert!(
-        stamp.trim() == "kafka_2.13:4.4.0" && libs.join("kafka-tools-4.4.0.jar").exists(),
-        "Apache Kafka 4.4 (kafka-share-groups tool) missing in {} — {INSTALL_HINT}",
-        libs.display()
-    );
-    python
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-/// The child gets SIGKILL if the test thread dies, so no broker or client outlives the test.
-fn die_with_parent(cmd: &mut Command) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    }
-}
-
-struct Broker {
-    child: Child,
-    port: u16,
-    dir: Option<tempfile::TempDir>,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the broker under test and waits for its readiness line.
-fn start_broker() -> Broker {
-    let dir = tempfile::Builder::new()
-        .prefix("lockstep-admin-apis-")
-        .tempdir()
-        .expect("temporary directory");
-    start_broker_in(dir, free_port())
-}
-
-/// Stops `broker` (SIGKILL) and starts it again on the same data and port.
-fn restart(mut broker: Broker) -> Broker {
-    let _ = broker.child.kill();
-    let _ = broker.child.wait();
-    let dir = broker.dir.take().expect("the broker's directory");
-    start_broker_in(dir, broker.port)
-}
-
-fn start_broker_in(dir: tempfile::TempDir, port: u16) -> Broker {
-    let data = dir.path().join("data");
-    let kafka = std::env::var("LOCKSTEP_INTEROP_TARGET").as_deref() == Ok("kafka");
-    let (mut cmd, marker) = if kafka {
-        let mut c = Command::new(Path::new(ROOT).join("tools/kafka-reference.sh"));
-        c.arg("run").arg(&data).arg(port.to_string());
-        (c, "Kafka Server started")
-    } else {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-        c.arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--shards")
-            .arg("2");
-        (c, "lockstep ready:")
-    };
-    let mut child = die_with_parent(&mut cmd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the broker");
-    let out = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if line.contains(marker) {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let broker = Broker {
-        child,
-        port,
-        dir: Some(dir),
-    };
-    rx.recv_timeout(BROKER_START_TIMEOUT)
-        .unwrap_or_else(|_| panic!("broker not ready within {BROKER_START_TIMEOUT:?}"));
-    broker
-}
-
-/// Runs the share-group tool; returns its stdout and stderr without log lines. (Its exit
-/// status says nothing: the tool reports errors on its output and exits 0 either way.)
-fn tool(port: u16, args: &[&str]) -> String {
-    kafka_tool(
-        "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
-        port,
-        args,
-    )
-}
-
-/// Runs one of Kafka 4.4's tool classes against the broker, as [`tool`].
-fn kafka_tool(class: &str, port: u16, args: &[&str]) -> String {
-    let mut cmd = Command::new(Path::new(ROOT).join("tools/kafka-reference.sh"));
-    let Output { stdout, stderr, .. } = die_with_parent(&mut cmd)
-        .arg("class")
-        .arg(class)
-        .arg("--bootstrap-server")
-        .arg(format!("127.0.0.1:{port}"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kafka-reference.sh class");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&stdout),
-        String::from_utf8_lossy(&stderr)
-    );
-    let text: String = text
-        .lines()
-        .filter(|l| !l.starts_with('[') && !l.starts_with("\tat "))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    eprintln!("$ {class} {}\n{text}", args.join(" "));
-    text
-}
-
-/// The output's rows as whitespace-separated columns.
-fn rows(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        .filter(|r| !r.is_empty())
-        .collect()
-}
-
-/// The row whose first columns are `prefix`; panics with the output if there is none.
-fn row(text: &str, prefix: &[&str]) -> Vec<String> {
-    rows(text)
-        .into_iter()
-        .find(|r| r.len() >= prefix.len() && r.iter().zip(prefix).all(|(a, b)| a == b))
-        .unwrap_or_else(|| panic!("no row starting {prefix:?} in:\n{text}"))
-}
-
-fn python(script: &str) -> Command {
-    let mut c = Command::new(check_deps());
-    c.arg(Path::new(ROOT).join("tests/clients/python").join(script));
-    c
-}
-
-/// A ShareConsumer held in the group until [`Holder::release`].
-struct Holder {
-    child: Child,
-    stdin: Option<ChildStdin>,
-}
-
-impl Holder {
-    fn start(port: u16) -> Holder {
-        let mut cmd = python("share_hold.py");
-        cmd.args(["--bootstrap", &format!("127.0.0.1:{port}")])
-            .args(["--topic", TOPIC, "--group", GROUP]);
-        let mut child = die_with_parent(&mut cmd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start share_hold.py");
-        let stdin = child.stdin.take();
-        let out = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                eprintln!("share_hold: {line}");
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + HOLD_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if line == "HOLDING" => break,
-                Ok(_) => {}
-                Err(_) => {
-                    panic!("the share consumer did not receive records within {HOLD_TIMEOUT:?}")
-                }
-            }
-        }
-        Holder { child, stdin }
-    }
-
-    /// Closes the consumer (it leaves the group) and checks it exited cleanly.
-    fn release(mut self) {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.flush();
-        }
-        let status = self.child.wait().expect("wait for share_hold.py");
-        assert!(status.success(), "share_hold.py failed: {status}");
-    }
-}
-
-/// Polls `--list --state` until the group shows `state` (consumers leave asynchronously).
-fn wait_for_state(port: u16, state: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = tool(port, &["--list", "--state"]);
-        if rows(&out)
-            .iter()
-            .any(|r| r.len() == 2 && r[0] == GROUP && r[1] == state)
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "group {GROUP} not {state} after 60 s:\n{out}"
-        );
-        thread::sleep(Duration::from_millis(500));
-    }
-}
 
 fn topics(port: u16, args: &[&str]) -> String {
     kafka_tool("org.apache.kafka.tools.TopicCommand", port, args)
@@ -381,7 +123,7 @@ fn produce(port: u16, partitions: &str, count: &str) {
 fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
     check_deps();
     let kafka = std::env::var("LOCKSTEP_INTEROP_TARGET").as_deref() == Ok("kafka");
-    let broker = start_broker();
+    let broker = start_broker("lockstep-admin-apis-");
     let port = broker.port;
     produce(port, "2", "100");
 
@@ -393,7 +135,7 @@ fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
     );
 
     // A member holds the group: it cannot be deleted.
-    let holder = Holder::start(port);
+    let holder = Holder::start(port, TOPIC, GROUP);
     let out = tool(port, &["--delete", "--group", GROUP]);
     assert!(
         out.contains(&format!("Group '{GROUP}' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException")),
@@ -426,7 +168,7 @@ fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
         "{out}"
     );
     holder.release();
-    wait_for_state(port, "Empty");
+    wait_for_state(port, GROUP, "Empty");
 
     // Records in the new partitions (10 each in 2 and 3), then DeleteRecords.
     produce(port, "4", "40");

@@ -668,17 +668,15 @@ async fn call_controller<B: Bus>(bus: &B, op: AdminOp) -> Result<AdminReply, i16
 
 /// CreateTopics v2–7.
 pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: CreateTopicsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
-    };
-    if let Err(refused) = super::check_count(
+    let decoded = match super::decode_counted(
+        request,
         "topics",
-        decoded.topics.len(),
         crate::constants::REQUEST_ENTITIES_MAX,
+        |d: &CreateTopicsRequest| d.topics.len(),
     ) {
-        return refused;
-    }
+        Ok(d) => d,
+        Err(refused) => return refused,
+    };
     let version = request.api_version;
     let topics: Vec<NewTopic> = decoded
         .topics
@@ -760,17 +758,15 @@ pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
 
 /// DeleteTopics v1–6.
 pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: DeleteTopicsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
-    };
-    if let Err(refused) = super::check_count(
+    let decoded = match super::decode_counted(
+        request,
         "topics",
-        decoded.topics.len() + decoded.topic_names.len(),
         crate::constants::REQUEST_ENTITIES_MAX,
+        |d: &DeleteTopicsRequest| d.topics.len() + d.topic_names.len(),
     ) {
-        return refused;
-    }
+        Ok(d) => d,
+        Err(refused) => return refused,
+    };
     let version = request.api_version;
     let topics: Vec<TopicRef> = if version >= 6 {
         decoded
@@ -840,17 +836,15 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
 /// registry is installed, and share groups subscribed to the topic get them assigned at their
 /// members' next heartbeats (the assignor reads the registry each time).
 pub async fn handle_create_partitions<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: CreatePartitionsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
-    };
-    if let Err(refused) = super::check_count(
+    let decoded = match super::decode_counted(
+        request,
         "topics",
-        decoded.topics.len(),
         crate::constants::REQUEST_ENTITIES_MAX,
+        |d: &CreatePartitionsRequest| d.topics.len(),
     ) {
-        return refused;
-    }
+        Ok(d) => d,
+        Err(refused) => return refused,
+    };
     let topics: Vec<NewPartitions> = decoded
         .topics
         .iter()
@@ -896,17 +890,15 @@ pub async fn handle_create_partitions<B: Bus>(bus: &B, request: &Request) -> Out
 
 /// IncrementalAlterConfigs v0–1.
 pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: IncrementalAlterConfigsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
-    };
-    if let Err(refused) = super::check_count(
+    let decoded = match super::decode_counted(
+        request,
         "config resources",
-        decoded.resources.len(),
         crate::constants::REQUEST_ENTITIES_MAX,
+        |d: &IncrementalAlterConfigsRequest| d.resources.len(),
     ) {
-        return refused;
-    }
+        Ok(d) => d,
+        Err(refused) => return refused,
+    };
     let resources: Vec<AlterResource> = decoded
         .resources
         .iter()

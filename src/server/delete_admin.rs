@@ -22,7 +22,7 @@ use super::registry::TopicRegistry;
 use super::{check_count, respond, Bus, Outcome};
 use crate::constants::{DELETE_RECORDS_WAIT_MS_MIN, REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
-use crate::protocol::codec::{decode_body, Request};
+use crate::protocol::codec::Request;
 use crate::protocol::generated::delete_groups_request::DeleteGroupsRequest;
 use crate::protocol::generated::delete_groups_response::{
     DeletableGroupResult, DeleteGroupsResponse,
@@ -67,13 +67,15 @@ pub fn route_delete_records(
 
 /// DeleteRecords v0–2.
 pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: DeleteRecordsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "topics",
+        REQUEST_ENTITIES_MAX,
+        |d: &DeleteRecordsRequest| d.topics.len(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    if let Err(refused) = check_count("topics", decoded.topics.len(), REQUEST_ENTITIES_MAX) {
-        return refused;
-    }
     let partition_count: usize = decoded.topics.iter().map(|t| t.partitions.len()).sum();
     if let Err(refused) = check_count("partitions", partition_count, REQUEST_PARTITIONS_MAX) {
         return refused;
@@ -186,27 +188,10 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
         _ => return ResponseError::UnknownServerError.code(),
     };
     // The topics the group holds share-partition state for, on any shard.
-    let calls = (0..bus.shard_count())
-        .map(|s| {
-            bus.call(
-                ShardId(s as u16),
-                ShardOp::ShareOffsets {
-                    group_id: group_id.to_string(),
-                    partitions: None,
-                },
-            )
-        })
-        .collect();
-    let mut topic_ids: BTreeSet<Uuid> = BTreeSet::new();
-    for reply in join_all(calls).await {
-        match reply {
-            ShardReply::ShareOffsets(offsets) => {
-                topic_ids.extend(offsets.iter().map(|o| o.partition.topic_id))
-            }
-            ShardReply::Failed(code) => return code,
-            _ => return ResponseError::UnknownServerError.code(),
-        }
-    }
+    let topic_ids: BTreeSet<Uuid> = match super::share_admin::all_offsets(bus, group_id).await {
+        Ok(offsets) => offsets.iter().map(|o| o.partition.topic_id).collect(),
+        Err(code) => return code,
+    };
     if topic_ids.is_empty() {
         return if coordinated {
             0
@@ -248,13 +233,15 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
 /// DeleteGroups v0–3 (share groups only; see the module docs). v3's ErrorMessage stays null,
 /// as Kafka 4.4 answers for these errors.
 pub async fn handle_delete_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: DeleteGroupsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "groups",
+        REQUEST_ENTITIES_MAX,
+        |d: &DeleteGroupsRequest| d.groups_names.len(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    if let Err(refused) = check_count("groups", decoded.groups_names.len(), REQUEST_ENTITIES_MAX) {
-        return refused;
-    }
     let mut response = DeleteGroupsResponse::default();
     for group in &decoded.groups_names {
         response.results.push(DeletableGroupResult {

@@ -110,6 +110,20 @@ pub fn check_count(what: &str, count: usize, max: usize) -> Result<(), Outcome> 
     }
 }
 
+/// Decodes `request`'s body and refuses it, as [`check_count`] does, when it names more than
+/// `max` `what` (counted by `count`); a body that does not decode closes the connection.
+pub(crate) fn decode_counted<T: kafka_protocol::protocol::Decodable>(
+    request: &crate::protocol::codec::Request,
+    what: &str,
+    max: usize,
+    count: impl FnOnce(&T) -> usize,
+) -> Result<T, Outcome> {
+    let decoded: T =
+        crate::protocol::codec::decode_body(request).map_err(|e| Outcome::Close(e.to_string()))?;
+    check_count(what, count(&decoded), max)?;
+    Ok(decoded)
+}
+
 /// Encodes `body` as the response to `request` (its API, version and correlation id); a body
 /// that cannot be encoded at that version closes the connection.
 pub(crate) fn respond<T: kafka_protocol::protocol::Encodable>(

@@ -227,7 +227,7 @@ async fn group_of<B: Bus>(bus: &B, group_id: &str) -> Result<Option<ShareGroup>,
 }
 
 /// Every partition the group has state for, on every shard (`Err`: a Kafka error code).
-async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<ShareOffset>, i16> {
+pub(super) async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<ShareOffset>, i16> {
     let calls = (0..bus.shard_count())
         .map(|s| {
             bus.call(
@@ -262,13 +262,15 @@ async fn known_group<B: Bus>(bus: &B, group_id: &str) -> Result<(Option<ShareGro
 
 /// ShareGroupDescribe v1.
 pub async fn handle_share_group_describe<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: ShareGroupDescribeRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "groups",
+        REQUEST_ENTITIES_MAX,
+        |d: &ShareGroupDescribeRequest| d.group_ids.len(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    if let Err(refused) = check_count("groups", decoded.group_ids.len(), REQUEST_ENTITIES_MAX) {
-        return refused;
-    }
     let registry = bus.registry();
     let mut response = ShareGroupDescribeResponse::default();
     for id in &decoded.group_ids {
@@ -358,13 +360,15 @@ pub fn all_offsets_topics(
 
 /// DescribeShareGroupOffsets v0–v1 (v1 adds the lag, KIP-1226; generated codec).
 pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: DescribeShareGroupOffsetsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "groups",
+        REQUEST_ENTITIES_MAX,
+        |d: &DescribeShareGroupOffsetsRequest| d.groups.len(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    if let Err(refused) = check_count("groups", decoded.groups.len(), REQUEST_ENTITIES_MAX) {
-        return refused;
-    }
     let named: usize = decoded
         .groups
         .iter()
@@ -520,14 +524,15 @@ async fn check_offsets_changeable<B: Bus>(
 
 /// AlterShareGroupOffsets v0: only while the group has no members.
 pub async fn handle_alter_share_group_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: AlterShareGroupOffsetsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "partitions",
+        REQUEST_PARTITIONS_MAX,
+        |d: &AlterShareGroupOffsetsRequest| d.topics.iter().map(|t| t.partitions.len()).sum(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    let named: usize = decoded.topics.iter().map(|t| t.partitions.len()).sum();
-    if let Err(refused) = check_count("partitions", named, REQUEST_PARTITIONS_MAX) {
-        return refused;
-    }
     let group_id = decoded.group_id.0.as_str();
     let registry = bus.registry();
     let shards = bus.shard_count();
@@ -630,13 +635,15 @@ fn results_of(reply: ShardReply, count: usize) -> Vec<ShareAckResult> {
 
 /// DeleteShareGroupOffsets v0: only while the group has no members.
 pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome {
-    let decoded: DeleteShareGroupOffsetsRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
+    let decoded = match super::decode_counted(
+        request,
+        "topics",
+        REQUEST_ENTITIES_MAX,
+        |d: &DeleteShareGroupOffsetsRequest| d.topics.len(),
+    ) {
+        Ok(d) => d,
+        Err(refused) => return refused,
     };
-    if let Err(refused) = check_count("topics", decoded.topics.len(), REQUEST_ENTITIES_MAX) {
-        return refused;
-    }
     let group_id = decoded.group_id.0.as_str();
     let registry = bus.registry();
     let mut response = DeleteShareGroupOffsetsResponse::default();
