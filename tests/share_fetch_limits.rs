@@ -25,9 +25,6 @@
 //! were checked.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
@@ -40,85 +37,17 @@ use lockstep::client::connection::Connection;
 use lockstep::client::producer::{Producer, ProducerRecord};
 use uuid::Uuid;
 
-const BROKER_START_TIMEOUT: Duration = Duration::from_secs(120);
 const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Broker {
-    child: Option<Child>,
-    addr: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn kafka() -> bool {
-    std::env::var("LOCKSTEP_INTEROP_TARGET").as_deref() == Ok("kafka")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
+mod common;
+use common::wire::Broker;
 
 fn start() -> Broker {
-    if kafka() {
-        return Broker {
-            child: None,
-            addr: std::env::var("LOCKSTEP_KAFKA_ADDR").unwrap_or("127.0.0.1:19092".into()),
-            _dir: None,
-        };
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("lockstep-share-fetch-")
-        .tempdir()
-        .expect("temporary directory");
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--shards")
-        .arg("4")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start lockstep");
-    let out = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if line.contains("lockstep ready:") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let broker = Broker {
-        child: Some(child),
-        addr: format!("127.0.0.1:{port}"),
-        _dir: Some(dir),
-    };
-    rx.recv_timeout(BROKER_START_TIMEOUT)
-        .expect("lockstep ready in time");
-    broker
+    common::wire::start("lockstep-share-fetch-", 4)
 }
 
 fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("pD-{prefix}-{}-{nanos}", std::process::id())
+    common::wire::unique("pD", prefix)
 }
 
 /// Creates `topic` with `partitions`, each holding `batches` batches of `batch_records`

@@ -11,9 +11,6 @@
 //! Kafka 4.4 reference broker at `LOCKSTEP_KAFKA_ADDR` (default 127.0.0.1:19092), which is how
 //! the expectations were checked.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{GroupId, ShareGroupHeartbeatRequest, TopicName};
@@ -27,85 +24,17 @@ use lockstep::protocol::generated::{
 };
 use uuid::Uuid;
 
-const BROKER_START_TIMEOUT: Duration = Duration::from_secs(120);
 const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Broker {
-    child: Option<Child>,
-    addr: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn kafka() -> bool {
-    std::env::var("LOCKSTEP_INTEROP_TARGET").as_deref() == Ok("kafka")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
+mod common;
+use common::wire::Broker;
 
 fn start() -> Broker {
-    if kafka() {
-        return Broker {
-            child: None,
-            addr: std::env::var("LOCKSTEP_KAFKA_ADDR").unwrap_or("127.0.0.1:19092".into()),
-            _dir: None,
-        };
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("lockstep-share-renew-")
-        .tempdir()
-        .expect("temporary directory");
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--shards")
-        .arg("1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start lockstep");
-    let out = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if line.contains("lockstep ready:") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let broker = Broker {
-        child: Some(child),
-        addr: format!("127.0.0.1:{port}"),
-        _dir: Some(dir),
-    };
-    rx.recv_timeout(BROKER_START_TIMEOUT)
-        .expect("lockstep ready in time");
-    broker
+    common::wire::start("lockstep-share-renew-", 1)
 }
 
 fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("pA-{prefix}-{}-{nanos}", std::process::id())
+    common::wire::unique("pA", prefix)
 }
 
 /// Creates `topic` with one partition holding `batches` batches of `batch_records` records;

@@ -8,6 +8,8 @@
 //! Included with `mod common;`; each test uses only part of it.
 #![allow(dead_code)]
 
+pub mod wire;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
