@@ -36,6 +36,8 @@ class CheckpointTransactionModelTest {
         final RecState[] records;
         final Map<String, List<Integer>> locks = new HashMap<>();
         final Map<String, TransactionState> txns = new HashMap<>();
+        /** Ids of ONGOING and PREPARE transactions (the pending list). */
+        final Set<String> pending = new java.util.LinkedHashSet<>();
 
         Broker(int n) {
             records = new RecState[n];
@@ -45,6 +47,7 @@ class CheckpointTransactionModelTest {
         void begin(String id) {
             assertFalse(txns.containsKey(id), "transaction id reused: " + id);
             txns.put(id, TransactionState.ONGOING);
+            pending.add(id);
         }
 
         boolean ack(int r, String id) {
@@ -74,6 +77,7 @@ class CheckpointTransactionModelTest {
                 records[r] = commit ? RecState.ACKED : RecState.AVAILABLE;
             }
             locks.remove(id);
+            pending.remove(id);
         }
 
         /** Restart: ACQUIRED is not persisted, ONGOING transactions are aborted. */
@@ -83,22 +87,19 @@ class CheckpointTransactionModelTest {
                     records[r] = RecState.AVAILABLE;
                 }
             }
-            for (Map.Entry<String, TransactionState> t : new ArrayList<>(txns.entrySet())) {
-                if (t.getValue() == TransactionState.ONGOING) {
-                    end(t.getKey(), false);
+            for (String id : new ArrayList<>(pending)) {
+                if (txns.get(id) == TransactionState.ONGOING) {
+                    end(id, false);
                 }
             }
         }
 
         /** The KIP's recovery over the pending transactions of the scope. */
         void recover(long restored, int onlySubtask) {
-            for (Map.Entry<String, TransactionState> t : new ArrayList<>(txns.entrySet())) {
-                if (!t.getValue().isPending()) {
-                    continue;
-                }
-                switch (TransactionIds.decide(GROUP, PREFIX, t.getKey(), t.getValue(), restored, onlySubtask)) {
-                    case COMMIT -> end(t.getKey(), true);
-                    case ABORT -> end(t.getKey(), false);
+            for (String id : new ArrayList<>(pending)) {
+                switch (TransactionIds.decide(GROUP, PREFIX, id, txns.get(id), restored, onlySubtask)) {
+                    case COMMIT -> end(id, true);
+                    case ABORT -> end(id, false);
                     case IGNORE -> { }
                 }
             }
@@ -308,6 +309,6 @@ class CheckpointTransactionModelTest {
     }
 
     private static boolean nothingPending(Broker broker) {
-        return broker.locks.isEmpty() && broker.txns.values().stream().noneMatch(TransactionState::isPending);
+        return broker.locks.isEmpty() && broker.pending.isEmpty();
     }
 }
