@@ -22,6 +22,7 @@ import java.util.function.Consumer;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.errors.InvalidRequestException;
@@ -205,7 +206,6 @@ class LockstepShareConsumerTest {
         broker.produce(topic, 2, "v", n);
         List<ConsumerRecord<String, String>> a = new ArrayList<>();
         List<ConsumerRecord<String, String>> b = new ArrayList<>();
-        Properties p = new Properties();
         try (LockstepShareConsumer<String, String> ca = consumer(group, "implicit");
                 LockstepShareConsumer<String, String> cb = consumer(group, "explicit")) {
             ca.subscribe(List.of(topic));
@@ -230,6 +230,47 @@ class LockstepShareConsumerTest {
         assertEquals(expected("v", n), all);
         assertEquals(n, a.size() + b.size());
         assertTrue(!a.isEmpty() && !b.isEmpty(), "both members got records: " + a.size() + "/" + b.size());
+    }
+
+    @Test
+    void kafkasOwnShareConsumerSharesTheGroupWithOurs() {
+        String group = "jk-mix";
+        String topic = "jk-mix-t";
+        int n = 100;
+        broker.createTopic(topic, 2, group);
+        broker.produce(topic, 2, "v", n);
+        List<String> ours = new ArrayList<>();
+        List<String> kafkas = new ArrayList<>();
+        Properties p = new Properties();
+        p.put("bootstrap.servers", broker.bootstrap());
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        try (LockstepShareConsumer<String, String> c = consumer(group, "explicit");
+                KafkaShareConsumer<String, String> k =
+                        new KafkaShareConsumer<>(p, new StringDeserializer(), new StringDeserializer())) {
+            c.subscribe(List.of(topic));
+            k.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + DELIVERY_WAIT.toMillis();
+            while (ours.size() + kafkas.size() < n && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                    ours.add(r.value());
+                    c.acknowledge(r);
+                }
+                for (ConsumerRecord<String, String> r : k.poll(Duration.ofMillis(100))) {
+                    kafkas.add(r.value());
+                    k.acknowledge(r);
+                }
+            }
+            c.commitSync();
+            k.commitSync();
+        }
+        Set<String> both = new HashSet<>(ours);
+        both.retainAll(kafkas);
+        assertEquals(Set.of(), both, "no record went to both members");
+        Set<String> all = new TreeSet<>(ours);
+        all.addAll(kafkas);
+        assertEquals(expected("v", n), all);
+        assertEquals(n, ours.size() + kafkas.size());
     }
 
     @Test
