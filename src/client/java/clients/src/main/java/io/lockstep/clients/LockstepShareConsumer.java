@@ -154,7 +154,6 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     private final int fetchMaxWaitMs;
     private final int fetchMinBytes;
     private final int fetchMaxBytes;
-    private final int partitionMaxBytes;
     private final NodePool nodes;
 
     private final AtomicBoolean wakeupRequested = new AtomicBoolean();
@@ -240,7 +239,6 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         this.fetchMaxWaitMs = intProp(props, "fetch.max.wait.ms", 500);
         this.fetchMinBytes = intProp(props, "fetch.min.bytes", 1);
         this.fetchMaxBytes = intProp(props, "fetch.max.bytes", 50 * 1024 * 1024);
-        this.partitionMaxBytes = intProp(props, "max.partition.fetch.bytes", 1024 * 1024);
         if (maxPollRecords < 1) {
             throw new ConfigException("max.poll.records", maxPollRecords, "must be at least 1");
         }
@@ -945,7 +943,6 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             }
             topic.partitions().add(new ShareFetchRequestData.FetchPartition()
                     .setPartitionIndex(tp.partition())
-                    .setPartitionMaxBytes(partitionMaxBytes)
                     .setAcknowledgementBatches(batches));
         }
         request.setTopics(topics);
@@ -976,8 +973,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             failAll(piggybacked, asKafka(e));
             sessions.remove(node);
             metadataStale = true;
-            throw e instanceof RetriableException || e instanceof Wire.MalformedException
-                    ? e : new NetworkException("ShareFetch to node " + node + " failed: " + e, e);
+            throw e;
         }
         Errors error = Errors.forCode(response.errorCode());
         if (error != Errors.NONE) {

@@ -43,6 +43,10 @@ class ShareTransactionCoordinatorTest {
     }
 
     static LockstepShareTransactionCoordinator coordinator(String group) {
+        return coordinator(broker, group);
+    }
+
+    static LockstepShareTransactionCoordinator coordinator(LockstepBroker broker, String group) {
         Properties p = new Properties();
         p.put("bootstrap.servers", broker.bootstrap());
         p.put("group.id", group);
