@@ -54,6 +54,9 @@ class ExactlyOnceMiniClusterTest {
     private static final long THROW_EVERY_RECORDS = 4_000;
     private static final int THROWS = 2;
     private static final Duration DEADLINE = Duration.ofSeconds(150);
+    /** The map sleeps this long per record, so that the faults land while records are in flight
+     *  (about 2 000 records/s with parallelism 2: 10 s of work without faults). */
+    private static final long MAP_SLEEP_MS = 1;
 
     /** Per run: records processed by the map (over all attempts) and throws done. */
     static final Map<String, AtomicLong> PROCESSED = new java.util.concurrent.ConcurrentHashMap<>();
@@ -200,7 +203,8 @@ class ExactlyOnceMiniClusterTest {
         }
 
         @Override
-        public String map(String value) {
+        public String map(String value) throws InterruptedException {
+            Thread.sleep(MAP_SLEEP_MS);
             long n = PROCESSED.get(run).incrementAndGet();
             if (n % THROW_EVERY_RECORDS != 0) {
                 return value;
