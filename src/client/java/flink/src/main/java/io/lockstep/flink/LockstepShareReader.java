@@ -295,7 +295,7 @@ final class LockstepShareReader<T> implements SourceReader<T, LockstepShareSplit
     public void notifyNoMoreSplits() {}
 
     @Override
-    public void close() throws Exception {
+    public void close() {
         Exception first = null;
         if (consumer != null) {
             try {

@@ -36,10 +36,15 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  *
  * <p>Transaction ids, the recovery rule and why it is exact: {@link TransactionIds}. The reader's
  * steps: {@link LockstepShareReader}. Requirements: checkpointing enabled (without it nothing is ever
- * committed and the reader stops at {@code share.transaction.max.pending}); a checkpoint interval
- * well under the group's {@code share.record.lock.duration.ms} is not needed (records are LOCKED by
- * their transaction as soon as the next poll sends their acknowledgements) but a checkpoint must
- * finish within the transaction timeout ({@code share.transaction.timeout.ms}, default 60 s).
+ * committed, and each reader stops at its first transaction's timeout); a checkpoint interval well
+ * under the transaction timeout ({@code share.transaction.timeout.ms}, default 60 s: an ONGOING
+ * transaction older than that is aborted by the broker and the next checkpoint fails, so the job
+ * restarts from the last one); {@code share.transaction.max.pending} of at least 3 per reader (the
+ * enumerator sets it when the job starts, see {@link LockstepShareSourceBuilder#setMaxPendingTransactions}).
+ * A job started without a checkpoint to restore (not from a savepoint or retained checkpoint) aborts
+ * every pending transaction of its prefix, including a previous run's prepared ones whose commit
+ * had not arrived: their records are read again (exactly-once holds across restores, not across
+ * unrelated runs).
  *
  * @param <T> the type of the emitted values
  */

@@ -99,12 +99,17 @@ final class LockstepBroker implements AutoCloseable {
     }
 
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         if (process != null && process.isAlive()) {
             process.destroy();
-            if (!process.waitFor(10, TimeUnit.SECONDS)) {
+            try {
+                if (!process.waitFor(10, TimeUnit.SECONDS)) {
+                    process.destroyForcibly();
+                    process.waitFor(10, TimeUnit.SECONDS);
+                }
+            } catch (InterruptedException e) {
                 process.destroyForcibly();
-                process.waitFor(10, TimeUnit.SECONDS);
+                Thread.currentThread().interrupt();
             }
         }
     }
