@@ -404,6 +404,52 @@ class LockstepShareConsumerTest {
     }
 
     @Test
+    void anUndeserializableRecordIsReportedAndCanBeRejectedByOffset() {
+        String group = "jk-deser";
+        String topic = "jk-deser-t";
+        broker.createTopic(topic, 1, group);
+        broker.produce(topic, 1, "v", 3);
+        Properties p = new Properties();
+        p.put("bootstrap.servers", broker.bootstrap());
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        StringDeserializer strings = new StringDeserializer();
+        org.apache.kafka.common.serialization.Deserializer<String> picky = (t, data) -> {
+            String v = strings.deserialize(t, data);
+            if ("v1".equals(v)) {
+                throw new IllegalArgumentException("no v1");
+            }
+            return v;
+        };
+        try (LockstepShareConsumer<String, String> c = new LockstepShareConsumer<>(p, new StringDeserializer(), picky)) {
+            c.subscribe(List.of(topic));
+            org.apache.kafka.common.errors.RecordDeserializationException e = null;
+            long deadline = System.currentTimeMillis() + DELIVERY_WAIT.toMillis();
+            List<ConsumerRecord<String, String>> got = new ArrayList<>();
+            while (e == null && System.currentTimeMillis() < deadline) {
+                try {
+                    ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(500));
+                    rs.forEach(got::add);
+                    rs.forEach(c::acknowledge);
+                } catch (org.apache.kafka.common.errors.RecordDeserializationException ex) {
+                    e = ex;
+                }
+            }
+            assertTrue(e != null, "poll reported the bad record");
+            assertEquals(1, e.offset());
+            assertEquals(org.apache.kafka.common.errors.RecordDeserializationException.DeserializationExceptionOrigin.VALUE,
+                    e.origin());
+            // Until it is acknowledged the next poll refuses, as for any delivered record.
+            assertThrows(IllegalStateException.class, () -> c.poll(Duration.ZERO));
+            c.acknowledge(topic, 0, 1, AcknowledgeType.REJECT);
+            got.addAll(pollFor(c, 2 - got.size(), DELIVERY_WAIT, rs -> rs.forEach(c::acknowledge)));
+            assertEquals(Set.of("v0", "v2"), values(got));
+            c.commitSync();
+            assertEquals(0, pollFor(c, 1, QUIET_WAIT, rs -> rs.forEach(c::acknowledge)).size(), "v1 was rejected");
+        }
+    }
+
+    @Test
     void wakeupInterruptsPollAndClosedConsumersRefuseCalls() throws Exception {
         String group = "jk-wake";
         String topic = "jk-wake-t";
