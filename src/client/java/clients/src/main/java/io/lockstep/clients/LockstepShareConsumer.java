@@ -1061,17 +1061,23 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
                 RecordHeaders headers = new RecordHeaders(r.headers());
                 byte[] keyBytes = r.hasKey() ? Utils.toArray(r.key()) : null;
                 byte[] valueBytes = r.hasValue() ? Utils.toArray(r.value()) : null;
-                K key;
-                V value;
+                K key = null;
+                V value = null;
+                RecordDeserializationException.DeserializationExceptionOrigin origin =
+                        RecordDeserializationException.DeserializationExceptionOrigin.KEY;
                 try {
                     key = keyDeserializer.deserialize(topic, headers, keyBytes);
+                    origin = RecordDeserializationException.DeserializationExceptionOrigin.VALUE;
                     value = valueDeserializer.deserialize(topic, headers, valueBytes);
                 } catch (RuntimeException e) {
                     undeserializable.computeIfAbsent(tp, k -> new TreeSet<>()).add(r.offset());
                     if (failure == null) {
-                        failure = new RecordDeserializationException(new TopicPartition(topic, tp.partition()),
-                                r.offset(), "Error deserializing key/value for partition " + topic + "-"
-                                + tp.partition() + " at offset " + r.offset(), e);
+                        failure = new RecordDeserializationException(origin, new TopicPartition(topic, tp.partition()),
+                                r.offset(), r.timestamp(), batch.timestampType(),
+                                keyBytes == null ? null : ByteBuffer.wrap(keyBytes),
+                                valueBytes == null ? null : ByteBuffer.wrap(valueBytes), headers,
+                                "Error deserializing " + origin.name().toLowerCase(Locale.ROOT) + " for partition "
+                                        + topic + "-" + tp.partition() + " at offset " + r.offset(), e);
                     }
                     continue;
                 }
