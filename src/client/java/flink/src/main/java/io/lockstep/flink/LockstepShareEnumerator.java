@@ -55,7 +55,7 @@ final class LockstepShareEnumerator implements SplitEnumerator<LockstepShareSpli
                     config.groupId, restoredCheckpointId, result);
             recovered = true;
             for (int reader : context.registeredReaders().keySet()) {
-                context.sendEventToSourceReader(reader, new RecoveredEvent());
+                context.sendEventToSourceReader(reader, new RecoveredEvent(restoredCheckpointId));
             }
         });
     }
@@ -63,7 +63,7 @@ final class LockstepShareEnumerator implements SplitEnumerator<LockstepShareSpli
     @Override
     public void addReader(int subtaskId) {
         if (recovered) {
-            context.sendEventToSourceReader(subtaskId, new RecoveredEvent());
+            context.sendEventToSourceReader(subtaskId, new RecoveredEvent(restoredCheckpointId));
         }
     }
 

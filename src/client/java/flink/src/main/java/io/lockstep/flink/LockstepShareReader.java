@@ -138,6 +138,12 @@ final class LockstepShareReader<T> implements SourceReader<T, LockstepShareSplit
     @Override
     public void handleSourceEvents(SourceEvent event) {
         if (event instanceof RecoveredEvent) {
+            // A reader restored with no state of its own (a restore with a higher parallelism)
+            // learns the restored checkpoint here; one with state already knows it (in a region
+            // failover its own is the later one: the enumerator kept its start-up value).
+            long restored = ((RecoveredEvent) event).restoredCheckpointId();
+            restoredCheckpointId = Math.max(restoredCheckpointId, restored);
+            lastCheckpointId = Math.max(lastCheckpointId, restoredCheckpointId);
             recoveredEventSeen = true;
             available.complete(null);
         }

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
  * prepared at the snapshot, committed at the completion, recovered by {@link TransactionIds#decide})
  * run against a trivial model of the broker, of Flink's checkpoints and of a two-phase sink, with
  * random checkpoints that do not reach every reader, aborted checkpoints, lost completion
- * notifications, region failovers, global failovers and broker restarts (ONGOING transactions
+ * notifications, region failovers, global failovers (also with another parallelism) and broker restarts (ONGOING transactions
  * aborted). After the faults stop and the job drains, the sink holds every record exactly once and
  * no transaction is pending. No Flink, no broker: 300 seeds in a few seconds.
  */
@@ -126,9 +126,14 @@ class CheckpointTransactionModelTest {
     /** Sink committables per subtask: checkpoint → records; and the published output. */
     static final class Sink {
         final List<NavigableMap<Long, List<Integer>>> pending = new ArrayList<>();
-        final Map<Integer, Integer> published = new HashMap<>();
+        final Map<Integer, Integer> published;
 
         Sink(int p) {
+            this(p, new HashMap<>());
+        }
+
+        Sink(int p, Map<Integer, Integer> published) {
+            this.published = published;
             for (int i = 0; i < p; i++) {
                 pending.add(new TreeMap<>());
             }
@@ -241,13 +246,20 @@ class CheckpointTransactionModelTest {
                 int s = rnd.nextInt(p);
                 readers[s] = regionFailover(broker, sink, readers[s], latestCompleted);
             } else if (action < 94) {
-                // global failover: everything restarts from the latest completed checkpoint
+                // global failover: everything restarts from the latest completed checkpoint, half
+                // of the time with another parallelism (a restore from a retained checkpoint)
                 for (int s = 0; s < p; s++) {
                     release(broker, readers[s]);
                     sink.restore(s, latestCompleted);
                 }
                 broker.recover(latestCompleted, -1);
+                if (rnd.nextBoolean()) {
+                    p = 1 + rnd.nextInt(4);
+                    sink = new Sink(p, sink.published);
+                    readers = new Reader[p];
+                }
                 for (int s = 0; s < p; s++) {
+                    // a reader with no state of its own learns the checkpoint from the enumerator
                     readers[s] = new Reader(s, latestCompleted);
                 }
             } else {
