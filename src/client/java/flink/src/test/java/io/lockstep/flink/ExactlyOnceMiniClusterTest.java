@@ -21,12 +21,17 @@ import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.serialization.SimpleStringSchema;
+import io.lockstep.clients.LockstepShareTransactionCoordinator;
+import io.lockstep.clients.PendingTransaction;
+import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.runtime.jobgraph.JobGraph;
+import org.apache.flink.runtime.jobgraph.SavepointRestoreSettings;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -35,7 +40,10 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -46,6 +54,7 @@ import org.junit.jupiter.api.io.TempDir;
  * restarted on the same port and data directory. The sink's published output holds every record
  * exactly once.
  */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class ExactlyOnceMiniClusterTest {
     private static final int RECORDS = 20_000;
     private static final int PARTITIONS = 4;
@@ -66,6 +75,7 @@ class ExactlyOnceMiniClusterTest {
     Path tmp;
 
     @Test
+    @Order(1)
     void everyRecordExactlyOnceUnderTaskBrokerAndTaskManagerFailures() throws Exception {
         String run = "p15flink-eo-" + UUID.randomUUID().toString().substring(0, 8);
         PROCESSED.put(run, new AtomicLong());
@@ -83,22 +93,7 @@ class ExactlyOnceMiniClusterTest {
                     .setConfiguration(conf).setNumTaskManagers(2).setNumSlotsPerTaskManager(PARALLELISM).build());
             cluster.start();
             try {
-                StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
-                env.setParallelism(PARALLELISM);
-                env.enableCheckpointing(500, CheckpointingMode.EXACTLY_ONCE);
-                LockstepShareSource<String> source = LockstepShareSource.<String>builder()
-                        .setBootstrapServers(broker.bootstrap())
-                        .setGroupId(run)
-                        .setTopics(run)
-                        .setValueDeserializer(new SimpleStringSchema())
-                        .setTransactionalIdPrefix("job")
-                        .setStartingOffsetEarliest()
-                        .setGroupConfig("share.record.lock.duration.ms", "15000")
-                        .build();
-                env.fromSource(source, WatermarkStrategy.noWatermarks(), "lockstep")
-                        .map(new FailingMap(run)).name("failing-map")
-                        .sinkTo(new CommittedOutputSink(run)).name("committed-output");
-                JobGraph job = env.getStreamGraph().getJobGraph();
+                JobGraph job = jobGraph(conf, broker.bootstrap(), run, PARALLELISM);
                 JobID id = cluster.submitJob(job).get().getJobID();
 
                 LongSupplier published = () -> distinct(run);
@@ -120,6 +115,120 @@ class ExactlyOnceMiniClusterTest {
             }
         }
 
+        assertExactlyOnce(run, RECORDS, started);
+        assertEquals(THROWS, THROWN.get(run).get(), "the map threw as planned");
+    }
+
+    /**
+     * A restore with another parallelism from a retained checkpoint: a job with parallelism 3 is
+     * cancelled mid-stream (its readers leave ONGOING and maybe PREPARE transactions of subtasks 0-2
+     * behind), and the same job is submitted with parallelism 1, restored from the job's last
+     * retained checkpoint. Its enumerator's recovery must end the transactions of all three old
+     * subtasks (committing those of completed checkpoints), and the output of both runs together
+     * holds every record exactly once.
+     */
+    @Test
+    @Order(2)
+    void restoreWithAnotherParallelismRecoversEveryOldSubtask() throws Exception {
+        String run = "p15flink-rescale-" + UUID.randomUUID().toString().substring(0, 8);
+        int records = 6_000;
+        PROCESSED.put(run, new AtomicLong());
+        THROWN.put(run, new AtomicInteger(THROWS)); // no injected map failures here
+        long started = System.nanoTime();
+        Path checkpoints = tmp.resolve("checkpoints");
+        try (LockstepBroker broker = LockstepBroker.start(tmp.resolve("broker"));
+                LockstepShareTransactionCoordinator coordinator = coordinator(broker.bootstrap(), run)) {
+            produce(broker.bootstrap(), run, records);
+            Configuration conf = new Configuration();
+            conf.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
+            conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 1_000);
+            conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(200));
+            conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("16m"));
+            conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpoints.toUri().toString());
+            conf.set(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
+                    ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
+            MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()
+                    .setConfiguration(conf).setNumTaskManagers(1).setNumSlotsPerTaskManager(3).build());
+            cluster.start();
+            List<String> leftBehind;
+            try {
+                JobID first = cluster.submitJob(jobGraph(conf, broker.bootstrap(), run, 3)).get().getJobID();
+                waitFor(cluster, first, started, "a third published", () -> distinct(run) >= records / 3);
+                cluster.cancelJob(first).get(30, TimeUnit.SECONDS);
+                waitTerminal(cluster, first);
+                leftBehind = new ArrayList<>();
+                for (PendingTransaction t : coordinator.listPendingTransactions(run)) {
+                    leftBehind.add(t.id + " " + t.state);
+                }
+                Path retained = latestCheckpoint(checkpoints.resolve(first.toString()));
+                System.out.printf("[flink-eo] %s: cancelled parallelism 3 at %d published; pending: %s; restoring %s"
+                        + " with parallelism 1%n", run, distinct(run), leftBehind, retained.getFileName());
+
+                JobGraph second = jobGraph(conf, broker.bootstrap(), run, 1);
+                second.setSavepointRestoreSettings(SavepointRestoreSettings.forPath(retained.toString(), false));
+                JobID id = cluster.submitJob(second).get().getJobID();
+                waitFor(cluster, id, started, "all published", () -> distinct(run) >= records);
+                Thread.sleep(2_000);
+                for (PendingTransaction t : coordinator.listPendingTransactions(run)) {
+                    for (String old : leftBehind) {
+                        assertTrue(!old.startsWith(t.id + " "), "still pending after the restore: " + t);
+                    }
+                }
+                cluster.cancelJob(id).get(30, TimeUnit.SECONDS);
+            } finally {
+                cluster.close();
+            }
+        }
+        assertExactlyOnce(run, records, started);
+    }
+
+    private static LockstepShareTransactionCoordinator coordinator(String bootstrap, String group) {
+        Properties p = new Properties();
+        p.setProperty("bootstrap.servers", bootstrap);
+        p.setProperty("group.id", group);
+        return new LockstepShareTransactionCoordinator(p);
+    }
+
+    private static void waitTerminal(MiniCluster cluster, JobID id) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (!cluster.getJobStatus(id).get(30, TimeUnit.SECONDS).isGloballyTerminalState()) {
+            assertTrue(System.nanoTime() < deadline, "job " + id + " did not end");
+            Thread.sleep(50);
+        }
+    }
+
+    /** The retained checkpoint with the highest id under a job's checkpoint directory. */
+    private static Path latestCheckpoint(Path jobDir) throws java.io.IOException {
+        try (java.util.stream.Stream<Path> dirs = java.nio.file.Files.list(jobDir)) {
+            return dirs.filter(d -> d.getFileName().toString().startsWith("chk-")
+                            && java.nio.file.Files.exists(d.resolve("_metadata")))
+                    .max(java.util.Comparator.comparingLong(
+                            d -> Long.parseLong(d.getFileName().toString().substring(4))))
+                    .orElseThrow(() -> new AssertionError("no retained checkpoint under " + jobDir));
+        }
+    }
+
+    /** Source (the run's group and topic) → throttled map that may throw → the committed-output sink. */
+    private static JobGraph jobGraph(Configuration conf, String bootstrap, String run, int parallelism) {
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+        env.setParallelism(parallelism);
+        env.enableCheckpointing(500, CheckpointingMode.EXACTLY_ONCE);
+        LockstepShareSource<String> source = LockstepShareSource.<String>builder()
+                .setBootstrapServers(bootstrap)
+                .setGroupId(run)
+                .setTopics(run)
+                .setValueDeserializer(new SimpleStringSchema())
+                .setTransactionalIdPrefix("job")
+                .setStartingOffsetEarliest()
+                .setGroupConfig("share.record.lock.duration.ms", "15000")
+                .build();
+        env.fromSource(source, WatermarkStrategy.noWatermarks(), "lockstep")
+                .map(new FailingMap(run)).name("failing-map")
+                .sinkTo(new CommittedOutputSink(run)).name("committed-output");
+        return env.getStreamGraph().getJobGraph();
+    }
+
+    private static void assertExactlyOnce(String run, int records, long startedNs) {
         Map<String, Integer> counts = new HashMap<>();
         long total = 0;
         for (List<String> batch : CommittedOutputSink.published(run)) {
@@ -130,7 +239,7 @@ class ExactlyOnceMiniClusterTest {
         }
         List<String> duplicated = new ArrayList<>();
         List<String> missing = new ArrayList<>();
-        for (int i = 0; i < RECORDS; i++) {
+        for (int i = 0; i < records; i++) {
             Integer c = counts.get(Integer.toString(i));
             if (c == null) {
                 missing.add(Integer.toString(i));
@@ -138,14 +247,13 @@ class ExactlyOnceMiniClusterTest {
                 duplicated.add(i + "x" + c);
             }
         }
-        System.out.printf("[flink-eo] %d records, %d published in %d batches, map processed %d (%d throws), %.1f s%n",
-                RECORDS, total, CommittedOutputSink.published(run).size(), PROCESSED.get(run).get(),
-                THROWN.get(run).get(), (System.nanoTime() - started) / 1e9);
+        System.out.printf("[flink-eo] %s: %d records, %d published in %d batches, map processed %d (%d throws), %.1f s%n",
+                run, records, total, CommittedOutputSink.published(run).size(), PROCESSED.get(run).get(),
+                THROWN.get(run).get(), (System.nanoTime() - startedNs) / 1e9);
         assertTrue(missing.isEmpty(), "missing: " + head(missing));
         assertTrue(duplicated.isEmpty(), "duplicated: " + head(duplicated));
-        assertEquals(RECORDS, counts.size());
-        assertEquals(RECORDS, total);
-        assertEquals(THROWS, THROWN.get(run).get(), "the map threw as planned");
+        assertEquals(records, counts.size());
+        assertEquals(records, total);
     }
 
     private static List<String> head(List<String> l) {
@@ -162,6 +270,11 @@ class ExactlyOnceMiniClusterTest {
 
     private static void waitFor(MiniCluster cluster, JobID id, long startedNs, String what,
             java.util.function.BooleanSupplier condition) throws Exception {
+        waitFor(cluster, id, startedNs, what, condition, "");
+    }
+
+    private static void waitFor(MiniCluster cluster, JobID id, long startedNs, String what,
+            java.util.function.BooleanSupplier condition, String detail) throws Exception {
         while (!condition.getAsBoolean()) {
             JobStatus status = cluster.getJobStatus(id).get(30, TimeUnit.SECONDS);
             if (status.isGloballyTerminalState()) {
@@ -169,8 +282,7 @@ class ExactlyOnceMiniClusterTest {
                         + cluster.requestJobResult(id).get().getSerializedThrowable());
             }
             if (System.nanoTime() - startedNs > DEADLINE.toNanos()) {
-                fail("not " + what + " within " + DEADLINE + " (published " + distinct(
-                        CommittedOutputSink.PUBLISHED.keySet().iterator().next()) + ")");
+                fail("not " + what + " within " + DEADLINE + " " + detail);
             }
             Thread.sleep(100);
         }

@@ -79,11 +79,20 @@ final class LockstepBroker implements AutoCloseable {
         reader.start();
         try {
             if (!ready.get(START_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
-                throw new IllegalStateException("broker exited before it was ready; see " + log);
+                throw new IllegalStateException("broker exited before it was ready: " + logTail());
             }
         } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
             process.destroyForcibly();
-            throw new IllegalStateException("broker not ready in " + START_TIMEOUT_MS + " ms; see " + log, e);
+            throw new IllegalStateException("broker not ready in " + START_TIMEOUT_MS + " ms: " + logTail(), e);
+        }
+    }
+
+    private String logTail() {
+        try {
+            List<String> lines = Files.readAllLines(log, StandardCharsets.UTF_8);
+            return log + ":\n" + String.join("\n", lines.subList(Math.max(0, lines.size() - 20), lines.size()));
+        } catch (IOException e) {
+            return log + " (unreadable: " + e + ")";
         }
     }
 
