@@ -48,7 +48,7 @@ import org.apache.kafka.common.protocol.Errors;
  * TransactionPrepareException} / {@link TransactionCommitException}). A call that runs out of time
  * throws {@link TimeoutException} (prepare and commit: wrapped, with error REQUEST_TIMED_OUT).
  *
- * <p>Not thread-safe: use one instance per thread (each holds its own connections).
+ * <p>Thread-safe: calls are serialized (one request in flight per instance).
  */
 public class LockstepShareTransactionCoordinator implements ShareTransactionCoordinator, AutoCloseable {
     private final String groupId;
@@ -140,7 +140,7 @@ public class LockstepShareTransactionCoordinator implements ShareTransactionCoor
      * @throws org.apache.kafka.common.errors.InvalidRequestException an id not of the form {@code
      *     {groupId}-…} (INVALID_REQUEST)
      */
-    public TransactionState begin(String transactionId, Duration timeout) {
+    public synchronized TransactionState begin(String transactionId, Duration timeout) {
         Objects.requireNonNull(transactionId, "transactionId");
         long timeoutMs = timeout == null ? -1 : timeout.toMillis();
         byte[] body = ShareTxnMessages.beginRequest(groupId, transactionId, timeoutMs);
@@ -152,7 +152,7 @@ public class LockstepShareTransactionCoordinator implements ShareTransactionCoor
     }
 
     /** {@link #prepareTransaction}, returning the state after the call (PREPARE). */
-    public TransactionState prepare(String transactionId) throws TransactionPrepareException {
+    public synchronized TransactionState prepare(String transactionId) throws TransactionPrepareException {
         ShareTxnMessages.PhaseResponse r;
         try {
             r = phase("SharePrepareTransaction", ShareTxnMessages.SHARE_PREPARE_TRANSACTION, transactionId);
@@ -168,7 +168,7 @@ public class LockstepShareTransactionCoordinator implements ShareTransactionCoor
     }
 
     /** {@link #commitTransaction}, returning the state after the call (COMMITTED). */
-    public TransactionState commit(String transactionId) throws TransactionCommitException {
+    public synchronized TransactionState commit(String transactionId) throws TransactionCommitException {
         ShareTxnMessages.PhaseResponse r;
         try {
             r = phase("ShareCommitTransaction", ShareTxnMessages.SHARE_COMMIT_TRANSACTION, transactionId);
@@ -187,7 +187,7 @@ public class LockstepShareTransactionCoordinator implements ShareTransactionCoor
      * {@link #abortTransaction}, returning the state after the call: ABORTED, or COMMITTED for a
      * transaction that had committed (the abort then changes nothing).
      */
-    public TransactionState abort(String transactionId) {
+    public synchronized TransactionState abort(String transactionId) {
         ShareTxnMessages.PhaseResponse r =
                 phase("ShareAbortTransaction", ShareTxnMessages.SHARE_ABORT_TRANSACTION, transactionId);
         throwIfError(r.errorCode(), r.errorMessage());
@@ -198,7 +198,7 @@ public class LockstepShareTransactionCoordinator implements ShareTransactionCoor
      * The transactions of {@code groupId} in {@code states} (empty: the pending ones, ONGOING and
      * PREPARE).
      */
-    public List<PendingTransaction> listTransactions(String groupId, Collection<TransactionState> states) {
+    public synchronized List<PendingTransaction> listTransactions(String groupId, Collection<TransactionState> states) {
         Objects.requireNonNull(groupId, "groupId");
         List<Byte> codes = new ArrayList<>();
         for (TransactionState s : states) {
@@ -263,7 +263,7 @@ public class LockstepShareTransactionCoordinator implements ShareTransactionCoor
     }
 
     @Override
-    public void close() {
+    public synchronized void close() {
         nodes.close();
     }
 

@@ -35,7 +35,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * lockstep ready:}. The binary is the system property {@code lockstep.bin}, else env {@code
  * LOCKSTEP_BIN}, else {@code ../../../../target/release/lockstep} from the module directory.
  */
-final class LockstepBroker implements AutoCloseable {
+public final class LockstepBroker implements AutoCloseable {
     private static final Duration START_TIMEOUT = Duration.ofSeconds(30);
 
     private final Path dir;
@@ -48,7 +48,7 @@ final class LockstepBroker implements AutoCloseable {
         this.port = port;
     }
 
-    static Path binary() {
+    public static Path binary() {
         String bin = System.getProperty("lockstep.bin");
         if (bin == null || bin.isBlank() || bin.contains("${")) {
             bin = System.getenv("LOCKSTEP_BIN");
@@ -64,7 +64,7 @@ final class LockstepBroker implements AutoCloseable {
         return p;
     }
 
-    static LockstepBroker start() {
+    public static LockstepBroker start() {
         try {
             LockstepBroker b = new LockstepBroker(Files.createTempDirectory("lockstep-java-"), freePort());
             b.spawn();
@@ -119,18 +119,18 @@ final class LockstepBroker implements AutoCloseable {
         }
     }
 
-    String tail() {
+    public String tail() {
         synchronized (output) {
             return String.join("\n", output);
         }
     }
 
-    String bootstrap() {
+    public String bootstrap() {
         return "127.0.0.1:" + port;
     }
 
     /** SIGKILLs the broker and starts it again on the same data and port. */
-    void killAndRestart() throws IOException {
+    public void killAndRestart() throws IOException {
         process.destroyForcibly();
         try {
             process.waitFor(10, TimeUnit.SECONDS);
@@ -141,7 +141,7 @@ final class LockstepBroker implements AutoCloseable {
     }
 
     /** Kills the broker (SIGKILL) without restarting it. */
-    void kill() {
+    public void kill() {
         process.destroyForcibly();
         try {
             process.waitFor(10, TimeUnit.SECONDS);
@@ -151,7 +151,7 @@ final class LockstepBroker implements AutoCloseable {
     }
 
     /** Creates {@code topic} and sets {@code group}'s share.auto.offset.reset to earliest. */
-    void createTopic(String topic, int partitions, String group) {
+    public void createTopic(String topic, int partitions, String group) {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap()))) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
             if (group != null) {
@@ -163,7 +163,7 @@ final class LockstepBroker implements AutoCloseable {
     }
 
     /** Sets a share-group config. */
-    void setGroupConfig(String group, String name, String value) {
+    public void setGroupConfig(String group, String name, String value) {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap()))) {
             setGroupConfig(admin, group, name, value);
         } catch (InterruptedException | ExecutionException | java.util.concurrent.TimeoutException e) {
@@ -179,7 +179,7 @@ final class LockstepBroker implements AutoCloseable {
     }
 
     /** Produces values {@code prefix0 .. prefix(n-1)} round-robin over {@code partitions} partitions. */
-    void produce(String topic, int partitions, String prefix, int n) {
+    public void produce(String topic, int partitions, String prefix, int n) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap());
         p.put("acks", "all");

@@ -486,6 +486,47 @@ class LockstepShareConsumerTest {
     }
 
     @Test
+    void transactionalAcknowledgementsOfRecordsAcquiredBeforeABrokerRestartAreRefused() throws Exception {
+        String group = "jk-stale";
+        String topic = "jk-stale-t";
+        broker.createTopic(topic, 1, group);
+        broker.produce(topic, 1, "v", 3);
+        Map<Integer, Exception> errors = Collections.synchronizedMap(new TreeMap<>());
+        try (LockstepShareTransactionCoordinator coord = coordinator(group);
+                LockstepShareConsumer<String, String> c = consumer(group, "transactional")) {
+            coord.beginTransaction("jk-stale-job-1", null);
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> got = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + DELIVERY_WAIT.toMillis();
+            while (got.isEmpty() && System.currentTimeMillis() < deadline) {
+                c.poll(Duration.ofMillis(500)).forEach(got::add);
+            }
+            assertTrue(!got.isEmpty());
+            // ACQUIRED is not durable: after the crash the records are AVAILABLE again and this
+            // member is unknown, so acknowledging them into a transaction is refused.
+            broker.killAndRestart();
+            // An ONGOING transaction does not survive a restart.
+            assertEquals(List.of(), coord.listPendingTransactions(group));
+            coord.beginTransaction("jk-stale-job-2", null);
+            got.forEach(r -> c.acknowledge(r, AcknowledgeType.ACCEPT, "jk-stale-job-2"));
+            Map<TopicIdPartition, Optional<KafkaException>> result = c.commitSync();
+            assertEquals(1, result.size(), result.toString());
+            KafkaException e = result.values().iterator().next().orElseThrow();
+            assertTrue(e instanceof org.apache.kafka.common.errors.UnknownMemberIdException
+                    || e instanceof org.apache.kafka.common.errors.InvalidRecordStateException, e.toString());
+            // The transaction locked nothing; the records come back to the rejoined member.
+            assertEquals(0L, coord.listPendingTransactions(group).get(0).lockedRecordCount());
+            List<ConsumerRecord<String, String>> back = pollFor(c, got.size(), DELIVERY_WAIT,
+                    rs -> rs.forEach(r -> c.acknowledge(r, AcknowledgeType.ACCEPT, "jk-stale-job-2")));
+            assertEquals(values(got), values(back));
+            c.commitSync().values().forEach(x -> assertEquals(Optional.empty(), x));
+            assertEquals((long) got.size(), coord.listPendingTransactions(group).get(0).lockedRecordCount());
+            coord.prepareTransaction("jk-stale-job-2");
+            coord.commitTransaction("jk-stale-job-2");
+        }
+    }
+
+    @Test
     void wakeupInterruptsPollAndClosedConsumersRefuseCalls() throws Exception {
         String group = "jk-wake";
         String topic = "jk-wake-t";

@@ -44,6 +44,10 @@ public final class BrokerConnection implements AutoCloseable {
     private final Map<Short, short[]> versions = new HashMap<>();
     private int nextCorrelationId = 1;
     private boolean broken;
+    private long lastUsedNanos = System.nanoTime();
+
+    /** Idle time after which {@link #probeClosed} looks at the socket, in nanoseconds. */
+    static final long PROBE_AFTER_IDLE_NANOS = 200_000_000L;
 
     private BrokerConnection(String host, int port, String clientId, Socket socket) throws IOException {
         this.host = host;
@@ -103,6 +107,32 @@ public final class BrokerConnection implements AutoCloseable {
     }
 
     /**
+     * Whether the broker has closed this connection while it was idle (e.g. it restarted): a
+     * connection unused for a while is probed with a 1 ms read, which sees the end of stream. A
+     * closed one is closed here too. No request is in flight between calls, so any byte read is
+     * out of protocol and also closes it.
+     */
+    public boolean probeClosed() {
+        if (broken) {
+            return true;
+        }
+        if (System.nanoTime() - lastUsedNanos < PROBE_AFTER_IDLE_NANOS) {
+            return false;
+        }
+        try {
+            socket.setSoTimeout(1);
+            in.read();
+            close();
+            return true; // end of stream (-1) or a stray byte
+        } catch (SocketTimeoutException e) {
+            return false; // alive, nothing to read
+        } catch (IOException e) {
+            close();
+            return true;
+        }
+    }
+
+    /**
      * The highest version of {@code apiKey} both sides speak, within {@code [min, max]}.
      *
      * @throws org.apache.kafka.common.errors.UnsupportedVersionException if there is none
@@ -157,6 +187,7 @@ public final class BrokerConnection implements AutoCloseable {
             throw new IllegalStateException("request size mismatch for API key " + apiKey);
         }
         try {
+            lastUsedNanos = System.nanoTime();
             socket.setSoTimeout((int) Math.max(1, Math.min(Integer.MAX_VALUE, timeout.toMillis())));
             out.write(frame.array());
             out.flush();
@@ -174,6 +205,7 @@ public final class BrokerConnection implements AutoCloseable {
             if (responseHeaderVersion >= 1) {
                 Wire.skipTaggedFields(buffer);
             }
+            lastUsedNanos = System.nanoTime();
             return buffer.slice();
         } catch (SocketTimeoutException e) {
             close();

@@ -94,7 +94,7 @@ public final class NodePool implements AutoCloseable {
     private BrokerConnection connection(String host, int port, Duration requestTimeout) {
         String address = host + ":" + port;
         BrokerConnection c = connections.get(address);
-        if (c != null && !c.isBroken()) {
+        if (c != null && !c.probeClosed()) {
             return c;
         }
         c = BrokerConnection.connect(host, port, clientId, connectTimeout, requestTimeout);

@@ -2,7 +2,7 @@ package io.lockstep.clients.example;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import io.lockstep.clients.LockstepBrokerAccess;
+import io.lockstep.clients.LockstepBroker;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 class ExactlyOnceExampleTest {
     @Test
     void everyRecordReachesTheSinkExactlyOnce() {
-        try (LockstepBrokerAccess broker = LockstepBrokerAccess.start()) {
+        try (LockstepBroker broker = LockstepBroker.start()) {
             broker.createTopic("events", 2, "demo");
             broker.produce("events", 2, "e", 50);
             List<String> sink = ExactlyOnceExample.run(broker.bootstrap(), "events", "demo", "job1", 2);
