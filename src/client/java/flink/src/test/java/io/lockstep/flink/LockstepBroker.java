@@ -18,7 +18,9 @@ import java.util.concurrent.TimeUnit;
  * property {@code lockstep.bin} (set by the Maven build), else {@code LOCKSTEP_BIN}.
  */
 final class LockstepBroker implements AutoCloseable {
-    private static final long START_TIMEOUT_MS = 60_000;
+    private static final long START_TIMEOUT_MS = 30_000;
+    /** Starts tried before giving up (one broker start in the whole suite once hung; its log is printed). */
+    private static final int START_ATTEMPTS = 2;
 
     private final Path binary;
     private final Path dataDir;
@@ -54,6 +56,20 @@ final class LockstepBroker implements AutoCloseable {
     }
 
     private void launch() throws IOException, InterruptedException {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                launchOnce();
+                return;
+            } catch (IllegalStateException e) {
+                if (attempt >= START_ATTEMPTS) {
+                    throw e;
+                }
+                System.out.println("[lockstep-broker] start attempt " + attempt + " failed, retrying: " + e.getMessage());
+            }
+        }
+    }
+
+    private void launchOnce() throws IOException, InterruptedException {
         Files.createDirectories(dataDir);
         ProcessBuilder pb = new ProcessBuilder(List.of(binary.toString(), "--listen", bootstrap(),
                 "--data-dir", dataDir.toString()));
@@ -83,6 +99,7 @@ final class LockstepBroker implements AutoCloseable {
             }
         } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
             process.destroyForcibly();
+            process.waitFor(10, TimeUnit.SECONDS);
             throw new IllegalStateException("broker not ready in " + START_TIMEOUT_MS + " ms: " + logTail(), e);
         }
     }
