@@ -182,6 +182,39 @@ class ExactlyOnceMiniClusterTest {
         assertExactlyOnce(run, records, started);
     }
 
+    /**
+     * Three readers share a group whose {@code share.transaction.max.pending} is 2: begins are
+     * refused with CONCURRENT_TRANSACTIONS whenever two transactions are ONGOING or PREPARE; a
+     * refused reader keeps its polled records and retries after the others' commits, without
+     * blocking its task thread (checkpoints go on). Every record arrives exactly once.
+     */
+    @Test
+    @Order(3)
+    void readersWaitForTransactionSlotsWhenMaxPendingIsReached() throws Exception {
+        String run = "p15flink-pending-" + UUID.randomUUID().toString().substring(0, 8);
+        int records = 1_000;
+        PROCESSED.put(run, new AtomicLong());
+        THROWN.put(run, new AtomicInteger(THROWS)); // no injected map failures here
+        long started = System.nanoTime();
+        try (LockstepBroker broker = LockstepBroker.start(tmp.resolve("broker"))) {
+            produce(broker.bootstrap(), run, records);
+            Configuration conf = new Configuration();
+            conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("16m"));
+            MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()
+                    .setConfiguration(conf).setNumTaskManagers(1).setNumSlotsPerTaskManager(3).build());
+            cluster.start();
+            try {
+                JobID id = cluster.submitJob(jobGraph(conf, broker.bootstrap(), run, 3, 2)).get().getJobID();
+                waitFor(cluster, id, started, "all published", () -> distinct(run) >= records);
+                Thread.sleep(2_000);
+                cluster.cancelJob(id).get(30, TimeUnit.SECONDS);
+            } finally {
+                cluster.close();
+            }
+        }
+        assertExactlyOnce(run, records, started);
+    }
+
     private static LockstepShareTransactionCoordinator coordinator(String bootstrap, String group) {
         Properties p = new Properties();
         p.setProperty("bootstrap.servers", bootstrap);
@@ -210,18 +243,26 @@ class ExactlyOnceMiniClusterTest {
 
     /** Source (the run's group and topic) → throttled map that may throw → the committed-output sink. */
     private static JobGraph jobGraph(Configuration conf, String bootstrap, String run, int parallelism) {
+        return jobGraph(conf, bootstrap, run, parallelism, 0);
+    }
+
+    private static JobGraph jobGraph(Configuration conf, String bootstrap, String run, int parallelism,
+            int maxPending) {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(parallelism);
         env.enableCheckpointing(500, CheckpointingMode.EXACTLY_ONCE);
-        LockstepShareSource<String> source = LockstepShareSource.<String>builder()
+        LockstepShareSourceBuilder<String> builder = LockstepShareSource.<String>builder()
                 .setBootstrapServers(bootstrap)
                 .setGroupId(run)
                 .setTopics(run)
                 .setValueDeserializer(new SimpleStringSchema())
                 .setTransactionalIdPrefix("job")
                 .setStartingOffsetEarliest()
-                .setGroupConfig("share.record.lock.duration.ms", "15000")
-                .build();
+                .setGroupConfig("share.record.lock.duration.ms", "15000");
+        if (maxPending > 0) {
+            builder.setMaxPendingTransactions(maxPending);
+        }
+        LockstepShareSource<String> source = builder.build();
         env.fromSource(source, WatermarkStrategy.noWatermarks(), "lockstep")
                 .map(new FailingMap(run)).name("failing-map")
                 .sinkTo(new CommittedOutputSink(run)).name("committed-output");
