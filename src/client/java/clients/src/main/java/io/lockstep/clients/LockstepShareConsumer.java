@@ -488,7 +488,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         acquireAndEnsureOpen();
         try {
             ensureExplicit();
-            checkType(type, false);
+            checkType(type);
             acknowledgePlain(record.topic(), record.partition(), record.offset(), type);
         } finally {
             release();
@@ -500,7 +500,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         acquireAndEnsureOpen();
         try {
             ensureExplicit();
-            checkType(type, false);
+            checkType(type);
             acknowledgePlain(topic, partition, offset, type);
         } finally {
             release();
@@ -527,7 +527,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         acquireAndEnsureOpen();
         try {
             ensureExplicit();
-            checkType(type, true);
+            checkType(type);
             if (transactionId == null || transactionId.isEmpty()) {
                 throw new IllegalArgumentException("transactionId must not be empty");
             }
@@ -553,7 +553,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         }
     }
 
-    private static void checkType(AcknowledgeType type, boolean transactional) {
+    private static void checkType(AcknowledgeType type) {
         if (type == null) {
             throw new IllegalArgumentException("AcknowledgeType must not be null");
         }
@@ -1417,10 +1417,5 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     @Override
     public String toString() {
         return "LockstepShareConsumer(group=" + groupId + ", member=" + memberId + ", mode=" + mode + ")";
-    }
-
-    /** For tests: whether every acknowledgement has been sent. */
-    boolean nothingPending() {
-        return acks.isEmpty() && transactionalAcks.isEmpty();
     }
 }

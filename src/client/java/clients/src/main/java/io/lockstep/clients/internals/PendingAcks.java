@@ -19,11 +19,7 @@ public final class PendingAcks {
     public record TopicIdPart(Uuid topicId, int partition) {}
 
     /** A coalesced batch: offsets {@code first..last} inclusive, all of type {@code type}. */
-    public record Batch(long first, long last, byte type) {
-        public long count() {
-            return last - first + 1;
-        }
-    }
+    public record Batch(long first, long last, byte type) {}
 
     private final Map<TopicIdPart, TreeMap<Long, Byte>> byPartition = new LinkedHashMap<>();
 
@@ -84,17 +80,6 @@ public final class PendingAcks {
         }
         if (open) {
             out.add(new Batch(first, last, type));
-        }
-        return out;
-    }
-
-    /** Every offset of {@code batches}. */
-    public static Set<Long> offsets(List<Batch> batches) {
-        Set<Long> out = new java.util.TreeSet<>();
-        for (Batch b : batches) {
-            for (long o = b.first(); o <= b.last(); o++) {
-                out.add(o);
-            }
         }
         return out;
     }
