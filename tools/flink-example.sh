@@ -24,7 +24,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "flink-example: building the Maven modules (clients, flink)"
-mvn -B -q -f src/client/java/pom.xml -pl flink -am test-compile dependency:build-classpath \
+mvn -B -q -Dstyle.color=never -f src/client/java/pom.xml -pl flink -am test-compile dependency:build-classpath \
   -Dmdep.outputFile="$work/classpath" -Dmdep.includeScope=test
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
