@@ -398,11 +398,11 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
                 }
                 if (byLeader.isEmpty()) {
                     sendPlainAcks(deadlineAfter(requestTimeout), false);
-                    if (!sleepUntil(Math.min(deadline, Math.min(nextHeartbeatMs, now + IDLE_SLEEP_MS)))
-                            || System.currentTimeMillis() >= deadline) {
+                    sleepUntil(Math.min(deadline, Math.min(nextHeartbeatMs, now + IDLE_SLEEP_MS)));
+                    if (System.currentTimeMillis() >= deadline) {
                         break;
                     }
-                    continue;
+                    continue; // a wakeup during the sleep throws at the top of the loop
                 }
                 long waitMs = Math.max(0, Math.min(Math.min(deadline, nextHeartbeatMs) - now, fetchMaxWaitMs));
                 boolean failed = false;
@@ -1395,15 +1395,12 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         return Duration.ofMillis(Math.min(left, requestTimeout.toMillis()));
     }
 
-    /** Sleeps until {@code until} (wall-clock ms) or a wakeup; false if woken. */
-    private boolean sleepUntil(long until) {
+    /** Sleeps until {@code until} (wall-clock ms) or until {@link #wakeup} is called. */
+    private void sleepUntil(long until) {
         while (true) {
             long left = until - System.currentTimeMillis();
-            if (left <= 0) {
-                return true;
-            }
-            if (wakeupRequested.get()) {
-                return false;
+            if (left <= 0 || wakeupRequested.get()) {
+                return;
             }
             try {
                 Thread.sleep(Math.min(left, 20));
