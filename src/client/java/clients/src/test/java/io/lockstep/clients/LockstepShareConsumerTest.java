@@ -59,6 +59,10 @@ class LockstepShareConsumerTest {
     }
 
     static LockstepShareConsumer<String, String> consumer(String group, String mode) {
+        return consumer(broker, group, mode);
+    }
+
+    static LockstepShareConsumer<String, String> consumer(LockstepBroker broker, String group, String mode) {
         Properties p = new Properties();
         p.put("bootstrap.servers", broker.bootstrap());
         p.put("group.id", group);
