@@ -118,9 +118,12 @@ import org.slf4j.LoggerFactory;
  *       joins again.
  *   <li>Outcomes of every acknowledgement go to the {@link AcknowledgementCommitCallback} (one call
  *       per partition and request), invoked on the caller's thread during {@code poll}, {@code
- *       commitSync} and {@code close}; {@code commitSync} also returns them. A failed
- *       acknowledgement is not retried (the record stays acquired until its lock times out, then
- *       is redelivered).
+ *       commitSync} and {@code close}; {@code commitSync} also returns them. As in Kafka, a
+ *       ShareAcknowledge (commitSync, commitAsync) is retried for a partition that answers a
+ *       retriable error (but not NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / an unknown topic)
+ *       until the call's timeout; a lost connection, a session-level error, acknowledgements
+ *       carried by a ShareFetch and the closing request are not retried (the records stay
+ *       acquired until their lock times out, then are redelivered).
  *   <li>{@code wakeup} makes the current or next {@code poll} / {@code commitSync} throw {@link
  *       WakeupException}; a poll blocked in a ShareFetch notices it when that request returns (at
  *       most {@code fetch.max.wait.ms}).
@@ -1323,16 +1326,39 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         } else {
             session.epoch = nextEpoch(epoch);
         }
+        Map<TopicIdPart, List<Batch>> retry = new LinkedHashMap<>();
+        boolean canRetry = !closing && deadline - System.currentTimeMillis() > RETRY_BACKOFF_MS;
         for (ShareAcknowledgeResponseData.ShareAcknowledgeTopicResponse t : response.responses()) {
             for (ShareAcknowledgeResponseData.PartitionData p : t.partitions()) {
                 TopicIdPart tp = new TopicIdPart(t.topicId(), p.partitionIndex());
                 List<Batch> sent = unanswered.remove(tp);
-                if (sent != null) {
+                if (sent == null) {
+                    continue;
+                }
+                if (canRetry && retriable(Errors.forCode(p.errorCode()))) {
+                    retry.put(tp, sent);
+                } else {
                     complete(tp, sent, p.errorCode(), p.errorMessage());
                 }
             }
         }
         failAll(unanswered, new KafkaException("the broker did not answer this partition's acknowledgements"));
+        if (!retry.isEmpty()) {
+            log.debug("retrying the acknowledgements of {} after a retriable error", retry.keySet());
+            sleepUntil(System.currentTimeMillis() + RETRY_BACKOFF_MS);
+            shareAcknowledge(node, retry, false, deadline);
+        }
+    }
+
+    /**
+     * Whether a partition's acknowledgement error is retried (until the call's deadline), as
+     * Kafka's consumer decides for ShareAcknowledge: retriable errors, except a moved leader
+     * (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH: the locks went with it) and a deleted topic.
+     */
+    private static boolean retriable(Errors error) {
+        return error != Errors.NONE && error.exception() instanceof RetriableException
+                && error != Errors.NOT_LEADER_OR_FOLLOWER && error != Errors.FENCED_LEADER_EPOCH
+                && error != Errors.UNKNOWN_TOPIC_OR_PARTITION && error != Errors.UNKNOWN_TOPIC_ID;
     }
 
     /**
