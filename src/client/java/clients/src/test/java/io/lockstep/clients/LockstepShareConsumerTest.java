@@ -29,8 +29,6 @@ import org.apache.kafka.common.errors.InvalidRequestException;
 import org.apache.kafka.common.errors.InvalidTxnStateException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -40,23 +38,9 @@ import org.junit.jupiter.api.Test;
  * commit never again, the wire spec's errors per partition), and the KIP's recovery routine after
  * a broker crash.
  */
-class LockstepShareConsumerTest {
+class LockstepShareConsumerTest extends BrokerTest {
     private static final Duration DELIVERY_WAIT = Duration.ofSeconds(30);
     private static final Duration QUIET_WAIT = Duration.ofSeconds(3);
-
-    private static LockstepBroker broker;
-
-    @BeforeAll
-    static void start() {
-        broker = LockstepBroker.start();
-    }
-
-    @AfterAll
-    static void stop() {
-        if (broker != null) {
-            broker.close();
-        }
-    }
 
     static LockstepShareConsumer<String, String> consumer(String group, String mode) {
         return consumer(broker, group, mode);

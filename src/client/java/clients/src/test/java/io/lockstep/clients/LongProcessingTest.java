@@ -22,8 +22,6 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.errors.InvalidRecordStateException;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.parallel.Execution;
 import org.junit.jupiter.api.parallel.ExecutionMode;
@@ -35,28 +33,25 @@ import org.junit.jupiter.api.parallel.ExecutionMode;
  * {@code share.session.timeout.ms} between polls. The two long tests run concurrently (each mostly
  * waits out a broker timeout).
  */
-class LongProcessingTest {
+class LongProcessingTest extends BrokerTest {
     /** Kafka's least group share.record.lock.duration.ms. */
     private static final long LOCK_MS = 15_000;
     /** Kafka's least (and default) group share.session.timeout.ms. */
     private static final long SESSION_TIMEOUT_MS = 45_000;
 
-    private static LockstepBroker broker;
-
-    @BeforeAll
-    static void start() {
-        broker = LockstepBroker.start();
-    }
-
-    @AfterAll
-    static void stop() {
-        if (broker != null) {
-            broker.close();
-        }
-    }
-
     private static LockstepShareConsumer<String, String> consumer(String group, String mode) {
         return LockstepShareConsumerTest.consumer(broker, group, mode);
+    }
+
+    /** Subscribes {@code c} to {@code topic}, its commit callback collecting the errors into {@code errors}. */
+    private static void subscribeCollectingErrors(LockstepShareConsumer<String, String> c, String topic,
+            List<Exception> errors) {
+        c.setAcknowledgementCommitCallback((offsets, e) -> {
+            if (e != null) {
+                errors.add(e);
+            }
+        });
+        c.subscribe(List.of(topic));
     }
 
     /**
@@ -82,12 +77,7 @@ class LongProcessingTest {
         int returns = 0;
         long maxHeldMs = 0;
         try (LockstepShareConsumer<String, String> c = consumer(group, "explicit")) {
-            c.setAcknowledgementCommitCallback((offsets, e) -> {
-                if (e != null) {
-                    ackErrors.add(e);
-                }
-            });
-            c.subscribe(List.of(topic));
+            subscribeCollectingErrors(c, topic, ackErrors);
             // Started once this member holds all three records: from then on it polls the
             // partition too, and would get any record whose lock ran out.
             Thread other = new Thread(() -> {
@@ -155,12 +145,7 @@ class LongProcessingTest {
         broker.produce(topic, 1, "v", 3);
         List<Exception> ackErrors = new CopyOnWriteArrayList<>();
         try (LockstepShareConsumer<String, String> c = consumer(group, "explicit")) {
-            c.setAcknowledgementCommitCallback((offsets, e) -> {
-                if (e != null) {
-                    ackErrors.add(e);
-                }
-            });
-            c.subscribe(List.of(topic));
+            subscribeCollectingErrors(c, topic, ackErrors);
             List<ConsumerRecord<String, String>> got = new ArrayList<>();
             long deadline = System.currentTimeMillis() + 30_000;
             while (got.size() < 3 && System.currentTimeMillis() < deadline) {
@@ -200,12 +185,7 @@ class LongProcessingTest {
         broker.produce(topic, 1, "v", 1);
         List<Exception> ackErrors = new CopyOnWriteArrayList<>();
         try (LockstepShareConsumer<String, String> c = consumer(group, "explicit")) {
-            c.setAcknowledgementCommitCallback((offsets, e) -> {
-                if (e != null) {
-                    ackErrors.add(e);
-                }
-            });
-            c.subscribe(List.of(topic));
+            subscribeCollectingErrors(c, topic, ackErrors);
             List<ConsumerRecord<String, String>> got = LockstepShareConsumerTest.pollFor(c, 1, Duration.ofSeconds(30),
                     rs -> { });
             assertEquals(1, got.size());
