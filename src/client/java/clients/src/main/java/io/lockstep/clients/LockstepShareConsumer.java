@@ -964,6 +964,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             memberEpoch = 0;
             subscriptionSent = false;
             assignment = new LinkedHashSet<>();
+            nextHeartbeatMs = 0; // a poll after this joins again at once
         }
     }
 

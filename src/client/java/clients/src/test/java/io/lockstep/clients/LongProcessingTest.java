@@ -15,7 +15,9 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.KafkaException;
@@ -169,6 +171,37 @@ class LongProcessingTest extends BrokerTest {
                     rs -> rs.forEach(c::acknowledge)).size(), "nothing redelivered");
         }
         assertEquals(List.of(), ackErrors);
+    }
+
+    /**
+     * No poll for max.poll.interval.ms: the consumer leaves the group (as Kafka's does), and the
+     * next poll joins it again.
+     */
+    @Test
+    void noPollForMaxPollIntervalLeavesTheGroupAndTheNextPollRejoins() throws Exception {
+        String group = "jk-mpi";
+        String topic = "jk-mpi-t";
+        broker.createTopic(topic, 1, group);
+        broker.produce(topic, 1, "v", 2);
+        Properties p = new Properties();
+        p.put("bootstrap.servers", broker.bootstrap());
+        p.put("group.id", group);
+        p.put("max.poll.interval.ms", "1500");
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", broker.bootstrap()));
+                LockstepShareConsumer<String, String> c =
+                        new LockstepShareConsumer<>(p, new StringDeserializer(), new StringDeserializer())) {
+            c.subscribe(List.of(topic));
+            assertEquals(2, LockstepShareConsumerTest.pollFor(c, 2, Duration.ofSeconds(30), rs -> { }).size());
+            assertEquals(1, members(admin, group));
+            Thread.sleep(3_000);
+            assertEquals(0, members(admin, group), "left after max.poll.interval.ms without a poll");
+            c.poll(Duration.ofMillis(500));
+            assertEquals(1, members(admin, group), "the next poll joined again");
+        }
+    }
+
+    private static int members(Admin admin, String group) throws Exception {
+        return admin.describeShareGroups(List.of(group)).all().get(30, TimeUnit.SECONDS).get(group).members().size();
     }
 
     /**
