@@ -9,7 +9,11 @@
 //!
 //! 1. produce: `ProducerPerformance --num-records N --record-size 1024 --throughput -1
 //!    --producer-props acks=all` (the Java producer's defaults otherwise: idempotent, linger 5 ms,
-//!    16 KiB batches); records/s, MiB/s and latency percentiles as the tool prints them;
+//!    16 KiB batches, 32 MiB of buffer); records/s, MiB/s and latency percentiles as the tool
+//!    prints them. At `--throughput -1` the producer keeps its buffer full, so its latencies are
+//!    mostly queueing in the client (about buffer / throughput): they compare how fast each
+//!    broker drains a full producer, not an idle broker's response time
+//!    (`--producer-throughput N` runs the tool at a fixed rate instead);
 //! 2. share-consume: `ShareConsumerPerformance --num-records N` in a share group whose
 //!    `share.auto.offset.reset` is `earliest` (set with IncrementalAlterConfigs before the
 //!    consumer joins), i.e. it drains what 1 produced, implicit acknowledgement, `--threads`
@@ -22,9 +26,10 @@
 //! (writeback, io-wq workers of another process) are not charged to the broker: a broker that
 //! leaves its writes to the page cache (Kafka) pays for writeback outside its own figure.
 //!
-//! Machine figures of the same run: O_DIRECT sequential write bandwidth (1 MiB aligned blocks),
-//! and a group-commit-like durable append (writes of 256 KiB per fdatasync) through the page
-//! cache into a growing file and through O_DIRECT into a preallocated file.
+//! Machine figures of the same run: O_DIRECT sequential write bandwidth (1 MiB aligned blocks,
+//! one fdatasync at the end), and a group-commit-like durable append (64 KiB, 1 MiB and 8 MiB
+//! written per fdatasync, one group after the other) through the page cache into a growing file
+//! and through O_DIRECT into a preallocated, zeroed file.
 //!
 //! The issue's targets are printed MET / NOT MET: Lockstep's broker CPU per produced record
 //! ≤ 0.5 × Kafka's (Lockstep fdatasyncs every acknowledged batch, Kafka does not); produce p99
@@ -39,7 +44,8 @@
 //!
 //! `cargo bench --bench broker` runs the full measurement and writes
 //! `target/bench-reports/broker.json`. Options after `--`: `--no-kafka`; `--records N`;
-//! `--threads N` (share consumers); `--kafka-fsync` (adds Kafka with
+//! `--producer-throughput N` (records/s, default -1: unthrottled); `--threads N` (share
+//! consumers); `--kafka-fsync` (adds Kafka with
 //! `log.flush.interval.messages=1`, durable like Lockstep); `--raw` (and its options, see
 //! [`raw`]); `--json` (print the report as JSON on stdout after the table). Under `cargo test`
 //! (no `--bench` argument) it runs quickly against Lockstep only: both tools on a few hundred
@@ -65,7 +71,7 @@ const GROUP: &str = "p14-bench-share";
 const PRODUCER_TOOL: &str = "org.apache.kafka.tools.ProducerPerformance";
 const SHARE_CONSUMER_TOOL: &str = "org.apache.kafka.tools.ShareConsumerPerformance";
 /// Group commit probes: bytes written per fdatasync.
-const GROUP_COMMIT_BYTES: usize = 256 << 10;
+const GROUP_COMMIT_BYTES: [usize; 3] = [64 << 10, 1 << 20, 8 << 20];
 
 /// Sizes of one run: the full measurement, or the smoke run under `cargo test`.
 #[derive(Clone, Copy, Serialize)]
@@ -74,9 +80,17 @@ struct Plan {
     record_bytes: usize,
     partitions: i32,
     share_consumers: usize,
+    /// ProducerPerformance `--throughput`: records/s, -1 for as fast as it can.
+    producer_throughput: i64,
     /// A tool that has not exited by then is killed and its phase fails.
     tool_timeout_seconds: u64,
+    /// ShareConsumerPerformance `--timeout`. The tool waits this long (+100 ms) for its
+    /// consumers after starting them and then interrupts them, so it bounds the whole phase,
+    /// not only the gap between records.
+    share_timeout_ms: u64,
     direct_write_bytes: usize,
+    /// Each group-commit probe: at most this long, at most this many bytes.
+    group_commit_seconds: f64,
     group_commit_total_bytes: usize,
 }
 
@@ -85,18 +99,24 @@ const FULL: Plan = Plan {
     record_bytes: 1024,
     partitions: 4,
     share_consumers: 1,
-    tool_timeout_seconds: 600,
+    producer_throughput: -1,
+    tool_timeout_seconds: 900,
+    share_timeout_ms: 400_000,
     direct_write_bytes: 1 << 30,
-    group_commit_total_bytes: 256 << 20,
+    group_commit_seconds: 2.0,
+    group_commit_total_bytes: 512 << 20,
 };
 const SMOKE: Plan = Plan {
     records: 300,
     record_bytes: 1024,
     partitions: 4,
     share_consumers: 1,
+    producer_throughput: -1,
     tool_timeout_seconds: 120,
+    share_timeout_ms: 60_000,
     direct_write_bytes: 4 << 20,
-    group_commit_total_bytes: 1 << 20,
+    group_commit_seconds: 0.02,
+    group_commit_total_bytes: 16 << 20,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -119,9 +139,14 @@ struct Report {
 #[derive(Serialize)]
 struct Storage {
     direct_write_mb_per_s: f64,
-    group_commit_page_cache_mb_per_s: f64,
-    group_commit_direct_preallocated_mb_per_s: f64,
-    group_commit_bytes_per_fdatasync: usize,
+    group_commit: Vec<GroupCommitProbe>,
+}
+
+#[derive(Serialize)]
+struct GroupCommitProbe {
+    how: GroupCommit,
+    bytes_per_fdatasync: usize,
+    mb_per_s: f64,
 }
 
 #[derive(Serialize, Default)]
@@ -230,6 +255,9 @@ fn main() {
     if let Some(v) = option("--records") {
         plan.records = v.parse().expect("--records N");
     }
+    if let Some(v) = option("--producer-throughput") {
+        plan.producer_throughput = v.parse().expect("--producer-throughput RECORDS_PER_S");
+    }
     if let Some(v) = option("--threads") {
         plan.share_consumers = v.parse().expect("--threads N");
     }
@@ -279,25 +307,29 @@ fn main() {
 
     progress("machine: O_DIRECT sequential write");
     let direct = common::direct_write_mb_per_s(work, plan.direct_write_bytes);
-    progress("machine: group commit through the page cache");
-    let page_cache = common::group_commit_mb_per_s(
-        work,
-        GroupCommit::PageCache,
-        plan.group_commit_total_bytes,
-        GROUP_COMMIT_BYTES,
-    );
-    progress("machine: group commit through O_DIRECT into a preallocated file");
-    let direct_group = common::group_commit_mb_per_s(
-        work,
-        GroupCommit::DirectPreallocated,
-        plan.group_commit_total_bytes,
-        GROUP_COMMIT_BYTES,
-    );
+    let mut group_commit = Vec::new();
+    for how in [GroupCommit::PageCache, GroupCommit::DirectPreallocated] {
+        for bytes in GROUP_COMMIT_BYTES {
+            progress(&format!(
+                "machine: group commit {how:?}, {} KiB per fdatasync",
+                bytes >> 10
+            ));
+            group_commit.push(GroupCommitProbe {
+                how,
+                bytes_per_fdatasync: bytes,
+                mb_per_s: common::group_commit_mb_per_s(
+                    work,
+                    how,
+                    bytes,
+                    plan.group_commit_seconds,
+                    plan.group_commit_total_bytes,
+                ),
+            });
+        }
+    }
     let storage = Storage {
         direct_write_mb_per_s: direct,
-        group_commit_page_cache_mb_per_s: page_cache,
-        group_commit_direct_preallocated_mb_per_s: direct_group,
-        group_commit_bytes_per_fdatasync: GROUP_COMMIT_BYTES,
+        group_commit,
     };
 
     let mut brokers = Vec::new();
@@ -332,7 +364,7 @@ fn main() {
     progress("done");
     eprintln!();
 
-    let targets = targets(&brokers, &storage);
+    let targets = targets(&brokers, &storage, plan);
     let report = Report {
         commit: common::git_commit(),
         machine: common::machine(),
@@ -475,7 +507,7 @@ fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
         "--record-size",
         &plan.record_bytes.to_string(),
         "--throughput",
-        "-1",
+        &plan.producer_throughput.to_string(),
         "--reporting-interval",
         "1000",
         "--producer-props",
@@ -505,7 +537,7 @@ fn share_consumer_args(broker: &Broker, plan: Plan) -> Vec<String> {
         "--reporting-interval",
         "1000",
         "--timeout",
-        "20000",
+        &plan.share_timeout_ms.to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -763,17 +795,16 @@ fn parse_share_consumer(run: &ToolRun) -> Result<ConsumeFigures, String> {
 // ---------------------------------------------------------------------------------------------
 // Targets and table
 
-fn targets(brokers: &[BrokerResult], storage: &Storage) -> Vec<Target> {
-    let find = |name: &str| {
-        brokers
-            .iter()
-            .find(|b| b.name == name && b.failed.is_none())
-    };
+/// The issue's targets, from whatever phases completed (a share-consume that did not read every
+/// record is not judged).
+fn targets(brokers: &[BrokerResult], storage: &Storage, plan: Plan) -> Vec<Target> {
+    let find = |name: &str| brokers.iter().find(|b| b.name == name);
     let (l, k) = (find("lockstep"), find("kafka"));
     let lp = l.and_then(|b| b.produce.as_ref());
     let kp = k.and_then(|b| b.produce.as_ref());
-    let lc = l.and_then(|b| b.share_consume.as_ref());
-    let kc = k.and_then(|b| b.share_consume.as_ref());
+    let complete = |c: &&ConsumeFigures| c.records >= plan.records;
+    let lc = l.and_then(|b| b.share_consume.as_ref()).filter(complete);
+    let kc = k.and_then(|b| b.share_consume.as_ref()).filter(complete);
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
@@ -877,13 +908,25 @@ fn print_table(report: &Report) {
         report.machine["cpus"], report.machine["cpu"], report.load_average_at_start
     );
     println!(
-        "storage: O_DIRECT sequential write {:.0} MB/s; group commit ({} KiB per fdatasync): \
-         page cache {:.0} MB/s, O_DIRECT preallocated {:.0} MB/s",
-        s.direct_write_mb_per_s,
-        s.group_commit_bytes_per_fdatasync >> 10,
-        s.group_commit_page_cache_mb_per_s,
-        s.group_commit_direct_preallocated_mb_per_s
+        "storage: O_DIRECT sequential write {:.0} MB/s (1 MiB blocks, one fdatasync at the end)",
+        s.direct_write_mb_per_s
     );
+    for how in [GroupCommit::PageCache, GroupCommit::DirectPreallocated] {
+        let probes: Vec<String> = s
+            .group_commit
+            .iter()
+            .filter(|g| g.how == how)
+            .map(|g| format!("{} KiB {:.0} MB/s", g.bytes_per_fdatasync >> 10, g.mb_per_s))
+            .collect();
+        let what = match how {
+            GroupCommit::PageCache => "page cache, growing file",
+            GroupCommit::DirectPreallocated => "O_DIRECT, preallocated file",
+        };
+        println!(
+            "storage: group commit (write, fdatasync, repeat; {what}): {}",
+            probes.join(", ")
+        );
+    }
     for b in &report.brokers {
         if let Some(why) = &b.not_run {
             println!("{}: not run ({why})", b.name);

@@ -197,7 +197,7 @@ pub fn direct_write_mb_per_s(work: &Path, total: usize) -> f64 {
 }
 
 /// How a [`group_commit_mb_per_s`] probe writes.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum GroupCommit {
     /// Buffered `pwrite`s appended to a growing file (a page-cache log: every flush also
     /// commits the file's new size to the journal).
@@ -207,47 +207,58 @@ pub enum GroupCommit {
     DirectPreallocated,
 }
 
-/// A group-commit-like durable append: `total` bytes written as groups of `group_bytes` (16 KiB
-/// appends for the page cache; one aligned write for O_DIRECT), one fdatasync after each
-/// group, the next group only after it; MB/s (10^6).
+/// A group-commit-like durable append: groups of `group_bytes` (16 KiB appends for the page
+/// cache; one aligned write for O_DIRECT), one fdatasync after each group, the next group only
+/// after it, for `seconds` or `total_max` bytes (at least one group); MB/s (10^6).
 pub fn group_commit_mb_per_s(
     work: &Path,
     how: GroupCommit,
-    total: usize,
     group_bytes: usize,
+    seconds: f64,
+    total_max: usize,
 ) -> f64 {
     const APPEND: usize = 16 << 10;
     let group_bytes = group_bytes.max(APPEND) / APPEND * APPEND;
-    let groups = (total / group_bytes).max(1);
+    let groups_max = (total_max / group_bytes).max(1);
+    let deadline = Duration::from_secs_f64(seconds);
     let path = work.join("group-commit.bin");
     let start;
+    let mut groups = 0;
     match how {
         GroupCommit::PageCache => {
             let file = std::fs::File::create(&path).expect("create");
             let append = vec![0x3c_u8; APPEND];
             start = Instant::now();
             let mut at = 0u64;
-            for _ in 0..groups {
+            while groups == 0 || (groups < groups_max && start.elapsed() < deadline) {
                 for _ in 0..group_bytes / APPEND {
                     file.write_all_at(&append, at).expect("write");
                     at += APPEND as u64;
                 }
                 file.sync_data().expect("fdatasync");
+                groups += 1;
             }
         }
         GroupCommit::DirectPreallocated => {
             let file = open_direct(&path);
-            let size = (groups * group_bytes) as libc::off_t;
+            let size = groups_max * group_bytes;
             // SAFETY: fallocate(2) on a file descriptor we own, mode 0 (allocate and extend).
-            let rc = unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, 0, size) };
+            let rc = unsafe {
+                libc::fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    0,
+                    0,
+                    size as libc::off_t,
+                )
+            };
             assert_eq!(rc, 0, "fallocate: {}", std::io::Error::last_os_error());
             // Preallocated blocks are unwritten extents: writing them converts the extents
-            // (metadata). Zero-fill first so the measured flushes change no metadata, as a
-            // preallocated, recycled segment would.
+            // (metadata). Zero-fill first so the measured flushes change no metadata, as in a
+            // preallocated segment that was zeroed ahead of the appends.
             let zeros = AlignedBuffer::new(1 << 20, 0);
             let mut at = 0usize;
-            while at < size as usize {
-                let n = (size as usize - at).min(1 << 20);
+            while at < size {
+                let n = (size - at).min(1 << 20);
                 file.write_all_at(&zeros.as_slice()[..n], at as u64)
                     .expect("O_DIRECT zero fill");
                 at += n;
@@ -255,10 +266,11 @@ pub fn group_commit_mb_per_s(
             file.sync_all().expect("fsync");
             let group = AlignedBuffer::new(group_bytes, 0x3c);
             start = Instant::now();
-            for g in 0..groups {
-                file.write_all_at(group.as_slice(), (g * group_bytes) as u64)
+            while groups == 0 || (groups < groups_max && start.elapsed() < deadline) {
+                file.write_all_at(group.as_slice(), (groups * group_bytes) as u64)
                     .expect("O_DIRECT write");
                 file.sync_data().expect("fdatasync");
+                groups += 1;
             }
         }
     }
