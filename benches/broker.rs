@@ -8,12 +8,12 @@
 //! `partitions` partitions:
 //!
 //! 1. produce: `ProducerPerformance --num-records N --record-size 1024 --throughput -1
-//!    --producer-props acks=all` (the Java producer's defaults otherwise: idempotent, linger 5 ms,
-//!    16 KiB batches, 32 MiB of buffer); records/s, MiB/s and latency percentiles as the tool
-//!    prints them. At `--throughput -1` the producer keeps its buffer full, so its latencies are
-//!    mostly queueing in the client (about buffer / throughput): they compare how fast each
-//!    broker drains a full producer, not an idle broker's response time
-//!    (`--producer-throughput N` runs the tool at a fixed rate instead);
+//!    --command-property acks=all` (4.4's spelling of `--producer-props`; the Java producer's
+//!    defaults otherwise: idempotent, linger 5 ms, 16 KiB batches, 32 MiB of buffer); records/s,
+//!    MiB/s and latency percentiles as the tool prints them. At `--throughput -1` the producer
+//!    keeps its buffer full, so its latencies are mostly queueing in the client (about buffer /
+//!    throughput): they compare how fast each broker drains a full producer, not an idle
+//!    broker's response time (`--producer-throughput N` runs the tool at a fixed rate instead);
 //! 2. share-consume: `ShareConsumerPerformance --num-records N` in a share group whose
 //!    `share.auto.offset.reset` is `earliest` (set with IncrementalAlterConfigs before the
 //!    consumer joins), i.e. it drains what 1 produced, implicit acknowledgement, `--threads`
@@ -271,7 +271,8 @@ fn main() {
         .expect("temporary directory");
     let work = work_dir.path();
 
-    // Kafka's tools need its distribution (and java); the Kafka broker only runs under `cargo bench`.
+    // Kafka's tools need its distribution (and java); the Kafka broker runs only under
+    // `cargo bench`.
     let tools = if full {
         progress("kafka: checking target/test-deps/kafka (tools/kafka-reference.sh fetch)");
         kafka_available().and_then(|_| java_available())
@@ -514,12 +515,14 @@ fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
         &plan.producer_throughput.to_string(),
         "--reporting-interval",
         "1000",
-        "--producer-props",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+        // Kafka 4.4's name for `--producer-props` (deprecated).
+        "--command-property",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    args.push(format!("bootstrap.servers={}", broker.bootstrap()));
     args.push("acks=all".into());
     args.push("client.id=p14-bench-producer".into());
     args
