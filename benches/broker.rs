@@ -127,8 +127,10 @@ struct Report {
     commit: String,
     machine: serde_json::Value,
     plan: Plan,
-    /// /proc/loadavg when the run started: other work on the machine skews every figure.
+    /// /proc/loadavg when the run started and ended: other work on the machine skews every
+    /// figure.
     load_average_at_start: String,
+    load_average_at_end: String,
     storage: Storage,
     brokers: Vec<BrokerResult>,
     targets: Vec<Target>,
@@ -262,9 +264,7 @@ fn main() {
         plan.share_consumers = v.parse().expect("--threads N");
     }
     assert!(plan.records > 0 && plan.share_consumers > 0);
-    let load_average_at_start = std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let load_average_at_start = load_average();
     let work_dir = tempfile::Builder::new()
         .prefix("lockstep-bench-broker-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -375,6 +375,7 @@ fn main() {
         machine: common::machine(),
         plan,
         load_average_at_start,
+        load_average_at_end: load_average(),
         storage,
         brokers,
         targets,
@@ -405,6 +406,13 @@ fn main() {
             }
         }
     }
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// One broker: start it, produce, share-consume, stop it.
@@ -911,8 +919,11 @@ fn print_table(report: &Report) {
         p.records, p.record_bytes, p.partitions, p.share_consumers, report.commit
     );
     println!(
-        "machine: {} cpus ({}), load average {} at start",
-        report.machine["cpus"], report.machine["cpu"], report.load_average_at_start
+        "machine: {} cpus ({}), load average {} at start, {} at the end",
+        report.machine["cpus"],
+        report.machine["cpu"],
+        report.load_average_at_start,
+        report.load_average_at_end
     );
     println!(
         "storage: O_DIRECT sequential write {:.0} MB/s (1 MiB blocks, one fdatasync at the end)",
