@@ -879,16 +879,8 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     private void heartbeat() {
         ShareGroupHeartbeatResponseData response;
         try {
-            BrokerConnection c = coordinatorConnection();
-            short version = c.version(ApiKeys.SHARE_GROUP_HEARTBEAT.id, (short) 1, (short) 1);
-            ShareGroupHeartbeatRequestData request = new ShareGroupHeartbeatRequestData()
-                    .setGroupId(groupId)
-                    .setMemberId(memberId)
-                    .setMemberEpoch(memberEpoch)
-                    .setSubscribedTopicNames(memberEpoch == 0 || !subscriptionSent
-                            ? new ArrayList<>(subscription) : null);
-            ByteBuffer body = c.send(ApiKeys.SHARE_GROUP_HEARTBEAT, version, request, requestTimeout);
-            response = new ShareGroupHeartbeatResponseData(new ByteBufferAccessor(body), version);
+            response = sendHeartbeat(memberEpoch, memberEpoch == 0 || !subscriptionSent
+                    ? new ArrayList<>(subscription) : null, requestTimeout);
         } catch (RetriableException | Wire.MalformedException e) {
             log.debug("ShareGroupHeartbeat of group {} failed: {}", groupId, e.toString());
             coordinator = null;
@@ -946,15 +938,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             return;
         }
         try {
-            BrokerConnection c = coordinatorConnection();
-            short version = c.version(ApiKeys.SHARE_GROUP_HEARTBEAT.id, (short) 1, (short) 1);
-            ShareGroupHeartbeatRequestData request = new ShareGroupHeartbeatRequestData()
-                    .setGroupId(groupId)
-                    .setMemberId(memberId)
-                    .setMemberEpoch(-1);
-            ByteBuffer body = c.send(ApiKeys.SHARE_GROUP_HEARTBEAT, version, request, remaining(deadline));
-            ShareGroupHeartbeatResponseData response =
-                    new ShareGroupHeartbeatResponseData(new ByteBufferAccessor(body), version);
+            ShareGroupHeartbeatResponseData response = sendHeartbeat(-1, null, remaining(deadline));
             if (response.errorCode() != 0 && response.errorCode() != Errors.UNKNOWN_MEMBER_ID.code()) {
                 log.warn("leaving share group {} answered {}", groupId, Errors.forCode(response.errorCode()));
             }
@@ -966,6 +950,19 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             assignment = new LinkedHashSet<>();
             nextHeartbeatMs = 0; // a poll after this joins again at once
         }
+    }
+
+    /** One ShareGroupHeartbeat v1 of this member with {@code epoch} (-1: leave) to the coordinator. */
+    private ShareGroupHeartbeatResponseData sendHeartbeat(int epoch, List<String> subscribedTopics, Duration timeout) {
+        BrokerConnection c = coordinatorConnection();
+        short version = c.version(ApiKeys.SHARE_GROUP_HEARTBEAT.id, (short) 1, (short) 1);
+        ShareGroupHeartbeatRequestData request = new ShareGroupHeartbeatRequestData()
+                .setGroupId(groupId)
+                .setMemberId(memberId)
+                .setMemberEpoch(epoch)
+                .setSubscribedTopicNames(subscribedTopics);
+        ByteBuffer body = c.send(ApiKeys.SHARE_GROUP_HEARTBEAT, version, request, timeout);
+        return new ShareGroupHeartbeatResponseData(new ByteBufferAccessor(body), version);
     }
 
     private BrokerConnection coordinatorConnection() {

@@ -47,12 +47,17 @@ class LockstepShareConsumerTest extends BrokerTest {
     }
 
     static LockstepShareConsumer<String, String> consumer(LockstepBroker broker, String group, String mode) {
+        return new LockstepShareConsumer<>(props(broker, group, mode), new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** The test consumers' configuration (a short fetch.max.wait.ms keeps polls brisk). */
+    static Properties props(LockstepBroker broker, String group, String mode) {
         Properties p = new Properties();
         p.put("bootstrap.servers", broker.bootstrap());
         p.put("group.id", group);
         p.put("share.acknowledgement.mode", mode);
         p.put("fetch.max.wait.ms", "200");
-        return new LockstepShareConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+        return p;
     }
 
     static LockstepShareTransactionCoordinator coordinator(String group) {

@@ -183,9 +183,7 @@ class LongProcessingTest extends BrokerTest {
         String topic = "jk-mpi-t";
         broker.createTopic(topic, 1, group);
         broker.produce(topic, 1, "v", 2);
-        Properties p = new Properties();
-        p.put("bootstrap.servers", broker.bootstrap());
-        p.put("group.id", group);
+        Properties p = LockstepShareConsumerTest.props(broker, group, "implicit");
         p.put("max.poll.interval.ms", "1500");
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", broker.bootstrap()));
                 LockstepShareConsumer<String, String> c =
