@@ -61,10 +61,13 @@ pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
+pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+pub const DESCRIBE_CLUSTER: i16 = 60;
+pub const DESCRIBE_PRODUCERS: i16 = 61;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
 pub const SHARE_GROUP_DESCRIBE: i16 = 77;
 pub const SHARE_FETCH: i16 = 78;
@@ -173,6 +176,14 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 2,
     },
+    // Kafka 4.4's range (v2–4; flexible from 4).
+    ApiSpec {
+        key: OFFSET_FOR_LEADER_EPOCH,
+        name: "OffsetForLeaderEpoch",
+        min_version: 2,
+        max_version: 4,
+        flexible_min: 4,
+    },
     ApiSpec {
         key: DESCRIBE_CONFIGS,
         name: "DescribeConfigs",
@@ -202,6 +213,21 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 0,
         max_version: 1,
         flexible_min: 1,
+    },
+    // Kafka 4.4's ranges: DescribeCluster v0–2, DescribeProducers v0 (both flexible from 0).
+    ApiSpec {
+        key: DESCRIBE_CLUSTER,
+        name: "DescribeCluster",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: DESCRIBE_PRODUCERS,
+        name: "DescribeProducers",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
     },
     // KIP-932. ShareGroupHeartbeat and ShareGroupDescribe v1 (the crate's codec); ShareFetch and
     // ShareAcknowledge v1–v2 (KIP-1206/1222; codec generated, `protocol::generated`).

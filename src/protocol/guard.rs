@@ -157,6 +157,17 @@ const DELETE_GROUPS: &[Field] = &[f(0, ArrStr)];
 // InitProducerId v0–5 (flexible from 2).
 const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)];
 
+// OffsetForLeaderEpoch v2–4 (flexible from 4).
+const OFFSET_FOR_LEADER_EPOCH_PARTITION: &[Field] = &[f(0, I32), f(2, I32), f(0, I32)];
+const OFFSET_FOR_LEADER_EPOCH_TOPIC: &[Field] =
+    &[f(0, Str), f(0, Arr(OFFSET_FOR_LEADER_EPOCH_PARTITION))];
+const OFFSET_FOR_LEADER_EPOCH: &[Field] = &[f(3, I32), f(0, Arr(OFFSET_FOR_LEADER_EPOCH_TOPIC))];
+
+// DescribeCluster v0–2, DescribeProducers v0 (flexible from 0).
+const DESCRIBE_CLUSTER: &[Field] = &[f(0, Bool), f(1, I8), f(2, Bool)];
+const DESCRIBE_PRODUCERS_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
+const DESCRIBE_PRODUCERS: &[Field] = &[f(0, Arr(DESCRIBE_PRODUCERS_TOPIC))];
+
 // DescribeConfigs v1–4 (flexible from 4).
 const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, ArrStr)];
 const DESCRIBE_CONFIGS: &[Field] = &[f(0, Arr(DESCRIBE_CONFIGS_RESOURCE)), f(1, Bool), f(3, Bool)];
@@ -233,6 +244,9 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::DELETE_GROUPS => DELETE_GROUPS,
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
+        apis::OFFSET_FOR_LEADER_EPOCH => OFFSET_FOR_LEADER_EPOCH,
+        apis::DESCRIBE_CLUSTER => DESCRIBE_CLUSTER,
+        apis::DESCRIBE_PRODUCERS => DESCRIBE_PRODUCERS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
         apis::LIST_GROUPS => LIST_GROUPS,
         apis::SHARE_GROUP_HEARTBEAT => SHARE_GROUP_HEARTBEAT,
@@ -619,6 +633,38 @@ mod tests {
                 let r = crate::protocol::generated::delete_groups_request::DeleteGroupsRequest {
                     groups_names: vec!["g1".into(), "g2".into()],
                 };
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::OFFSET_FOR_LEADER_EPOCH => {
+                let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+                p.partition = 1;
+                p.current_leader_epoch = 0;
+                p.leader_epoch = 0;
+                let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+                t.topic = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = OffsetForLeaderEpochRequest::default();
+                r.replica_id = (-1).into();
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_CLUSTER => {
+                let mut r = DescribeClusterRequest::default();
+                r.include_cluster_authorized_operations = true;
+                if version >= 1 {
+                    r.endpoint_type = 1;
+                }
+                if version >= 2 {
+                    r.include_fenced_brokers = true;
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_PRODUCERS => {
+                let mut t = describe_producers_request::TopicRequest::default();
+                t.name = topic("orders");
+                t.partition_indexes = vec![0, 1];
+                let mut r = DescribeProducersRequest::default();
+                r.topics = vec![t.clone(), t];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::INIT_PRODUCER_ID => {

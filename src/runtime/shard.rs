@@ -177,6 +177,9 @@ impl ShardCtx {
             ShardOp::ListOffsets(op) => {
                 ShardReply::ListOffsets(self.state.borrow().list_offsets(&op))
             }
+            ShardOp::DescribeProducers(partitions) => {
+                ShardReply::Producers(self.state.borrow().describe_producers(&partitions))
+            }
             ShardOp::WaitForData(op) => self.wait_for_data(op).await,
             ShardOp::Admin(op) => {
                 if self.id != ShardId(0) {

@@ -6,7 +6,7 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, configs, delete_admin, fetch, metadata, produce, share_admin, share_api,
+    admin, api_versions, cluster_admin, configs, delete_admin, fetch, metadata, produce, share_admin, share_api,
     txn_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
@@ -30,6 +30,11 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
             admin::handle_incremental_alter_configs(bus, request).await
         }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
+        apis::OFFSET_FOR_LEADER_EPOCH => {
+            cluster_admin::handle_offset_for_leader_epoch(bus, request).await
+        }
+        apis::DESCRIBE_CLUSTER => cluster_admin::handle_describe_cluster(bus, conn, request),
+        apis::DESCRIBE_PRODUCERS => cluster_admin::handle_describe_producers(bus, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
         apis::LIST_GROUPS => share_admin::handle_list_groups(bus, request).await,
         apis::SHARE_GROUP_DESCRIBE => share_admin::handle_share_group_describe(bus, request).await,

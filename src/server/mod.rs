@@ -15,13 +15,15 @@
 //! Handlers: [`dispatch`] routes a parsed request to its family: [`api_versions`],
 //! [`metadata`] (Metadata, FindCoordinator), [`admin`] (CreateTopics, DeleteTopics,
 //! CreatePartitions, IncrementalAlterConfigs, InitProducerId), [`delete_admin`]
-//! (DeleteRecords, DeleteGroups), [`configs`] (DescribeConfigs), [`produce`],
+//! (DeleteRecords, DeleteGroups), [`cluster_admin`] (DescribeCluster, DescribeProducers,
+//! OffsetForLeaderEpoch), [`configs`] (DescribeConfigs), [`produce`],
 //! [`fetch`] (Fetch, ListOffsets), [`share_api`] (ShareGroupHeartbeat, ShareFetch,
 //! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
 //! altering and deleting share-group offsets).
 
 pub mod admin;
 pub mod api_versions;
+pub mod cluster_admin;
 pub mod configs;
 pub mod delete_admin;
 pub mod dispatch;

@@ -516,6 +516,8 @@ pub enum ShardOp {
         group_id: String,
         topic_ids: Vec<Uuid>,
     },
+    /// On the partitions' shard (DescribeProducers): the idempotent producers of each.
+    DescribeProducers(Vec<PartitionRef>),
     /// On the group's shard (DeleteGroups): forget the group's membership if it has no
     /// members. Replies [`ShardReply::ShareGroupDeleted`].
     ShareDeleteGroup {
@@ -568,6 +570,9 @@ pub enum ShardReply {
     ShareGroupDeleted(Result<bool, i16>),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
+    /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka
+    /// error code.
+    Producers(Vec<Result<Vec<crate::server::producer_state::ProducerSnapshot>, i16>>),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }
