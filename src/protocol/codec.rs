@@ -304,10 +304,10 @@ mod tests {
                 ..
             })
         ));
-        // A consumer-group API (JoinGroup v9): not served, refused like an unknown key.
+        // A Kafka API key the broker does not serve (LeaderAndIsr, 4): refused like an unknown key.
         assert!(matches!(
-            parse_frame(request_frame(11, 9, 2, &[])),
-            Inbound::Reject(Reject::UnknownApi { api_key: 11, .. })
+            parse_frame(request_frame(4, 7, 2, &[])),
+            Inbound::Reject(Reject::UnknownApi { api_key: 4, .. })
         ));
         let mut frame = BytesMut::new();
         frame.put_i16(777);

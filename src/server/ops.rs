@@ -527,6 +527,9 @@ pub enum ShardOp {
         partitions: Vec<(PartitionRef, i64)>,
         timeout_ms: u64,
     },
+    /// On the group's shard: consumer groups and committed offsets (`crate::group::ops`);
+    /// answered once the journal entries it produced are durable.
+    Group(crate::group::ops::GroupOp),
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -568,6 +571,7 @@ pub enum ShardReply {
     ShareGroupDeleted(Result<bool, i16>),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
+    Group(crate::group::ops::GroupReply),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }
