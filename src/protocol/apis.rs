@@ -54,7 +54,14 @@ pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;
 pub const LIST_OFFSETS: i16 = 2;
 pub const METADATA: i16 = 3;
+pub const OFFSET_COMMIT: i16 = 8;
+pub const OFFSET_FETCH: i16 = 9;
 pub const FIND_COORDINATOR: i16 = 10;
+pub const JOIN_GROUP: i16 = 11;
+pub const HEARTBEAT: i16 = 12;
+pub const LEAVE_GROUP: i16 = 13;
+pub const SYNC_GROUP: i16 = 14;
+pub const DESCRIBE_GROUPS: i16 = 15;
 pub const LIST_GROUPS: i16 = 16;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
@@ -66,6 +73,7 @@ pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+pub const OFFSET_DELETE: i16 = 47;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
@@ -126,12 +134,57 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 13,
         flexible_min: 9,
     },
+    // Committed offsets of consumer groups (issue 16). Kafka 4.4 also serves OffsetCommit and
+    // OffsetFetch v10 (topic ids), which the kafka-protocol crate lacks.
+    ApiSpec {
+        key: OFFSET_COMMIT,
+        name: "OffsetCommit",
+        min_version: 2,
+        max_version: 9,
+        flexible_min: 8,
+    },
+    ApiSpec {
+        key: OFFSET_FETCH,
+        name: "OffsetFetch",
+        min_version: 1,
+        max_version: 9,
+        flexible_min: 6,
+    },
     ApiSpec {
         key: FIND_COORDINATOR,
         name: "FindCoordinator",
         min_version: 0,
         max_version: 6,
         flexible_min: 3,
+    },
+    // The classic group protocol (issue 16), Kafka 4.4's versions.
+    ApiSpec {
+        key: JOIN_GROUP,
+        name: "JoinGroup",
+        min_version: 0,
+        max_version: 9,
+        flexible_min: 6,
+    },
+    ApiSpec {
+        key: HEARTBEAT,
+        name: "Heartbeat",
+        min_version: 0,
+        max_version: 4,
+        flexible_min: 4,
+    },
+    ApiSpec {
+        key: LEAVE_GROUP,
+        name: "LeaveGroup",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 4,
+    },
+    ApiSpec {
+        key: SYNC_GROUP,
+        name: "SyncGroup",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 4,
     },
     // Lists share groups only (Lockstep has no classic or consumer groups).
     ApiSpec {

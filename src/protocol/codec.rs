@@ -280,6 +280,11 @@ mod tests {
                 ..
             }
         ));
+        // A Kafka API key the broker does not serve (LeaderAndIsr, 4): answered like an unknown key.
+        assert!(matches!(
+            parse_frame(request_frame(4, 7, 2, &[])),
+            Inbound::Unsupported { api_key: 4, .. }
+        ));
         let mut frame = BytesMut::new();
         frame.put_i16(777);
         frame.put_i16(0);

@@ -229,6 +229,64 @@ const ALTER_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Str), f(0, Arr(ALTER_SHARE_OF
 const DELETE_SHARE_OFFSETS_TOPIC: &[Field] = &[f(0, Str)];
 const DELETE_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Str), f(0, Arr(DELETE_SHARE_OFFSETS_TOPIC))];
 
+// OffsetCommit v2–9 (flexible from 8), OffsetFetch v1–9 (flexible from 6); the v10 fields
+// (topic ids) are listed for completeness.
+const OFFSET_COMMIT_PARTITION: &[Field] = &[f(0, I32), f(0, I64), f(6, I32), f(0, Str)];
+const OFFSET_COMMIT_TOPIC: &[Field] = &[fr(0, 9, Str), f(10, Uuid), f(0, Arr(OFFSET_COMMIT_PARTITION))];
+const OFFSET_COMMIT: &[Field] = &[
+    f(0, Str),
+    f(1, I32),
+    f(1, Str),
+    f(7, Str),
+    fr(2, 4, I64),
+    f(0, Arr(OFFSET_COMMIT_TOPIC)),
+];
+const OFFSET_FETCH_TOPIC: &[Field] = &[fr(0, 7, Str), fr(0, 7, ArrI32)];
+const OFFSET_FETCH_GROUP_TOPIC: &[Field] = &[fr(8, 9, Str), f(10, Uuid), f(8, ArrI32)];
+const OFFSET_FETCH_GROUP: &[Field] = &[
+    f(8, Str),
+    f(9, Str),
+    f(9, I32),
+    f(8, Arr(OFFSET_FETCH_GROUP_TOPIC)),
+];
+const OFFSET_FETCH: &[Field] = &[
+    fr(0, 7, Str),
+    fr(0, 7, Arr(OFFSET_FETCH_TOPIC)),
+    f(8, Arr(OFFSET_FETCH_GROUP)),
+    f(7, Bool),
+];
+
+// JoinGroup v0–9 (flexible from 6), SyncGroup v0–5, Heartbeat v0–4, LeaveGroup v0–5 (flexible
+// from 4), DescribeGroups v0–6 (flexible from 5), OffsetDelete v0.
+const JOIN_PROTOCOL: &[Field] = &[f(0, Str), f(0, Bytes)];
+const JOIN_GROUP: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(1, I32),
+    f(0, Str),
+    f(5, Str),
+    f(0, Str),
+    f(0, Arr(JOIN_PROTOCOL)),
+    f(8, Str),
+];
+const SYNC_ASSIGNMENT: &[Field] = &[f(0, Str), f(0, Bytes)];
+const SYNC_GROUP: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(0, Str),
+    f(3, Str),
+    f(5, Str),
+    f(5, Str),
+    f(0, Arr(SYNC_ASSIGNMENT)),
+];
+const HEARTBEAT: &[Field] = &[f(0, Str), f(0, I32), f(0, Str), f(3, Str)];
+const LEAVE_MEMBER: &[Field] = &[f(3, Str), f(3, Str), f(5, Str)];
+const LEAVE_GROUP: &[Field] = &[f(0, Str), fr(0, 2, Str), f(3, Arr(LEAVE_MEMBER))];
+const DESCRIBE_GROUPS: &[Field] = &[f(0, ArrStr), f(3, Bool)];
+const OFFSET_DELETE_PARTITION: &[Field] = &[f(0, I32)];
+const OFFSET_DELETE_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_PARTITION))];
+const OFFSET_DELETE: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_TOPIC))];
+
 fn schema(api_key: i16) -> Option<&'static [Field]> {
     Some(match api_key {
         apis::PRODUCE => PRODUCE,
@@ -236,6 +294,14 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::LIST_OFFSETS => LIST_OFFSETS,
         apis::METADATA => METADATA,
         apis::FIND_COORDINATOR => FIND_COORDINATOR,
+        apis::OFFSET_COMMIT => OFFSET_COMMIT,
+        apis::OFFSET_FETCH => OFFSET_FETCH,
+        apis::JOIN_GROUP => JOIN_GROUP,
+        apis::SYNC_GROUP => SYNC_GROUP,
+        apis::HEARTBEAT => HEARTBEAT,
+        apis::LEAVE_GROUP => LEAVE_GROUP,
+        apis::DESCRIBE_GROUPS => DESCRIBE_GROUPS,
+        apis::OFFSET_DELETE => OFFSET_DELETE,
         apis::API_VERSIONS => API_VERSIONS,
         apis::CREATE_TOPICS => CREATE_TOPICS,
         apis::DELETE_TOPICS => DELETE_TOPICS,
@@ -808,6 +874,109 @@ mod tests {
                 let mut t = delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default();
                 t.topic_name = topic("orders");
                 let mut r = DeleteShareGroupOffsetsRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::OFFSET_COMMIT => {
+                let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+                p.partition_index = 1;
+                p.committed_offset = 42;
+                p.committed_metadata = Some(s("meta"));
+                let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = OffsetCommitRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                if version >= 7 {
+                    r.group_instance_id = Some(s("i"));
+                }
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::OFFSET_FETCH => {
+                let mut r = OffsetFetchRequest::default();
+                if version < 8 {
+                    let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+                    t.name = topic("orders");
+                    t.partition_indexes = vec![0, 1];
+                    r.group_id = GroupId(s("g"));
+                    r.topics = Some(vec![t.clone(), t]);
+                } else {
+                    let mut t = offset_fetch_request::OffsetFetchRequestTopics::default();
+                    t.name = topic("orders");
+                    t.partition_indexes = vec![0, 1];
+                    let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+                    g.group_id = GroupId(s("g"));
+                    if version >= 9 {
+                        g.member_id = Some(s("m"));
+                    }
+                    g.topics = Some(vec![t.clone(), t]);
+                    r.groups = vec![g.clone(), g];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::JOIN_GROUP => {
+                let mut p = join_group_request::JoinGroupRequestProtocol::default();
+                p.name = s("range");
+                p.metadata = Bytes::from_static(b"meta");
+                let mut r = JoinGroupRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.session_timeout_ms = 45_000;
+                r.member_id = s("m");
+                if version >= 5 {
+                    r.group_instance_id = Some(s("i"));
+                }
+                r.protocol_type = s("consumer");
+                r.protocols = vec![p.clone(), p];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SYNC_GROUP => {
+                let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+                a.member_id = s("m");
+                a.assignment = Bytes::from_static(b"assignment");
+                let mut r = SyncGroupRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                if version >= 5 {
+                    r.protocol_type = Some(s("consumer"));
+                    r.protocol_name = Some(s("range"));
+                }
+                r.assignments = vec![a.clone(), a];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::HEARTBEAT => {
+                let mut r = HeartbeatRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::LEAVE_GROUP => {
+                let mut r = LeaveGroupRequest::default();
+                r.group_id = GroupId(s("g"));
+                if version < 3 {
+                    r.member_id = s("m");
+                } else {
+                    let mut m = leave_group_request::MemberIdentity::default();
+                    m.member_id = s("m");
+                    m.group_instance_id = Some(s("i"));
+                    r.members = vec![m.clone(), m];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_GROUPS => {
+                let mut r = DescribeGroupsRequest::default();
+                r.groups = vec![GroupId(s("g1")), GroupId(s("g2"))];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::OFFSET_DELETE => {
+                let mut p = offset_delete_request::OffsetDeleteRequestPartition::default();
+                p.partition_index = 2;
+                let mut t = offset_delete_request::OffsetDeleteRequestTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = OffsetDeleteRequest::default();
                 r.group_id = GroupId(s("g"));
                 r.topics = vec![t.clone(), t];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))

@@ -330,6 +330,28 @@ impl ShardCtx {
                 partitions,
                 timeout_ms,
             } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
+            ShardOp::Group(op) => self.group_op(op).await,
+        }
+    }
+
+    /// A consumer-group op (`crate::group::ops`): runs it, then answers once the journal
+    /// entries it produced (committed offsets, tombstones) are durable.
+    async fn group_op(&self, op: crate::group::ops::GroupOp) -> ShardReply {
+        let reply = {
+            let mut state = self.state.borrow_mut();
+            crate::group::ops::execute(&mut state.groups, op, wall_ms() as u64)
+        };
+        let durable = match self.append_share_entries() {
+            Ok(Some(seq)) => self.wait_journal(seq).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match durable {
+            Ok(()) => ShardReply::Group(reply),
+            Err(e) => {
+                tracing::error!(shard = %self.id, error = %e, "consumer-group state not durable");
+                ShardReply::Failed(ResponseError::KafkaStorageError.code())
+            }
         }
     }
 
@@ -855,7 +877,12 @@ impl ShardCtx {
     /// flush a waiter starts (`wait_journal`), or on housekeeping's, so the journal does not
     /// flush continuously under load.
     fn append_share_entries(&self) -> Result<Option<u64>, String> {
-        let entries = self.state.borrow_mut().share.take_entries();
+        let entries = {
+            let mut state = self.state.borrow_mut();
+            let mut entries = state.share.take_entries();
+            entries.extend(state.groups.take_entries());
+            entries
+        };
         if entries.is_empty() {
             return Ok(None);
         }
@@ -955,6 +982,8 @@ impl ShardCtx {
         let departed = {
             let mut state = self.state.borrow_mut();
             state.share.expire_locks(now);
+            // Consumer groups: session timeouts, rebalance deadlines, offset retention.
+            state.groups.tick(now);
             let registry = state.registry().clone();
             state.share.groups.expire_sessions(&registry, now)
         };
@@ -990,11 +1019,12 @@ impl ShardCtx {
             since >= JOURNAL_SNAPSHOT_EVERY_ENTRIES && !journal.needs_flush()
         };
         if due {
-            let snapshot = self
-                .state
-                .borrow_mut()
-                .share
-                .durable_snapshot(wall_ms() as u64);
+            let snapshot = {
+                let mut state = self.state.borrow_mut();
+                let mut snapshot = state.share.durable_snapshot(wall_ms() as u64);
+                snapshot.group_offsets = state.groups.durable_offsets();
+                snapshot
+            };
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
             match written {
                 Ok(_) => self.ensure_journal_flush(),
@@ -1013,7 +1043,13 @@ impl ShardCtx {
 
     fn install_registry(&self, registry: Arc<TopicRegistry>) {
         let now = wall_ms() as u64;
-        let (reports, failures) = self.state.borrow_mut().install_registry(registry, now);
+        let (reports, failures) = self.state.borrow_mut().install_registry(registry.clone(), now);
+        // A deleted topic's committed offsets go with it (as in Kafka).
+        self.state
+            .borrow_mut()
+            .groups
+            .retain_topics(&|t| registry.topic(t).is_some());
+        let _ = self.append_share_entries();
         for report in reports.iter().filter(|r| !r.truncated.is_empty()) {
             tracing::warn!(shard = %self.id, ?report, "partition recovered with a truncated tail");
         }

@@ -6,8 +6,8 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, cluster_admin, configs, delete_admin, fetch, metadata, produce, share_admin, share_api,
-    txn_api, Bus, ConnInfo, Outcome,
+    admin, api_versions, cluster_admin, configs, delete_admin, fetch, group_api, metadata, produce,
+    share_admin, share_api, txn_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -18,6 +18,12 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::API_VERSIONS => api_versions::handle(request),
         apis::METADATA => metadata::handle_metadata(bus, conn, request).await,
         apis::FIND_COORDINATOR => metadata::handle_find_coordinator(conn, request),
+        apis::OFFSET_COMMIT => group_api::handle_offset_commit(bus, request).await,
+        apis::OFFSET_FETCH => group_api::handle_offset_fetch(bus, request).await,
+        apis::JOIN_GROUP => group_api::handle_join_group(bus, conn, request).await,
+        apis::SYNC_GROUP => group_api::handle_sync_group(bus, request).await,
+        apis::HEARTBEAT => group_api::handle_heartbeat(bus, request).await,
+        apis::LEAVE_GROUP => group_api::handle_leave_group(bus, request).await,
         apis::PRODUCE => produce::handle_produce(bus, request).await,
         apis::FETCH => fetch::handle_fetch(bus, request).await,
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,

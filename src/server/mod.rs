@@ -19,7 +19,8 @@
 //! OffsetForLeaderEpoch), [`configs`] (DescribeConfigs), [`produce`],
 //! [`fetch`] (Fetch, ListOffsets), [`share_api`] (ShareGroupHeartbeat, ShareFetch,
 //! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
-//! altering and deleting share-group offsets).
+//! altering and deleting share-group offsets), [`group_api`] (consumer groups: JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch; state in `crate::group`).
 
 pub mod admin;
 pub mod api_versions;
@@ -28,6 +29,7 @@ pub mod configs;
 pub mod delete_admin;
 pub mod dispatch;
 pub mod fetch;
+pub mod group_api;
 pub mod join;
 pub mod metadata;
 pub mod ops;

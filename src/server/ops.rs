@@ -529,6 +529,9 @@ pub enum ShardOp {
         partitions: Vec<(PartitionRef, i64)>,
         timeout_ms: u64,
     },
+    /// On the group's shard: consumer groups and committed offsets (`crate::group::ops`);
+    /// answered once the journal entries it produced are durable.
+    Group(crate::group::ops::GroupOp),
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -573,6 +576,7 @@ pub enum ShardReply {
     /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka
     /// error code.
     Producers(Vec<Result<Vec<crate::server::producer_state::ProducerSnapshot>, i16>>),
+    Group(crate::group::ops::GroupReply),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

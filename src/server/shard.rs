@@ -230,6 +230,8 @@ pub struct ShardState<S: Storage + Clone> {
     partitions: HashMap<PartitionKey, Partition<S>>,
     /// Share groups coordinated here and share partitions of the partitions owned here.
     pub share: ShareShard,
+    /// Consumer groups coordinated here and their committed offsets (`crate::group`).
+    pub groups: crate::group::ConsumerGroups,
 }
 
 fn log_config(settings: &TopicSettings) -> LogConfig {
@@ -313,6 +315,7 @@ impl<S: Storage + Clone> ShardState<S> {
             registry: Arc::new(TopicRegistry::new(registry.cluster_id.clone())),
             partitions: HashMap::new(),
             share: ShareShard::default(),
+            groups: crate::group::ConsumerGroups::default(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
         match failures.is_empty() {

@@ -384,6 +384,7 @@ impl ShareShard {
             share_partitions,
             transactions,
             transaction_locks,
+            group_offsets: Vec::new(),
         }
     }
 
