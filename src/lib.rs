@@ -20,6 +20,7 @@ pub mod config;
 pub mod constants;
 pub mod group;
 pub mod journal;
+pub mod kip848;
 pub mod log;
 pub mod metrics;
 pub mod model;

@@ -338,8 +338,20 @@ fn offset_for_leader_epoch(
         .collect()
 }
 
-/// FindCoordinator v4 of `keys` with `key_type` → (error code, whether a node is named) per key.
+/// FindCoordinator v4 of `keys` with `key_type` → (error code, whether a node is named) per key,
+/// retried while COORDINATOR_NOT_AVAILABLE (a fresh Kafka creates `__consumer_offsets` first).
 fn find_coordinator(port: u16, key_type: i8, keys: &[&str]) -> Vec<(i16, bool)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = find_coordinator_once(port, key_type, keys);
+        if !answer.iter().any(|(code, _)| *code == 15) || Instant::now() > deadline {
+            return answer;
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn find_coordinator_once(port: u16, key_type: i8, keys: &[&str]) -> Vec<(i16, bool)> {
     use kafka_protocol::messages::FindCoordinatorRequest;
     let mut conn = lockstep::client::connection::Connection::connect(&format!("127.0.0.1:{port}"), "admin-tools")
         .expect("connect");

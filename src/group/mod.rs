@@ -407,6 +407,10 @@ impl ConsumerGroups {
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
         };
+        // KIP-848: members whose session or revocation deadline passed leave.
+        if let Membership::Consumer(c) = &mut group.membership {
+            c.expire(now_ms);
+        }
         let (base, keep): (Option<i64>, BTreeSet<String>) = match &mut group.membership {
             Membership::Classic(c) => {
                 c.tick(now_ms);
@@ -432,7 +436,10 @@ impl ConsumerGroups {
                 .expire(group_id, now_ms as i64, retention, base, &|t| keep.contains(t));
         let forget = group.offsets.is_empty()
             && group.is_empty()
-            && matches!(&group.membership, Membership::Classic(c) if c.state() == ClassicState::Empty);
+            && match &group.membership {
+                Membership::Classic(c) => c.state() == ClassicState::Empty,
+                Membership::Consumer(_) => true,
+            };
         if forget {
             self.groups.remove(group_id);
         }

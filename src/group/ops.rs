@@ -7,7 +7,9 @@ use super::classic::{
     ClassicGroup, DescribedMember, JoinAnswer, JoinRequest, JoinStep, SyncAnswer, SyncRequest,
     SyncStep,
 };
-use super::{CommitPartition, ConsumerGroups, FetchedOffset, ListedGroup, Membership};
+use super::{
+    CommitPartition, ConsumerGroups, ConsumerMembership, FetchedOffset, ListedGroup, Membership,
+};
 use kafka_protocol::ResponseError;
 
 /// Work on the group's shard.
@@ -70,6 +72,16 @@ pub enum GroupOp {
     Describe {
         group_id: String,
     },
+    /// ConsumerGroupHeartbeat (KIP-848); `topics`: the registry's topics when it was sent.
+    ConsumerHeartbeat {
+        group_id: String,
+        request: crate::kip848::HeartbeatIn,
+        topics: std::collections::BTreeMap<String, crate::kip848::TopicMeta>,
+    },
+    /// ConsumerGroupDescribe of one group.
+    ConsumerDescribe {
+        group_id: String,
+    },
 }
 
 /// A classic group as DescribeGroups reports it.
@@ -103,6 +115,33 @@ pub enum GroupReply {
     Deleted(Result<bool, i16>),
     Listed(Vec<ListedGroup>),
     Described(Option<GroupDescription>),
+    ConsumerHeartbeat(Result<crate::kip848::HeartbeatOut, crate::kip848::HeartbeatError>),
+    /// The group's KIP-848 state, if it is a consumer group.
+    ConsumerDescribed(Option<ConsumerMembership>),
+}
+
+/// The KIP-848 membership of a group for a ConsumerGroupHeartbeat; creates the group. An empty
+/// classic group (or one that only has committed offsets) becomes a consumer group, keeping its
+/// offsets, as Kafka converts it; one with classic members is refused (Kafka 4.4 would let
+/// consumer members join it; not implemented).
+fn consumer<'a>(
+    groups: &'a mut ConsumerGroups,
+    group_id: &str,
+    now_ms: u64,
+) -> Result<&'a mut ConsumerMembership, crate::kip848::HeartbeatError> {
+    let group = groups.get_or_create(group_id, now_ms);
+    if let Membership::Classic(c) = &group.membership {
+        if !c.is_empty() {
+            return Err(crate::kip848::HeartbeatError::NotConsumerGroup(
+                group_id.to_string(),
+            ));
+        }
+        group.membership = Membership::Consumer(ConsumerMembership::default());
+    }
+    match &mut group.membership {
+        Membership::Consumer(c) => Ok(c),
+        Membership::Classic(_) => unreachable!("converted above"),
+    }
 }
 
 /// The classic membership of a group for a classic-protocol request; creates the group.
@@ -241,6 +280,27 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                 .map_err(|e| e.code()),
         ),
         GroupOp::List => GroupReply::Listed(groups.list(now_ms)),
+        GroupOp::ConsumerHeartbeat {
+            group_id,
+            request,
+            topics,
+        } => {
+            groups.tick_group(&group_id, now_ms);
+            let result = consumer(groups, &group_id, now_ms)
+                .and_then(|c| c.heartbeat(&request, &topics, now_ms));
+            // A group the heartbeat left without members or offsets is forgotten.
+            groups.tick_group(&group_id, now_ms);
+            GroupReply::ConsumerHeartbeat(result)
+        }
+        GroupOp::ConsumerDescribe { group_id } => {
+            groups.tick_group(&group_id, now_ms);
+            GroupReply::ConsumerDescribed(groups.group(&group_id).and_then(|g| {
+                match &g.membership {
+                    Membership::Consumer(c) => Some(c.clone()),
+                    Membership::Classic(_) => None,
+                }
+            }))
+        }
         GroupOp::Describe { group_id } => {
             groups.tick_group(&group_id, now_ms);
             GroupReply::Described(groups.group(&group_id).map(|g| match &g.membership {

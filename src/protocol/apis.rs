@@ -76,6 +76,8 @@ pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const OFFSET_DELETE: i16 = 47;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
+pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
 pub const SHARE_GROUP_DESCRIBE: i16 = 77;
 pub const SHARE_FETCH: i16 = 78;
@@ -280,6 +282,22 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         name: "DescribeProducers",
         min_version: 0,
         max_version: 0,
+        flexible_min: 0,
+    },
+    // KIP-848 (`group.protocol=consumer`), Kafka 4.4's versions (flexible from 0); v1 adds the
+    // topic regex, which is refused (`server::consumer_group_api`).
+    ApiSpec {
+        key: CONSUMER_GROUP_HEARTBEAT,
+        name: "ConsumerGroupHeartbeat",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: CONSUMER_GROUP_DESCRIBE,
+        name: "ConsumerGroupDescribe",
+        min_version: 0,
+        max_version: 1,
         flexible_min: 0,
     },
     // KIP-932. ShareGroupHeartbeat and ShareGroupDescribe v1 (the crate's codec); ShareFetch and

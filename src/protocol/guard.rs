@@ -168,6 +168,22 @@ const DESCRIBE_CLUSTER: &[Field] = &[f(0, Bool), f(1, I8), f(2, Bool)];
 const DESCRIBE_PRODUCERS_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
 const DESCRIBE_PRODUCERS: &[Field] = &[f(0, Arr(DESCRIBE_PRODUCERS_TOPIC))];
 
+// ConsumerGroupHeartbeat v0–1, ConsumerGroupDescribe v0–1 (KIP-848; flexible from 0).
+const CONSUMER_GROUP_HEARTBEAT_TOPIC: &[Field] = &[f(0, Uuid), f(0, ArrI32)];
+const CONSUMER_GROUP_HEARTBEAT: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(0, ArrStr),
+    f(1, Str),
+    f(0, Str),
+    f(0, Arr(CONSUMER_GROUP_HEARTBEAT_TOPIC)),
+];
+const CONSUMER_GROUP_DESCRIBE: &[Field] = &[f(0, ArrStr), f(0, Bool)];
+
 // DescribeConfigs v1–4 (flexible from 4).
 const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, ArrStr)];
 const DESCRIBE_CONFIGS: &[Field] = &[f(0, Arr(DESCRIBE_CONFIGS_RESOURCE)), f(1, Bool), f(3, Bool)];
@@ -312,6 +328,8 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::OFFSET_FOR_LEADER_EPOCH => OFFSET_FOR_LEADER_EPOCH,
         apis::DESCRIBE_CLUSTER => DESCRIBE_CLUSTER,
+        apis::CONSUMER_GROUP_HEARTBEAT => CONSUMER_GROUP_HEARTBEAT,
+        apis::CONSUMER_GROUP_DESCRIBE => CONSUMER_GROUP_DESCRIBE,
         apis::DESCRIBE_PRODUCERS => DESCRIBE_PRODUCERS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
         apis::LIST_GROUPS => LIST_GROUPS,
@@ -725,6 +743,29 @@ mod tests {
                 }
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
+            apis::CONSUMER_GROUP_HEARTBEAT => {
+                let mut tp = consumer_group_heartbeat_request::TopicPartitions::default();
+                tp.topic_id = uuid::Uuid::from_u128(3);
+                tp.partitions = vec![0, 1];
+                let mut r = ConsumerGroupHeartbeatRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                r.instance_id = Some(s("i"));
+                r.rack_id = Some(s("r"));
+                r.subscribed_topic_names = Some(vec![topic("a"), topic("b")]);
+                if version >= 1 {
+                    r.subscribed_topic_regex = Some(s("a.*"));
+                }
+                r.server_assignor = Some(s("uniform"));
+                r.topic_partitions = Some(vec![tp.clone(), tp]);
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::CONSUMER_GROUP_DESCRIBE => {
+                let mut r = ConsumerGroupDescribeRequest::default();
+                r.group_ids = vec![GroupId(s("g1")), GroupId(s("g2"))];
+                r.include_authorized_operations = true;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
             apis::DESCRIBE_PRODUCERS => {
                 let mut t = describe_producers_request::TopicRequest::default();
                 t.name = topic("orders");
@@ -1014,6 +1055,21 @@ mod tests {
                         "{} v{version} cut at {cut}",
                         spec.name
                     );
+                }
+            }
+        }
+    }
+
+    /// KIP-848's requests (v0–1, flexible), checked here before they are served.
+    #[test]
+    fn consumer_group_requests_walk_exactly() {
+        for key in [apis::CONSUMER_GROUP_HEARTBEAT, apis::CONSUMER_GROUP_DESCRIBE] {
+            for version in 0..=1 {
+                let mut buf = BytesMut::new();
+                populated(key, version)(&mut buf).unwrap();
+                assert_eq!(check_request(key, version, true, &buf), Ok(buf.len()), "{key} v{version}");
+                for cut in 0..buf.len() {
+                    assert!(check_request(key, version, true, &buf[..cut]).is_err());
                 }
             }
         }

@@ -6,8 +6,8 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, cluster_admin, configs, delete_admin, fetch, group_api, metadata, produce,
-    share_admin, share_api, txn_api, Bus, ConnInfo, Outcome,
+    admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch, group_api,
+    metadata, produce, share_admin, share_api, txn_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -41,6 +41,10 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         }
         apis::DESCRIBE_CLUSTER => cluster_admin::handle_describe_cluster(bus, conn, request),
         apis::DESCRIBE_PRODUCERS => cluster_admin::handle_describe_producers(bus, request).await,
+        apis::CONSUMER_GROUP_HEARTBEAT => {
+            consumer_group_api::handle_heartbeat(bus, conn, request).await
+        }
+        apis::CONSUMER_GROUP_DESCRIBE => consumer_group_api::handle_describe(bus, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
         apis::LIST_GROUPS => share_admin::handle_list_groups(bus, request).await,
         apis::SHARE_GROUP_DESCRIBE => share_admin::handle_share_group_describe(bus, request).await,

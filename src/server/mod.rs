@@ -26,6 +26,7 @@ pub mod admin;
 pub mod api_versions;
 pub mod cluster_admin;
 pub mod configs;
+pub mod consumer_group_api;
 pub mod delete_admin;
 pub mod dispatch;
 pub mod fetch;
