@@ -183,7 +183,14 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 4,
     },
-    // Lists share groups only (Lockstep has no classic or consumer groups).
+    ApiSpec {
+        key: DESCRIBE_GROUPS,
+        name: "DescribeGroups",
+        min_version: 0,
+        max_version: 6,
+        flexible_min: 5,
+    },
+    // Every group type: share groups and consumer groups (classic, KIP-848).
     ApiSpec {
         key: LIST_GROUPS,
         name: "ListGroups",
@@ -240,8 +247,8 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 3,
         flexible_min: 2,
     },
-    // Share groups only (Lockstep has no classic or consumer groups). v3 (Kafka 4.4: an error
-    // message per group) with the generated codec.
+    // Consumer and share groups. v3 (Kafka 4.4: an error message per group) with the generated
+    // codec.
     ApiSpec {
         key: DELETE_GROUPS,
         name: "DeleteGroups",
@@ -255,6 +262,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 0,
         max_version: 1,
         flexible_min: 1,
+    },
+    ApiSpec {
+        key: OFFSET_DELETE,
+        name: "OffsetDelete",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: i16::MAX,
     },
     // KIP-932. ShareGroupHeartbeat and ShareGroupDescribe v1 (the crate's codec); ShareFetch and
     // ShareAcknowledge v1–v2 (KIP-1206/1222; codec generated, `protocol::generated`).
