@@ -188,7 +188,14 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 4,
     },
-    // Lists share groups only (Lockstep has no classic or consumer groups).
+    ApiSpec {
+        key: DESCRIBE_GROUPS,
+        name: "DescribeGroups",
+        min_version: 0,
+        max_version: 6,
+        flexible_min: 5,
+    },
+    // Every group type: share groups and consumer groups (classic, KIP-848).
     ApiSpec {
         key: LIST_GROUPS,
         name: "ListGroups",
@@ -253,8 +260,8 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 3,
         flexible_min: 2,
     },
-    // Share groups only (Lockstep has no classic or consumer groups). v3 (Kafka 4.4: an error
-    // message per group) with the generated codec.
+    // Consumer and share groups. v3 (Kafka 4.4: an error message per group) with the generated
+    // codec.
     ApiSpec {
         key: DELETE_GROUPS,
         name: "DeleteGroups",
@@ -268,6 +275,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 0,
         max_version: 1,
         flexible_min: 1,
+    },
+    ApiSpec {
+        key: OFFSET_DELETE,
+        name: "OffsetDelete",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: i16::MAX,
     },
     // Kafka 4.4's ranges: DescribeCluster v0–2, DescribeProducers v0 (both flexible from 0).
     ApiSpec {

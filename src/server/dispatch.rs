@@ -6,8 +6,9 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch, group_api,
-    metadata, produce, share_admin, share_api, txn_api, Bus, ConnInfo, Outcome,
+    admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
+    group_admin, group_api, metadata, produce, share_admin, share_api, txn_api, Bus, ConnInfo,
+    Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -24,6 +25,8 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::SYNC_GROUP => group_api::handle_sync_group(bus, request).await,
         apis::HEARTBEAT => group_api::handle_heartbeat(bus, request).await,
         apis::LEAVE_GROUP => group_api::handle_leave_group(bus, request).await,
+        apis::DESCRIBE_GROUPS => group_admin::handle_describe_groups(bus, request).await,
+        apis::OFFSET_DELETE => group_admin::handle_offset_delete(bus, request).await,
         apis::PRODUCE => produce::handle_produce(bus, request).await,
         apis::FETCH => fetch::handle_fetch(bus, request).await,
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,

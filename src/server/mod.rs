@@ -20,7 +20,8 @@
 //! [`fetch`] (Fetch, ListOffsets), [`share_api`] (ShareGroupHeartbeat, ShareFetch,
 //! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
 //! altering and deleting share-group offsets), [`group_api`] (consumer groups: JoinGroup,
-//! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch; state in `crate::group`).
+//! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch; state in `crate::group`),
+//! [`group_admin`] (DescribeGroups, OffsetDelete).
 
 pub mod admin;
 pub mod api_versions;
@@ -30,6 +31,7 @@ pub mod consumer_group_api;
 pub mod delete_admin;
 pub mod dispatch;
 pub mod fetch;
+pub mod group_admin;
 pub mod group_api;
 pub mod join;
 pub mod metadata;
