@@ -14,11 +14,14 @@
 //!
 //! - [`shard`]: per-shard runtime state and the `Bus` implementation handlers use.
 //! - [`conn`]: the listener and client connections.
+//! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
+//!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: io_uring fdatasync of flush tickets.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
 
 pub mod bench;
 pub mod conn;
+pub mod fatal;
 pub mod files;
 pub mod shard;
 pub mod sync;
@@ -168,6 +171,7 @@ struct ShardSetup {
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
 pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
+    fatal::install_panic_hook();
     std::fs::create_dir_all(&config.data_dir).map_err(|error| RuntimeError::DataDir {
         path: config.data_dir.display().to_string(),
         error,
@@ -231,7 +235,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             _ => Placement::Unbound,
         };
         let handle = LocalExecutorBuilder::new(placement)
-            .name(&format!("lockstep-shard-{index}"))
+            .name(&format!("{}{index}", fatal::SHARD_THREAD_PREFIX))
             .io_memory(SHARD_IO_MEMORY_BYTES)
             .spawn(move || async move {
                 let ready = setup.ready.clone();
@@ -370,6 +374,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         .detach();
     }
     let _ = setup.ready.send(Ok(id));
+    fatal::arm_test_fault(config.test_fault, ShardId(id as u16));
 
     conn::accept_loop(ctx.clone(), listener, config.advertised).await;
 

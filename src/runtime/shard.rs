@@ -8,11 +8,14 @@
 //!   completes even if the requesting connection goes away (an admin change is always installed
 //!   on every shard once persisted).
 //! - At most one flush per partition is in flight; writes that arrive meanwhile are covered by
-//!   the next one (group commit). A failed flush poisons the partition's log; its waiters get
-//!   KAFKA_STORAGE_ERROR.
+//!   the next one (group commit). A failed flush or write poisons the partition's log, and a
+//!   failed journal append or flush poisons the journal: both take the fatal path
+//!   (`runtime::fatal`, the process exits with `EXIT_STORAGE_POISONED`) before anyone waiting
+//!   is answered.
 //! - The mesh receive loops never wait on a send, so two shards sending to each other cannot
 //!   deadlock on full channels.
 
+use super::fatal::{self, Fatal};
 use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
 use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
@@ -222,13 +225,13 @@ impl ShardCtx {
             ShardOp::ShareFetch(op) => {
                 let fetched = self.state.borrow_mut().share_fetch(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 ShardReply::ShareFetched(fetched)
             }
             ShardOp::ShareProbe(op) => {
                 let probed = self.state.borrow_mut().share_probe(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 ShardReply::ShareProbed(probed)
             }
             ShardOp::ShareAcknowledge(op) => {
@@ -250,7 +253,7 @@ impl ShardCtx {
                     .share
                     .release_member(&group_id, &member_id);
                 self.copy_to_dlq().await;
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 ShardReply::ShareReleased(released)
             }
             ShardOp::ShareDisconnected {
@@ -342,9 +345,8 @@ impl ShardCtx {
             crate::group::ops::execute(&mut state.groups, op, wall_ms() as u64)
         };
         let durable = match self.append_share_entries() {
-            Ok(Some(seq)) => self.wait_journal(seq).await,
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
         };
         match durable {
             Ok(()) => ShardReply::Group(reply),
@@ -371,9 +373,8 @@ impl ShardCtx {
                 .collect()
         };
         let journal = match self.append_share_entries() {
-            Ok(Some(seq)) => self.wait_journal(seq).await,
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
         };
         if journal.is_err() {
             for r in results.iter_mut().filter(|r| r.error_code == 0) {
@@ -449,7 +450,7 @@ impl ShardCtx {
                 ctx.state
                     .borrow_mut()
                     .txn_apply(&group_id, &transaction_id, commit);
-                let _ = ctx.append_share_entries();
+                ctx.append_share_entries();
             }
         })
         .detach();
@@ -457,7 +458,7 @@ impl ShardCtx {
 
     /// Appends pending entries and waits until they are durable.
     async fn persist_share_entries(&self) -> Result<(), String> {
-        match self.append_share_entries()? {
+        match self.append_share_entries() {
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         }
@@ -536,7 +537,7 @@ impl ShardCtx {
                     config,
                     now,
                 );
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 TxnReplyMsg::Answer(answer)
             }
             TxnOp::Register {
@@ -565,7 +566,7 @@ impl ShardCtx {
                         .borrow_mut()
                         .share
                         .txn_ack_done(&group_id, &transaction_id, &locked);
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 if !late.is_empty() {
                     self.spawn_apply(&group_id, &transaction_id, &late, false);
                 }
@@ -590,7 +591,7 @@ impl ShardCtx {
                     .borrow_mut()
                     .share
                     .txn_list(&group_id, &states, config, now);
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 TxnReplyMsg::Listed(listed)
             }
             TxnOp::State {
@@ -622,7 +623,7 @@ impl ShardCtx {
                     &transaction_id,
                     &partitions,
                 );
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 TxnReplyMsg::Locked(locked)
             }
             TxnOp::PersistLocks {
@@ -643,7 +644,8 @@ impl ShardCtx {
                 self.state
                     .borrow_mut()
                     .txn_apply(&group_id, &transaction_id, commit);
-                TxnReplyMsg::Done(self.append_share_entries().map(|_| ()))
+                self.append_share_entries();
+                TxnReplyMsg::Done(Ok(()))
             }
         };
         let timed_out = self.state.borrow_mut().share.take_timed_out();
@@ -661,7 +663,7 @@ impl ShardCtx {
                 .borrow_mut()
                 .share
                 .txn_prepare(group_id, id, config, wall_ms() as u64);
-        let _ = self.append_share_entries();
+        self.append_share_entries();
         if answer.error_code != 0 {
             return answer;
         }
@@ -802,9 +804,8 @@ impl ShardCtx {
     /// results that succeeded become KAFKA_STORAGE_ERROR if they cannot be made durable.
     async fn share_results_durable(&self, mut results: Vec<ShareAckResult>) -> Vec<ShareAckResult> {
         let durable = match self.append_share_entries() {
-            Ok(Some(seq)) => self.wait_journal(seq).await,
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
         };
         if let Err(cause) = durable {
             for r in results.iter_mut().filter(|r| r.error_code == 0) {
@@ -875,8 +876,9 @@ impl ShardCtx {
     /// appended (`None`: nothing to append). No flush starts here: entries nobody waits for
     /// (new share partitions, locks of ONGOING transactions, applied decisions) ride on the next
     /// flush a waiter starts (`wait_journal`), or on housekeeping's, so the journal does not
-    /// flush continuously under load.
-    fn append_share_entries(&self) -> Result<Option<u64>, String> {
+    /// flush continuously under load. An append that fails poisons the journal (the entries are
+    /// already out of the share state) and takes the fatal path: it never returns then.
+    fn append_share_entries(&self) -> Option<u64> {
         let entries = {
             let mut state = self.state.borrow_mut();
             let mut entries = state.share.take_entries();
@@ -884,22 +886,13 @@ impl ShardCtx {
             entries
         };
         if entries.is_empty() {
-            return Ok(None);
+            return None;
         }
-        let mut last = None;
-        {
-            let mut journal = self.journal.borrow_mut();
-            for entry in &entries {
-                match journal.append_entry(entry) {
-                    Ok(seq) => last = Some(seq),
-                    Err(e) => {
-                        tracing::error!(shard = %self.id, error = %e, "state journal append failed");
-                        return Err(e.to_string());
-                    }
-                }
-            }
+        let appended = self.journal.borrow_mut().append_all(&entries);
+        match appended {
+            Ok(last) => last,
+            Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
         }
-        Ok(last)
     }
 
     /// Completes once journal entry `seq` is durable.
@@ -941,10 +934,7 @@ impl ShardCtx {
             let ticket = match ticket {
                 Ok(Some(ticket)) => ticket,
                 Ok(None) => break,
-                Err(e) => {
-                    self.fail_journal_waiters(&e.to_string());
-                    break;
-                }
+                Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
             };
             let started = Instant::now();
             let result = files::sync_file(&ticket.path).await;
@@ -959,21 +949,14 @@ impl ShardCtx {
                         waiter.send(Ok(()));
                     }
                 }
-                Err(e) => {
-                    tracing::error!(shard = %self.id, error = %e, "state journal flush failed; journal poisoned");
-                    self.fail_journal_waiters(&e.to_string());
-                    break;
-                }
+                Err(e) => fatal::exit(
+                    Some(self.id),
+                    Fatal::JournalPoisoned,
+                    &format!("state journal flush: {e}"),
+                ),
             }
         }
         self.journal_sync.borrow_mut().flushing = false;
-    }
-
-    fn fail_journal_waiters(&self, cause: &str) {
-        let drained = self.journal_sync.borrow_mut().waiters.drain();
-        for waiter in drained {
-            waiter.send(Err(cause.to_string()));
-        }
     }
 
     /// Expires acquisition locks and member sessions; snapshots and compacts the journal.
@@ -1000,14 +983,12 @@ impl ShardCtx {
             let ctx = self.clone();
             glommio::spawn_local(async move {
                 ctx.copy_to_dlq().await;
-                let _ = ctx.append_share_entries();
+                ctx.append_share_entries();
             })
             .detach();
             return;
         }
-        if self.append_share_entries().is_err() {
-            return;
-        }
+        self.append_share_entries();
         if self.journal.borrow().needs_flush() {
             self.ensure_journal_flush();
         }
@@ -1028,7 +1009,7 @@ impl ShardCtx {
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
             match written {
                 Ok(_) => self.ensure_journal_flush(),
-                Err(e) => tracing::error!(shard = %self.id, error = %e, "journal snapshot failed"),
+                Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &format!("snapshot: {e}")),
             }
         }
         let compacted = self.journal.borrow_mut().compact();
@@ -1075,6 +1056,18 @@ impl ShardCtx {
 
     async fn produce(&self, op: ProduceOp) -> ShardReply {
         let applied = self.state.borrow_mut().produce(&op, wall_ms() as u64);
+        // A write that failed poisoned the log: the fatal path, before anyone is answered.
+        let poison = self
+            .state
+            .borrow()
+            .log_poison(&PartitionKey::of(&op.partition));
+        if let Some(cause) = poison {
+            fatal::exit(
+                Some(self.id),
+                Fatal::LogPoisoned,
+                &format!("{}-{}: {cause}", op.partition.topic, op.partition.partition),
+            );
+        }
         let Some((key, target)) = applied.durable_target else {
             return ShardReply::Produce(applied.result);
         };
@@ -1164,19 +1157,11 @@ impl ShardCtx {
                     }
                     self.notify_data(&key);
                 }
-                Some(Err(error)) => {
-                    tracing::error!(shard = %self.id, ?key, %error, "flush failed; partition poisoned");
-                    let drained = self
-                        .syncs
-                        .borrow_mut()
-                        .get_mut(&key)
-                        .map(|s| s.waiters.drain())
-                        .unwrap_or_default();
-                    for waiter in drained {
-                        waiter.send(Err(error.to_string()));
-                    }
-                    break;
-                }
+                Some(Err(error)) => fatal::exit(
+                    Some(self.id),
+                    Fatal::LogPoisoned,
+                    &format!("partition {key:?}: {error}"),
+                ),
                 None => break,
             }
         }
@@ -1274,6 +1259,11 @@ impl ShardCtx {
     /// Rolls and applies retention on every partition, and starts flushes where needed.
     pub fn housekeeping(&self) {
         let touched = self.state.borrow_mut().housekeeping(wall_ms() as u64);
+        // A roll or retention step that failed poisoned its log: the fatal path.
+        let poisoned = self.state.borrow().poisoned_log();
+        if let Some((key, cause)) = poisoned {
+            fatal::exit(Some(self.id), Fatal::LogPoisoned, &format!("{key:?}: {cause}"));
+        }
         for key in touched {
             self.ensure_flush(key);
         }
@@ -1297,7 +1287,7 @@ impl ShardCtx {
 
     /// Flushes every partition with unflushed writes and waits until all are durable.
     pub async fn flush_all(&self) {
-        let _ = self.append_share_entries();
+        self.append_share_entries();
         let last = {
             let journal = self.journal.borrow();
             journal.needs_flush().then(|| journal.next_seq() - 1)

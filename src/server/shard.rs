@@ -781,6 +781,20 @@ impl<S: Storage + Clone> ShardState<S> {
             .map(|p| (p.log.durable_end_offset(), p.log.is_poisoned()))
     }
 
+    /// A partition whose log is poisoned (the first found) and why: the runtime's fatal path.
+    pub fn poisoned_log(&self) -> Option<(PartitionKey, String)> {
+        self.partitions
+            .iter()
+            .find_map(|(k, p)| p.log.poison_cause().map(|c| (*k, c.to_string())))
+    }
+
+    /// Why `key`'s log is poisoned, if it is.
+    pub fn log_poison(&self, key: &PartitionKey) -> Option<String> {
+        self.partitions
+            .get(key)
+            .and_then(|p| p.log.poison_cause().map(str::to_string))
+    }
+
     /// Whether any partition has writes not covered by a completed flush.
     pub fn unflushed(&self) -> Vec<PartitionKey> {
         let mut keys: Vec<PartitionKey> = self
