@@ -168,10 +168,20 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
     respond(request, &response)
 }
 
-/// Deletes one share group (see the module docs); the Kafka error code, 0 if deleted.
+/// Deletes one consumer group (its committed offsets; NON_EMPTY_GROUP while it has members) or
+/// share group (see the module docs); the Kafka error code, 0 if deleted.
 async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     if group_id.is_empty() {
         return ResponseError::GroupIdNotFound.code();
+    }
+    let op = crate::group::ops::GroupOp::Delete {
+        group_id: group_id.to_string(),
+    };
+    match super::group_api::call_group(bus, group_id, op).await {
+        Ok(crate::group::ops::GroupReply::Deleted(Ok(true))) => return 0,
+        Ok(crate::group::ops::GroupReply::Deleted(Ok(false))) => {}
+        Ok(crate::group::ops::GroupReply::Deleted(Err(code))) | Err(code) => return code,
+        Ok(_) => return ResponseError::UnknownServerError.code(),
     }
     let shard = group_shard(group_id, bus.shard_count());
     let coordinated = match bus

@@ -523,6 +523,8 @@ pub enum ShardOp {
         group_id: String,
         topic_ids: Vec<Uuid>,
     },
+    /// On the partitions' shard (DescribeProducers): the idempotent producers of each.
+    DescribeProducers(Vec<PartitionRef>),
     /// On the group's shard (DeleteGroups): forget the group's membership if it has no
     /// members. Replies [`ShardReply::ShareGroupDeleted`].
     ShareDeleteGroup {
@@ -534,6 +536,9 @@ pub enum ShardOp {
         partitions: Vec<(PartitionRef, i64)>,
         timeout_ms: u64,
     },
+    /// On the group's shard: consumer groups and committed offsets (`crate::group::ops`);
+    /// answered once the journal entries it produced are durable.
+    Group(crate::group::ops::GroupOp),
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -575,6 +580,10 @@ pub enum ShardReply {
     ShareGroupDeleted(Result<bool, i16>),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
+    /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka
+    /// error code.
+    Producers(Vec<Result<Vec<crate::server::producer_state::ProducerSnapshot>, i16>>),
+    Group(crate::group::ops::GroupReply),
     /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
     Failed(i16),
 }

@@ -101,41 +101,74 @@ pub fn listed_groups(
         .collect()
 }
 
-/// ListGroups v0–5: the share groups of every shard.
+/// ListGroups v0–5: the share groups and consumer groups (`crate::group`) of every shard,
+/// sorted by group id.
 pub async fn handle_list_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let decoded: ListGroupsRequest = match decode_body(request) {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
     let calls = (0..bus.shard_count())
-        .map(|s| bus.call(ShardId(s as u16), ShardOp::ShareListGroups))
+        .flat_map(|s| {
+            [
+                bus.call(ShardId(s as u16), ShardOp::ShareListGroups),
+                bus.call(
+                    ShardId(s as u16),
+                    ShardOp::Group(crate::group::ops::GroupOp::List),
+                ),
+            ]
+        })
         .collect();
     let mut response = ListGroupsResponse::default();
     let mut shards = Vec::new();
+    let mut consumer_groups = Vec::new();
     for reply in join_all(calls).await {
         match reply {
             ShardReply::ShareGroupsListed(listed) => shards.push(listed),
+            ShardReply::Group(crate::group::ops::GroupReply::Listed(listed)) => {
+                consumer_groups.extend(listed)
+            }
             ShardReply::Failed(code) => response.error_code = code,
             _ => response.error_code = ResponseError::UnknownServerError.code(),
         }
     }
     let strings = |v: &[StrBytes]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let groups = listed_groups(
-        &shards,
-        &strings(&decoded.states_filter),
-        &strings(&decoded.types_filter),
+    let states_filter = strings(&decoded.states_filter);
+    let types_filter = strings(&decoded.types_filter);
+    // (group id, protocol type, state, group type)
+    let mut groups: Vec<(String, String, String, String)> =
+        listed_groups(&shards, &states_filter, &types_filter)
+            .into_iter()
+            .map(|(id, state)| {
+                (
+                    id,
+                    SHARE_GROUP_TYPE.to_string(),
+                    state.to_string(),
+                    SHARE_GROUP_TYPE.to_string(),
+                )
+            })
+            .collect();
+    let passes = |filter: &[String], value: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
+    };
+    groups.extend(
+        consumer_groups
+            .into_iter()
+            .filter(|g| passes(&states_filter, &g.state) && passes(&types_filter, &g.group_type))
+            .map(|g| (g.group_id, g.protocol_type, g.state, g.group_type.to_lowercase())),
     );
+    groups.sort();
     response.groups = groups
         .into_iter()
-        .map(|(id, state)| {
+        .map(|(id, protocol_type, state, group_type)| {
             let mut g = list_groups_response::ListedGroup::default();
             g.group_id = GroupId(sb(&id));
-            g.protocol_type = sb(SHARE_GROUP_TYPE);
+            g.protocol_type = sb(&protocol_type);
             if request.api_version >= 4 {
-                g.group_state = sb(state);
+                g.group_state = sb(&state);
             }
             if request.api_version >= 5 {
-                g.group_type = sb(SHARE_GROUP_TYPE);
+                g.group_type = sb(&group_type);
             }
             g
         })
