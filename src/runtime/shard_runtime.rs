@@ -30,7 +30,7 @@ use crate::model::{group_shard, partition_shard};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
-    AdminOp, AdminReply, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp,
+    AdminOp, CallError, AdminReply, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp,
     ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
@@ -186,7 +186,7 @@ impl ShardHandle {
             ShardOp::WaitForData(op) => self.wait_for_data(op).await,
             ShardOp::Admin(op) => {
                 if self.id != ShardId(0) {
-                    return ShardReply::Failed(ResponseError::NotController.code());
+                    return ShardReply::Failed(CallError::NotController);
                 }
                 ShardReply::Admin(self.admin(op).await)
             }
@@ -352,7 +352,7 @@ impl ShardHandle {
             Ok(()) => ShardReply::Group(reply),
             Err(e) => {
                 tracing::error!(shard = %self.id, error = %e, "consumer-group state not durable");
-                ShardReply::Failed(ResponseError::KafkaStorageError.code())
+                ShardReply::Failed(CallError::NotDurable(e.to_string()))
             }
         }
     }
@@ -1359,11 +1359,11 @@ impl Bus for ShardHandle {
                     .is_err()
                 {
                     ctx.pending.borrow_mut().remove(&id);
-                    return ShardReply::Failed(ResponseError::KafkaStorageError.code());
+                    return ShardReply::Failed(CallError::Unreachable);
                 }
             }
             rx.await
-                .unwrap_or(ShardReply::Failed(ResponseError::UnknownServerError.code()))
+                .unwrap_or(ShardReply::Failed(CallError::Abandoned))
         }
     }
 

@@ -185,8 +185,7 @@ pub async fn handle_describe_producers<B: Bus>(bus: &B, request: &Request) -> Ou
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {
         let results: Vec<Result<Vec<ProducerSnapshot>, i16>> = match reply {
             ShardReply::Producers(results) => results,
-            ShardReply::Failed(code) => vec![Err(code); items.len()],
-            other => panic!("describe producers answered with {other:?}"),
+            other => vec![Err(other.unexpected("describe producers").code()); items.len()],
         };
         assert_eq!(results.len(), items.len());
         for (((ti, pi), _), result) in items.iter().zip(results) {
@@ -291,12 +290,12 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
                     }
                 }
             }
-            ShardReply::Failed(code) => {
+            other => {
+                let code = other.unexpected("offset for leader epoch").code();
                 for ((ti, pi), _) in items {
                     answers[*ti][*pi].error_code = code;
                 }
             }
-            other => panic!("offset for leader epoch answered with {other:?}"),
         }
     }
     let mut response = OffsetForLeaderEpochResponse::default();

@@ -123,9 +123,9 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
     for ((_, entries), reply) in routes.iter().zip(join_all(calls).await) {
         let results = match reply {
             ShardReply::RecordsDeleted(results) if results.len() == entries.len() => results,
-            ShardReply::Failed(code) => vec![
+            ShardReply::Failed(failure) => vec![
                 DeletedRecords {
-                    error_code: code,
+                    error_code: failure.code(),
                     low_watermark: -1
                 };
                 entries.len()
@@ -194,7 +194,8 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
         .await
     {
         ShardReply::ShareGroupDeleted(Ok(coordinated)) => coordinated,
-        ShardReply::ShareGroupDeleted(Err(code)) | ShardReply::Failed(code) => return code,
+        ShardReply::ShareGroupDeleted(Err(code)) => return code,
+        ShardReply::Failed(failure) => return failure.code(),
         _ => return ResponseError::UnknownServerError.code(),
     };
     // The topics the group holds share-partition state for, on any shard.
@@ -225,7 +226,7 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     for reply in join_all(calls).await {
         let results: Vec<ShareAckResult> = match reply {
             ShardReply::ShareOffsetsDeleted(results) => results,
-            ShardReply::Failed(c) => vec![ShareAckResult::error(c, "")],
+            ShardReply::Failed(failure) => vec![ShareAckResult::error(failure.code(), "")],
             _ => vec![ShareAckResult::error(
                 ResponseError::UnknownServerError.code(),
                 "",

@@ -45,11 +45,7 @@ pub(crate) async fn call_group<B: Bus>(
     let shard = group_shard(group_id, bus.shard_count());
     match bus.call(shard, ShardOp::Group(op)).await {
         ShardReply::Group(reply) => Ok(reply),
-        ShardReply::Failed(code) => Err(code),
-        other => {
-            tracing::error!(?other, "unexpected reply to a group op");
-            Err(ResponseError::UnknownServerError.code())
-        }
+        other => Err(other.unexpected("group op").code()),
     }
 }
 

@@ -128,7 +128,7 @@ pub async fn handle_list_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
             ShardReply::Group(crate::group::ops::GroupReply::Listed(listed)) => {
                 consumer_groups.extend(listed)
             }
-            ShardReply::Failed(code) => response.error_code = code,
+            ShardReply::Failed(failure) => response.error_code = failure.code(),
             _ => response.error_code = ResponseError::UnknownServerError.code(),
         }
     }
@@ -254,7 +254,7 @@ async fn group_of<B: Bus>(bus: &B, group_id: &str) -> Result<Option<ShareGroup>,
         .await
     {
         ShardReply::ShareGroupDescribed(group) => Ok(group),
-        ShardReply::Failed(code) => Err(code),
+        ShardReply::Failed(failure) => Err(failure.code()),
         _ => Err(ResponseError::UnknownServerError.code()),
     }
 }
@@ -276,7 +276,7 @@ pub(super) async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<S
     for reply in join_all(calls).await {
         match reply {
             ShardReply::ShareOffsets(offsets) => out.extend(offsets),
-            ShardReply::Failed(code) => return Err(code),
+            ShardReply::Failed(failure) => return Err(failure.code()),
             _ => return Err(ResponseError::UnknownServerError.code()),
         }
     }
@@ -498,7 +498,7 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
                                 .into_iter()
                                 .map(|o| Ok((o.start_offset, o.lag)))
                                 .collect(),
-                            ShardReply::Failed(code) => vec![Err(code); refs.len()],
+                            ShardReply::Failed(failure) => vec![Err(failure.code()); refs.len()],
                             _ => vec![Err(ResponseError::UnknownServerError.code()); refs.len()],
                         };
                         for ((ti, pi, r), answer) in refs.iter().zip(answers) {
@@ -653,8 +653,11 @@ fn results_of(reply: ShardReply, count: usize) -> Vec<ShareAckResult> {
         {
             results
         }
-        ShardReply::Failed(code) => {
-            vec![ShareAckResult::error(code, "the shard could not apply the change"); count]
+        ShardReply::Failed(failure) => {
+            vec![
+                ShareAckResult::error(failure.code(), "the shard could not apply the change");
+                count
+            ]
         }
         _ => vec![
             ShareAckResult::error(
@@ -740,6 +743,7 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
 mod tests {
     use super::*;
     use crate::model::TopicPartition;
+    use crate::server::ops::CallError;
     use crate::server::share_group::{AssignedTopic, ShareMember};
     use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -890,7 +894,7 @@ mod tests {
 
     #[test]
     fn shard_failures_become_per_item_errors() {
-        let r = results_of(ShardReply::Failed(56), 2);
+        let r = results_of(ShardReply::Failed(CallError::Unreachable), 2);
         assert_eq!(r.len(), 2);
         assert!(r.iter().all(|x| x.error_code == 56));
         let r = results_of(
