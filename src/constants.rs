@@ -18,6 +18,18 @@ pub const LOG_SEGMENT_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 /// A sparse index entry is written at least every this many bytes of segment.
 pub const LOG_INDEX_INTERVAL_BYTES: u64 = 4096;
 
+/// The DMA engine's block: log segment writes start and end at multiples of it (`O_DIRECT`
+/// alignment; the partially filled last block is rewritten from memory by the next write).
+pub const LOG_BLOCK_BYTES: u64 = 4096;
+/// The active segment's file is preallocated (fallocate) this far ahead of its end, so that a
+/// durable append changes no file size (capped by the segment size, rounded up to a block).
+pub const LOG_PREALLOCATE_BYTES: u64 = 16 * 1024 * 1024;
+/// Recently written bytes of the active segment kept in memory after their write completed
+/// (consumers at the tail read them without touching the disk).
+pub const LOG_TAIL_CACHE_BYTES: u64 = 1024 * 1024;
+/// Open DMA file handles the engine keeps per shard (least recently written closed first).
+pub const ENGINE_OPEN_FILES_MAX: usize = 256;
+
 /// Size of each preallocated journal segment.
 pub const JOURNAL_SEGMENT_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 
@@ -25,6 +37,9 @@ const _: () = assert!(SEGMENT_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!((FRAME_PAYLOAD_BYTES_MAX as u64) < JOURNAL_SEGMENT_BYTES_DEFAULT * 2);
+const _: () = assert!(LOG_BLOCK_BYTES.is_power_of_two() && LOG_BLOCK_BYTES >= 512);
+const _: () = assert!(LOG_PREALLOCATE_BYTES % LOG_BLOCK_BYTES == 0);
+const _: () = assert!(LOG_TAIL_CACHE_BYTES % LOG_BLOCK_BYTES == 0 && LOG_TAIL_CACHE_BYTES > 0);
 
 // ---- Broker: network, requests, shards (issue 3) ----
 
