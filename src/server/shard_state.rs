@@ -942,7 +942,9 @@ mod tests {
 
     fn flush(state: &mut ShardState<SimStorage>, key: &TopicPartition) {
         if let Some(ticket) = state.begin_flush(key) {
-            state.complete_flush(key, ticket, Ok(())).unwrap().unwrap();
+            // The runtime performs a ticket's block writes and syncs; here, the storage does.
+            let synced = crate::log::sync_ticket(&state.storage, &ticket);
+            state.complete_flush(key, ticket, synced).unwrap().unwrap();
         }
         assert!(!state.unflushed().contains(key));
     }
