@@ -18,6 +18,18 @@ pub const LOG_SEGMENT_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 /// A sparse index entry is written at least every this many bytes of segment.
 pub const LOG_INDEX_INTERVAL_BYTES: u64 = 4096;
 
+/// The DMA engine's block: log segment writes start and end at multiples of it (`O_DIRECT`
+/// alignment; the partially filled last block is rewritten from memory by the next write).
+pub const LOG_BLOCK_BYTES: u64 = 4096;
+/// The active segment's file is preallocated (fallocate) this far ahead of its end, so that a
+/// durable append changes no file size (capped by the segment size, rounded up to a block).
+pub const LOG_PREALLOCATE_BYTES: u64 = 16 * 1024 * 1024;
+/// Recently written bytes of the active segment kept in memory after their write completed
+/// (consumers at the tail read them without touching the disk).
+pub const LOG_TAIL_CACHE_BYTES: u64 = 1024 * 1024;
+/// Open DMA file handles the engine keeps per shard (least recently written closed first).
+pub const ENGINE_OPEN_FILES_MAX: usize = 256;
+
 /// Size of each preallocated journal segment.
 pub const JOURNAL_SEGMENT_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 
@@ -25,6 +37,9 @@ const _: () = assert!(SEGMENT_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!((FRAME_PAYLOAD_BYTES_MAX as u64) < JOURNAL_SEGMENT_BYTES_DEFAULT * 2);
+const _: () = assert!(LOG_BLOCK_BYTES.is_power_of_two() && LOG_BLOCK_BYTES >= 512);
+const _: () = assert!(LOG_PREALLOCATE_BYTES % LOG_BLOCK_BYTES == 0);
+const _: () = assert!(LOG_TAIL_CACHE_BYTES % LOG_BLOCK_BYTES == 0 && LOG_TAIL_CACHE_BYTES > 0);
 
 // ---- Broker: network, requests, shards (issue 3) ----
 
@@ -309,3 +324,35 @@ pub const REQUEST_PARTITIONS_MAX: usize = BROKER_PARTITIONS_MAX;
 /// Topics, config resources or coordinator keys one request may name; beyond it the
 /// connection is closed. Bounds how much a small request can make the broker build.
 pub const REQUEST_ENTITIES_MAX: usize = TOPICS_MAX + 1;
+
+// ---- consumer groups (issue 16: classic protocol and committed offsets) --------------------
+/// Kafka's `group.min.session.timeout.ms` (default): JoinGroup below it is INVALID_SESSION_TIMEOUT.
+pub const GROUP_MIN_SESSION_TIMEOUT_MS: u64 = 6_000;
+/// Kafka's `group.max.session.timeout.ms` (default).
+pub const GROUP_MAX_SESSION_TIMEOUT_MS: u64 = 1_800_000;
+/// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group waits for
+/// more members (extended while members keep arriving, up to the rebalance timeout). Kafka's
+/// default is 3 000; Lockstep's is 0, the value Kafka's own test configs and the reference broker
+/// (`tools/kafka-reference.sh`) use: a single-node broker has no fleet of consumers starting
+/// together to wait for, and a 3 s wait per new group dominates every test.
+pub const GROUP_INITIAL_REBALANCE_DELAY_MS: u64 = 0;
+/// Kafka's `offsets.retention.minutes` default (7 days), in ms: committed offsets of a group that
+/// has been empty this long (or of a simple group, since their commit) expire.
+pub const OFFSETS_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Kafka's `offset.metadata.max.bytes`: longer commit metadata is OFFSET_METADATA_TOO_LARGE.
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+/// Members of one group (Kafka's `group.max.size` is unbounded; a bound keeps a join storm
+/// from growing a group without limit): a join beyond it is GROUP_MAX_SIZE_REACHED.
+pub const GROUP_MEMBERS_MAX: usize = 10_000;
+/// Committed offsets one shard holds (over all its groups); beyond it commits are refused
+/// (OFFSET_METADATA_TOO_LARGE is not right; Kafka has no such limit, Lockstep answers
+/// UNKNOWN_SERVER_ERROR with a message).
+pub const GROUP_OFFSETS_PER_SHARD_MAX: usize = 10_000_000;
+/// Protocols (assignors) one JoinGroup may name, and bytes of one member's metadata or
+/// assignment.
+pub const GROUP_PROTOCOLS_MAX: usize = 64;
+pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = 1024 * 1024;
+/// How often a JoinGroup or SyncGroup that waits for the rebalance looks at the group again.
+pub const GROUP_WAIT_POLL_MS: u64 = 10;
+/// How long an answer to a waiting JoinGroup / SyncGroup is kept for its poller.
+pub const GROUP_ANSWER_KEEP_MS: u64 = 60_000;

@@ -8,6 +8,7 @@
 //!   the file abstraction (real files and an in-memory crash double), and the only `unsafe`
 //!   (memory maps).
 //! - [`log`]: segmented, CRC-framed partition logs of Kafka record batches.
+//! - [`group`]: consumer groups (classic protocol, KIP-848 membership) and committed offsets.
 //! - [`journal`]: the memory-mapped state journal (share-partition state, transactions).
 //! - [`protocol`]: the Kafka wire codec; [`server`]: request handling.
 //! - [`runtime`]: the only module that touches the io_uring executor.
@@ -17,7 +18,9 @@
 pub mod client;
 pub mod config;
 pub mod constants;
+pub mod group;
 pub mod journal;
+pub mod kip848;
 pub mod log;
 pub mod metrics;
 pub mod model;

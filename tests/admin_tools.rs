@@ -240,3 +240,226 @@ fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
     let out = tool(port, &["--describe", "--group", GROUP]);
     assert!(out.contains(&format!("Group {GROUP} not found.")), "{out}");
 }
+
+// ------------------------------------------------------------------------------------------------
+// Issue 16: DescribeCluster, DescribeProducers, OffsetForLeaderEpoch, FindCoordinator.
+
+const CLUSTER_TOPIC: &str = "admin-cluster-topic";
+
+/// `kafka-console-producer` (Java, idempotent by default) writes `lines` to `topic`.
+fn console_produce(port: u16, topic: &str, lines: &[&str]) {
+    let mut cmd = std::process::Command::new(std::path::Path::new(ROOT).join("tools/kafka-reference.sh"));
+    let mut child = die_with_parent(&mut cmd)
+        .args(["class", "org.apache.kafka.tools.ConsoleProducer"])
+        .arg("--bootstrap-server")
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--topic", topic])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the console producer");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        for line in lines {
+            writeln!(stdin, "{line}").expect("write a record");
+        }
+    }
+    assert!(child.wait().expect("console producer").success());
+}
+
+/// `kafka-transactions describe-producers` of one partition: its rows
+/// (ProducerId, ProducerEpoch, LatestCoordinatorEpoch, LastSequence, LastTimestamp,
+/// CurrentTransactionStartOffset).
+fn describe_producers(port: u16, topic: &str, partition: i32) -> Vec<Vec<String>> {
+    let out = kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        port,
+        &["describe-producers", "--topic", topic, "--partition", &partition.to_string()],
+    );
+    let all = rows(&out);
+    let header = all
+        .iter()
+        .position(|r| r.first().map(String::as_str) == Some("ProducerId"))
+        .unwrap_or_else(|| panic!("no producer table:\n{out}"));
+    all[header + 1..].to_vec()
+}
+
+/// `kafka-cluster SUBCOMMAND --bootstrap-server` (the option belongs to the subcommand).
+fn cluster_tool(port: u16, subcommand: &str) -> String {
+    let mut cmd = std::process::Command::new(std::path::Path::new(ROOT).join("tools/kafka-reference.sh"));
+    let out = die_with_parent(&mut cmd)
+        .args(["class", "org.apache.kafka.tools.ClusterTool", subcommand])
+        .arg("--bootstrap-server")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ClusterTool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("$ ClusterTool {subcommand}\n{text}");
+    text
+}
+
+/// OffsetForLeaderEpoch v4 (as a consumer, replica id -1): `(partition, current leader epoch,
+/// leader epoch)` of `topic` → `(partition, error code, leader epoch, end offset)`.
+fn offset_for_leader_epoch(
+    port: u16,
+    topic: &str,
+    partitions: &[(i32, i32, i32)],
+) -> Vec<(i32, i16, i32, i64)> {
+    use kafka_protocol::messages::{offset_for_leader_epoch_request as m, OffsetForLeaderEpochRequest, TopicName};
+    let mut conn = lockstep::client::connection::Connection::connect(&format!("127.0.0.1:{port}"), "admin-tools")
+        .expect("connect");
+    let mut t = m::OffsetForLeaderTopic::default();
+    t.topic = TopicName(topic.to_string().into());
+    t.partitions = partitions
+        .iter()
+        .map(|&(partition, current, epoch)| {
+            let mut p = m::OffsetForLeaderPartition::default();
+            p.partition = partition;
+            p.current_leader_epoch = current;
+            p.leader_epoch = epoch;
+            p
+        })
+        .collect();
+    let mut request = OffsetForLeaderEpochRequest::default();
+    request.replica_id = (-1).into();
+    request.topics = vec![t];
+    let response = conn.send(&request, 4).expect("OffsetForLeaderEpoch v4");
+    response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition, p.error_code, p.leader_epoch, p.end_offset))
+        .collect()
+}
+
+/// FindCoordinator v4 of `keys` with `key_type` → (error code, whether a node is named) per key,
+/// retried while COORDINATOR_NOT_AVAILABLE (a fresh Kafka creates `__consumer_offsets` first).
+fn find_coordinator(port: u16, key_type: i8, keys: &[&str]) -> Vec<(i16, bool)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = find_coordinator_once(port, key_type, keys);
+        if !answer.iter().any(|(code, _)| *code == 15) || Instant::now() > deadline {
+            return answer;
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn find_coordinator_once(port: u16, key_type: i8, keys: &[&str]) -> Vec<(i16, bool)> {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let mut conn = lockstep::client::connection::Connection::connect(&format!("127.0.0.1:{port}"), "admin-tools")
+        .expect("connect");
+    let mut request = FindCoordinatorRequest::default();
+    request.key_type = key_type;
+    request.coordinator_keys = keys.iter().map(|k| k.to_string().into()).collect();
+    let response = conn.send(&request, 4).expect("FindCoordinator v4");
+    response
+        .coordinators
+        .iter()
+        .map(|c| (c.error_code, c.node_id.0 >= 0))
+        .collect()
+}
+
+#[test]
+fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
+    check_deps();
+    let kafka = std::env::var("LOCKSTEP_INTEROP_TARGET").as_deref() == Ok("kafka");
+    let broker = start_broker("lockstep-admin-cluster-");
+    let port = broker.port;
+
+    // The versions Kafka 4.4 serves, advertised.
+    let out = kafka_tool("org.apache.kafka.tools.BrokerApiVersionsCommand", port, &[]);
+    for served in [
+        "OffsetForLeaderEpoch(23): 2 to 4 [usable: 4]",
+        "DescribeCluster(60): 0 to 2 [usable: 2]",
+        "DescribeProducers(61): 0 [usable: 0]",
+        "FindCoordinator(10): 0 to 6 [usable: 6]",
+    ] {
+        assert!(out.contains(served), "{served}:\n{out}");
+    }
+
+    // DescribeCluster through the Admin client (kafka-cluster).
+    let out = cluster_tool(port, "cluster-id");
+    let id = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Cluster ID: "))
+        .unwrap_or_else(|| panic!("no cluster id:\n{out}"));
+    assert!(!id.trim().is_empty(), "{out}");
+    let out = cluster_tool(port, "list-endpoints");
+    let port_text = port.to_string();
+    assert!(
+        rows(&out).iter().any(|r| r.len() == 6
+            && r[1] == "127.0.0.1"
+            && r[2] == port_text
+            && r[3] == "null"
+            && r[4] == "unfenced"
+            && r[5] == "broker"),
+        "{out}"
+    );
+
+    // An idempotent producer's state (kafka-transactions describe-producers).
+    let out = topics(port, &["--create", "--topic", CLUSTER_TOPIC, "--partitions", "2"]);
+    assert!(out.contains("Created topic"), "{out}");
+    assert!(describe_producers(port, CLUSTER_TOPIC, 0).is_empty());
+    console_produce(port, CLUSTER_TOPIC, &["a", "b", "c"]);
+    let found: Vec<_> = (0..2)
+        .map(|p| (p, describe_producers(port, CLUSTER_TOPIC, p)))
+        .filter(|(_, r)| !r.is_empty())
+        .collect();
+    assert_eq!(found.len(), 1, "one partition got the records: {found:?}");
+    let (written, producers) = found.into_iter().next().unwrap();
+    assert_eq!(producers.len(), 1, "{producers:?}");
+    let p = &producers[0];
+    assert!(p[0].parse::<i64>().unwrap() >= 0, "{p:?}");
+    assert_eq!(&p[1..4], ["0", "-1", "2"], "{p:?}");
+    let last_timestamp: i64 = p[4].parse().unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!((now_ms - 600_000..=now_ms).contains(&last_timestamp), "{p:?}");
+    assert_eq!(p[5], "None", "{p:?}");
+
+    // OffsetForLeaderEpoch, as Kafka 4.4 answers it.
+    let other = 1 - written;
+    assert_eq!(
+        offset_for_leader_epoch(
+            port,
+            CLUSTER_TOPIC,
+            &[(written, -1, 0), (other, 0, 0), (written, -1, 5), (written, 3, 0), (written, -5, 0), (9, -1, 0)]
+        ),
+        vec![
+            (written, 0, 0, 3),
+            (other, 0, 0, 0),
+            (written, 0, -1, -1),
+            (written, 75, -1, -1),
+            (written, 74, -1, -1),
+            (9, 3, -1, -1),
+        ]
+    );
+    assert_eq!(
+        offset_for_leader_epoch(port, "admin-no-such-topic", &[(0, -1, 0)]),
+        vec![(0, 3, -1, -1)]
+    );
+
+    // FindCoordinator: every group id (the empty one too) is coordinated by the broker;
+    // an unknown key type is INVALID_REQUEST.
+    assert_eq!(find_coordinator(port, 0, &["g1", ""]), vec![(0, true), (0, true)]);
+    assert_eq!(find_coordinator(port, 5, &["x"]), vec![(42, false)]);
+    if kafka {
+        return;
+    }
+    // Transactional ids: refused as InitProducerId refuses them (Kafka coordinates them).
+    assert_eq!(find_coordinator(port, 1, &["t1"]), vec![(53, false)]);
+
+    // Producer state is rebuilt from the log after a SIGKILL.
+    let broker = restart(broker);
+    let port = broker.port;
+    assert_eq!(describe_producers(port, CLUSTER_TOPIC, written), vec![p.clone()]);
+}

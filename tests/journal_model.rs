@@ -111,6 +111,7 @@ fn random_snapshot(rng: &mut SmallRng) -> ShardSnapshot {
             .collect(),
         transactions: vec![],
         transaction_locks: vec![],
+        group_offsets: vec![],
     }
 }
 

@@ -39,7 +39,9 @@
 //! - [7] RENEW on ShareAcknowledge v1: INVALID_REQUEST at the partition; CreatePartitions: the
 //!   member is assigned the new partition (epoch +1) and gets its records; `kafka-share-groups
 //!   --delete` of an empty group succeeds, then `--describe` says GroupIdNotFoundException;
-//!   20 records, 5 accepted: LAG 15 (START-OFFSET still 0 on Kafka, not compared).
+//!   20 records, 5 accepted: LAG 15 (START-OFFSET still 0 on Kafka, not compared). An unknown
+//!   API key or an unserved version closes the connection on Kafka (ApiVersions excepted); the
+//!   one deliberate difference here: Lockstep answers UNSUPPORTED_VERSION and keeps it (issue 16).
 //!
 //! Observation is raw ShareGroupHeartbeat / ShareFetch / ShareAcknowledge v1 requests through
 //! `lockstep::client::connection::Connection` (typed `kafka-protocol` messages), so acquired ranges,
@@ -1182,17 +1184,22 @@ fn delete_group_with_the_tool(ctx: &Ctx) {
     assert!(text.contains("GroupIdNotFoundException"), "{text}");
 }
 
-/// Issue 12 item 7: an unknown API key, and a version of a known API beyond what the broker
-/// offers. Observed: whether an answer comes (and its error code) or the connection closes.
+/// Issue 12 item 7 / issue 16: an unknown API key, and a version of a known API beyond what the
+/// broker offers. Observed: whether an answer comes (and its error code) or the connection
+/// closes, and whether the same connection then answers ApiVersions.
 /// Kafka 4.4 answers ApiVersions v99 with UNSUPPORTED_VERSION (35) and closes the connection on
-/// an unknown key or an unsupported version of another API.
+/// an unknown key or an unsupported version of another API. Lockstep answers all of them with
+/// UNSUPPORTED_VERSION and keeps the connection (issue 16: "never a closed connection"): an
+/// unknown key gets header v0 and a body of one INT16; a known key its response at the nearest
+/// served version (ShareFetch and ShareGroupHeartbeat: ThrottleTimeMs, then ErrorCode).
 fn unknown_api_and_version(ctx: &Ctx) {
     let mut seen = Vec::new();
-    for (what, key, version, response_header_version) in [
-        ("ApiVersions v99", 18i16, 99i16, 0i16),
-        ("unknown key 1999 v0", 1999, 0, 1),
-        ("ShareFetch v99", 78, 99, 1),
-        ("ShareGroupHeartbeat v99", 76, 99, 1),
+    // (what, key, version, response header version, byte offset of the error code)
+    for (what, key, version, response_header_version, error_at) in [
+        ("ApiVersions v99", 18i16, 99i16, 0i16, 0usize),
+        ("unknown key 1999 v0", 1999, 0, 0, 0),
+        ("ShareFetch v99", 78, 99, 1, 4),
+        ("ShareGroupHeartbeat v99", 76, 99, 1, 4),
     ] {
         let mut conn = ctx.conn();
         let call = lockstep::client::ApiCall {
@@ -1203,25 +1210,36 @@ fn unknown_api_and_version(ctx: &Ctx) {
         };
         let r = conn.send_raw(call, &[0u8]);
         let observed = match r {
-            Ok(body) => format!(
-                "answered, error code {}",
-                if body.len() >= 2 {
-                    i16::from_be_bytes([body[0], body[1]]).to_string()
-                } else {
-                    format!("? ({} bytes)", body.len())
-                }
-            ),
+            Ok(body) => {
+                let code = match body.get(error_at..error_at + 2) {
+                    Some(b) => i16::from_be_bytes([b[0], b[1]]).to_string(),
+                    None => format!("? ({} bytes)", body.len()),
+                };
+                let next = match conn.send(&kafka_protocol::messages::ApiVersionsRequest::default(), 0) {
+                    Ok(_) => "connection kept",
+                    Err(_) => "connection closed after the answer",
+                };
+                format!("answered, error code {code}, {next}")
+            }
             Err(_) => "connection closed".to_string(),
         };
         seen.push((what, observed));
     }
     eprintln!("  unknown api/version: {seen:?}");
-    let want = [
-        ("ApiVersions v99", "answered, error code 35"),
-        ("unknown key 1999 v0", "connection closed"),
-        ("ShareFetch v99", "connection closed"),
-        ("ShareGroupHeartbeat v99", "connection closed"),
-    ];
+    let want: &[(&str, &str)] = match ctx.target {
+        Target::Kafka => &[
+            ("ApiVersions v99", "answered, error code 35, connection kept"),
+            ("unknown key 1999 v0", "connection closed"),
+            ("ShareFetch v99", "connection closed"),
+            ("ShareGroupHeartbeat v99", "connection closed"),
+        ],
+        Target::Lockstep => &[
+            ("ApiVersions v99", "answered, error code 35, connection kept"),
+            ("unknown key 1999 v0", "answered, error code 35, connection kept"),
+            ("ShareFetch v99", "answered, error code 35, connection kept"),
+            ("ShareGroupHeartbeat v99", "answered, error code 35, connection kept"),
+        ],
+    };
     let want: Vec<(&str, String)> = want.iter().map(|(a, b)| (*a, b.to_string())).collect();
     assert_eq!(seen, want);
 }

@@ -52,10 +52,11 @@ pub enum EntryKind {
     SharePartitionUpdate = 17,
     TransactionRecord = 32,
     TransactionLocks = 33,
+    GroupOffsetCommit = 48,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 7] = [
+    pub const ALL: [EntryKind; 8] = [
         EntryKind::SnapshotBegin,
         EntryKind::SnapshotChunk,
         EntryKind::SnapshotEnd,
@@ -63,6 +64,7 @@ impl EntryKind {
         EntryKind::SharePartitionUpdate,
         EntryKind::TransactionRecord,
         EntryKind::TransactionLocks,
+        EntryKind::GroupOffsetCommit,
     ];
 
     pub const fn code(self) -> u16 {
@@ -83,6 +85,7 @@ impl EntryKind {
             EntryKind::SharePartitionUpdate => "SharePartitionUpdate",
             EntryKind::TransactionRecord => "TransactionRecord",
             EntryKind::TransactionLocks => "TransactionLocks",
+            EntryKind::GroupOffsetCommit => "GroupOffsetCommit",
         }
     }
 
@@ -263,12 +266,30 @@ pub struct TransactionLocks {
     pub ranges: Vec<LockedRange>,
 }
 
+/// A consumer group's committed offset of one partition (`GroupOffsetCommit`, issue 16);
+/// `offset: None` is a tombstone (deleted or expired).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GroupOffsetCommit {
+    pub group_id: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: Option<i64>,
+    /// -1: unknown.
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp_ms: i64,
+    /// -1: none (the broker's `offsets.retention.minutes` applies).
+    pub expire_timestamp_ms: i64,
+}
+
 /// The payload of a journal snapshot: the shard's whole durable state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ShardSnapshot {
     pub share_partitions: Vec<SharePartitionState>,
     pub transactions: Vec<TransactionRecord>,
     pub transaction_locks: Vec<TransactionLocks>,
+    /// Committed offsets of the consumer groups coordinated by the shard (ShardSnapshot v2).
+    pub group_offsets: Vec<GroupOffsetCommit>,
 }
 
 /// First entry of a snapshot.
@@ -307,6 +328,7 @@ pub enum Entry {
     SharePartitionUpdate(SharePartitionState),
     TransactionRecord(TransactionRecord),
     TransactionLocks(TransactionLocks),
+    GroupOffsetCommit(GroupOffsetCommit),
 }
 
 fn serialize_topic_id<S: serde::Serializer>(id: &TopicId, s: S) -> Result<S::Ok, S::Error> {
@@ -695,7 +717,19 @@ fb_table!(TransactionLocksFb, locks_slots, version 1, fbs ["TransactionLocks"] {
     5 ranges: ForwardsUOffset<Vector<'a, LockedRangeFb>> = "[LockedRange]", "", false;
 });
 
-fb_table!(ShardSnapshotFb, shard_slots, version 1, fbs ["ShardSnapshot"] {
+fb_table!(GroupOffsetCommitFb, offset_slots, version 1, fbs ["GroupOffsetCommit"] {
+    0 version: u16 = "ushort", "0", false;
+    1 group_id: ForwardsUOffset<&'a str> = "string", "", true;
+    2 topic: ForwardsUOffset<&'a str> = "string", "", true;
+    3 partition: i32 = "int", "0", false;
+    4 offset: i64 = "long", "-1", false;
+    5 leader_epoch: i32 = "int", "-1", false;
+    6 metadata: ForwardsUOffset<&'a str> = "string", "", false;
+    7 commit_timestamp_ms: i64 = "long", "0", false;
+    8 expire_timestamp_ms: i64 = "long", "-1", false;
+});
+
+fb_table!(ShardSnapshotFb, shard_slots, version 2, fbs ["ShardSnapshot"] {
     0 version: u16 = "ushort", "0", false;
     1 share_partitions: ForwardsUOffset<Vector<'a, ForwardsUOffset<SharePartitionFb<'a>>>>
         = "[SharePartitionSnapshot]", "", false;
@@ -703,6 +737,8 @@ fb_table!(ShardSnapshotFb, shard_slots, version 1, fbs ["ShardSnapshot"] {
         = "[TransactionRecord]", "", false;
     3 transaction_locks: ForwardsUOffset<Vector<'a, ForwardsUOffset<TransactionLocksFb<'a>>>>
         = "[TransactionLocks]", "", false;
+    4 group_offsets: ForwardsUOffset<Vector<'a, ForwardsUOffset<GroupOffsetCommitFb<'a>>>>
+        = "[GroupOffsetCommit]", "", false;
 });
 
 /// Every table layout, for the schema test.
@@ -713,6 +749,7 @@ pub const TABLES: &[TableSchema] = &[
     SharePartitionFb::SCHEMA,
     TransactionRecordFb::SCHEMA,
     TransactionLocksFb::SCHEMA,
+    GroupOffsetCommitFb::SCHEMA,
     ShardSnapshotFb::SCHEMA,
 ];
 
@@ -891,6 +928,33 @@ fn decode_transaction_locks(view: TransactionLocksFb<'_>) -> Result<TransactionL
     })
 }
 
+fn decode_group_offset(view: GroupOffsetCommitFb<'_>) -> Result<GroupOffsetCommit, EntryError> {
+    const T: &str = "GroupOffsetCommit";
+    check_version(
+        T,
+        view.version(),
+        GroupOffsetCommitFb::SCHEMA.version_current,
+    )?;
+    let leader_epoch = view.leader_epoch().unwrap_or(-1);
+    if leader_epoch < -1 {
+        return Err(field_error(
+            T,
+            "leader_epoch",
+            format!("invalid leader epoch {leader_epoch}"),
+        ));
+    }
+    Ok(GroupOffsetCommit {
+        group_id: required(T, "group_id", view.group_id())?.to_string(),
+        topic: required(T, "topic", view.topic())?.to_string(),
+        partition: check_partition(T, view.partition().unwrap_or(0))?,
+        offset: optional_offset(T, "offset", view.offset())?,
+        leader_epoch,
+        metadata: view.metadata().unwrap_or("").to_string(),
+        commit_timestamp_ms: view.commit_timestamp_ms().unwrap_or(0),
+        expire_timestamp_ms: view.expire_timestamp_ms().unwrap_or(-1),
+    })
+}
+
 fn decode_snapshot_begin(view: SnapshotBeginFb<'_>) -> Result<SnapshotBegin, EntryError> {
     const T: &str = "SnapshotBegin";
     check_version(T, view.version(), SnapshotBeginFb::SCHEMA.version_current)?;
@@ -977,6 +1041,12 @@ fn decode_shard_snapshot(view: ShardSnapshotFb<'_>) -> Result<ShardSnapshot, Ent
             snapshot
                 .transaction_locks
                 .push(decode_transaction_locks(locks)?);
+        }
+    }
+    if let Some(vector) = view.group_offsets() {
+        snapshot.group_offsets.reserve(vector.len());
+        for offset in vector.iter() {
+            snapshot.group_offsets.push(decode_group_offset(offset)?);
         }
     }
     Ok(snapshot)
@@ -1109,6 +1179,29 @@ fn build_transaction_locks(fbb: &mut FlatBufferBuilder<'_>, locks: &TransactionL
     table
 }
 
+fn build_group_offset(fbb: &mut FlatBufferBuilder<'_>, commit: &GroupOffsetCommit) -> Finished {
+    use offset_slots as s;
+    assert!(commit.partition >= 0, "negative partition");
+    assert!(commit.leader_epoch >= -1, "invalid leader epoch");
+    let group_id = fbb.create_string(&commit.group_id);
+    let topic = fbb.create_string(&commit.topic);
+    let metadata = fbb.create_string(&commit.metadata);
+    let table = fbb.start_table();
+    fbb.push_slot::<i64>(s::offset, offset_or_unset(commit.offset), -1);
+    fbb.push_slot::<i64>(s::commit_timestamp_ms, commit.commit_timestamp_ms, 0);
+    fbb.push_slot::<i64>(s::expire_timestamp_ms, commit.expire_timestamp_ms, -1);
+    fbb.push_slot_always(s::group_id, group_id);
+    fbb.push_slot_always(s::topic, topic);
+    fbb.push_slot_always(s::metadata, metadata);
+    fbb.push_slot::<i32>(s::partition, commit.partition, 0);
+    fbb.push_slot::<i32>(s::leader_epoch, commit.leader_epoch, -1);
+    fbb.push_slot::<u16>(s::version, GroupOffsetCommitFb::SCHEMA.version_current, 0);
+    let table = fbb.end_table(table);
+    fbb.required(table, s::group_id, "group_id");
+    fbb.required(table, s::topic, "topic");
+    table
+}
+
 fn build_snapshot_begin(fbb: &mut FlatBufferBuilder<'_>, begin: &SnapshotBegin) -> Finished {
     use begin_slots as s;
     let table = fbb.start_table();
@@ -1182,10 +1275,17 @@ fn build_shard_snapshot(fbb: &mut FlatBufferBuilder<'_>, snapshot: &ShardSnapsho
         .map(|l| build_transaction_locks(fbb, l))
         .collect();
     let locks = fbb.create_vector(&locks);
+    let offsets: Vec<Finished> = snapshot
+        .group_offsets
+        .iter()
+        .map(|o| build_group_offset(fbb, o))
+        .collect();
+    let offsets = fbb.create_vector(&offsets);
     let table = fbb.start_table();
     fbb.push_slot_always(s::share_partitions, partitions);
     fbb.push_slot_always(s::transactions, transactions);
     fbb.push_slot_always(s::transaction_locks, locks);
+    fbb.push_slot_always(s::group_offsets, offsets);
     fbb.push_slot::<u16>(s::version, ShardSnapshotFb::SCHEMA.version_current, 0);
     fbb.end_table(table)
 }
@@ -1202,6 +1302,7 @@ impl Entry {
             Entry::SharePartitionUpdate(_) => EntryKind::SharePartitionUpdate,
             Entry::TransactionRecord(_) => EntryKind::TransactionRecord,
             Entry::TransactionLocks(_) => EntryKind::TransactionLocks,
+            Entry::GroupOffsetCommit(_) => EntryKind::GroupOffsetCommit,
         }
     }
 
@@ -1219,6 +1320,7 @@ impl Entry {
             }
             Entry::TransactionRecord(t) => build_transaction_record(fbb, t),
             Entry::TransactionLocks(l) => build_transaction_locks(fbb, l),
+            Entry::GroupOffsetCommit(o) => build_group_offset(fbb, o),
         };
         fbb.finish_minimal(root);
         fbb.finished_data()
@@ -1253,6 +1355,9 @@ impl Entry {
             }
             EntryKind::TransactionLocks => {
                 Entry::TransactionLocks(decode_transaction_locks(verified_root(table, payload)?)?)
+            }
+            EntryKind::GroupOffsetCommit => {
+                Entry::GroupOffsetCommit(decode_group_offset(verified_root(table, payload)?)?)
             }
         })
     }

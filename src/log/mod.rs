@@ -42,6 +42,7 @@ mod recovery;
 mod segment;
 
 pub use partition::{sync_ticket, BATCH_FRAME_KIND};
+pub use segment::BlockWrite;
 pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, PartitionLog, ReadResult, RecoveryReport,
     RemovedSegment, SegmentInfo, TruncatedTail,

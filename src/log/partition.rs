@@ -6,11 +6,11 @@ use super::batch::{self, BatchError, BatchHeader};
 use super::checkpoint::{self, CheckpointSlot};
 use super::group_commit::GroupCommit;
 use super::index;
-use super::segment::{read_frame, ScannedFrame, Segment};
+use super::segment::{align_up, read_frame, BlockWrite, ScannedFrame, Segment, Tail};
 use crate::constants::{
     FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_INDEX_INTERVAL_BYTES,
-    LOG_INDEX_INTERVAL_BYTES_MIN, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN,
-    LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
+    LOG_INDEX_INTERVAL_BYTES_MIN, LOG_PREALLOCATE_BYTES, LOG_SEGMENT_BYTES_DEFAULT,
+    LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
 };
 use crate::storage::file::{Storage, StorageFile};
 use crate::storage::frame::{encode_frame, frame_total_bytes, FrameMeta};
@@ -195,11 +195,14 @@ pub struct ReadResult {
     pub log_end_offset: u64,
 }
 
-/// A flush to perform: `fdatasync` every file, `fsync` every directory, then
+/// A flush to perform: every block write made durable (an `O_DSYNC` write, or a write and
+/// `fdatasync` of its file), `fdatasync` every file, `fsync` every directory, then
 /// [`PartitionLog::complete_flush`]. On success everything below `durable_end_offset` is
-/// durable. Files and directories may be synced in any order, concurrently.
+/// durable. All of it may be done in any order, concurrently.
 #[derive(Debug, PartialEq, Eq)]
 pub struct FlushTicket {
+    /// Block-aligned writes of segment tails (at most one per file; they do not overlap).
+    pub writes: Vec<BlockWrite>,
     pub files: Vec<PathBuf>,
     pub dirs: Vec<PathBuf>,
     pub durable_end_offset: u64,
@@ -397,6 +400,16 @@ impl<S: Storage> PartitionLog<S> {
         assert!(self.log_start_offset <= self.log_end_offset());
         assert!(self.commit.durable_end() <= self.commit.written_end());
         assert_eq!(self.commit.written_end(), self.log_end_offset());
+        let active = self.active();
+        assert_eq!(active.tail.end(), active.size, "the tail ends the active segment");
+        assert!(active.tail.issued <= active.size && active.size <= active.allocated.max(active.size));
+    }
+
+    /// The file length to preallocate so that a segment ending at `end` fits: a chunk ahead,
+    /// capped at the segment size (both rounded up to a block), never less than `end`.
+    pub(super) fn preallocation(segment_bytes: u64, allocated: u64, end: u64) -> u64 {
+        let ahead = align_up(end).max(allocated) + LOG_PREALLOCATE_BYTES;
+        ahead.min(align_up(segment_bytes)).max(align_up(end))
     }
 
     // ---- writes ----
@@ -417,7 +430,10 @@ impl<S: Storage> PartitionLog<S> {
         let age_due = active
             .first_append_ms
             .is_some_and(|first| now_ms.saturating_sub(first) >= self.config.segment_ms);
+        // Never while a flush is in flight (its block write may still be landing on the
+        // segment's last block): the segment then runs over and rolls at the next flush.
         let rolled = !active.is_empty()
+            && self.flight.is_none()
             && (active.size + frame_bytes > self.config.segment_bytes || age_due);
         if rolled {
             self.roll()?;
@@ -443,17 +459,24 @@ impl<S: Storage> PartitionLog<S> {
         debug_assert_eq!(self.scratch.len() as u64, frame_bytes);
         let crc = u32::from_le_bytes(self.scratch[0..4].try_into().expect("4 bytes"));
         let interval = self.config.index_interval_bytes;
+        let segment_bytes = self.config.segment_bytes;
         let active = self.segments.last_mut().expect("a segment");
         let position = active.size;
-        if let Err(source) = active.file.write_at(&self.scratch, position) {
-            let error = LogError::Io {
-                op: "write",
-                path: active.path.clone(),
-                source,
-            };
-            self.poison(&error);
-            return Err(error);
+        let end = position + frame_bytes;
+        if end > active.allocated {
+            let target = Self::preallocation(segment_bytes, active.allocated, end);
+            if let Err(source) = active.file.preallocate(target) {
+                let error = LogError::Io {
+                    op: "fallocate",
+                    path: active.path.clone(),
+                    source,
+                };
+                self.poison(&error);
+                return Err(error);
+            }
+            active.allocated = target;
         }
+        active.tail.push(&self.scratch);
         active.note_frame(
             &ScannedFrame {
                 position,
@@ -483,10 +506,12 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Rolls the active segment if it is full or old enough. Returns true if it rolled.
+    /// Not while a flush is in flight (the next flush rolls a full segment).
     pub fn roll_if_due(&mut self, now_ms: u64) -> Result<bool, LogError> {
         self.check_writable()?;
         let active = self.active();
         let due = !active.is_empty()
+            && self.flight.is_none()
             && (active.size >= self.config.segment_bytes
                 || active
                     .first_append_ms
@@ -501,9 +526,11 @@ impl<S: Storage> PartitionLog<S> {
     /// starts a new one at the log end. The one place the log syncs by itself: once per
     /// segment, so that a sealed segment can never have a torn tail.
     fn roll(&mut self) -> Result<(), LogError> {
+        assert!(self.flight.is_none(), "no roll while a flush is in flight");
         let result = self.seal_active().and_then(|()| {
             let base = self.log_end_offset();
-            let segment = Self::create_segment(&self.storage, &self.dir, base)?;
+            let segment =
+                Self::create_segment(&self.storage, &self.dir, base, self.config.segment_bytes)?;
             self.segments.push(segment);
             self.dir_dirty = true;
             Ok(())
@@ -517,10 +544,28 @@ impl<S: Storage> PartitionLog<S> {
     fn seal_active(&mut self) -> Result<(), LogError> {
         let active = self.segments.last_mut().expect("a segment");
         assert!(!active.is_empty(), "an empty segment is never sealed");
+        // The bytes not yet handed to a write (no write is in flight: asserted by `roll`),
+        // then the file cut to its frames (the preallocated zeros go) and synced.
+        let unwritten = active.tail.issued;
+        if unwritten < active.size {
+            let from = (unwritten - active.tail.start) as usize;
+            active
+                .file
+                .write_at(&active.tail.bytes[from..], unwritten)
+                .map_err(io_err("write", &active.path))?;
+        }
+        if active.allocated > active.size {
+            active
+                .file
+                .set_len(active.size)
+                .map_err(io_err("truncate", &active.path))?;
+            active.allocated = active.size;
+        }
         active
             .file
             .sync()
             .map_err(io_err("fdatasync", &active.path))?;
+        active.tail = Tail::none();
         let index_file = self
             .storage
             .create(&active.index_path)
@@ -615,7 +660,13 @@ impl<S: Storage> PartitionLog<S> {
         if self.is_poisoned() || self.flight.is_some() {
             return None;
         }
+        // A segment that ran over while the previous flush was in flight rolls now.
+        let active = self.active();
+        if !active.is_empty() && active.size >= self.config.segment_bytes && self.roll().is_err() {
+            return None;
+        }
         let mut files = Vec::new();
+        let mut writes = Vec::new();
         let mut checkpoint_start = None;
         if self.log_start_offset != self.checkpoint.written_start {
             if let Err(error) = self.write_checkpoint() {
@@ -633,7 +684,10 @@ impl<S: Storage> PartitionLog<S> {
         let durable = (active.base_offset, active.size);
         for segment in &mut self.segments {
             if segment.dirty {
-                files.push(segment.path.clone());
+                match segment.tail.take_write(&segment.path) {
+                    Some(write) => writes.push(write),
+                    None => files.push(segment.path.clone()),
+                }
                 segment.dirty = false;
             }
         }
@@ -642,7 +696,7 @@ impl<S: Storage> PartitionLog<S> {
             dirs.push(self.dir.clone());
             self.dir_dirty = false;
         }
-        let force = !files.is_empty() || !dirs.is_empty();
+        let force = !files.is_empty() || !dirs.is_empty() || !writes.is_empty();
         let flight = self.commit.begin(force);
         let Some(flight) = flight else {
             assert!(!force, "a flush with work to do must start");
@@ -654,6 +708,7 @@ impl<S: Storage> PartitionLog<S> {
             durable,
         });
         Some(FlushTicket {
+            writes,
             files,
             dirs,
             durable_end_offset: flight.target,
@@ -721,6 +776,11 @@ impl<S: Storage> PartitionLog<S> {
             }
             Ok(()) => {
                 self.commit.complete(flight.id, Ok(()));
+                let (base, size) = flight.durable;
+                let active = self.segments.last_mut().expect("a segment");
+                if active.base_offset == base {
+                    active.tail.written_up_to(size);
+                }
                 if let Some(start) = flight.checkpoint_start {
                     self.checkpoint.durable_start = self.checkpoint.durable_start.max(start);
                     self.unlink_removed(start);
@@ -827,13 +887,7 @@ impl<S: Storage> PartitionLog<S> {
                 position = HEADER_BYTES_U64;
                 continue;
             }
-            let frame = read_frame(
-                &segment.file,
-                &segment.path,
-                position,
-                segment.size,
-                &mut scratch,
-            )?;
+            let frame = read_frame(segment, position, &mut scratch)?;
             let corrupt = |reason: String| LogError::Corrupt {
                 path: segment.path.clone(),
                 position,
@@ -884,13 +938,7 @@ impl<S: Storage> PartitionLog<S> {
             let mut position = index::lookup_timestamp(&segment.index, timestamp)
                 .map_or(HEADER_BYTES_U64, |e| e.position);
             while position < segment.size {
-                let frame = read_frame(
-                    &segment.file,
-                    &segment.path,
-                    position,
-                    segment.size,
-                    &mut scratch,
-                )?;
+                let frame = read_frame(segment, position, &mut scratch)?;
                 let payload = &scratch[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + frame.payload_len];
                 let header = batch::parse_header(payload).map_err(|e| LogError::Corrupt {
                     path: segment.path.clone(),
@@ -916,6 +964,12 @@ impl<S: Storage> PartitionLog<S> {
 pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<()> {
     let context =
         |path: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    for write in &ticket.writes {
+        let file = storage.open(&write.path).map_err(|e| context(&write.path, e))?;
+        file.write_direct_at(&write.data, write.position)
+            .and_then(|()| file.sync())
+            .map_err(|e| context(&write.path, e))?;
+    }
     for file in &ticket.files {
         storage.sync_file(file).map_err(|e| context(file, e))?;
     }

@@ -20,7 +20,8 @@ use super::partition::{
     HEADER_BYTES_U64,
 };
 use super::segment::{
-    index_file_name, parse_file_name, scan_frames, segment_file_name, ScanOutcome, Segment,
+    align_down, index_file_name, parse_file_name, scan_frames, segment_file_name, ScanOutcome,
+    Segment, Tail,
 };
 use crate::constants::SEGMENT_HEADER_BYTES;
 use crate::storage::file::{Storage, StorageFile};
@@ -135,7 +136,7 @@ impl<S: Storage> PartitionLog<S> {
         let active_created = active.is_none();
         let active = match active {
             Some(segment) => segment,
-            None => Self::create_segment(&storage, dir, fallback_base)?,
+            None => Self::create_segment(&storage, dir, fallback_base, config.segment_bytes)?,
         };
         if index_bases.contains(&active.base_offset) {
             // The active segment's index lives in memory; a file left from an earlier seal is stale.
@@ -215,7 +216,15 @@ impl<S: Storage> PartitionLog<S> {
             log.write_checkpoint()?;
         }
 
-        // Make what recovery kept durable, so the durable end is the log end.
+        // Make what recovery kept durable, so the durable end is the log end (a segment
+        // created here has its header in its tail only: write it first).
+        let last = log.segments.last_mut().expect("a segment");
+        if let Some(write) = last.tail.take_write(&last.path) {
+            last.file
+                .write_direct_at(&write.data, write.position)
+                .map_err(io_err("write", &last.path))?;
+            last.dirty = false;
+        }
         let last = log.active();
         last.file.sync().map_err(io_err("fdatasync", &last.path))?;
         // The whole active segment is durable now: record that if a checkpoint file exists and
@@ -248,22 +257,28 @@ impl<S: Storage> PartitionLog<S> {
         Ok((log, report))
     }
 
+    /// A new active segment: the file created and preallocated (zeros), its header in the
+    /// tail, written by the next flush (a crash before that leaves a zero header: recovery
+    /// removes such a last segment).
     pub(super) fn create_segment(
         storage: &S,
         dir: &Path,
         base: u64,
+        segment_bytes: u64,
     ) -> Result<Segment<S::File>, LogError> {
         let path = dir.join(segment_file_name(base));
         let file = storage.create(&path).map_err(io_err("create", &path))?;
-        file.write_at(&SegmentHeader::new(SegmentKind::Log, base).encode(), 0)
-            .map_err(io_err("write", &path))?;
-        Ok(Segment::empty(
-            base,
-            path,
-            dir.join(index_file_name(base)),
-            file,
-            true,
-        ))
+        let allocated = Self::preallocation(segment_bytes, 0, HEADER_BYTES_U64);
+        file.preallocate(allocated)
+            .map_err(io_err("fallocate", &path))?;
+        let mut segment = Segment::empty(base, path, dir.join(index_file_name(base)), file, true);
+        segment.tail = Tail {
+            start: 0,
+            bytes: SegmentHeader::new(SegmentKind::Log, base).encode().to_vec(),
+            issued: 0,
+        };
+        segment.allocated = allocated;
+        Ok(segment)
     }
 
     /// Loads the last segment with a full scan, cutting a torn tail. `None` if its header is
@@ -320,6 +335,10 @@ impl<S: Storage> PartitionLog<S> {
         }
         let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, durable);
         let len = bytes.len() as u64;
+        let allocated = match &outcome {
+            ScanOutcome::Torn { valid_end, .. } => *valid_end,
+            _ => len,
+        };
         match outcome {
             ScanOutcome::Corrupt { position, reason } => return Err(corrupt(position, reason)),
             ScanOutcome::Torn { valid_end, reason } => {
@@ -330,6 +349,8 @@ impl<S: Storage> PartitionLog<S> {
                     %reason,
                     "truncating a torn tail of the last segment"
                 );
+                // Cut, so that no byte of the tail survives behind later appends; the next
+                // append preallocates again.
                 file.set_len(valid_end).map_err(io_err("truncate", &path))?;
                 report.truncated.push(TruncatedTail {
                     path: path.clone(),
@@ -339,8 +360,8 @@ impl<S: Storage> PartitionLog<S> {
                 });
             }
             ScanOutcome::Clean { valid_end } if valid_end < len => {
-                tracing::debug!(file = %path.display(), position = valid_end, bytes = len - valid_end, "trimming a zero-filled tail");
-                file.set_len(valid_end).map_err(io_err("truncate", &path))?;
+                // Preallocated space (or a tail that only zeros reached): a clean end, kept.
+                tracing::debug!(file = %path.display(), position = valid_end, bytes = len - valid_end, "zero-filled (preallocated) tail");
                 report.zero_tails.push((path.clone(), len - valid_end));
             }
             ScanOutcome::Clean { .. } => {}
@@ -349,6 +370,10 @@ impl<S: Storage> PartitionLog<S> {
         for frame in &frames {
             segment.note_frame(frame, config.index_interval_bytes);
         }
+        // The partially filled last block, in memory: the next block write rewrites it.
+        let start = align_down(segment.size);
+        segment.tail = Tail::written(start, bytes[start as usize..segment.size as usize].to_vec());
+        segment.allocated = allocated;
         if !segment.is_empty() {
             segment.first_append_ms = Some(now_ms);
         }

@@ -1,11 +1,19 @@
 //! One segment file of a partition log, in memory and on disk: the accounting of its frames,
 //! the checks every frame must pass, the recovery scan (frame.rs's rule plus those checks),
 //! and reading one frame back. Owned by the partition log of the shard that owns the partition.
+//!
+//! The active segment is written behind ([`Tail`]): an append only encodes its frame into the
+//! in-memory tail; a flush ticket hands the unwritten bytes to the engine as whole blocks
+//! (`O_DIRECT`), the partially filled last block included, which the next write rewrites from
+//! memory. Reads of bytes at or past the tail's start come from memory.
 
 use super::batch::{self, BatchHeader};
 use super::index::IndexEntry;
 use super::partition::{io_err, LogError, BATCH_FRAME_KIND, HEADER_BYTES_U64, NO_TIMESTAMP};
-use crate::constants::{FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX};
+use crate::constants::{
+    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_BLOCK_BYTES,
+    LOG_TAIL_CACHE_BYTES,
+};
 use crate::storage::file::StorageFile;
 use crate::storage::frame::{
     self, decode_frame, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd,
@@ -28,6 +36,108 @@ pub(super) struct Segment<F> {
     pub(super) first_append_ms: Option<u64>,
     /// Written since the last sync handed out in a ticket.
     pub(super) dirty: bool,
+    /// The segment's last bytes, in memory: everything not yet handed to a write, and the
+    /// recently written blocks. Empty (start = size) for sealed segments.
+    pub(super) tail: Tail,
+    /// The file's length as this process made it (preallocated zeros past `size`).
+    pub(super) allocated: u64,
+}
+
+/// The in-memory end of a segment: file bytes `[start, start + bytes.len())`, which is
+/// `[start, size)` for the active segment ([`Tail::none`] for sealed ones). `start` is a multiple of [`LOG_BLOCK_BYTES`]. Bytes below `issued` were
+/// handed to a write (a flush ticket or a seal); bytes below `start` are on the file (their
+/// write completed).
+#[derive(Debug)]
+pub(super) struct Tail {
+    pub(super) start: u64,
+    pub(super) bytes: Vec<u8>,
+    pub(super) issued: u64,
+}
+
+/// One block-aligned write of a segment's tail, handed out in a flush ticket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockWrite {
+    pub path: PathBuf,
+    /// A multiple of the block size.
+    pub position: u64,
+    /// A multiple of the block size long: the segment's bytes, zero-padded to the block end.
+    pub data: Vec<u8>,
+}
+
+pub(super) fn align_down(position: u64) -> u64 {
+    position & !(LOG_BLOCK_BYTES - 1)
+}
+
+pub(super) fn align_up(position: u64) -> u64 {
+    position.div_ceil(LOG_BLOCK_BYTES) * LOG_BLOCK_BYTES
+}
+
+impl Tail {
+    /// No tail: every byte is read from the file (a sealed segment).
+    pub(super) fn none() -> Tail {
+        Tail {
+            start: u64::MAX,
+            bytes: Vec::new(),
+            issued: u64::MAX,
+        }
+    }
+
+    /// A tail holding `bytes`, the file's bytes from `start` (block aligned) to the segment's
+    /// end, all of them already on the file.
+    pub(super) fn written(start: u64, bytes: Vec<u8>) -> Tail {
+        assert_eq!(start % LOG_BLOCK_BYTES, 0, "a tail starts on a block");
+        let issued = start + bytes.len() as u64;
+        Tail {
+            start,
+            bytes,
+            issued,
+        }
+    }
+
+    pub(super) fn end(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+
+    /// Appends bytes at the segment's end (not yet written).
+    pub(super) fn push(&mut self, data: &[u8]) {
+        self.bytes.extend_from_slice(data);
+    }
+
+    /// The write of everything not yet handed out: from the block holding `issued` to the
+    /// end, zero-padded to a whole block. Marks it handed out. `None` if nothing is new.
+    pub(super) fn take_write(&mut self, path: &Path) -> Option<BlockWrite> {
+        let end = self.end();
+        if self.issued == end {
+            return None;
+        }
+        let from = align_down(self.issued);
+        assert!(from >= self.start, "unwritten bytes are in the tail");
+        let mut data = self.bytes[(from - self.start) as usize..].to_vec();
+        data.resize((align_up(end) - from) as usize, 0);
+        self.issued = end;
+        Some(BlockWrite {
+            path: path.to_path_buf(),
+            position: from,
+            data,
+        })
+    }
+
+    /// After the writes up to `written` completed: drops blocks below it that are older than
+    /// the tail cache (amortized: only once twice the cache has built up).
+    pub(super) fn written_up_to(&mut self, written: u64) {
+        assert!(written <= self.issued);
+        let keep_from = align_down(written).saturating_sub(LOG_TAIL_CACHE_BYTES);
+        if keep_from > self.start && keep_from - self.start >= LOG_TAIL_CACHE_BYTES {
+            self.bytes.drain(..(keep_from - self.start) as usize);
+            self.start = keep_from;
+        }
+    }
+
+    /// Copies file bytes at `position..` (at or past `start`) into `buf`.
+    pub(super) fn read(&self, buf: &mut [u8], position: u64) {
+        let from = (position - self.start) as usize;
+        buf.copy_from_slice(&self.bytes[from..from + buf.len()]);
+    }
 }
 
 impl<F> Segment<F> {
@@ -50,7 +160,30 @@ impl<F> Segment<F> {
             index: Vec::new(),
             first_append_ms: None,
             dirty,
+            tail: Tail::none(),
+            allocated: 0,
         }
+    }
+
+    /// Reads segment bytes at `position` into `buf`: from the tail what it holds, the rest
+    /// from the file.
+    pub(super) fn read_at(&self, buf: &mut [u8], position: u64) -> std::io::Result<()>
+    where
+        F: StorageFile,
+    {
+        let end = position + buf.len() as u64;
+        if position >= self.tail.start {
+            self.tail.read(buf, position);
+            return Ok(());
+        }
+        if end <= self.tail.start {
+            return self.file.read_at(buf, position);
+        }
+        let split = (self.tail.start - position) as usize;
+        let (head, rest) = buf.split_at_mut(split);
+        self.file.read_at(head, position)?;
+        self.tail.read(rest, self.tail.start);
+        Ok(())
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -267,15 +400,15 @@ pub(super) struct ReadFrame {
     pub(super) total_bytes: u64,
 }
 
-/// Reads and CRC-checks the frame at `position` of a segment of `size` bytes into `scratch`
-/// (header at `scratch[0..]`, payload at `scratch[FRAME_HEADER_BYTES..]`).
+/// Reads and CRC-checks the frame at `position` of a segment into `scratch` (header at
+/// `scratch[0..]`, payload at `scratch[FRAME_HEADER_BYTES..]`).
 pub(super) fn read_frame<F: StorageFile>(
-    file: &F,
-    path: &Path,
+    segment: &Segment<F>,
     position: u64,
-    size: u64,
     scratch: &mut Vec<u8>,
 ) -> Result<ReadFrame, LogError> {
+    let path = &segment.path;
+    let size = segment.size;
     let corrupt = |reason: String| LogError::Corrupt {
         path: path.to_path_buf(),
         position,
@@ -287,7 +420,8 @@ pub(super) fn read_frame<F: StorageFile>(
         )));
     }
     scratch.resize(FRAME_HEADER_BYTES, 0);
-    file.read_at(&mut scratch[..FRAME_HEADER_BYTES], position)
+    segment
+        .read_at(&mut scratch[..FRAME_HEADER_BYTES], position)
         .map_err(io_err("read", path))?;
     let len = u32::from_le_bytes(scratch[4..8].try_into().expect("4 bytes")) as usize;
     if len == 0 || len > FRAME_PAYLOAD_BYTES_MAX {
@@ -300,11 +434,12 @@ pub(super) fn read_frame<F: StorageFile>(
         )));
     }
     scratch.resize(FRAME_HEADER_BYTES + len, 0);
-    file.read_at(
-        &mut scratch[FRAME_HEADER_BYTES..],
-        position + FRAME_HEADER_BYTES as u64,
-    )
-    .map_err(io_err("read", path))?;
+    segment
+        .read_at(
+            &mut scratch[FRAME_HEADER_BYTES..],
+            position + FRAME_HEADER_BYTES as u64,
+        )
+        .map_err(io_err("read", path))?;
     let frame = decode_frame(scratch, 0).map_err(|e| corrupt(e.to_string()))?;
     Ok(ReadFrame {
         meta: frame.meta,

@@ -54,17 +54,30 @@ pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;
 pub const LIST_OFFSETS: i16 = 2;
 pub const METADATA: i16 = 3;
+pub const OFFSET_COMMIT: i16 = 8;
+pub const OFFSET_FETCH: i16 = 9;
 pub const FIND_COORDINATOR: i16 = 10;
+pub const JOIN_GROUP: i16 = 11;
+pub const HEARTBEAT: i16 = 12;
+pub const LEAVE_GROUP: i16 = 13;
+pub const SYNC_GROUP: i16 = 14;
+pub const DESCRIBE_GROUPS: i16 = 15;
 pub const LIST_GROUPS: i16 = 16;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
+pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+pub const OFFSET_DELETE: i16 = 47;
+pub const DESCRIBE_CLUSTER: i16 = 60;
+pub const DESCRIBE_PRODUCERS: i16 = 61;
+pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
+pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
 pub const SHARE_GROUP_DESCRIBE: i16 = 77;
 pub const SHARE_FETCH: i16 = 78;
@@ -123,6 +136,22 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 13,
         flexible_min: 9,
     },
+    // Committed offsets of consumer groups (issue 16). Kafka 4.4 also serves OffsetCommit and
+    // OffsetFetch v10 (topic ids), which the kafka-protocol crate lacks.
+    ApiSpec {
+        key: OFFSET_COMMIT,
+        name: "OffsetCommit",
+        min_version: 2,
+        max_version: 9,
+        flexible_min: 8,
+    },
+    ApiSpec {
+        key: OFFSET_FETCH,
+        name: "OffsetFetch",
+        min_version: 1,
+        max_version: 9,
+        flexible_min: 6,
+    },
     ApiSpec {
         key: FIND_COORDINATOR,
         name: "FindCoordinator",
@@ -130,7 +159,43 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 6,
         flexible_min: 3,
     },
-    // Lists share groups only (Lockstep has no classic or consumer groups).
+    // The classic group protocol (issue 16), Kafka 4.4's versions.
+    ApiSpec {
+        key: JOIN_GROUP,
+        name: "JoinGroup",
+        min_version: 0,
+        max_version: 9,
+        flexible_min: 6,
+    },
+    ApiSpec {
+        key: HEARTBEAT,
+        name: "Heartbeat",
+        min_version: 0,
+        max_version: 4,
+        flexible_min: 4,
+    },
+    ApiSpec {
+        key: LEAVE_GROUP,
+        name: "LeaveGroup",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 4,
+    },
+    ApiSpec {
+        key: SYNC_GROUP,
+        name: "SyncGroup",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 4,
+    },
+    ApiSpec {
+        key: DESCRIBE_GROUPS,
+        name: "DescribeGroups",
+        min_version: 0,
+        max_version: 6,
+        flexible_min: 5,
+    },
+    // Every group type: share groups and consumer groups (classic, KIP-848).
     ApiSpec {
         key: LIST_GROUPS,
         name: "ListGroups",
@@ -173,6 +238,14 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 2,
     },
+    // Kafka 4.4's range (v2–4; flexible from 4).
+    ApiSpec {
+        key: OFFSET_FOR_LEADER_EPOCH,
+        name: "OffsetForLeaderEpoch",
+        min_version: 2,
+        max_version: 4,
+        flexible_min: 4,
+    },
     ApiSpec {
         key: DESCRIBE_CONFIGS,
         name: "DescribeConfigs",
@@ -187,8 +260,8 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 3,
         flexible_min: 2,
     },
-    // Share groups only (Lockstep has no classic or consumer groups). v3 (Kafka 4.4: an error
-    // message per group) with the generated codec.
+    // Consumer and share groups. v3 (Kafka 4.4: an error message per group) with the generated
+    // codec.
     ApiSpec {
         key: DELETE_GROUPS,
         name: "DeleteGroups",
@@ -202,6 +275,44 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 0,
         max_version: 1,
         flexible_min: 1,
+    },
+    ApiSpec {
+        key: OFFSET_DELETE,
+        name: "OffsetDelete",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: i16::MAX,
+    },
+    // Kafka 4.4's ranges: DescribeCluster v0–2, DescribeProducers v0 (both flexible from 0).
+    ApiSpec {
+        key: DESCRIBE_CLUSTER,
+        name: "DescribeCluster",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: DESCRIBE_PRODUCERS,
+        name: "DescribeProducers",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    // KIP-848 (`group.protocol=consumer`), Kafka 4.4's versions (flexible from 0); v1 adds the
+    // topic regex, which is refused (`server::consumer_group_api`).
+    ApiSpec {
+        key: CONSUMER_GROUP_HEARTBEAT,
+        name: "ConsumerGroupHeartbeat",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: CONSUMER_GROUP_DESCRIBE,
+        name: "ConsumerGroupDescribe",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: 0,
     },
     // KIP-932. ShareGroupHeartbeat and ShareGroupDescribe v1 (the crate's codec); ShareFetch and
     // ShareAcknowledge v1–v2 (KIP-1206/1222; codec generated, `protocol::generated`).

@@ -2,18 +2,12 @@
 //!
 //! A frame is classified by [`parse_frame`] into what dispatch does with it:
 //! - a served API at a served version → [`Inbound::Request`] (header parsed, body kept raw);
-//! - ApiVersions at an unserved version → [`Inbound::ApiVersionsUnsupported`], answered with the
-//!   v0-format error body (see `apis::api_versions_unsupported_response`);
-//! - anything else (unknown key, unserved version, header too short or malformed) →
-//!   [`Inbound::Reject`]: the connection is closed, as Kafka does, after earlier responses.
-//!   Measured against Kafka 4.4 (2026-12-01): a request with key 999, Metadata v99 (header v1
-//!   or v2), each followed by ApiVersions v0 on the same connection: Kafka answers nothing and
-//!   closes (its `SocketServer` refuses a key or version it does not enable before any handler
-//!   runs; there is no error body for a key or version it cannot encode). The consumer-group
-//!   APIs (JoinGroup, OffsetFetch, ConsumerGroupHeartbeat, ...; issue 16) are not advertised,
-//!   so clients refuse them before sending: Java's consumer fails with "The node does not
-//!   support JOIN_GROUP", librdkafka's with UNSUPPORTED_FEATURE; a raw request for one is
-//!   closed like any key Kafka does not enable.
+//! - an unknown key, or a served key at an unserved version → [`Inbound::Unsupported`],
+//!   answered with `unsupported::error_frame` (UNSUPPORTED_VERSION; ApiVersions gets Kafka's
+//!   v0-format body) and the connection kept — Kafka 4.4 closes the connection instead for
+//!   every key but ApiVersions (measured; see `unsupported`);
+//! - a header too short or malformed → [`Inbound::Reject`]: the connection is closed after
+//!   earlier responses (there is no correlation id to answer, or the client id is malformed).
 //!
 //! Bodies are decoded with [`decode_body`], which first runs the structural guard so the
 //! decoder cannot be made to reserve memory out of proportion to the frame.
@@ -47,22 +41,8 @@ pub struct Request {
 /// Why a frame is refused and its connection closed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reject {
-    ShortHeader {
-        bytes: usize,
-    },
-    UnknownApi {
-        api_key: i16,
-        correlation_id: i32,
-    },
-    UnsupportedVersion {
-        api_key: i16,
-        api_version: i16,
-        correlation_id: i32,
-    },
-    BadHeader {
-        api_key: i16,
-        reason: String,
-    },
+    ShortHeader { bytes: usize },
+    BadHeader { api_key: i16, reason: String },
 }
 
 impl fmt::Display for Reject {
@@ -71,18 +51,6 @@ impl fmt::Display for Reject {
             Reject::ShortHeader { bytes } => {
                 write!(f, "request of {bytes} bytes is shorter than a request header")
             }
-            Reject::UnknownApi {
-                api_key,
-                correlation_id,
-            } => write!(f, "unknown API key {api_key} (correlation id {correlation_id})"),
-            Reject::UnsupportedVersion {
-                api_key,
-                api_version,
-                correlation_id,
-            } => write!(
-                f,
-                "unsupported version {api_version} of API key {api_key} (correlation id {correlation_id})"
-            ),
             Reject::BadHeader { api_key, reason } => {
                 write!(f, "malformed request header for API key {api_key}: {reason}")
             }
@@ -94,8 +62,21 @@ impl fmt::Display for Reject {
 #[derive(Clone, Debug)]
 pub enum Inbound {
     Request(Request),
-    ApiVersionsUnsupported { correlation_id: i32 },
+    /// An unknown key, or a served key at a version outside its range (ApiVersions included):
+    /// answered with `unsupported::error_frame`; the connection stays open.
+    Unsupported {
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+    },
     Reject(Reject),
+}
+
+impl Inbound {
+    /// The answer to [`Inbound::Unsupported`] (size prefix included).
+    pub fn unsupported_frame(api_key: i16, api_version: i16, correlation_id: i32) -> Bytes {
+        super::unsupported::error_frame(api_key, api_version, correlation_id)
+    }
 }
 
 /// Classifies a request frame (size prefix already removed) against [`SUPPORTED_APIS`].
@@ -114,21 +95,16 @@ pub fn parse_frame_in(table: &'static [ApiSpec], mut frame: Bytes) -> Inbound {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let api_version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let unsupported = Inbound::Unsupported {
+        api_key,
+        api_version,
+        correlation_id,
+    };
     let Some(spec) = table.iter().find(|spec| spec.key == api_key) else {
-        return Inbound::Reject(Reject::UnknownApi {
-            api_key,
-            correlation_id,
-        });
+        return unsupported;
     };
     if !spec.supports(api_version) {
-        if api_key == API_VERSIONS {
-            return Inbound::ApiVersionsUnsupported { correlation_id };
-        }
-        return Inbound::Reject(Reject::UnsupportedVersion {
-            api_key,
-            api_version,
-            correlation_id,
-        });
+        return unsupported;
     }
     let header_version = spec.request_header_version(api_version);
     let header = match RequestHeader::decode(&mut frame, header_version) {
@@ -299,15 +275,15 @@ mod tests {
     fn unknown_keys_and_versions_are_rejected() {
         assert!(matches!(
             parse_frame(request_frame(METADATA, 99, 1, &[])),
-            Inbound::Reject(Reject::UnsupportedVersion {
+            Inbound::Unsupported {
                 api_version: 99,
                 ..
-            })
+            }
         ));
-        // A consumer-group API (JoinGroup v9): not served, refused like an unknown key.
+        // A Kafka API key the broker does not serve (LeaderAndIsr, 4): answered like an unknown key.
         assert!(matches!(
-            parse_frame(request_frame(11, 9, 2, &[])),
-            Inbound::Reject(Reject::UnknownApi { api_key: 11, .. })
+            parse_frame(request_frame(4, 7, 2, &[])),
+            Inbound::Unsupported { api_key: 4, .. }
         ));
         let mut frame = BytesMut::new();
         frame.put_i16(777);
@@ -315,10 +291,11 @@ mod tests {
         frame.put_i32(5);
         assert!(matches!(
             parse_frame(frame.freeze()),
-            Inbound::Reject(Reject::UnknownApi {
+            Inbound::Unsupported {
                 api_key: 777,
+                api_version: 0,
                 correlation_id: 5
-            })
+            }
         ));
         assert!(matches!(
             parse_frame(Bytes::from_static(&[0, 3, 0])),
@@ -329,10 +306,15 @@ mod tests {
     #[test]
     fn api_versions_of_a_future_version_gets_the_v0_error_body() {
         let frame = request_frame(API_VERSIONS, 9, 2, &[0, 0, 0]);
-        let Inbound::ApiVersionsUnsupported { correlation_id } = parse_frame(frame) else {
+        let Inbound::Unsupported {
+            api_key,
+            api_version,
+            correlation_id,
+        } = parse_frame(frame)
+        else {
             panic!("expected the unsupported-version path");
         };
-        let response = encode_api_versions_unsupported(correlation_id);
+        let response = Inbound::unsupported_frame(api_key, api_version, correlation_id);
         let size = i32::from_be_bytes([response[0], response[1], response[2], response[3]]);
         assert_eq!(size as usize, response.len() - 4);
         assert_eq!(&response[4..8], &77i32.to_be_bytes());
@@ -400,7 +382,7 @@ mod tests {
                 &SHARE_TABLE,
                 request_frame(SHARE_BEGIN_TRANSACTION, 1, 2, &body)
             ),
-            Inbound::Reject(Reject::UnsupportedVersion { api_version: 1, .. })
+            Inbound::Unsupported { api_version: 1, .. }
         ));
 
         // The guard runs for the project's keys too.

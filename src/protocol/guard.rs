@@ -157,6 +157,33 @@ const DELETE_GROUPS: &[Field] = &[f(0, ArrStr)];
 // InitProducerId v0–5 (flexible from 2).
 const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)];
 
+// OffsetForLeaderEpoch v2–4 (flexible from 4).
+const OFFSET_FOR_LEADER_EPOCH_PARTITION: &[Field] = &[f(0, I32), f(2, I32), f(0, I32)];
+const OFFSET_FOR_LEADER_EPOCH_TOPIC: &[Field] =
+    &[f(0, Str), f(0, Arr(OFFSET_FOR_LEADER_EPOCH_PARTITION))];
+const OFFSET_FOR_LEADER_EPOCH: &[Field] = &[f(3, I32), f(0, Arr(OFFSET_FOR_LEADER_EPOCH_TOPIC))];
+
+// DescribeCluster v0–2, DescribeProducers v0 (flexible from 0).
+const DESCRIBE_CLUSTER: &[Field] = &[f(0, Bool), f(1, I8), f(2, Bool)];
+const DESCRIBE_PRODUCERS_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
+const DESCRIBE_PRODUCERS: &[Field] = &[f(0, Arr(DESCRIBE_PRODUCERS_TOPIC))];
+
+// ConsumerGroupHeartbeat v0–1, ConsumerGroupDescribe v0–1 (KIP-848; flexible from 0).
+const CONSUMER_GROUP_HEARTBEAT_TOPIC: &[Field] = &[f(0, Uuid), f(0, ArrI32)];
+const CONSUMER_GROUP_HEARTBEAT: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(0, Str),
+    f(0, Str),
+    f(0, I32),
+    f(0, ArrStr),
+    f(1, Str),
+    f(0, Str),
+    f(0, Arr(CONSUMER_GROUP_HEARTBEAT_TOPIC)),
+];
+const CONSUMER_GROUP_DESCRIBE: &[Field] = &[f(0, ArrStr), f(0, Bool)];
+
 // DescribeConfigs v1–4 (flexible from 4).
 const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, ArrStr)];
 const DESCRIBE_CONFIGS: &[Field] = &[f(0, Arr(DESCRIBE_CONFIGS_RESOURCE)), f(1, Bool), f(3, Bool)];
@@ -218,6 +245,64 @@ const ALTER_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Str), f(0, Arr(ALTER_SHARE_OF
 const DELETE_SHARE_OFFSETS_TOPIC: &[Field] = &[f(0, Str)];
 const DELETE_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Str), f(0, Arr(DELETE_SHARE_OFFSETS_TOPIC))];
 
+// OffsetCommit v2–9 (flexible from 8), OffsetFetch v1–9 (flexible from 6); the v10 fields
+// (topic ids) are listed for completeness.
+const OFFSET_COMMIT_PARTITION: &[Field] = &[f(0, I32), f(0, I64), f(6, I32), f(0, Str)];
+const OFFSET_COMMIT_TOPIC: &[Field] = &[fr(0, 9, Str), f(10, Uuid), f(0, Arr(OFFSET_COMMIT_PARTITION))];
+const OFFSET_COMMIT: &[Field] = &[
+    f(0, Str),
+    f(1, I32),
+    f(1, Str),
+    f(7, Str),
+    fr(2, 4, I64),
+    f(0, Arr(OFFSET_COMMIT_TOPIC)),
+];
+const OFFSET_FETCH_TOPIC: &[Field] = &[fr(0, 7, Str), fr(0, 7, ArrI32)];
+const OFFSET_FETCH_GROUP_TOPIC: &[Field] = &[fr(8, 9, Str), f(10, Uuid), f(8, ArrI32)];
+const OFFSET_FETCH_GROUP: &[Field] = &[
+    f(8, Str),
+    f(9, Str),
+    f(9, I32),
+    f(8, Arr(OFFSET_FETCH_GROUP_TOPIC)),
+];
+const OFFSET_FETCH: &[Field] = &[
+    fr(0, 7, Str),
+    fr(0, 7, Arr(OFFSET_FETCH_TOPIC)),
+    f(8, Arr(OFFSET_FETCH_GROUP)),
+    f(7, Bool),
+];
+
+// JoinGroup v0–9 (flexible from 6), SyncGroup v0–5, Heartbeat v0–4, LeaveGroup v0–5 (flexible
+// from 4), DescribeGroups v0–6 (flexible from 5), OffsetDelete v0.
+const JOIN_PROTOCOL: &[Field] = &[f(0, Str), f(0, Bytes)];
+const JOIN_GROUP: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(1, I32),
+    f(0, Str),
+    f(5, Str),
+    f(0, Str),
+    f(0, Arr(JOIN_PROTOCOL)),
+    f(8, Str),
+];
+const SYNC_ASSIGNMENT: &[Field] = &[f(0, Str), f(0, Bytes)];
+const SYNC_GROUP: &[Field] = &[
+    f(0, Str),
+    f(0, I32),
+    f(0, Str),
+    f(3, Str),
+    f(5, Str),
+    f(5, Str),
+    f(0, Arr(SYNC_ASSIGNMENT)),
+];
+const HEARTBEAT: &[Field] = &[f(0, Str), f(0, I32), f(0, Str), f(3, Str)];
+const LEAVE_MEMBER: &[Field] = &[f(3, Str), f(3, Str), f(5, Str)];
+const LEAVE_GROUP: &[Field] = &[f(0, Str), fr(0, 2, Str), f(3, Arr(LEAVE_MEMBER))];
+const DESCRIBE_GROUPS: &[Field] = &[f(0, ArrStr), f(3, Bool)];
+const OFFSET_DELETE_PARTITION: &[Field] = &[f(0, I32)];
+const OFFSET_DELETE_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_PARTITION))];
+const OFFSET_DELETE: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_TOPIC))];
+
 fn schema(api_key: i16) -> Option<&'static [Field]> {
     Some(match api_key {
         apis::PRODUCE => PRODUCE,
@@ -225,6 +310,14 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::LIST_OFFSETS => LIST_OFFSETS,
         apis::METADATA => METADATA,
         apis::FIND_COORDINATOR => FIND_COORDINATOR,
+        apis::OFFSET_COMMIT => OFFSET_COMMIT,
+        apis::OFFSET_FETCH => OFFSET_FETCH,
+        apis::JOIN_GROUP => JOIN_GROUP,
+        apis::SYNC_GROUP => SYNC_GROUP,
+        apis::HEARTBEAT => HEARTBEAT,
+        apis::LEAVE_GROUP => LEAVE_GROUP,
+        apis::DESCRIBE_GROUPS => DESCRIBE_GROUPS,
+        apis::OFFSET_DELETE => OFFSET_DELETE,
         apis::API_VERSIONS => API_VERSIONS,
         apis::CREATE_TOPICS => CREATE_TOPICS,
         apis::DELETE_TOPICS => DELETE_TOPICS,
@@ -233,6 +326,11 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::DELETE_GROUPS => DELETE_GROUPS,
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
+        apis::OFFSET_FOR_LEADER_EPOCH => OFFSET_FOR_LEADER_EPOCH,
+        apis::DESCRIBE_CLUSTER => DESCRIBE_CLUSTER,
+        apis::CONSUMER_GROUP_HEARTBEAT => CONSUMER_GROUP_HEARTBEAT,
+        apis::CONSUMER_GROUP_DESCRIBE => CONSUMER_GROUP_DESCRIBE,
+        apis::DESCRIBE_PRODUCERS => DESCRIBE_PRODUCERS,
         apis::INCREMENTAL_ALTER_CONFIGS => INCREMENTAL_ALTER_CONFIGS,
         apis::LIST_GROUPS => LIST_GROUPS,
         apis::SHARE_GROUP_HEARTBEAT => SHARE_GROUP_HEARTBEAT,
@@ -621,6 +719,61 @@ mod tests {
                 };
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
+            apis::OFFSET_FOR_LEADER_EPOCH => {
+                let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+                p.partition = 1;
+                p.current_leader_epoch = 0;
+                p.leader_epoch = 0;
+                let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+                t.topic = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = OffsetForLeaderEpochRequest::default();
+                r.replica_id = (-1).into();
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_CLUSTER => {
+                let mut r = DescribeClusterRequest::default();
+                r.include_cluster_authorized_operations = true;
+                if version >= 1 {
+                    r.endpoint_type = 1;
+                }
+                if version >= 2 {
+                    r.include_fenced_brokers = true;
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::CONSUMER_GROUP_HEARTBEAT => {
+                let mut tp = consumer_group_heartbeat_request::TopicPartitions::default();
+                tp.topic_id = uuid::Uuid::from_u128(3);
+                tp.partitions = vec![0, 1];
+                let mut r = ConsumerGroupHeartbeatRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                r.instance_id = Some(s("i"));
+                r.rack_id = Some(s("r"));
+                r.subscribed_topic_names = Some(vec![topic("a"), topic("b")]);
+                if version >= 1 {
+                    r.subscribed_topic_regex = Some(s("a.*"));
+                }
+                r.server_assignor = Some(s("uniform"));
+                r.topic_partitions = Some(vec![tp.clone(), tp]);
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::CONSUMER_GROUP_DESCRIBE => {
+                let mut r = ConsumerGroupDescribeRequest::default();
+                r.group_ids = vec![GroupId(s("g1")), GroupId(s("g2"))];
+                r.include_authorized_operations = true;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_PRODUCERS => {
+                let mut t = describe_producers_request::TopicRequest::default();
+                t.name = topic("orders");
+                t.partition_indexes = vec![0, 1];
+                let mut r = DescribeProducersRequest::default();
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
             apis::INIT_PRODUCER_ID => {
                 let mut r = InitProducerIdRequest::default();
                 r.transactional_id = Some(s("tx").into());
@@ -766,6 +919,109 @@ mod tests {
                 r.topics = vec![t.clone(), t];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
+            apis::OFFSET_COMMIT => {
+                let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+                p.partition_index = 1;
+                p.committed_offset = 42;
+                p.committed_metadata = Some(s("meta"));
+                let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = OffsetCommitRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                if version >= 7 {
+                    r.group_instance_id = Some(s("i"));
+                }
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::OFFSET_FETCH => {
+                let mut r = OffsetFetchRequest::default();
+                if version < 8 {
+                    let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+                    t.name = topic("orders");
+                    t.partition_indexes = vec![0, 1];
+                    r.group_id = GroupId(s("g"));
+                    r.topics = Some(vec![t.clone(), t]);
+                } else {
+                    let mut t = offset_fetch_request::OffsetFetchRequestTopics::default();
+                    t.name = topic("orders");
+                    t.partition_indexes = vec![0, 1];
+                    let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+                    g.group_id = GroupId(s("g"));
+                    if version >= 9 {
+                        g.member_id = Some(s("m"));
+                    }
+                    g.topics = Some(vec![t.clone(), t]);
+                    r.groups = vec![g.clone(), g];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::JOIN_GROUP => {
+                let mut p = join_group_request::JoinGroupRequestProtocol::default();
+                p.name = s("range");
+                p.metadata = Bytes::from_static(b"meta");
+                let mut r = JoinGroupRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.session_timeout_ms = 45_000;
+                r.member_id = s("m");
+                if version >= 5 {
+                    r.group_instance_id = Some(s("i"));
+                }
+                r.protocol_type = s("consumer");
+                r.protocols = vec![p.clone(), p];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SYNC_GROUP => {
+                let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+                a.member_id = s("m");
+                a.assignment = Bytes::from_static(b"assignment");
+                let mut r = SyncGroupRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                if version >= 5 {
+                    r.protocol_type = Some(s("consumer"));
+                    r.protocol_name = Some(s("range"));
+                }
+                r.assignments = vec![a.clone(), a];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::HEARTBEAT => {
+                let mut r = HeartbeatRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.member_id = s("m");
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::LEAVE_GROUP => {
+                let mut r = LeaveGroupRequest::default();
+                r.group_id = GroupId(s("g"));
+                if version < 3 {
+                    r.member_id = s("m");
+                } else {
+                    let mut m = leave_group_request::MemberIdentity::default();
+                    m.member_id = s("m");
+                    m.group_instance_id = Some(s("i"));
+                    r.members = vec![m.clone(), m];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_GROUPS => {
+                let mut r = DescribeGroupsRequest::default();
+                r.groups = vec![GroupId(s("g1")), GroupId(s("g2"))];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::OFFSET_DELETE => {
+                let mut p = offset_delete_request::OffsetDeleteRequestPartition::default();
+                p.partition_index = 2;
+                let mut t = offset_delete_request::OffsetDeleteRequestTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = OffsetDeleteRequest::default();
+                r.group_id = GroupId(s("g"));
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
             // The project's keys (once served): the `share_txn` samples, version 0.
             key if apis::SHARE_TRANSACTION_KEYS.contains(&key) => {
                 let (_, body) = crate::protocol::share_txn::samples::encoded_requests()
@@ -799,6 +1055,21 @@ mod tests {
                         "{} v{version} cut at {cut}",
                         spec.name
                     );
+                }
+            }
+        }
+    }
+
+    /// KIP-848's requests (v0–1, flexible), checked here before they are served.
+    #[test]
+    fn consumer_group_requests_walk_exactly() {
+        for key in [apis::CONSUMER_GROUP_HEARTBEAT, apis::CONSUMER_GROUP_DESCRIBE] {
+            for version in 0..=1 {
+                let mut buf = BytesMut::new();
+                populated(key, version)(&mut buf).unwrap();
+                assert_eq!(check_request(key, version, true, &buf), Ok(buf.len()), "{key} v{version}");
+                for cut in 0..buf.len() {
+                    assert!(check_request(key, version, true, &buf[..cut]).is_err());
                 }
             }
         }

@@ -22,7 +22,7 @@ use crate::constants::{
     CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SHARD_CONNECTIONS_MAX,
     SOCKET_READ_CHUNK_BYTES,
 };
-use crate::protocol::codec::{encode_api_versions_unsupported, parse_frame, Inbound};
+use crate::protocol::codec::{parse_frame, Inbound};
 use crate::protocol::framing::FrameDecoder;
 use crate::server::dispatch::dispatch;
 use crate::server::{ConnInfo, Outcome};
@@ -195,8 +195,16 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, advertised: Optio
                         _permit: permit,
                     }
                 }
-                Inbound::ApiVersionsUnsupported { correlation_id } => Queued::Ready(
-                    Outcome::Respond(encode_api_versions_unsupported(correlation_id)),
+                Inbound::Unsupported {
+                    api_key,
+                    api_version,
+                    correlation_id,
+                } => Queued::Ready(
+                    Outcome::Respond(Inbound::unsupported_frame(
+                        api_key,
+                        api_version,
+                        correlation_id,
+                    )),
                     Some(permit),
                 ),
                 Inbound::Reject(reject) => {

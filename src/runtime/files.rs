@@ -1,18 +1,191 @@
-//! Durable flushes through io_uring: `fdatasync` of the files and `fsync` of the directories a
-//! [`FlushTicket`] names, using glommio file handles opened on the same paths (`fdatasync` acts
-//! on the inode, so a second descriptor flushes what the log wrote through its own).
+//! The shard's storage engine on io_uring: the block writes and the durable flushes a
+//! [`FlushTicket`] names.
 //!
-//! Files and directories of one ticket are synced concurrently; the first error is returned
-//! with the path it concerns.
+//! - Block writes (segment tails, block-aligned) go through glommio DMA files: `O_DIRECT`
+//!   writes from aligned buffers (`DmaFile::alloc_dma_buffer`: the shard's registered io memory
+//!   while it lasts, aligned heap memory beyond). Durability per [`SyncMode`]: `O_DSYNC` on
+//!   the handle (the write completes once durable: FUA or a device flush, and no file
+//!   metadata changes since segments are preallocated), or a write and an `fdatasync`.
+//!   Handles stay open in a per-shard cache keyed by path (opening a segment in a directory
+//!   closes the handles of that directory's other segments: a roll seals the old one; at most
+//!   [`ENGINE_OPEN_FILES_MAX`] handles, least recently written closed first).
+//! - `fdatasync` of the files and `fsync` of the directories a ticket names, using glommio
+//!   file handles opened on the same paths (`fdatasync` acts on the inode, so a second
+//!   descriptor flushes what the log wrote through its own).
+//!
+//! Everything of one ticket runs concurrently; the first error is returned with its path.
+//! A file system without `O_DIRECT` (tmpfs) gets buffered writes and `fdatasync` instead.
 
-use crate::log::FlushTicket;
+use crate::constants::ENGINE_OPEN_FILES_MAX;
+use crate::log::{BlockWrite, FlushTicket};
 use crate::server::join::join_all;
-use glommio::io::{BufferedFile, Directory};
+use glommio::io::{BufferedFile, DmaFile, Directory, OpenOptions};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
 
 fn with_path(path: &Path, error: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{}: {error}", path.display()))
+}
+
+/// How a block write is made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// The handle is opened `O_DSYNC`: each write completes durable.
+    Dsync,
+    /// A plain `O_DIRECT` write, then `fdatasync` of the file.
+    Fdatasync,
+}
+
+/// The default [`SyncMode`]; `LOCKSTEP_ENGINE_SYNC=fdatasync|dsync` overrides it (for
+/// measuring one against the other).
+pub const SYNC_MODE_DEFAULT: SyncMode = SyncMode::Dsync;
+
+fn sync_mode() -> SyncMode {
+    match std::env::var("LOCKSTEP_ENGINE_SYNC").as_deref() {
+        Ok("fdatasync") => SyncMode::Fdatasync,
+        Ok("dsync") => SyncMode::Dsync,
+        _ => SYNC_MODE_DEFAULT,
+    }
+}
+
+#[derive(Clone)]
+enum Handle {
+    Dma(Rc<DmaFile>),
+    /// The file system refused `O_DIRECT`.
+    Buffered(Rc<BufferedFile>),
+}
+
+struct Engine {
+    mode: SyncMode,
+    files: HashMap<PathBuf, (Handle, u64)>,
+    clock: u64,
+}
+
+thread_local! {
+    /// One engine per shard thread (glommio executors are thread-per-core).
+    static ENGINE: RefCell<Engine> = RefCell::new(Engine {
+        mode: sync_mode(),
+        files: HashMap::new(),
+        clock: 0,
+    });
+}
+
+fn cached(path: &Path) -> Option<(Handle, SyncMode)> {
+    ENGINE.with(|engine| {
+        let mut engine = engine.borrow_mut();
+        engine.clock += 1;
+        let now = engine.clock;
+        let mode = engine.mode;
+        engine.files.get_mut(path).map(|(handle, used)| {
+            *used = now;
+            (handle.clone(), mode)
+        })
+    })
+}
+
+async fn handle(path: &Path) -> io::Result<(Handle, SyncMode)> {
+    if let Some(found) = cached(path) {
+        return Ok(found);
+    }
+    let mode = ENGINE.with(|engine| engine.borrow().mode);
+    let flags = match mode {
+        SyncMode::Dsync => libc::O_DSYNC,
+        SyncMode::Fdatasync => 0,
+    };
+    let handle = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(flags)
+        .dma_open(path)
+        .await
+    {
+        Ok(file) => Handle::Dma(Rc::new(file)),
+        Err(dma_error) => {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .buffered_open(path)
+                .await
+                .map_err(|e| with_path(path, format!("{e} (O_DIRECT open: {dma_error})")))?;
+            Handle::Buffered(Rc::new(file))
+        }
+    };
+    ENGINE.with(|engine| {
+        let mut engine = engine.borrow_mut();
+        let dir = path.parent();
+        engine.files.retain(|other, _| other.parent() != dir);
+        if engine.files.len() >= ENGINE_OPEN_FILES_MAX {
+            let oldest = engine
+                .files
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(p, _)| p.clone());
+            if let Some(oldest) = oldest {
+                engine.files.remove(&oldest);
+            }
+        }
+        engine.clock += 1;
+        let now = engine.clock;
+        engine
+            .files
+            .insert(path.to_path_buf(), (handle.clone(), now));
+    });
+    Ok((handle, mode))
+}
+
+/// Drops the engine's handle of `path` (after a write error: the next write reopens it).
+fn forget(path: &Path) {
+    ENGINE.with(|engine| engine.borrow_mut().files.remove(path));
+}
+
+/// One block write, durable on return.
+pub async fn write_block(write: &BlockWrite) -> io::Result<()> {
+    let path = &write.path;
+    let (handle, mode) = handle(path).await?;
+    let len = write.data.len();
+    let result = match &handle {
+        Handle::Dma(file) => {
+            let mut buffer = file.alloc_dma_buffer(len);
+            buffer.as_bytes_mut()[..len].copy_from_slice(&write.data);
+            let written = file
+                .write_at(buffer, write.position)
+                .await
+                .map_err(|e| with_path(path, e))?;
+            if written != len {
+                Err(with_path(
+                    path,
+                    format!("short block write: {written} of {len} bytes"),
+                ))
+            } else if mode == SyncMode::Fdatasync {
+                file.fdatasync().await.map_err(|e| with_path(path, e))
+            } else {
+                Ok(())
+            }
+        }
+        Handle::Buffered(file) => {
+            let written = file
+                .write_at(write.data.clone(), write.position)
+                .await
+                .map_err(|e| with_path(path, e))?;
+            if written != len {
+                Err(with_path(
+                    path,
+                    format!("short write: {written} of {len} bytes"),
+                ))
+            } else {
+                file.fdatasync().await.map_err(|e| with_path(path, e))
+            }
+        }
+    };
+    if result.is_err() {
+        forget(path);
+    }
+    result
 }
 
 /// `fdatasync` of one file (the journal's memory-mapped segment: a shared mapping's dirty
@@ -35,13 +208,23 @@ async fn sync_dir(path: &Path) -> io::Result<()> {
     result.and(closed)
 }
 
-/// Performs every sync of `ticket`; `Ok` only if all succeeded.
+type Step<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
+
+/// Performs every write and sync of `ticket`; `Ok` only if all succeeded.
 pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
-    let files = join_all(ticket.files.iter().map(|p| sync_file(p)).collect()).await;
-    let dirs = join_all(ticket.dirs.iter().map(|p| sync_dir(p)).collect()).await;
-    files
+    let mut steps: Vec<Step<'_>> = Vec::new();
+    for write in &ticket.writes {
+        steps.push(Box::pin(write_block(write)));
+    }
+    for file in &ticket.files {
+        steps.push(Box::pin(sync_file(file)));
+    }
+    for dir in &ticket.dirs {
+        steps.push(Box::pin(sync_dir(dir)));
+    }
+    join_all(steps)
+        .await
         .into_iter()
-        .chain(dirs)
         .collect::<io::Result<Vec<()>>>()?;
     Ok(())
 }

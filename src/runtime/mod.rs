@@ -317,6 +317,8 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     state.share = ShareState::restore(&recovered, &registry, wall_ms() as u64)
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     state.share.retain_topics(&registry);
+    state.groups = crate::group::ConsumerGroups::restore(&recovered, wall_ms() as u64);
+    state.groups.retain_topics(&|t| registry.topic(t).is_some());
     // The log start is not journalled with the share state: archive what lies below it again.
     state.share_apply_log_starts();
     state.share.sessions = ShareSessions::with_budget(setup.share_sessions.clone());

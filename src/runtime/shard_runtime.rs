@@ -30,7 +30,7 @@ use crate::model::{group_shard, partition_shard};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
-    AdminOp, AdminReply, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp,
+    AdminOp, CallError, AdminReply, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp,
     ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
@@ -180,10 +180,13 @@ impl ShardHandle {
             ShardOp::ListOffsets(op) => {
                 ShardReply::ListOffsets(self.state.borrow().list_offsets(&op))
             }
+            ShardOp::DescribeProducers(partitions) => {
+                ShardReply::Producers(self.state.borrow().describe_producers(&partitions))
+            }
             ShardOp::WaitForData(op) => self.wait_for_data(op).await,
             ShardOp::Admin(op) => {
                 if self.id != ShardId(0) {
-                    return ShardReply::Failed(ResponseError::NotController.code());
+                    return ShardReply::Failed(CallError::NotController);
                 }
                 ShardReply::Admin(self.admin(op).await)
             }
@@ -330,6 +333,27 @@ impl ShardHandle {
                 partitions,
                 timeout_ms,
             } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
+            ShardOp::Group(op) => self.group_op(op).await,
+        }
+    }
+
+    /// A consumer-group op (`crate::group::ops`): runs it, then answers once the journal
+    /// entries it produced (committed offsets, tombstones) are durable.
+    async fn group_op(&self, op: crate::group::ops::GroupOp) -> ShardReply {
+        let reply = {
+            let mut state = self.state.borrow_mut();
+            crate::group::ops::execute(&mut state.groups, op, wall_ms() as u64)
+        };
+        let durable = match self.append_share_entries() {
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
+        };
+        match durable {
+            Ok(()) => ShardReply::Group(reply),
+            Err(e) => {
+                tracing::error!(shard = %self.id, error = %e, "consumer-group state not durable");
+                ShardReply::Failed(CallError::NotDurable(e.to_string()))
+            }
         }
     }
 
@@ -855,7 +879,12 @@ impl ShardHandle {
     /// flush continuously under load. An append that fails poisons the journal (the entries are
     /// already out of the share state) and takes the fatal path: it never returns then.
     fn append_share_entries(&self) -> Option<u64> {
-        let entries = self.state.borrow_mut().share.take_entries();
+        let entries = {
+            let mut state = self.state.borrow_mut();
+            let mut entries = state.share.take_entries();
+            entries.extend(state.groups.take_entries());
+            entries
+        };
         if entries.is_empty() {
             return None;
         }
@@ -936,6 +965,8 @@ impl ShardHandle {
         let departed = {
             let mut state = self.state.borrow_mut();
             state.share.expire_locks(now);
+            // Consumer groups: session timeouts, rebalance deadlines, offset retention.
+            state.groups.tick(now);
             let registry = state.registry().clone();
             state.share.groups.expire_sessions(&registry, now)
         };
@@ -969,11 +1000,12 @@ impl ShardHandle {
             since >= JOURNAL_SNAPSHOT_EVERY_ENTRIES && !journal.needs_flush()
         };
         if due {
-            let snapshot = self
-                .state
-                .borrow_mut()
-                .share
-                .durable_snapshot(wall_ms() as u64);
+            let snapshot = {
+                let mut state = self.state.borrow_mut();
+                let mut snapshot = state.share.durable_snapshot(wall_ms() as u64);
+                snapshot.group_offsets = state.groups.durable_offsets();
+                snapshot
+            };
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
             match written {
                 Ok(_) => self.ensure_journal_flush(),
@@ -992,7 +1024,13 @@ impl ShardHandle {
 
     fn install_registry(&self, registry: Arc<TopicRegistry>) {
         let now = wall_ms() as u64;
-        let (reports, failures) = self.state.borrow_mut().install_registry(registry, now);
+        let (reports, failures) = self.state.borrow_mut().install_registry(registry.clone(), now);
+        // A deleted topic's committed offsets go with it (as in Kafka).
+        self.state
+            .borrow_mut()
+            .groups
+            .retain_topics(&|t| registry.topic(t).is_some());
+        let _ = self.append_share_entries();
         for report in reports.iter().filter(|r| !r.truncated.is_empty()) {
             tracing::warn!(shard = %self.id, ?report, "partition recovered with a truncated tail");
         }
@@ -1321,11 +1359,11 @@ impl Bus for ShardHandle {
                     .is_err()
                 {
                     ctx.pending.borrow_mut().remove(&id);
-                    return ShardReply::Failed(ResponseError::KafkaStorageError.code());
+                    return ShardReply::Failed(CallError::Unreachable);
                 }
             }
             rx.await
-                .unwrap_or(ShardReply::Failed(ResponseError::UnknownServerError.code()))
+                .unwrap_or(ShardReply::Failed(CallError::Abandoned))
         }
     }
 

@@ -661,8 +661,7 @@ fn sb(text: &str) -> StrBytes {
 async fn call_controller<B: Bus>(bus: &B, op: AdminOp) -> Result<AdminReply, i16> {
     match bus.call(ShardId(0), ShardOp::Admin(op)).await {
         ShardReply::Admin(reply) => Ok(reply),
-        ShardReply::Failed(code) => Err(code),
-        other => panic!("controller answered an admin op with {other:?}"),
+        other => Err(other.unexpected("admin").code()),
     }
 }
 

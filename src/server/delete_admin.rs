@@ -123,9 +123,9 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
     for ((_, entries), reply) in routes.iter().zip(join_all(calls).await) {
         let results = match reply {
             ShardReply::RecordsDeleted(results) if results.len() == entries.len() => results,
-            ShardReply::Failed(code) => vec![
+            ShardReply::Failed(failure) => vec![
                 DeletedRecords {
-                    error_code: code,
+                    error_code: failure.code(),
                     low_watermark: -1
                 };
                 entries.len()
@@ -168,10 +168,20 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
     respond(request, &response)
 }
 
-/// Deletes one share group (see the module docs); the Kafka error code, 0 if deleted.
+/// Deletes one consumer group (its committed offsets; NON_EMPTY_GROUP while it has members) or
+/// share group (see the module docs); the Kafka error code, 0 if deleted.
 async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     if group_id.is_empty() {
         return ResponseError::GroupIdNotFound.code();
+    }
+    let op = crate::group::ops::GroupOp::Delete {
+        group_id: group_id.to_string(),
+    };
+    match super::group_api::call_group(bus, group_id, op).await {
+        Ok(crate::group::ops::GroupReply::Deleted(Ok(true))) => return 0,
+        Ok(crate::group::ops::GroupReply::Deleted(Ok(false))) => {}
+        Ok(crate::group::ops::GroupReply::Deleted(Err(code))) | Err(code) => return code,
+        Ok(_) => return ResponseError::UnknownServerError.code(),
     }
     let shard = group_shard(group_id, bus.shard_count());
     let coordinated = match bus
@@ -184,7 +194,8 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
         .await
     {
         ShardReply::ShareGroupDeleted(Ok(coordinated)) => coordinated,
-        ShardReply::ShareGroupDeleted(Err(code)) | ShardReply::Failed(code) => return code,
+        ShardReply::ShareGroupDeleted(Err(code)) => return code,
+        ShardReply::Failed(failure) => return failure.code(),
         _ => return ResponseError::UnknownServerError.code(),
     };
     // The topics the group holds share-partition state for, on any shard.
@@ -215,7 +226,7 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     for reply in join_all(calls).await {
         let results: Vec<ShareAckResult> = match reply {
             ShardReply::ShareOffsetsDeleted(results) => results,
-            ShardReply::Failed(c) => vec![ShareAckResult::error(c, "")],
+            ShardReply::Failed(failure) => vec![ShareAckResult::error(failure.code(), "")],
             _ => vec![ShareAckResult::error(
                 ResponseError::UnknownServerError.code(),
                 "",

@@ -6,8 +6,9 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, configs, delete_admin, fetch, metadata, produce, share_admin, share_api,
-    txn_api, Bus, ConnInfo, Outcome,
+    admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
+    group_admin, group_api, metadata, produce, share_admin, share_api, txn_api, Bus, ConnInfo,
+    Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -18,6 +19,14 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::API_VERSIONS => api_versions::handle(request),
         apis::METADATA => metadata::handle_metadata(bus, conn, request).await,
         apis::FIND_COORDINATOR => metadata::handle_find_coordinator(conn, request),
+        apis::OFFSET_COMMIT => group_api::handle_offset_commit(bus, request).await,
+        apis::OFFSET_FETCH => group_api::handle_offset_fetch(bus, request).await,
+        apis::JOIN_GROUP => group_api::handle_join_group(bus, conn, request).await,
+        apis::SYNC_GROUP => group_api::handle_sync_group(bus, request).await,
+        apis::HEARTBEAT => group_api::handle_heartbeat(bus, request).await,
+        apis::LEAVE_GROUP => group_api::handle_leave_group(bus, request).await,
+        apis::DESCRIBE_GROUPS => group_admin::handle_describe_groups(bus, request).await,
+        apis::OFFSET_DELETE => group_admin::handle_offset_delete(bus, request).await,
         apis::PRODUCE => produce::handle_produce(bus, request).await,
         apis::FETCH => fetch::handle_fetch(bus, request).await,
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,
@@ -30,6 +39,15 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
             admin::handle_incremental_alter_configs(bus, request).await
         }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
+        apis::OFFSET_FOR_LEADER_EPOCH => {
+            cluster_admin::handle_offset_for_leader_epoch(bus, request).await
+        }
+        apis::DESCRIBE_CLUSTER => cluster_admin::handle_describe_cluster(bus, conn, request),
+        apis::DESCRIBE_PRODUCERS => cluster_admin::handle_describe_producers(bus, request).await,
+        apis::CONSUMER_GROUP_HEARTBEAT => {
+            consumer_group_api::handle_heartbeat(bus, conn, request).await
+        }
+        apis::CONSUMER_GROUP_DESCRIBE => consumer_group_api::handle_describe(bus, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
         apis::LIST_GROUPS => share_admin::handle_list_groups(bus, request).await,
         apis::SHARE_GROUP_DESCRIBE => share_admin::handle_share_group_describe(bus, request).await,

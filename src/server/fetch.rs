@@ -129,12 +129,12 @@ async fn read_round<B: Bus>(
                     out[i] = Some(part);
                 }
             }
-            ShardReply::Failed(code) => {
+            other => {
+                let code = other.unexpected("fetch").code();
                 for &i in indices {
                     out[i] = Some(FetchedPartition::error(code));
                 }
             }
-            other => panic!("fetch answered with {other:?}"),
         }
     }
     out
@@ -343,12 +343,12 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
                     answers[*ti][*pi] = answer;
                 }
             }
-            ShardReply::Failed(code) => {
+            other => {
+                let code = other.unexpected("list offsets").code();
                 for ((ti, pi), _) in items {
                     answers[*ti][*pi].error_code = code;
                 }
             }
-            other => panic!("list offsets answered with {other:?}"),
         }
     }
     let mut response = ListOffsetsResponse::default();

@@ -1,4 +1,6 @@
-//! Metadata v0–13 (topic ids from v10) and FindCoordinator v0–6 (GROUP keys, batched from v4).
+//! Metadata v0–13 (topic ids from v10) and FindCoordinator v0–6 (batched from v4): groups of
+//! every type (key type 0) are coordinated here; transactional ids (1) and share-state keys (2) are
+//! refused (see [`find_coordinator_response`]).
 //!
 //! Answered from the local shard's registry snapshot: no other shard is asked. This broker is
 //! node [`BROKER_NODE_ID`], the leader of every partition, the controller, and the coordinator
@@ -15,8 +17,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-/// FindCoordinator key type of consumer groups.
+/// FindCoordinator key types: groups of every type (classic, consumer, share), transactional
+/// ids, and share-partition state keys (`group:topicId:partition`, used between Kafka brokers).
 pub const KEY_TYPE_GROUP: i8 = 0;
+pub const KEY_TYPE_TRANSACTION: i8 = 1;
+pub const KEY_TYPE_SHARE: i8 = 2;
+
+/// Kafka's message for an INVALID_REQUEST.
+const INVALID_REQUEST_MESSAGE: &str = "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.";
 
 fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
@@ -162,23 +170,27 @@ pub fn find_coordinator_response(
 ) -> FindCoordinatorResponse {
     let host = host_of(conn);
     let port = i32::from(conn.local_addr.port());
-    let check = |key: &str| -> Result<(), (i16, String)> {
-        if request.key_type != KEY_TYPE_GROUP {
-            return Err((
+    // As Kafka 4.4 answers (measured): any group id, the empty one included, is coordinated
+    // here; an unknown key type is INVALID_REQUEST with Kafka's message.
+    let check = |_key: &str| -> Result<(), (i16, String)> {
+        match request.key_type {
+            KEY_TYPE_GROUP => Ok(()),
+            // No Kafka transactions: refused as InitProducerId refuses a transactional id, so a
+            // transactional producer fails at once instead of retrying COORDINATOR_NOT_AVAILABLE.
+            KEY_TYPE_TRANSACTION => Err((
+                ResponseError::TransactionalIdAuthorizationFailed.code(),
+                "Kafka transactions are not supported by this broker".to_string(),
+            )),
+            KEY_TYPE_SHARE => Err((
                 ResponseError::InvalidRequest.code(),
-                format!(
-                    "coordinator key type {} is not served (only groups, type 0)",
-                    request.key_type
-                ),
-            ));
-        }
-        if key.is_empty() {
-            return Err((
+                "share-partition state coordinators are not served (no broker-to-broker share state)"
+                    .to_string(),
+            )),
+            _ => Err((
                 ResponseError::InvalidRequest.code(),
-                "the group id is empty".to_string(),
-            ));
+                INVALID_REQUEST_MESSAGE.to_string(),
+            )),
         }
-        Ok(())
     };
     let mut response = FindCoordinatorResponse::default();
     if version >= 4 {
@@ -193,6 +205,8 @@ pub fn find_coordinator_response(
                         c.node_id = BROKER_NODE_ID.into();
                         c.host = sb(&host);
                         c.port = port;
+                        // Kafka sends an empty message with NONE.
+                        c.error_message = Some(sb(""));
                     }
                     Err((code, message)) => {
                         c.node_id = (-1).into();
@@ -210,6 +224,10 @@ pub fn find_coordinator_response(
                 response.node_id = BROKER_NODE_ID.into();
                 response.host = sb(&host);
                 response.port = port;
+                if version >= 1 {
+                    // Kafka's v1–3 message with NONE.
+                    response.error_message = Some(sb("NONE"));
+                }
             }
             Err((code, message)) => {
                 response.node_id = (-1).into();
@@ -358,7 +376,8 @@ mod tests {
             if version >= 4 {
                 assert_eq!(back.coordinators.len(), 2);
                 assert_eq!(back.coordinators[0].port, 19092);
-                assert_eq!(back.coordinators[1].error_code, 42);
+                // An empty group id is coordinated too (as Kafka).
+                assert_eq!(back.coordinators[1].error_code, 0);
             } else {
                 assert_eq!(back.error_code, 0);
                 assert_eq!(back.port, 19092);
@@ -368,6 +387,10 @@ mod tests {
         let mut txn = FindCoordinatorRequest::default();
         txn.key = sb("t");
         txn.key_type = 1;
+        assert_eq!(find_coordinator_response(&txn, 2, &conn()).error_code, 53);
+        txn.key_type = 2;
+        assert_eq!(find_coordinator_response(&txn, 2, &conn()).error_code, 42);
+        txn.key_type = 5;
         assert_eq!(find_coordinator_response(&txn, 2, &conn()).error_code, 42);
     }
 }

@@ -15,17 +15,24 @@
 //! Handlers: [`dispatch`] routes a parsed request to its family: [`api_versions`],
 //! [`metadata`] (Metadata, FindCoordinator), [`admin`] (CreateTopics, DeleteTopics,
 //! CreatePartitions, IncrementalAlterConfigs, InitProducerId), [`delete_admin`]
-//! (DeleteRecords, DeleteGroups), [`configs`] (DescribeConfigs), [`produce`],
+//! (DeleteRecords, DeleteGroups), [`cluster_admin`] (DescribeCluster, DescribeProducers,
+//! OffsetForLeaderEpoch), [`configs`] (DescribeConfigs), [`produce`],
 //! [`fetch`] (Fetch, ListOffsets), [`share_api`] (ShareGroupHeartbeat, ShareFetch,
 //! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
-//! altering and deleting share-group offsets).
+//! altering and deleting share-group offsets), [`group_api`] (consumer groups: JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch; state in `crate::group`),
+//! [`group_admin`] (DescribeGroups, OffsetDelete).
 
 pub mod admin;
 pub mod api_versions;
+pub mod cluster_admin;
 pub mod configs;
+pub mod consumer_group_api;
 pub mod delete_admin;
 pub mod dispatch;
 pub mod fetch;
+pub mod group_admin;
+pub mod group_api;
 pub mod join;
 pub mod metadata;
 pub mod ops;

@@ -1,6 +1,11 @@
 //! The messages a handler sends to the shard that owns the state ([`ShardOp`]) and the
 //! replies ([`ShardReply`]). All are `Send`: they cross threads over the runtime's mesh.
 //!
+//! A call that gets no reply of its own kind gets [`ShardReply::Failed`] with a typed
+//! [`CallError`]; the handler chooses the Kafka code (usually [`CallError::code`]). A reply of
+//! another kind is a bug: [`ShardReply::unexpected`] logs it and turns it into a `CallError`,
+//! so no handler panics on it.
+//!
 //! Partition operations name the topic by name *and* id: the owner checks both against its
 //! registry snapshot, so an operation for a topic that was deleted (and perhaps re-created
 //! under the same name) is refused rather than applied to the wrong log.
@@ -12,6 +17,7 @@ use crate::model::TopicPartition;
 use crate::share::{AckBatch, AcquiredRange};
 use crate::txn::{TxnRecord, TxnState};
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -523,6 +529,8 @@ pub enum ShardOp {
         group_id: String,
         topic_ids: Vec<Uuid>,
     },
+    /// On the partitions' shard (DescribeProducers): the idempotent producers of each.
+    DescribeProducers(Vec<PartitionRef>),
     /// On the group's shard (DeleteGroups): forget the group's membership if it has no
     /// members. Replies [`ShardReply::ShareGroupDeleted`].
     ShareDeleteGroup {
@@ -534,6 +542,9 @@ pub enum ShardOp {
         partitions: Vec<(PartitionRef, i64)>,
         timeout_ms: u64,
     },
+    /// On the group's shard: consumer groups and committed offsets (`crate::group::ops`);
+    /// answered once the journal entries it produced are durable.
+    Group(crate::group::ops::GroupOp),
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -575,6 +586,56 @@ pub enum ShardReply {
     ShareGroupDeleted(Result<bool, i16>),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
-    /// The shard could not run the operation (shutting down, or a bug); a Kafka error code.
-    Failed(i16),
+    /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka
+    /// error code.
+    Producers(Vec<Result<Vec<crate::server::producer_state::ProducerSnapshot>, i16>>),
+    Group(crate::group::ops::GroupReply),
+    /// The shard could not run the operation; typed, the caller chooses the Kafka code.
+    Failed(CallError),
+}
+
+impl ShardReply {
+    /// The error of a reply that is not the operation's kind: a `Failed` reply's own error, or
+    /// for a reply of another kind (a bug) `UnexpectedReply`, logged here, so the handler that
+    /// got it answers UNKNOWN_SERVER_ERROR instead of panicking.
+    pub fn unexpected(self, op: &'static str) -> CallError {
+        match self {
+            ShardReply::Failed(failure) => failure,
+            other => {
+                tracing::error!(op, reply = ?other, "a shard answered with a reply of another kind");
+                CallError::UnexpectedReply(format!("{op} answered with {other:?}"))
+            }
+        }
+    }
+}
+
+/// Why a shard operation was not answered with a reply of its own kind. The handler that made
+/// the call chooses the Kafka error code ([`CallError::code`] is the usual choice).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// An admin operation reached a shard that is not the metadata controller (shard 0).
+    NotController,
+    /// The operation could not be sent to its shard (the mesh is gone: the broker stops).
+    Unreachable,
+    /// The shard dropped the operation without an answer (the broker stops).
+    Abandoned,
+    /// The shard answered with a reply of another kind (a bug).
+    UnexpectedReply(String),
+    /// The operation's state could not be made durable (the journal failed; the broker stops).
+    NotDurable(String),
+}
+
+impl CallError {
+    /// The Kafka error code a client gets for this failure.
+    pub fn code(&self) -> i16 {
+        match self {
+            CallError::NotController => ResponseError::NotController.code(),
+            CallError::Unreachable | CallError::NotDurable(_) => {
+                ResponseError::KafkaStorageError.code()
+            }
+            CallError::Abandoned | CallError::UnexpectedReply(_) => {
+                ResponseError::UnknownServerError.code()
+            }
+        }
+    }
 }

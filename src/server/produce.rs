@@ -135,10 +135,18 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
                         Slot::Ready(result) => result,
                         Slot::Pending(i) => match replies[i].take() {
                             Some(ShardReply::Produce(result)) => result,
-                            Some(ShardReply::Failed(code)) => {
-                                ProduceResult::error(code, "the owning shard is unavailable")
+                            Some(ShardReply::Failed(failure)) => ProduceResult::error(
+                                failure.code(),
+                                "the owning shard is unavailable",
+                            ),
+                            Some(other) => {
+                                let failure = other.unexpected("produce");
+                                ProduceResult::error(failure.code(), format!("{failure:?}"))
                             }
-                            other => panic!("produce answered with {other:?}"),
+                            None => ProduceResult::error(
+                                ResponseError::UnknownServerError.code(),
+                                "the partition was answered twice",
+                            ),
                         },
                     };
                     let mut p = produce_response::PartitionProduceResponse::default();

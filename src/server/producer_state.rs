@@ -33,6 +33,19 @@ pub struct BatchRecord {
     pub last_sequence: i32,
     pub base_offset: i64,
     pub last_offset: i64,
+    /// The batch's max timestamp (what DescribeProducers reports as the last timestamp).
+    pub max_timestamp: i64,
+}
+
+/// What DescribeProducers reports about one producer of a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerSnapshot {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// Last sequence of its last batch (-1 if none is remembered).
+    pub last_sequence: i32,
+    /// Max timestamp of its last batch (-1 if none is remembered).
+    pub last_timestamp: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +144,25 @@ impl ProducerStates {
 
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
+    }
+
+    /// Every remembered producer, by producer id.
+    pub fn snapshot(&self) -> Vec<ProducerSnapshot> {
+        let mut out: Vec<ProducerSnapshot> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, entry)| {
+                let last = entry.batches.back();
+                ProducerSnapshot {
+                    producer_id,
+                    epoch: entry.epoch,
+                    last_sequence: last.map_or(-1, |b| b.last_sequence),
+                    last_timestamp: last.map_or(-1, |b| b.max_timestamp),
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
     }
 
     /// The current epoch of `producer_id`, if known.
@@ -252,7 +284,33 @@ mod tests {
             last_sequence: last,
             base_offset: base,
             last_offset: base + i64::from(last - first),
+            max_timestamp: 1_000 + base,
         }
+    }
+
+    #[test]
+    fn snapshot_reports_each_producers_last_batch() {
+        let mut s = ProducerStates::new();
+        s.record(9, 1, rec(0, 4, 10));
+        s.record(7, 0, rec(0, 2, 0));
+        s.record(7, 0, rec(3, 5, 3));
+        assert_eq!(
+            s.snapshot(),
+            vec![
+                ProducerSnapshot {
+                    producer_id: 7,
+                    epoch: 0,
+                    last_sequence: 5,
+                    last_timestamp: 1_003
+                },
+                ProducerSnapshot {
+                    producer_id: 9,
+                    epoch: 1,
+                    last_sequence: 4,
+                    last_timestamp: 1_010
+                },
+            ]
+        );
     }
 
     #[test]

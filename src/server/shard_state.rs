@@ -18,7 +18,7 @@ use super::ops::{
     DeletedRecords, FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef,
     ProduceOp, ProduceResult, DELETE_RECORDS_HIGH_WATERMARK,
 };
-use super::producer_state::{BatchRecord, ProducerStates, SequenceCheck};
+use super::producer_state::{BatchRecord, ProducerSnapshot, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
 use super::share::ShareState;
 use crate::config::TopicSettings;
@@ -214,6 +214,8 @@ pub struct ShardState<S: Storage + Clone> {
     partitions: HashMap<TopicPartition, Partition<S>>,
     /// Share groups coordinated here and share partitions of the partitions owned here.
     pub share: ShareState,
+    /// Consumer groups coordinated here and their committed offsets (`crate::group`).
+    pub groups: crate::group::ConsumerGroups,
 }
 
 fn log_config(settings: &TopicSettings) -> LogConfig {
@@ -261,6 +263,7 @@ fn rebuild_producers<S: Storage>(log: &PartitionLog<S>) -> Result<ProducerStates
                         ),
                         base_offset: base,
                         last_offset: base + i64::from(header.last_offset_delta),
+                        max_timestamp: header.max_timestamp,
                     },
                 );
             }
@@ -296,6 +299,7 @@ impl<S: Storage + Clone> ShardState<S> {
             registry: Arc::new(TopicRegistry::new(registry.cluster_id.clone())),
             partitions: HashMap::new(),
             share: ShareState::default(),
+            groups: crate::group::ConsumerGroups::default(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
         match failures.is_empty() {
@@ -551,6 +555,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 last_sequence,
                 base_offset: info.base_offset as i64,
                 last_offset: info.last_offset as i64,
+                max_timestamp: header.max_timestamp,
             },
         );
         ProduceApplied {
@@ -664,6 +669,18 @@ impl<S: Storage + Clone> ShardState<S> {
                     _ => fail(ResponseError::InvalidRequest.code()),
                 }
             })
+            .collect()
+    }
+
+    /// DescribeProducers: the idempotent producers of each partition this shard owns (or the
+    /// Kafka error code of a partition it cannot answer for).
+    pub fn describe_producers(
+        &self,
+        partitions: &[PartitionRef],
+    ) -> Vec<Result<Vec<ProducerSnapshot>, i16>> {
+        partitions
+            .iter()
+            .map(|r| self.lookup(r).map(|p| p.producers.snapshot()))
             .collect()
     }
 
@@ -925,7 +942,9 @@ mod tests {
 
     fn flush(state: &mut ShardState<SimStorage>, key: &TopicPartition) {
         if let Some(ticket) = state.begin_flush(key) {
-            state.complete_flush(key, ticket, Ok(())).unwrap().unwrap();
+            // The runtime performs a ticket's block writes and syncs; here, the storage does.
+            let synced = crate::log::sync_ticket(&state.storage, &ticket);
+            state.complete_flush(key, ticket, synced).unwrap().unwrap();
         }
         assert!(!state.unflushed().contains(key));
     }

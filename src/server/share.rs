@@ -385,6 +385,7 @@ impl ShareState {
             share_partitions,
             transactions,
             transaction_locks,
+            group_offsets: Vec::new(),
         }
     }
 

@@ -101,41 +101,74 @@ pub fn listed_groups(
         .collect()
 }
 
-/// ListGroups v0–5: the share groups of every shard.
+/// ListGroups v0–5: the share groups and consumer groups (`crate::group`) of every shard,
+/// sorted by group id.
 pub async fn handle_list_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let decoded: ListGroupsRequest = match decode_body(request) {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
     let calls = (0..bus.shard_count())
-        .map(|s| bus.call(ShardId(s as u16), ShardOp::ShareListGroups))
+        .flat_map(|s| {
+            [
+                bus.call(ShardId(s as u16), ShardOp::ShareListGroups),
+                bus.call(
+                    ShardId(s as u16),
+                    ShardOp::Group(crate::group::ops::GroupOp::List),
+                ),
+            ]
+        })
         .collect();
     let mut response = ListGroupsResponse::default();
     let mut shards = Vec::new();
+    let mut consumer_groups = Vec::new();
     for reply in join_all(calls).await {
         match reply {
             ShardReply::ShareGroupsListed(listed) => shards.push(listed),
-            ShardReply::Failed(code) => response.error_code = code,
+            ShardReply::Group(crate::group::ops::GroupReply::Listed(listed)) => {
+                consumer_groups.extend(listed)
+            }
+            ShardReply::Failed(failure) => response.error_code = failure.code(),
             _ => response.error_code = ResponseError::UnknownServerError.code(),
         }
     }
     let strings = |v: &[StrBytes]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let groups = listed_groups(
-        &shards,
-        &strings(&decoded.states_filter),
-        &strings(&decoded.types_filter),
+    let states_filter = strings(&decoded.states_filter);
+    let types_filter = strings(&decoded.types_filter);
+    // (group id, protocol type, state, group type)
+    let mut groups: Vec<(String, String, String, String)> =
+        listed_groups(&shards, &states_filter, &types_filter)
+            .into_iter()
+            .map(|(id, state)| {
+                (
+                    id,
+                    SHARE_GROUP_TYPE.to_string(),
+                    state.to_string(),
+                    SHARE_GROUP_TYPE.to_string(),
+                )
+            })
+            .collect();
+    let passes = |filter: &[String], value: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
+    };
+    groups.extend(
+        consumer_groups
+            .into_iter()
+            .filter(|g| passes(&states_filter, &g.state) && passes(&types_filter, &g.group_type))
+            .map(|g| (g.group_id, g.protocol_type, g.state, g.group_type.to_lowercase())),
     );
+    groups.sort();
     response.groups = groups
         .into_iter()
-        .map(|(id, state)| {
+        .map(|(id, protocol_type, state, group_type)| {
             let mut g = list_groups_response::ListedGroup::default();
             g.group_id = GroupId(sb(&id));
-            g.protocol_type = sb(SHARE_GROUP_TYPE);
+            g.protocol_type = sb(&protocol_type);
             if request.api_version >= 4 {
-                g.group_state = sb(state);
+                g.group_state = sb(&state);
             }
             if request.api_version >= 5 {
-                g.group_type = sb(SHARE_GROUP_TYPE);
+                g.group_type = sb(&group_type);
             }
             g
         })
@@ -221,7 +254,7 @@ async fn group_of<B: Bus>(bus: &B, group_id: &str) -> Result<Option<ShareGroup>,
         .await
     {
         ShardReply::ShareGroupDescribed(group) => Ok(group),
-        ShardReply::Failed(code) => Err(code),
+        ShardReply::Failed(failure) => Err(failure.code()),
         _ => Err(ResponseError::UnknownServerError.code()),
     }
 }
@@ -243,7 +276,7 @@ pub(super) async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<S
     for reply in join_all(calls).await {
         match reply {
             ShardReply::ShareOffsets(offsets) => out.extend(offsets),
-            ShardReply::Failed(code) => return Err(code),
+            ShardReply::Failed(failure) => return Err(failure.code()),
             _ => return Err(ResponseError::UnknownServerError.code()),
         }
     }
@@ -465,7 +498,7 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
                                 .into_iter()
                                 .map(|o| Ok((o.start_offset, o.lag)))
                                 .collect(),
-                            ShardReply::Failed(code) => vec![Err(code); refs.len()],
+                            ShardReply::Failed(failure) => vec![Err(failure.code()); refs.len()],
                             _ => vec![Err(ResponseError::UnknownServerError.code()); refs.len()],
                         };
                         for ((ti, pi, r), answer) in refs.iter().zip(answers) {
@@ -620,8 +653,11 @@ fn results_of(reply: ShardReply, count: usize) -> Vec<ShareAckResult> {
         {
             results
         }
-        ShardReply::Failed(code) => {
-            vec![ShareAckResult::error(code, "the shard could not apply the change"); count]
+        ShardReply::Failed(failure) => {
+            vec![
+                ShareAckResult::error(failure.code(), "the shard could not apply the change");
+                count
+            ]
         }
         _ => vec![
             ShareAckResult::error(
@@ -707,6 +743,7 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
 mod tests {
     use super::*;
     use crate::model::TopicPartition;
+    use crate::server::ops::CallError;
     use crate::server::share_group::{AssignedTopic, ShareMember};
     use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -857,7 +894,7 @@ mod tests {
 
     #[test]
     fn shard_failures_become_per_item_errors() {
-        let r = results_of(ShardReply::Failed(56), 2);
+        let r = results_of(ShardReply::Failed(CallError::Unreachable), 2);
         assert_eq!(r.len(), 2);
         assert!(r.iter().all(|x| x.error_code == 56));
         let r = results_of(

@@ -101,7 +101,7 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
                 a
             });
         }
-        ShardReply::Failed(code) => response.error_code = code,
+        ShardReply::Failed(failure) => response.error_code = failure.code(),
         other => return Outcome::Close(format!("heartbeat answered with {other:?}")),
     }
     respond(request, &response)
@@ -257,10 +257,7 @@ async fn acknowledge<B: Bus>(
                 }
             }
             other => {
-                let code = match other {
-                    ShardReply::Failed(code) => code,
-                    _ => ResponseError::UnknownServerError.code(),
-                };
+                let code = other.unexpected("share acknowledge").code();
                 for (i, _, _) in parts {
                     results[*i].2 = ShareAckResult::error(code, "the shard could not acknowledge");
                 }
@@ -291,8 +288,7 @@ async fn session<B: Bus>(bus: &B, op: ShareSessionOp) -> Result<SessionOutcome, 
     let shard = group_shard(&op.key.group_id, bus.shard_count());
     match bus.call(shard, ShardOp::ShareSession(op)).await {
         ShardReply::ShareSession(outcome) => outcome,
-        ShardReply::Failed(code) => Err(code),
-        _ => Err(ResponseError::UnknownServerError.code()),
+        other => Err(other.unexpected("share session").code()),
     }
 }
 
@@ -364,10 +360,7 @@ fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
 }
 
 fn reply_code(reply: ShardReply) -> i16 {
-    match reply {
-        ShardReply::Failed(code) => code,
-        _ => ResponseError::UnknownServerError.code(),
-    }
+    reply.unexpected("share operation").code()
 }
 
 /// One acquisition walk over the session's partitions in `order`: one call per shard (its

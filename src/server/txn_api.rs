@@ -37,8 +37,8 @@ async fn coordinator<B: Bus>(bus: &B, group_id: &str, op: TxnOp) -> TxnReplyMsg 
     let shard = group_shard(group_id, bus.shard_count());
     match bus.call(shard, ShardOp::Txn(op)).await {
         ShardReply::Txn(reply) => reply,
-        ShardReply::Failed(code) => TxnReplyMsg::Answer(TxnAnswer::error(
-            code,
+        ShardReply::Failed(failure) => TxnReplyMsg::Answer(TxnAnswer::error(
+            failure.code(),
             "the coordinator shard could not run the operation",
             TxnState::Empty,
         )),

@@ -1,6 +1,7 @@
 //! The synchronous file abstraction the partition log is generic over, so tests can crash it.
 //!
-//! - [`Storage`] / [`StorageFile`]: create, open, positional read and write, length, truncate,
+//! - [`Storage`] / [`StorageFile`]: create, open, positional read and write (page-cache writes,
+//!   and block writes as the DMA engine issues them), preallocation, length, truncate,
 //!   `fdatasync`, directory listing and directory `fsync`.
 //! - [`FsStorage`]: real files (`std::fs`, positional I/O through `FileExt`, `sync_data`).
 //! - [`SimStorage`]: an in-memory crash double. For every file it keeps the bytes as last
@@ -10,6 +11,9 @@
 //!   which may be torn (a prefix of its bytes, possibly followed by garbage); files created since
 //!   their directory's last sync may vanish and files removed since may come back. It also
 //!   injects faults: the next `sync` (file or directory) or the next write fails.
+//!   A block write ([`StorageFile::write_direct_at`], what an `O_DIRECT` write is) tears at
+//!   sector granularity ([`SECTOR_BYTES`]): a prefix of whole sectors lands, never garbage, so
+//!   rewriting a block whose first bytes are durable with the same bytes never damages them.
 //!
 //! Crash model, stated as invariants the double keeps:
 //! - bytes present at a file's last successful `sync` survive a crash unless a later write
@@ -59,8 +63,22 @@ pub trait StorageFile {
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
     }
+    /// Writes all of `data` at `offset` as one block write (what the DMA engine issues:
+    /// `O_DIRECT`, `offset` and `data.len()` multiples of the block size). Same effect as
+    /// [`Self::write_at`]; a crash tears it only at sector boundaries, never with garbage.
+    fn write_direct_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(data, offset)
+    }
     /// Truncates or extends (with zeros) the file to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Extends the file to `len` bytes of allocated zeros (`fallocate`), so that later
+    /// writes below `len` change no file size; never shrinks it.
+    fn preallocate(&self, len: u64) -> io::Result<()> {
+        if self.len()? < len {
+            self.set_len(len)?;
+        }
+        Ok(())
+    }
     /// `fdatasync`: the file's data (and the metadata needed to read it) is durable on return.
     fn sync(&self) -> io::Result<()>;
 
@@ -154,10 +172,33 @@ impl StorageFile for FsFile {
         self.file.set_len(len)
     }
 
+    fn preallocate(&self, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        if self.len()? >= len {
+            return Ok(());
+        }
+        let len = libc::off_t::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+        // SAFETY: fallocate on a file descriptor this value owns; no memory is passed.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        match error.raw_os_error() {
+            // File systems without fallocate: a sparse extension (writes then allocate).
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => self.file.set_len(len as u64),
+            _ => Err(error),
+        }
+    }
+
     fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
 }
+
+/// The unit a block write tears at in the crash double (a device sector).
+pub const SECTOR_BYTES: usize = 512;
 
 // ---------------------------------------------------------------------------------------------
 // The in-memory crash double.
@@ -165,7 +206,12 @@ impl StorageFile for FsFile {
 /// One unsynced change to a file, in issue order.
 #[derive(Clone, Debug)]
 enum Op {
-    Write { offset: u64, data: Vec<u8> },
+    /// `direct`: a block write, torn only at sector boundaries.
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+        direct: bool,
+    },
     SetLen(u64),
 }
 
@@ -182,7 +228,7 @@ struct Inode {
 impl Inode {
     fn apply(image: &mut Vec<u8>, op: &Op) {
         match op {
-            Op::Write { offset, data } => {
+            Op::Write { offset, data, .. } => {
                 let start = *offset as usize;
                 let end = start + data.len();
                 if image.len() < end {
@@ -207,11 +253,22 @@ impl Inode {
             Inode::apply(&mut image, op);
         }
         if applied < n && rng.below(2) == 0 {
-            if let Op::Write { offset, data } = &self.unsynced[applied] {
-                // A torn write: a prefix of the bytes lands, and perhaps garbage after it.
-                let keep = rng.below(data.len() as u64 + 1) as usize;
+            if let Op::Write {
+                offset,
+                data,
+                direct,
+            } = &self.unsynced[applied]
+            {
+                // A torn write: a prefix of the bytes lands, and perhaps garbage after it;
+                // a block write lands a prefix of whole sectors and nothing else.
+                let keep = if *direct {
+                    let sectors = data.len().div_ceil(SECTOR_BYTES) as u64;
+                    (rng.below(sectors + 1) as usize * SECTOR_BYTES).min(data.len())
+                } else {
+                    rng.below(data.len() as u64 + 1) as usize
+                };
                 let mut torn = data[..keep].to_vec();
-                if rng.below(3) == 0 {
+                if !*direct && rng.below(3) == 0 {
                     let garbage = rng.below((data.len() - keep) as u64 + 1) as usize;
                     torn.extend((0..garbage).map(|_| rng.next() as u8));
                 }
@@ -221,6 +278,7 @@ impl Inode {
                         &Op::Write {
                             offset: *offset,
                             data: torn,
+                            direct: false,
                         },
                     );
                 }
@@ -512,6 +570,25 @@ impl SimFile {
     }
 }
 
+impl SimFile {
+    fn write(&self, data: &[u8], offset: u64, direct: bool) -> io::Result<()> {
+        self.with(|state, inode| {
+            if std::mem::take(&mut state.fail_next_write) {
+                return Err(io::Error::other("injected write failure"));
+            }
+            let node = state.inodes.get_mut(&inode).ok_or_else(dead)?;
+            let op = Op::Write {
+                offset,
+                data: data.to_vec(),
+                direct,
+            };
+            Inode::apply(&mut node.current, &op);
+            node.unsynced.push(op);
+            Ok(())
+        })
+    }
+}
+
 impl StorageFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.with(|state, inode| {
@@ -534,19 +611,11 @@ impl StorageFile for SimFile {
     }
 
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        self.with(|state, inode| {
-            if std::mem::take(&mut state.fail_next_write) {
-                return Err(io::Error::other("injected write failure"));
-            }
-            let node = state.inodes.get_mut(&inode).ok_or_else(dead)?;
-            let op = Op::Write {
-                offset,
-                data: data.to_vec(),
-            };
-            Inode::apply(&mut node.current, &op);
-            node.unsynced.push(op);
-            Ok(())
-        })
+        self.write(data, offset, false)
+    }
+
+    fn write_direct_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.write(data, offset, true)
     }
 
     fn len(&self) -> io::Result<u64> {

@@ -382,8 +382,21 @@ fn random_transaction_locks(rng: &mut SmallRng) -> TransactionLocks {
     }
 }
 
+fn random_group_offset(rng: &mut SmallRng) -> GroupOffsetCommit {
+    GroupOffsetCommit {
+        group_id: random_string(rng),
+        topic: random_string(rng),
+        partition: rng.gen_range(0..1000),
+        offset: rng.gen_bool(0.8).then(|| random_offset(rng)),
+        leader_epoch: rng.gen_range(-1..100),
+        metadata: if rng.gen_bool(0.5) { String::new() } else { random_string(rng) },
+        commit_timestamp_ms: rng.gen_range(0..i64::MAX / 2),
+        expire_timestamp_ms: if rng.gen_bool(0.8) { -1 } else { rng.gen_range(0..i64::MAX / 2) },
+    }
+}
+
 fn random_entry(rng: &mut SmallRng) -> Entry {
-    match rng.gen_range(0..7) {
+    match rng.gen_range(0..8) {
         0 => {
             let chunk_count = rng.gen_range(1..100);
             Entry::SnapshotBegin(SnapshotBegin {
@@ -405,6 +418,7 @@ fn random_entry(rng: &mut SmallRng) -> Entry {
         3 => Entry::SharePartitionSnapshot(random_partition_state(rng)),
         4 => Entry::SharePartitionUpdate(random_partition_state(rng)),
         5 => Entry::TransactionRecord(random_transaction_record(rng)),
+        6 => Entry::GroupOffsetCommit(random_group_offset(rng)),
         _ => Entry::TransactionLocks(random_transaction_locks(rng)),
     }
 }
@@ -419,6 +433,9 @@ fn random_shard_snapshot(rng: &mut SmallRng) -> ShardSnapshot {
             .collect(),
         transaction_locks: (0..rng.gen_range(0..4))
             .map(|_| random_transaction_locks(rng))
+            .collect(),
+        group_offsets: (0..rng.gen_range(0..4))
+            .map(|_| random_group_offset(rng))
             .collect(),
     }
 }
@@ -718,6 +735,7 @@ fn flatc_written_snapshot_decodes() {
                 delivery_count: 1,
             }],
         }],
+        group_offsets: vec![],
     };
     let fixture = unhex(FIXTURE_FLATC_SHARD_SNAPSHOT);
     assert_eq!(fixture.len(), 448);

@@ -1,0 +1,328 @@
+//! The messages a consumer-group handler sends to the group's shard ([`GroupOp`]) and the
+//! replies ([`GroupReply`]), and their synchronous execution on [`ConsumerGroups`]. All are
+//! `Send` (they cross the shard mesh). The runtime appends the entries an op produced to the
+//! journal and answers once they are durable.
+
+use super::classic::{
+    ClassicGroup, DescribedMember, JoinAnswer, JoinRequest, JoinStep, SyncAnswer, SyncRequest,
+    SyncStep,
+};
+use super::{
+    CommitPartition, ConsumerGroups, ConsumerMembership, FetchedOffset, ListedGroup, Membership,
+};
+use kafka_protocol::ResponseError;
+
+/// Work on the group's shard.
+#[derive(Clone, Debug)]
+pub enum GroupOp {
+    Join {
+        group_id: String,
+        request: JoinRequest,
+    },
+    /// The answer to a parked JoinGroup, if there is one yet.
+    PollJoin {
+        group_id: String,
+        ticket: u64,
+    },
+    Sync {
+        group_id: String,
+        request: SyncRequest,
+    },
+    PollSync {
+        group_id: String,
+        ticket: u64,
+    },
+    Heartbeat {
+        group_id: String,
+        member_id: String,
+        group_instance_id: Option<String>,
+        generation_id: i32,
+    },
+    /// LeaveGroup: (member id, group instance id) per member.
+    Leave {
+        group_id: String,
+        members: Vec<(String, Option<String>)>,
+    },
+    Commit {
+        group_id: String,
+        member_id: String,
+        group_instance_id: Option<String>,
+        generation_or_epoch: i32,
+        api_version: i16,
+        partitions: Vec<CommitPartition>,
+    },
+    /// OffsetFetch (`topics: None`: every committed offset).
+    Fetch {
+        group_id: String,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+        member: Option<(String, i32)>,
+    },
+    /// OffsetDelete.
+    DeleteOffsets {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
+    /// DeleteGroups of one group.
+    Delete {
+        group_id: String,
+    },
+    /// ListGroups (every consumer group of the shard).
+    List,
+    /// DescribeGroups of one group.
+    Describe {
+        group_id: String,
+    },
+    /// ConsumerGroupHeartbeat (KIP-848); `topics`: the registry's topics when it was sent.
+    ConsumerHeartbeat {
+        group_id: String,
+        request: crate::kip848::HeartbeatIn,
+        topics: std::collections::BTreeMap<String, crate::kip848::TopicMeta>,
+    },
+    /// ConsumerGroupDescribe of one group.
+    ConsumerDescribe {
+        group_id: String,
+    },
+}
+
+/// A classic group as DescribeGroups reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub state: String,
+    pub protocol_type: String,
+    /// The selected protocol when Stable, else "" (as Kafka).
+    pub protocol: String,
+    pub members: Vec<DescribedMember>,
+    /// "Classic" or "Consumer".
+    pub group_type: String,
+}
+
+/// Replies to [`GroupOp`]s (one variant per op family).
+#[derive(Clone, Debug)]
+pub enum GroupReply {
+    Join(JoinStep),
+    JoinPolled(Option<JoinAnswer>),
+    Sync(SyncStep),
+    SyncPolled(Option<SyncAnswer>),
+    /// Heartbeat's error code (0: none).
+    Heartbeat(i16),
+    /// Per member error codes, or the group's error code.
+    Left(Result<Vec<i16>, i16>),
+    /// Per partition error codes, or the group's error code.
+    Committed(Result<Vec<i16>, i16>),
+    Fetched(Result<Vec<FetchedOffset>, i16>),
+    OffsetsDeleted(Result<Vec<i16>, i16>),
+    /// `Ok(true)`: deleted; `Ok(false)`: no such consumer group; `Err`: NON_EMPTY_GROUP.
+    Deleted(Result<bool, i16>),
+    Listed(Vec<ListedGroup>),
+    Described(Option<GroupDescription>),
+    ConsumerHeartbeat(Result<crate::kip848::HeartbeatOut, crate::kip848::HeartbeatError>),
+    /// The group's KIP-848 state, if it is a consumer group.
+    ConsumerDescribed(Option<ConsumerMembership>),
+}
+
+/// The KIP-848 membership of a group for a ConsumerGroupHeartbeat; creates the group. An empty
+/// classic group (or one that only has committed offsets) becomes a consumer group, keeping its
+/// offsets, as Kafka converts it; one with classic members is refused (Kafka 4.4 would let
+/// consumer members join it; not implemented).
+fn consumer<'a>(
+    groups: &'a mut ConsumerGroups,
+    group_id: &str,
+    now_ms: u64,
+) -> Result<&'a mut ConsumerMembership, crate::kip848::HeartbeatError> {
+    let group = groups.get_or_create(group_id, now_ms);
+    if let Membership::Classic(c) = &group.membership {
+        if !c.is_empty() {
+            return Err(crate::kip848::HeartbeatError::NotConsumerGroup(
+                group_id.to_string(),
+            ));
+        }
+        group.membership = Membership::Consumer(ConsumerMembership::default());
+    }
+    match &mut group.membership {
+        Membership::Consumer(c) => Ok(c),
+        Membership::Classic(_) => unreachable!("converted above"),
+    }
+}
+
+/// The classic membership of a group for a classic-protocol request; creates the group.
+fn classic<'a>(
+    groups: &'a mut ConsumerGroups,
+    group_id: &str,
+    now_ms: u64,
+) -> Result<&'a mut ClassicGroup, ResponseError> {
+    match &mut groups.get_or_create(group_id, now_ms).membership {
+        Membership::Classic(c) => Ok(c),
+        // Kafka 4.4 lets classic members join a KIP-848 group (upgrade/downgrade), which is
+        // not implemented here.
+        Membership::Consumer(_) => Err(ResponseError::InconsistentGroupProtocol),
+    }
+}
+
+/// The classic membership of an existing group.
+fn existing_classic<'a>(
+    groups: &'a mut ConsumerGroups,
+    group_id: &str,
+) -> Result<&'a mut ClassicGroup, ResponseError> {
+    match groups.group_mut(group_id).map(|g| &mut g.membership) {
+        Some(Membership::Classic(c)) => Ok(c),
+        Some(Membership::Consumer(_)) => Err(ResponseError::InconsistentGroupProtocol),
+        None => Err(ResponseError::UnknownMemberId),
+    }
+}
+
+/// Runs `op` on the shard's groups.
+pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupReply {
+    match op {
+        GroupOp::Join { group_id, request } => {
+            let step = match classic(groups, &group_id, now_ms) {
+                Ok(c) => c.join(&request, now_ms),
+                Err(e) => JoinStep::Done(JoinAnswer::error(e, &request.member_id)),
+            };
+            // A group the join left without members or offsets (refused first join).
+            groups.tick_group(&group_id, now_ms);
+            GroupReply::Join(step)
+        }
+        GroupOp::PollJoin { group_id, ticket } => GroupReply::JoinPolled(
+            match existing_classic(groups, &group_id) {
+                Ok(c) => c.poll_join(ticket, now_ms),
+                Err(e) => Some(JoinAnswer::error(e, "")),
+            },
+        ),
+        GroupOp::Sync { group_id, request } => {
+            GroupReply::Sync(match existing_classic(groups, &group_id) {
+                Ok(c) => c.sync(&request, now_ms),
+                Err(e) => SyncStep::Done(SyncAnswer::error(e)),
+            })
+        }
+        GroupOp::PollSync { group_id, ticket } => GroupReply::SyncPolled(
+            match existing_classic(groups, &group_id) {
+                Ok(c) => c.poll_sync(ticket, now_ms),
+                Err(e) => Some(SyncAnswer::error(e)),
+            },
+        ),
+        GroupOp::Heartbeat {
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+        } => GroupReply::Heartbeat(
+            existing_classic(groups, &group_id)
+                .and_then(|c| {
+                    c.heartbeat(
+                        &member_id,
+                        group_instance_id.as_deref(),
+                        generation_id,
+                        now_ms,
+                    )
+                })
+                .err()
+                .map_or(0, |e| e.code()),
+        ),
+        GroupOp::Leave { group_id, members } => {
+            let reply = match existing_classic(groups, &group_id) {
+                Ok(c) => Ok(members
+                    .iter()
+                    .map(|(id, instance)| {
+                        c.leave(id, instance.as_deref(), now_ms)
+                            .err()
+                            .map_or(0, |e| e.code())
+                    })
+                    .collect()),
+                Err(e) => Err(e.code()),
+            };
+            GroupReply::Left(reply)
+        }
+        GroupOp::Commit {
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_or_epoch,
+            api_version,
+            partitions,
+        } => GroupReply::Committed(
+            groups
+                .commit(
+                    &group_id,
+                    &member_id,
+                    group_instance_id.as_deref(),
+                    generation_or_epoch,
+                    api_version,
+                    &partitions,
+                    now_ms,
+                )
+                .map_err(|e| e.code()),
+        ),
+        GroupOp::Fetch {
+            group_id,
+            topics,
+            member,
+        } => GroupReply::Fetched(
+            groups
+                .fetch(
+                    &group_id,
+                    topics.as_deref(),
+                    member.as_ref().map(|(m, e)| (m.as_str(), *e)),
+                    now_ms,
+                )
+                .map_err(|e| e.code()),
+        ),
+        GroupOp::DeleteOffsets {
+            group_id,
+            partitions,
+        } => GroupReply::OffsetsDeleted(
+            groups
+                .delete_offsets(&group_id, &partitions, now_ms)
+                .map_err(|e| e.code()),
+        ),
+        GroupOp::Delete { group_id } => GroupReply::Deleted(
+            groups
+                .delete_group(&group_id, now_ms)
+                .map_err(|e| e.code()),
+        ),
+        GroupOp::List => GroupReply::Listed(groups.list(now_ms)),
+        GroupOp::ConsumerHeartbeat {
+            group_id,
+            request,
+            topics,
+        } => {
+            groups.tick_group(&group_id, now_ms);
+            let result = consumer(groups, &group_id, now_ms)
+                .and_then(|c| c.heartbeat(&request, &topics, now_ms));
+            // A group the heartbeat left without members or offsets is forgotten.
+            groups.tick_group(&group_id, now_ms);
+            GroupReply::ConsumerHeartbeat(result)
+        }
+        GroupOp::ConsumerDescribe { group_id } => {
+            groups.tick_group(&group_id, now_ms);
+            GroupReply::ConsumerDescribed(groups.group(&group_id).and_then(|g| {
+                match &g.membership {
+                    Membership::Consumer(c) => Some(c.clone()),
+                    Membership::Classic(_) => None,
+                }
+            }))
+        }
+        GroupOp::Describe { group_id } => {
+            groups.tick_group(&group_id, now_ms);
+            GroupReply::Described(groups.group(&group_id).map(|g| match &g.membership {
+                Membership::Classic(c) => GroupDescription {
+                    state: c.state().name().to_string(),
+                    protocol_type: c.protocol_type().unwrap_or("").to_string(),
+                    protocol: if c.state() == super::ClassicState::Stable {
+                        c.protocol_name().unwrap_or("").to_string()
+                    } else {
+                        String::new()
+                    },
+                    members: c.describe_members(),
+                    group_type: g.type_name().to_string(),
+                },
+                Membership::Consumer(c) => GroupDescription {
+                    state: c.state_name().to_string(),
+                    protocol_type: "consumer".to_string(),
+                    protocol: String::new(),
+                    members: Vec::new(),
+                    group_type: g.type_name().to_string(),
+                },
+            }))
+        }
+    }
+}
