@@ -878,6 +878,7 @@ impl ShardHandle {
     /// flush a waiter starts (`wait_journal`), or on housekeeping's, so the journal does not
     /// flush continuously under load. An append that fails poisons the journal (the entries are
     /// already out of the share state) and takes the fatal path: it never returns then.
+    /// Consumer-group entries (`crate::group`) go with the share state's.
     fn append_share_entries(&self) -> Option<u64> {
         let entries = {
             let mut state = self.state.borrow_mut();
@@ -1030,7 +1031,7 @@ impl ShardHandle {
             .borrow_mut()
             .groups
             .retain_topics(&|t| registry.topic(t).is_some());
-        let _ = self.append_share_entries();
+        self.append_share_entries();
         for report in reports.iter().filter(|r| !r.truncated.is_empty()) {
             tracing::warn!(shard = %self.id, ?report, "partition recovered with a truncated tail");
         }
