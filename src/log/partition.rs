@@ -954,6 +954,31 @@ impl<S: Storage> PartitionLog<S> {
     }
 }
 
+/// A log dropped (shutdown, deletion, a clean reopen) hands its written-behind tail to the
+/// file (not synced), as a page-cache log would have it: a process restart without power loss
+/// keeps every append. Bytes a flush in flight is also writing are the same bytes, except its
+/// zero padding, which can only land past what that flush made durable (rule 2' of FORMAT.md
+/// cuts there after a power loss).
+impl<S: Storage> Drop for PartitionLog<S> {
+    fn drop(&mut self) {
+        if self.is_poisoned() {
+            return;
+        }
+        let Some(active) = self.segments.last() else {
+            return;
+        };
+        if active.tail.bytes.is_empty() || active.tail.start == u64::MAX {
+            return;
+        }
+        if let Err(error) = active
+            .file
+            .write_direct_at(&active.tail.bytes, active.tail.start)
+        {
+            tracing::warn!(file = %active.path.display(), %error, "could not write the log tail at close");
+        }
+    }
+}
+
 /// Performs a ticket's syncs through the storage (the synchronous path; the runtime does the
 /// same through io_uring).
 pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<()> {
