@@ -8,12 +8,12 @@
 //! `partitions` partitions:
 //!
 //! 1. produce: `ProducerPerformance --num-records N --record-size 1024 --throughput -1
-//!    --producer-props acks=all` (the Java producer's defaults otherwise: idempotent, linger 5 ms,
-//!    16 KiB batches, 32 MiB of buffer); records/s, MiB/s and latency percentiles as the tool
-//!    prints them. At `--throughput -1` the producer keeps its buffer full, so its latencies are
-//!    mostly queueing in the client (about buffer / throughput): they compare how fast each
-//!    broker drains a full producer, not an idle broker's response time
-//!    (`--producer-throughput N` runs the tool at a fixed rate instead);
+//!    --command-property acks=all` (4.4's spelling of `--producer-props`; the Java producer's
+//!    defaults otherwise: idempotent, linger 5 ms, 16 KiB batches, 32 MiB of buffer); records/s,
+//!    MiB/s and latency percentiles as the tool prints them. At `--throughput -1` the producer
+//!    keeps its buffer full, so its latencies are mostly queueing in the client (about buffer /
+//!    throughput): they compare how fast each broker drains a full producer, not an idle
+//!    broker's response time (`--producer-throughput N` runs the tool at a fixed rate instead);
 //! 2. share-consume: `ShareConsumerPerformance --num-records N` in a share group whose
 //!    `share.auto.offset.reset` is `earliest` (set with IncrementalAlterConfigs before the
 //!    consumer joins), i.e. it drains what 1 produced, implicit acknowledgement, `--threads`
@@ -127,8 +127,10 @@ struct Report {
     commit: String,
     machine: serde_json::Value,
     plan: Plan,
-    /// /proc/loadavg when the run started: other work on the machine skews every figure.
+    /// /proc/loadavg when the run started and ended: other work on the machine skews every
+    /// figure.
     load_average_at_start: String,
+    load_average_at_end: String,
     storage: Storage,
     brokers: Vec<BrokerResult>,
     targets: Vec<Target>,
@@ -262,16 +264,15 @@ fn main() {
         plan.share_consumers = v.parse().expect("--threads N");
     }
     assert!(plan.records > 0 && plan.share_consumers > 0);
-    let load_average_at_start = std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let load_average_at_start = load_average();
     let work_dir = tempfile::Builder::new()
         .prefix("lockstep-bench-broker-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("temporary directory");
     let work = work_dir.path();
 
-    // Kafka's tools need its distribution (and java); the Kafka broker only runs under `cargo bench`.
+    // Kafka's tools need its distribution (and java); the Kafka broker runs only under
+    // `cargo bench`.
     let tools = if full {
         progress("kafka: checking target/test-deps/kafka (tools/kafka-reference.sh fetch)");
         kafka_available().and_then(|_| java_available())
@@ -374,6 +375,7 @@ fn main() {
         machine: common::machine(),
         plan,
         load_average_at_start,
+        load_average_at_end: load_average(),
         storage,
         brokers,
         targets,
@@ -404,6 +406,13 @@ fn main() {
             }
         }
     }
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// One broker: start it, produce, share-consume, stop it.
@@ -514,12 +523,14 @@ fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
         &plan.producer_throughput.to_string(),
         "--reporting-interval",
         "1000",
-        "--producer-props",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+        // Kafka 4.4's name for `--producer-props` (deprecated).
+        "--command-property",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    args.push(format!("bootstrap.servers={}", broker.bootstrap()));
     args.push("acks=all".into());
     args.push("client.id=p14-bench-producer".into());
     args
@@ -908,8 +919,11 @@ fn print_table(report: &Report) {
         p.records, p.record_bytes, p.partitions, p.share_consumers, report.commit
     );
     println!(
-        "machine: {} cpus ({}), load average {} at start",
-        report.machine["cpus"], report.machine["cpu"], report.load_average_at_start
+        "machine: {} cpus ({}), load average {} at start, {} at the end",
+        report.machine["cpus"],
+        report.machine["cpu"],
+        report.load_average_at_start,
+        report.load_average_at_end
     );
     println!(
         "storage: O_DIRECT sequential write {:.0} MB/s (1 MiB blocks, one fdatasync at the end)",

@@ -1406,8 +1406,8 @@ fn print_table(report: &Report) {
     let p = &report.plan;
     println!();
     println!(
-        "broker bench: 1 KiB records, acks=all, {} partitions, {} connections x {} in flight, \
-         requests of {} batches x {} records ({} bytes)",
+        "broker bench, raw-protocol generator (--raw): 1 KiB records, acks=all, {} partitions, \
+         {} connections x {} in flight, requests of {} batches x {} records ({} bytes)",
         p.partitions,
         p.connections,
         p.in_flight_per_connection,
@@ -1540,8 +1540,8 @@ fn print_table(report: &Report) {
     }
     if let Some(c) = &report.comparison {
         println!(
-            "targets: produce throughput {:.2}x Kafka (>= 1.5: {}), fixed-rate p99 {:.2}x Kafka \
-             (<= 0.5: {})",
+            "raw generator, issue 3's targets: produce throughput {:.2}x Kafka (>= 1.5: {}), \
+             fixed-rate p99 {:.2}x Kafka (<= 0.5: {})",
             c.produce_throughput_ratio,
             if c.produce_throughput_met {
                 "met"
