@@ -26,7 +26,7 @@ pub const LOG_BLOCK_BYTES: u64 = 4096;
 pub const LOG_PREALLOCATE_BYTES: u64 = 16 * 1024 * 1024;
 /// Recently written bytes of the active segment kept in memory after their write completed
 /// (consumers at the tail read them without touching the disk).
-pub const LOG_TAIL_CACHE_BYTES: u64 = 1024 * 1024;
+pub const LOG_TAIL_CACHE_BYTES: u64 = 256 * 1024;
 /// Open DMA file handles the engine keeps per shard (least recently written closed first).
 pub const ENGINE_OPEN_FILES_MAX: usize = 256;
 

@@ -369,9 +369,22 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                         Err(e) => panic!("seed {seed}: unexpected {e}"),
                     }
                 } else {
+                    // Appends are written behind: the failing write is the next flush's block
+                    // write (or a roll's seal, which fails the append itself).
                     storage.fail_next_write();
                     let bytes = random_batch(&mut rng, now_ms);
-                    assert!(log.append(&bytes, now_ms).is_err(), "seed {seed}");
+                    if let Ok(info) = log.append(&bytes, now_ms) {
+                        let header = batch::validate(&bytes).unwrap();
+                        let mut stored = bytes.clone();
+                        batch::set_base_offset(&mut stored, info.base_offset as i64);
+                        model.batches.push(ModelBatch {
+                            base: info.base_offset,
+                            count: header.records_count as u64,
+                            bytes: stored,
+                            max_timestamp: header.max_timestamp,
+                        });
+                        assert!(log.flush().is_err(), "seed {seed}");
+                    }
                     model.poisoned = true;
                 }
                 assert_eq!(log.is_poisoned(), model.poisoned);

@@ -15,15 +15,26 @@
 //! - [`PartitionLog`]: append, read, roll, retention, flush tickets, recovery at open.
 //!
 //! Durability argument (the crash tests check it):
-//! 1. `append` writes through [`Storage`](crate::storage::file::Storage) into the page cache;
-//!    nothing is durable until a flush completes. A flush ([`PartitionLog::begin_flush`] /
-//!    [`PartitionLog::complete_flush`]) `fdatasync`s every file written since the last one
-//!    (and the directory when entries changed), then declares durable exactly the offsets
-//!    written before it began.
-//! 2. A roll seals the active segment synchronously: data `fdatasync`, index written and
-//!    synced, directory synced, and only then the next segment is created. So every sealed
-//!    segment is complete on disk, and a torn or corrupt frame can only be in the last
-//!    segment's tail, which recovery cuts; anywhere else it is an error naming file and byte.
+//! 1. `append` encodes the frame into the active segment's in-memory tail (write-behind; the
+//!    file is preallocated ahead of it, so writes below its length change no file size);
+//!    nothing is written or durable until a flush. A flush ([`PartitionLog::begin_flush`] /
+//!    [`PartitionLog::complete_flush`]) hands out the unwritten tail as one block-aligned
+//!    write (the partially filled last block rewritten from memory: its durable bytes are
+//!    rewritten with the same bytes; a torn block write tears at sector boundaries, leaving
+//!    old or new sectors, so it damages nothing durable), made durable by the engine
+//!    (`O_DSYNC` `O_DIRECT` write, or write and `fdatasync`), `fdatasync`s every other file
+//!    written since the last one (and the directory when entries changed), then declares
+//!    durable exactly the offsets appended before it began. One flush at a time; block writes
+//!    of consecutive flushes overlap only in their first block, never concurrently.
+//! 2. A roll seals the active segment synchronously: its unwritten tail written, the file cut
+//!    to its frames (the preallocated zeros go), data `fdatasync`, index written and synced,
+//!    directory synced, and only then the next segment is created (its header written by the
+//!    next flush: a crash before leaves an all-zero header, a last segment recovery removes).
+//!    Never while a flush is in flight (its block write may still be landing on the last
+//!    block): a segment then runs over `segment_bytes` by what arrives during that flush and
+//!    rolls at the next `begin_flush`. So every sealed segment is complete on disk, and a
+//!    torn or corrupt frame can only be in the last segment's tail, which recovery cuts;
+//!    anywhere else it is an error naming file and byte.
 //! 3. Segments are removed (retention, `delete_records_before`) only after a checkpoint with
 //!    a log start at or past their end is durable; recovery deletes leftovers below the start.
 //! 4. Recovery `fdatasync`s what it keeps, so after `open` everything in the log is durable.

@@ -959,6 +959,31 @@ impl<S: Storage> PartitionLog<S> {
     }
 }
 
+/// A log dropped (shutdown, deletion, a clean reopen) hands its written-behind tail to the
+/// file (not synced), as a page-cache log would have it: a process restart without power loss
+/// keeps every append. Bytes a flush in flight is also writing are the same bytes, except its
+/// zero padding, which can only land past what that flush made durable (rule 2' of FORMAT.md
+/// cuts there after a power loss).
+impl<S: Storage> Drop for PartitionLog<S> {
+    fn drop(&mut self) {
+        if self.is_poisoned() {
+            return;
+        }
+        let Some(active) = self.segments.last() else {
+            return;
+        };
+        if active.tail.bytes.is_empty() || active.tail.start == u64::MAX {
+            return;
+        }
+        if let Err(error) = active
+            .file
+            .write_direct_at(&active.tail.bytes, active.tail.start)
+        {
+            tracing::warn!(file = %active.path.display(), %error, "could not write the log tail at close");
+        }
+    }
+}
+
 /// Performs a ticket's syncs through the storage (the synchronous path; the runtime does the
 /// same through io_uring).
 pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<()> {
@@ -1155,6 +1180,116 @@ mod tests {
         let result = sync_ticket(&storage, &record);
         log.complete_flush(record, result).unwrap();
         assert!(log.begin_flush().is_none());
+    }
+
+    fn segment_path(base: u64) -> PathBuf {
+        Path::new("/data/t-0").join(segment_file_name(base))
+    }
+
+    #[test]
+    fn appends_are_written_behind_into_a_preallocated_segment() {
+        let storage = SimStorage::new();
+        let (mut log, _) = open(&storage, small());
+        let file = segment_path(0);
+        // Preallocated to the segment size (a whole number of blocks), header and all written.
+        assert_eq!(storage.contents(&file).unwrap().len(), 4096);
+        log.append(&batch(2, 0, 10), 0).unwrap();
+        let before = storage.contents(&file).unwrap();
+        assert!(before[HEADER_BYTES_U64 as usize..].iter().all(|&b| b == 0));
+        // Reads come from the in-memory tail until the block write lands.
+        assert_eq!(log.read(0, usize::MAX).unwrap().batches, 1);
+        let ticket = log.begin_flush().unwrap();
+        assert_eq!(ticket.writes.len(), 1);
+        let write = &ticket.writes[0];
+        assert_eq!((write.position, write.data.len()), (0, 4096));
+        assert!(ticket.files.is_empty(), "the block write carries the segment");
+        let result = sync_ticket(&storage, &ticket);
+        log.complete_flush(ticket, result).unwrap();
+        let size = log.size_bytes() as usize;
+        let after = storage.contents(&file).unwrap();
+        assert_eq!(after.len(), 4096, "a flush changes no file size");
+        assert!(after[size..].iter().all(|&b| b == 0));
+        // The next write rewrites the partially filled block, from its start.
+        log.append(&batch(1, 0, 10), 0).unwrap();
+        let ticket = log.begin_flush().unwrap();
+        assert_eq!(ticket.writes[0].position, 0);
+        assert_eq!(&ticket.writes[0].data[..size], &after[..size]);
+        let result = sync_ticket(&storage, &ticket);
+        log.complete_flush(ticket, result).unwrap();
+        drop(log);
+        let (log, report) = open(&storage, small());
+        assert!(report.truncated.is_empty(), "{report:?}");
+        assert_eq!(report.zero_tails.len(), 1, "the preallocated tail is a clean end");
+        assert_eq!(log.log_end_offset(), 3);
+        assert_eq!(storage.contents(&file).unwrap().len(), 4096, "kept preallocated");
+    }
+
+    #[test]
+    fn a_torn_block_write_is_a_torn_tail_and_keeps_what_was_durable() {
+        let mut torn = 0;
+        for seed in 0..200 {
+            let storage = SimStorage::new();
+            let config = LogConfig {
+                segment_bytes: 64 * 1024,
+                ..small()
+            };
+            let (mut log, _) = open(&storage, config.clone());
+            for i in 0..(seed % 7 + 1) {
+                log.append(&batch(1 + i as usize % 3, 0, 300), 0).unwrap();
+            }
+            log.flush().unwrap();
+            let durable = log.durable_end_offset();
+            for i in 0..(seed % 5 + 1) {
+                log.append(&batch(1 + i as usize % 2, 0, 700), 0).unwrap();
+            }
+            let written = log.log_end_offset();
+            // The block write is issued, its sync never happens: a power loss.
+            let ticket = log.begin_flush().unwrap();
+            for write in &ticket.writes {
+                let file = storage.open(&write.path).unwrap();
+                file.write_direct_at(&write.data, write.position).unwrap();
+            }
+            let after = storage.crash(seed);
+            let (log, report) = open(&after, config);
+            let end = log.log_end_offset();
+            assert!(durable <= end && end <= written, "seed {seed}: {end}");
+            torn += usize::from(!report.truncated.is_empty());
+            let all = log.read(0, usize::MAX).unwrap();
+            assert_eq!(all.next_offset, end, "seed {seed}: every kept batch reads back");
+        }
+        assert!(torn > 0, "some crashes tear the block write");
+    }
+
+    #[test]
+    fn no_roll_while_a_flush_is_in_flight() {
+        let storage = SimStorage::new();
+        let (mut log, _) = open(&storage, small());
+        log.append(&batch(1, 0, 100), 0).unwrap();
+        let ticket = log.begin_flush().unwrap();
+        for _ in 0..30 {
+            log.append(&batch(1, 0, 100), 0).unwrap();
+        }
+        assert_eq!(log.segment_count(), 1, "the segment runs over during the flight");
+        assert!(log.size_bytes() > small().segment_bytes);
+        assert!(!log.roll_if_due(0).unwrap());
+        let result = sync_ticket(&storage, &ticket);
+        log.complete_flush(ticket, result).unwrap();
+        // The next flush rolls it first: sealed, cut to its frames, synced.
+        let ticket = log.begin_flush().unwrap();
+        assert_eq!(log.segment_count(), 2);
+        let sealed = &log.segments()[0];
+        assert_eq!(
+            storage.contents(&sealed.path).unwrap().len() as u64,
+            sealed.size_bytes
+        );
+        let result = sync_ticket(&storage, &ticket);
+        log.complete_flush(ticket, result).unwrap();
+        let end = log.log_end_offset();
+        drop(log);
+        let (log, report) = open(&storage, small());
+        assert!(report.truncated.is_empty() && report.indexes_rebuilt.is_empty());
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(log.read(0, usize::MAX).unwrap().next_offset, end);
     }
 
     #[test]

@@ -8,10 +8,12 @@
 //!   metadata changes since segments are preallocated), or a write and an `fdatasync`.
 //!   Handles stay open in a per-shard cache keyed by path (opening a segment in a directory
 //!   closes the handles of that directory's other segments: a roll seals the old one; at most
-//!   [`ENGINE_OPEN_FILES_MAX`] handles, least recently written closed first).
-//! - `fdatasync` of the files and `fsync` of the directories a ticket names, using glommio
-//!   file handles opened on the same paths (`fdatasync` acts on the inode, so a second
-//!   descriptor flushes what the log wrote through its own).
+//!   [`ENGINE_OPEN_FILES_MAX`] handles, least recently written closed first; on every open,
+//!   handles of files that no longer exist are closed, so a deleted segment's space is freed).
+//! - `fdatasync` of the files (log-start checkpoints, journal segments) and `fsync` of the
+//!   directories a ticket names, using glommio file handles opened on the same paths
+//!   (`fdatasync` acts on the inode, so a second descriptor flushes what the log or the
+//!   journal's mapping wrote); file handles are cached the same way, in their own map.
 //!
 //! Everything of one ticket runs concurrently; the first error is returned with its path.
 //! A file system without `O_DIRECT` (tmpfs) gets buffered writes and `fdatasync` instead.
@@ -62,8 +64,34 @@ enum Handle {
 
 struct Engine {
     mode: SyncMode,
+    /// Block-write handles.
     files: HashMap<PathBuf, (Handle, u64)>,
+    /// `fdatasync` handles.
+    syncs: HashMap<PathBuf, (Rc<BufferedFile>, u64)>,
     clock: u64,
+}
+
+/// Inserts into a handle cache, closing first the handles of files that no longer exist,
+/// those `evict` names, and the least recently used one if the cache is full.
+fn insert<H>(
+    map: &mut HashMap<PathBuf, (H, u64)>,
+    clock: &mut u64,
+    path: &Path,
+    handle: H,
+    evict: impl Fn(&Path) -> bool,
+) {
+    map.retain(|other, _| !evict(other) && other.exists());
+    if map.len() >= ENGINE_OPEN_FILES_MAX {
+        let oldest = map
+            .iter()
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(p, _)| p.clone());
+        if let Some(oldest) = oldest {
+            map.remove(&oldest);
+        }
+    }
+    *clock += 1;
+    map.insert(path.to_path_buf(), (handle, *clock));
 }
 
 thread_local! {
@@ -71,6 +99,7 @@ thread_local! {
     static ENGINE: RefCell<Engine> = RefCell::new(Engine {
         mode: sync_mode(),
         files: HashMap::new(),
+        syncs: HashMap::new(),
         clock: 0,
     });
 }
@@ -116,31 +145,53 @@ async fn handle(path: &Path) -> io::Result<(Handle, SyncMode)> {
         }
     };
     ENGINE.with(|engine| {
-        let mut engine = engine.borrow_mut();
+        let engine = &mut *engine.borrow_mut();
         let dir = path.parent();
-        engine.files.retain(|other, _| other.parent() != dir);
-        if engine.files.len() >= ENGINE_OPEN_FILES_MAX {
-            let oldest = engine
-                .files
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(p, _)| p.clone());
-            if let Some(oldest) = oldest {
-                engine.files.remove(&oldest);
-            }
-        }
-        engine.clock += 1;
-        let now = engine.clock;
-        engine
-            .files
-            .insert(path.to_path_buf(), (handle.clone(), now));
+        insert(
+            &mut engine.files,
+            &mut engine.clock,
+            path,
+            handle.clone(),
+            |other| other.parent() == dir,
+        );
     });
     Ok((handle, mode))
 }
 
-/// Drops the engine's handle of `path` (after a write error: the next write reopens it).
+/// Drops the engine's handles of `path` (after an error: the next use reopens it).
 fn forget(path: &Path) {
-    ENGINE.with(|engine| engine.borrow_mut().files.remove(path));
+    ENGINE.with(|engine| {
+        let mut engine = engine.borrow_mut();
+        engine.files.remove(path);
+        engine.syncs.remove(path);
+    });
+}
+
+async fn sync_handle(path: &Path) -> io::Result<Rc<BufferedFile>> {
+    let found = ENGINE.with(|engine| {
+        let engine = &mut *engine.borrow_mut();
+        engine.clock += 1;
+        let now = engine.clock;
+        engine.syncs.get_mut(path).map(|(file, used)| {
+            *used = now;
+            file.clone()
+        })
+    });
+    if let Some(file) = found {
+        return Ok(file);
+    }
+    let file = Rc::new(
+        BufferedFile::open(path)
+            .await
+            .map_err(|e| with_path(path, e))?,
+    );
+    ENGINE.with(|engine| {
+        let engine = &mut *engine.borrow_mut();
+        insert(&mut engine.syncs, &mut engine.clock, path, file.clone(), |_| {
+            false
+        });
+    });
+    Ok(file)
 }
 
 /// One block write, durable on return.
@@ -191,12 +242,12 @@ pub async fn write_block(write: &BlockWrite) -> io::Result<()> {
 /// `fdatasync` of one file (the journal's memory-mapped segment: a shared mapping's dirty
 /// pages are the file's page cache, so this makes them durable).
 pub async fn sync_file(path: &Path) -> io::Result<()> {
-    let file = BufferedFile::open(path)
-        .await
-        .map_err(|e| with_path(path, e))?;
+    let file = sync_handle(path).await?;
     let result = file.fdatasync().await.map_err(|e| with_path(path, e));
-    let closed = file.close().await.map_err(|e| with_path(path, e));
-    result.and(closed)
+    if result.is_err() {
+        forget(path);
+    }
+    result
 }
 
 async fn sync_dir(path: &Path) -> io::Result<()> {

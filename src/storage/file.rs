@@ -720,6 +720,35 @@ mod tests {
     }
 
     #[test]
+    fn a_torn_block_write_leaves_whole_old_or_new_sectors() {
+        let mut partial = 0;
+        for seed in 0..200 {
+            let s = SimStorage::new();
+            s.create_dir_all(&dir()).unwrap();
+            let path = dir().join("f");
+            let f = s.create(&path).unwrap();
+            f.write_at(&[0x55; 4096], 0).unwrap();
+            f.sync().unwrap();
+            s.sync_dir(&dir()).unwrap();
+            f.write_direct_at(&[0xaa; 4096], 0).unwrap();
+            let bytes = s.crash(seed).contents(&path).unwrap();
+            assert_eq!(bytes.len(), 4096);
+            let sectors: Vec<u8> = bytes
+                .chunks(SECTOR_BYTES)
+                .map(|c| {
+                    assert!(c.iter().all(|&b| b == c[0]), "seed {seed}: a sector is whole");
+                    c[0]
+                })
+                .collect();
+            // A prefix of new sectors, then old ones.
+            let new = sectors.iter().take_while(|&&b| b == 0xaa).count();
+            assert!(sectors[new..].iter().all(|&b| b == 0x55), "seed {seed}");
+            partial += usize::from(new > 0 && new < sectors.len());
+        }
+        assert!(partial > 0);
+    }
+
+    #[test]
     fn directory_entries_follow_sync_dir() {
         let mut vanished = 0;
         let mut came_back = 0;
