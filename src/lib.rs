@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod config;
+pub mod config_file;
 pub mod constants;
 pub mod journal;
 pub mod log;

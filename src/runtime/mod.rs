@@ -16,12 +16,16 @@
 //! - [`conn`]: the listener and client connections.
 //! - [`files`]: io_uring fdatasync of flush tickets.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
+//! - [`tls`]: the rustls configuration of TLS listeners, certificate principals.
+//!
+//! Every shard binds every listener of the configuration (each with SO_REUSEPORT).
 
 pub mod bench;
 pub mod conn;
 pub mod files;
 pub mod shard;
 pub mod sync;
+pub mod tls;
 
 use crate::config::BrokerConfig;
 use crate::constants::{
@@ -57,6 +61,8 @@ pub enum RuntimeError {
     Metrics { addr: String, error: io::Error },
     Executor(String),
     Shard { shard: usize, reason: String },
+    /// The TLS settings or listeners cannot be served.
+    Listeners(String),
 }
 
 impl RuntimeError {
@@ -69,6 +75,7 @@ impl RuntimeError {
             RuntimeError::Metrics { .. } => 6,
             RuntimeError::Executor(_) => 7,
             RuntimeError::Shard { .. } => 8,
+            RuntimeError::Listeners(_) => 9,
         }
     }
 }
@@ -84,6 +91,7 @@ impl fmt::Display for RuntimeError {
             }
             RuntimeError::Executor(e) => write!(f, "cannot start executors: {e}"),
             RuntimeError::Shard { shard, reason } => write!(f, "shard {shard}: {reason}"),
+            RuntimeError::Listeners(reason) => write!(f, "listeners: {reason}"),
         }
     }
 }
@@ -164,10 +172,26 @@ struct ShardSetup {
     drained: Arc<AtomicUsize>,
     /// Share sessions of every shard count against this (a per-broker limit, as Kafka's).
     share_sessions: SessionBudget,
+    /// The TLS listeners' configuration (built once, shared by every shard).
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
 pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
+    if let Some(l) = config.listeners.iter().find(|l| l.protocol.uses_sasl()) {
+        return Err(RuntimeError::Listeners(format!(
+            "listener {} is {}: SASL is not supported yet",
+            l.name,
+            l.protocol.name()
+        )));
+    }
+    let tls = match &config.tls {
+        Some(settings) if config.listeners.iter().any(|l| l.protocol.uses_tls()) => {
+            Some(tls::server_config(settings).map_err(RuntimeError::Listeners)?)
+        }
+        _ => None,
+    };
+    crate::config::set_static_broker_defaults(config.broker_defaults.clone());
     std::fs::create_dir_all(&config.data_dir).map_err(|error| RuntimeError::DataDir {
         path: config.data_dir.display().to_string(),
         error,
@@ -225,6 +249,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             stop: stop.clone(),
             drained: drained.clone(),
             share_sessions: share_sessions.clone(),
+            tls: tls.clone(),
         };
         let placement = match cpus.get(index % cpus.len().max(1)) {
             Some(&cpu) if config.shards <= cpus.len() => Placement::Fixed(cpu),
@@ -256,9 +281,15 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             }
         }
     }
+    let addrs: Vec<String> = config
+        .listeners
+        .iter()
+        .map(|l| l.addr.to_string())
+        .collect();
     println!(
         "lockstep ready: listening on {} ({} shards)",
-        config.listen, config.shards
+        addrs.join(", "),
+        config.shards
     );
     let _ = io::stdout().flush();
     tracing::info!(listen = %config.listen, shards = config.shards, data_dir = %config.data_dir.display(), "broker ready");
@@ -328,8 +359,22 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "partitions open"
     );
-    let listener = TcpListener::bind(config.listen)
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let mut listeners = Vec::with_capacity(config.listeners.len());
+    for l in &config.listeners {
+        let bound = TcpListener::bind(l.addr)
+            .map_err(|e| format!("cannot listen on {} ({}): {e}", l.addr, l.name))?;
+        let endpoint = conn::Endpoint {
+            name: l.name.clone(),
+            protocol: l.protocol,
+            advertised: l.advertised,
+            tls: match (&setup.tls, l.protocol.uses_tls()) {
+                (Some(tls), true) => Some(futures_rustls::TlsAcceptor::from(tls.clone())),
+                (None, true) => return Err(format!("listener {} has no TLS settings", l.name)),
+                _ => None,
+            },
+        };
+        listeners.push((bound, std::rc::Rc::new(endpoint)));
+    }
     let metrics: Arc<Mutex<ShardMetrics>> = setup.metrics.shard(id);
     let ctx = ShardCtx::new(
         state,
@@ -369,7 +414,13 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     }
     let _ = setup.ready.send(Ok(id));
 
-    conn::accept_loop(ctx.clone(), listener, config.advertised).await;
+    let accepting: Vec<_> = listeners
+        .into_iter()
+        .map(|(bound, endpoint)| glommio::spawn_local(conn::accept_loop(ctx.clone(), bound, endpoint)))
+        .collect();
+    for task in accepting {
+        task.await;
+    }
 
     let drain_deadline = Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS_MAX);
     while ctx.connections_active.get() > 0 && Instant::now() < drain_deadline {
