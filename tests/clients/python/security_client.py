@@ -20,7 +20,8 @@ try:
         md = AdminClient(conf).list_topics(timeout=15)
         out["brokers"] = sorted(f"{b.host}:{b.port}" for b in md.brokers.values())
     elif action == "create":
-        fs = AdminClient(conf).create_topics(
+        admin = AdminClient(conf)
+        fs = admin.create_topics(
             [NewTopic(req["topic"], num_partitions=req["partitions"], replication_factor=1)]
         )
         for f in fs.values():
