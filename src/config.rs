@@ -104,6 +104,43 @@ pub struct BrokerConfig {
     /// Static broker defaults from the configuration file (installed with
     /// [`set_static_broker_defaults`] when the broker starts).
     pub broker_defaults: BTreeMap<String, String>,
+    /// Test-only fault injection (`--test-fault`, a hidden flag); `None` in production.
+    pub test_fault: Option<TestFault>,
+}
+
+/// A fault the broker injects into itself, for tests of the fatal path only (hidden flag
+/// `--test-fault`; never set in production).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestFault {
+    /// `panic-shard=N,after-ms=M`: shard `N` panics `M` ms after it is ready.
+    PanicShard { shard: usize, after_ms: u64 },
+}
+
+impl TestFault {
+    /// Parses `panic-shard=N,after-ms=M`.
+    pub fn parse(spec: &str) -> Result<TestFault, ConfigError> {
+        let bad = |reason: &str| ConfigError::BadValue {
+            key: "--test-fault".into(),
+            value: spec.to_string(),
+            reason: reason.to_string(),
+        };
+        let (mut shard, mut after_ms) = (None, None);
+        for part in spec.split(',') {
+            match part.split_once('=') {
+                Some(("panic-shard", n)) => {
+                    shard = Some(n.parse().map_err(|_| bad("panic-shard: not a shard index"))?)
+                }
+                Some(("after-ms", n)) => {
+                    after_ms = Some(n.parse().map_err(|_| bad("after-ms: not milliseconds"))?)
+                }
+                _ => return Err(bad("expected panic-shard=N,after-ms=M")),
+            }
+        }
+        match (shard, after_ms) {
+            (Some(shard), Some(after_ms)) => Ok(TestFault::PanicShard { shard, after_ms }),
+            _ => Err(bad("expected panic-shard=N,after-ms=M")),
+        }
+    }
 }
 
 impl BrokerConfig {
@@ -141,7 +178,23 @@ impl BrokerConfig {
             }],
             tls: None,
             broker_defaults: BTreeMap::new(),
+            test_fault: None,
         })
+    }
+
+    /// Sets [`Self::test_fault`] from its spec (hidden flag `--test-fault`, tests only).
+    pub fn with_test_fault(mut self, spec: &str) -> Result<BrokerConfig, ConfigError> {
+        let fault = TestFault::parse(spec)?;
+        let TestFault::PanicShard { shard, .. } = fault;
+        if shard >= self.shards {
+            return Err(ConfigError::BadValue {
+                key: "--test-fault".into(),
+                value: spec.to_string(),
+                reason: format!("the broker runs {} shards", self.shards),
+            });
+        }
+        self.test_fault = Some(fault);
+        Ok(self)
     }
 
     /// Sets [`Self::advertised`] (and the first listener's) from `HOST:PORT` (flag
@@ -903,6 +956,35 @@ mod tests {
         assert_eq!(config.advertised, None);
         let config = config.with_advertised("127.0.0.1:7000").unwrap();
         assert_eq!(config.advertised, Some("127.0.0.1:7000".parse().unwrap()));
+    }
+
+    #[test]
+    fn test_fault_specs() {
+        let config = BrokerConfig::new(None, None, Some(2), None, 2).unwrap();
+        assert_eq!(config.test_fault, None);
+        let armed = config
+            .clone()
+            .with_test_fault("panic-shard=1,after-ms=500")
+            .unwrap();
+        assert_eq!(
+            armed.test_fault,
+            Some(TestFault::PanicShard {
+                shard: 1,
+                after_ms: 500
+            })
+        );
+        for bad in [
+            "panic-shard=2,after-ms=5",
+            "panic-shard=0",
+            "after-ms=5",
+            "panic-shard=x,after-ms=5",
+            "nonsense",
+        ] {
+            assert!(
+                config.clone().with_test_fault(bad).is_err(),
+                "{bad} was accepted"
+            );
+        }
     }
 
     #[test]

@@ -58,6 +58,14 @@ pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
 /// How often each shard rolls and applies retention to its partition logs.
 pub const LOG_HOUSEKEEPING_INTERVAL_MS: u64 = 30_000;
 
+/// Process exit status when a shard panicked (a bug): the whole broker exits at once, so no
+/// call waits on a dead shard and a supervisor's restart runs recovery (`runtime::fatal`).
+pub const EXIT_SHARD_PANICKED: i32 = 9;
+/// Process exit status when a partition log or a shard's state journal is poisoned (a failed
+/// fsync or a failed journal append): nothing said about the disk can be trusted any more, so
+/// the broker exits and recovery on restart reads what is durable (`runtime::fatal`).
+pub const EXIT_STORAGE_POISONED: i32 = 10;
+
 /// Kafka node id of this (single-node) broker.
 pub const BROKER_NODE_ID: i32 = 0;
 /// Topics one broker holds.

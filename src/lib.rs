@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod model;
 pub mod protocol;
 pub mod runtime;
+pub mod sasl;
 pub mod server;
 pub mod share;
 pub mod storage;

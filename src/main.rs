@@ -4,8 +4,10 @@
 //! With no arguments it serves the Kafka protocol on 127.0.0.1:9092 with data in `./data`.
 //! Once every shard listens it prints one line on stdout:
 //! `lockstep ready: listening on HOST:PORT (N shards)`; logs go to stderr (`RUST_LOG` filters).
-//! Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 2 for bad flags or file, and
-//! `RuntimeError::exit_code` for a failure to start or run.
+//! Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 2 for bad flags or configuration file,
+//! `RuntimeError::exit_code` for a failure to start or run, and the fatal path's
+//! (`runtime::fatal`): `EXIT_SHARD_PANICKED` (9) when a shard panicked, `EXIT_STORAGE_POISONED`
+//! (10) when a partition log or the state journal is poisoned.
 
 use clap::Parser;
 use lockstep::config::BrokerConfig;
@@ -38,6 +40,10 @@ struct Args {
     /// address each client connected to. For clients that reach the broker through a proxy.
     #[arg(long, value_name = "HOST:PORT")]
     advertised: Option<String>,
+    /// Test-only fault injection (`panic-shard=N,after-ms=M`: shard N panics M ms after it is
+    /// ready, taking the fatal path). Hidden: for the tests of the fatal path only.
+    #[arg(long, value_name = "SPEC", hide = true)]
+    test_fault: Option<String>,
 }
 
 fn main() {
@@ -83,6 +89,10 @@ fn main() {
     })
     .and_then(|c| match &args.advertised {
         Some(addr) => c.with_advertised(addr),
+        None => Ok(c),
+    })
+    .and_then(|c| match &args.test_fault {
+        Some(spec) => c.with_test_fault(spec),
         None => Ok(c),
     }) {
         Ok(config) => config,

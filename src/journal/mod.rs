@@ -629,6 +629,32 @@ impl<D: RegionDir> Journal<D> {
         result
     }
 
+    /// Appends every entry of `entries`, in order, and returns the last sequence number (`None`
+    /// for no entries). All or poison: the caller has already taken these entries out of its
+    /// state, so an entry that cannot be appended (an I/O failure while rolling, an entry too
+    /// large) would leave the state ahead of the journal for good. Any failure therefore poisons
+    /// the journal (the error returned is the poison), and the runtime takes its fatal path;
+    /// recovery on restart replays what was durable.
+    pub fn append_all(&mut self, entries: &[Entry]) -> Result<Option<u64>, JournalError> {
+        let mut last = None;
+        for entry in entries {
+            match self.append_entry(entry) {
+                Ok(seq) => last = Some(seq),
+                Err(error) => return Err(self.poison_after(error)),
+            }
+        }
+        Ok(last)
+    }
+
+    /// Poisons the journal because of `error` (unless it already is) and returns the poison.
+    fn poison_after(&mut self, error: JournalError) -> JournalError {
+        if let JournalError::Poisoned { .. } = error {
+            return error;
+        }
+        let path = self.active.path.clone();
+        self.poison_with(path, io::Error::other(error.to_string()))
+    }
+
     fn append_frame(&mut self, kind: EntryKind, payload: &[u8]) -> Result<u64, JournalError> {
         self.check_poison()?;
         let have = self.config.entry_bytes_max();
@@ -980,6 +1006,95 @@ mod tests {
         assert_eq!(dir.file_bytes(&segment_name(0)).unwrap().len(), 65536);
         let (_, recovered) = Journal::open(dir, large).unwrap();
         assert_eq!(recovered.entries[0].entry, big);
+    }
+
+    fn small_entry(i: u32) -> Entry {
+        use crate::journal::entries::SharePartitionState;
+        Entry::SharePartitionUpdate(SharePartitionState {
+            group_id: format!("g{i}"),
+            topic_id: [1; 16],
+            partition: 0,
+            start_offset: Some(i64::from(i)),
+            end_offset: None,
+            state_epoch: 0,
+            runs: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn a_failed_append_poisons_the_journal() {
+        use crate::storage::mmap::MemDir;
+        let config = JournalConfig {
+            segment_bytes: JOURNAL_SEGMENT_BYTES_MIN,
+            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
+        };
+        let dir = MemDir::default();
+        let (mut journal, _) = Journal::open(dir.clone(), config.clone()).unwrap();
+        assert_eq!(journal.append_all(&[]).unwrap(), None);
+        assert_eq!(
+            journal.append_all(&[small_entry(0), small_entry(1)]).unwrap(),
+            Some(1)
+        );
+        journal.flush().unwrap();
+        // Enough entries to fill the segment: the roll syncs it, and that sync fails.
+        dir.fail_next_syncs(1);
+        let entries: Vec<Entry> = (2..20_000).map(small_entry).collect();
+        let error = journal.append_all(&entries).unwrap_err();
+        assert!(matches!(error, JournalError::Poisoned { .. }), "{error}");
+        assert!(journal.is_poisoned());
+        assert!(matches!(
+            journal.append_entry(&small_entry(0)),
+            Err(JournalError::Poisoned { .. })
+        ));
+        assert!(matches!(journal.flush(), Err(JournalError::Poisoned { .. })));
+        assert!(!journal.needs_flush());
+        drop(journal);
+        // What was durable before the failure comes back on reopen.
+        let (_, recovered) = Journal::open(dir, config).unwrap();
+        assert!(recovered.entries.len() >= 2);
+        assert_eq!(recovered.entries[0].entry, small_entry(0));
+        assert_eq!(recovered.entries[1].entry, small_entry(1));
+    }
+
+    #[test]
+    fn an_entry_that_cannot_be_appended_poisons_the_journal_in_append_all() {
+        use crate::journal::entries::{RunState, SharePartitionState, StateRun};
+        use crate::storage::mmap::MemDir;
+        let config = JournalConfig {
+            segment_bytes: JOURNAL_SEGMENT_BYTES_MIN,
+            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
+        };
+        let (mut journal, _) = Journal::open(MemDir::default(), config.clone()).unwrap();
+        let huge = Entry::SharePartitionUpdate(SharePartitionState {
+            group_id: "g".into(),
+            topic_id: [1; 16],
+            partition: 0,
+            start_offset: None,
+            end_offset: None,
+            state_epoch: 0,
+            runs: (0..(config.segment_bytes as i64))
+                .map(|i| StateRun {
+                    first_offset: 2 * i,
+                    last_offset: 2 * i,
+                    state: RunState::Archived,
+                    delivery_count: 5,
+                })
+                .collect(),
+        });
+        // Alone, a too-large entry is refused and the journal goes on (nothing was written)...
+        assert!(matches!(
+            journal.append_entry(&huge),
+            Err(JournalError::EntryTooLarge { .. })
+        ));
+        assert!(!journal.is_poisoned());
+        // ...but in append_all the entries before it were appended and the caller's state has
+        // moved on: the journal is poisoned, nothing after it is appended.
+        let error = journal
+            .append_all(&[small_entry(0), huge, small_entry(1)])
+            .unwrap_err();
+        assert!(matches!(error, JournalError::Poisoned { .. }), "{error}");
+        assert!(journal.is_poisoned());
+        assert_eq!(journal.next_seq(), 1);
     }
 
     #[test]

@@ -359,6 +359,11 @@ impl<S: Storage> PartitionLog<S> {
         self.commit.poisoned().is_some()
     }
 
+    /// Why the log is poisoned (the first failure), if it is.
+    pub fn poison_cause(&self) -> Option<&str> {
+        self.commit.poisoned()
+    }
+
     /// True if a flush ticket is out.
     pub fn flush_in_flight(&self) -> bool {
         self.flight.is_some()

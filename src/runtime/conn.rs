@@ -22,7 +22,7 @@
 //! is closed after the responses to earlier requests are written (Kafka's behaviour). Other
 //! connections are unaffected.
 
-use super::shard::ShardCtx;
+use super::shard_runtime::ShardHandle;
 use crate::config_file::SecurityProtocol;
 use crate::constants::{
     CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SHARD_CONNECTIONS_MAX,
@@ -64,7 +64,7 @@ enum Queued {
 }
 
 /// Accepts connections of `endpoint` until shutdown; each connection runs in its own task.
-pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener, endpoint: Rc<Endpoint>) {
+pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, endpoint: Rc<Endpoint>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             ctx.shutdown.wait().await;
@@ -95,7 +95,7 @@ pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener, endpoint: Rc<Endp
     tracing::debug!(shard = %ctx.id, listener = %endpoint.name, "listener closed");
 }
 
-async fn serve_connection(ctx: ShardCtx, stream: TcpStream, endpoint: Rc<Endpoint>) {
+async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endpoint>) {
     let (local_addr, peer_addr) = match (stream.local_addr(), stream.peer_addr()) {
         (Ok(l), Ok(p)) => (l, p),
         _ => return,
@@ -134,11 +134,11 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream, endpoint: Rc<Endpoin
                     serve_frames(&ctx, tls, conn).await
                 }
                 Some(Err(e)) => {
-                    tracing::info!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, error = %e, "TLS handshake failed");
+                    tracing::debug!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, error = %e, "TLS handshake failed");
                     true
                 }
                 None => {
-                    tracing::info!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, "TLS handshake timed out");
+                    tracing::debug!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, "TLS handshake timed out");
                     true
                 }
             }
@@ -154,7 +154,7 @@ async fn serve_connection(ctx: ShardCtx, stream: TcpStream, endpoint: Rc<Endpoin
 }
 
 /// Serves Kafka frames on `stream` until it closes; returns whether it closed on an error.
-async fn serve_frames<S>(ctx: &ShardCtx, stream: S, conn: ConnInfo) -> bool
+async fn serve_frames<S>(ctx: &ShardHandle, stream: S, conn: ConnInfo) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {

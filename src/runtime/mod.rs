@@ -12,8 +12,10 @@
 //! in-flight requests finish (at most `SHUTDOWN_DRAIN_MS_MAX`), keeps serving other shards'
 //! operations until every shard has drained, flushes all its partitions, and exits.
 //!
-//! - [`shard`]: per-shard runtime state and the `Bus` implementation handlers use.
+//! - [`shard_runtime`]: per-shard runtime state and the `Bus` implementation handlers use.
 //! - [`conn`]: the listener and client connections.
+//! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
+//!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: io_uring fdatasync of flush tickets.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
 //! - [`tls`]: the rustls configuration of TLS listeners, certificate principals.
@@ -22,8 +24,9 @@
 
 pub mod bench;
 pub mod conn;
+pub mod fatal;
 pub mod files;
-pub mod shard;
+pub mod shard_runtime;
 pub mod sync;
 pub mod tls;
 
@@ -37,15 +40,15 @@ use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
-use crate::server::shard::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
-use crate::server::share::ShareShard;
+use crate::server::shard_state::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
+use crate::server::share::ShareState;
 use crate::server::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
-use shard::{wall_ms, MeshMsg, ShardCtx};
+use shard_runtime::{wall_ms, MeshMsg, ShardHandle};
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -75,7 +78,7 @@ impl RuntimeError {
             RuntimeError::Metrics { .. } => 6,
             RuntimeError::Executor(_) => 7,
             RuntimeError::Shard { .. } => 8,
-            RuntimeError::Listeners(_) => 9,
+            RuntimeError::Listeners(_) => 11,
         }
     }
 }
@@ -178,6 +181,7 @@ struct ShardSetup {
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
 pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
+    fatal::install_panic_hook();
     if let Some(l) = config.listeners.iter().find(|l| l.protocol.uses_sasl()) {
         return Err(RuntimeError::Listeners(format!(
             "listener {} is {}: SASL is not supported yet",
@@ -256,7 +260,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             _ => Placement::Unbound,
         };
         let handle = LocalExecutorBuilder::new(placement)
-            .name(&format!("lockstep-shard-{index}"))
+            .name(&format!("{}{index}", fatal::SHARD_THREAD_PREFIX))
             .io_memory(SHARD_IO_MEMORY_BYTES)
             .spawn(move || async move {
                 let ready = setup.ready.clone();
@@ -341,7 +345,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         );
     }
     let registry = state.registry().clone();
-    state.share = ShareShard::restore(&recovered, &registry, wall_ms() as u64)
+    state.share = ShareState::restore(&recovered, &registry, wall_ms() as u64)
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     state.share.retain_topics(&registry);
     // The log start is not journalled with the share state: archive what lies below it again.
@@ -376,7 +380,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         listeners.push((bound, std::rc::Rc::new(endpoint)));
     }
     let metrics: Arc<Mutex<ShardMetrics>> = setup.metrics.shard(id);
-    let ctx = ShardCtx::new(
+    let ctx = ShardHandle::new(
         state,
         journal,
         (shards > 1).then_some(senders),
@@ -413,6 +417,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         .detach();
     }
     let _ = setup.ready.send(Ok(id));
+    fatal::arm_test_fault(config.test_fault, ShardId(id as u16));
 
     let accepting: Vec<_> = listeners
         .into_iter()
@@ -442,7 +447,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     Ok(())
 }
 
-fn spawn_periodic(ctx: &ShardCtx, every_ms: u64, work: fn(&ShardCtx)) {
+fn spawn_periodic(ctx: &ShardHandle, every_ms: u64, work: fn(&ShardHandle)) {
     let c = ctx.clone();
     glommio::spawn_local(async move {
         loop {

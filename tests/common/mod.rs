@@ -5,9 +5,13 @@
 //! restarted, the Kafka tool runner and its output parsing, and a share consumer held in a
 //! group (`tests/clients/python/share_hold.py`).
 //!
+//! [`process`]: a `lockstep` child process with its logs, exit status and restarts, for the tests
+//! that drive the binary itself.
+//!
 //! Included with `mod common;`; each test uses only part of it.
 #![allow(dead_code)]
 
+pub mod process;
 pub mod wire;
 
 use std::io::{BufRead, BufReader, Write};

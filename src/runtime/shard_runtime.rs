@@ -8,11 +8,14 @@
 //!   completes even if the requesting connection goes away (an admin change is always installed
 //!   on every shard once persisted).
 //! - At most one flush per partition is in flight; writes that arrive meanwhile are covered by
-//!   the next one (group commit). A failed flush poisons the partition's log; its waiters get
-//!   KAFKA_STORAGE_ERROR.
+//!   the next one (group commit). A failed flush or write poisons the partition's log, and a
+//!   failed journal append or flush poisons the journal: both take the fatal path
+//!   (`runtime::fatal`, the process exits with `EXIT_STORAGE_POISONED`) before anyone waiting
+//!   is answered.
 //! - The mesh receive loops never wait on a send, so two shards sending to each other cannot
 //!   deadlock on full channels.
 
+use super::fatal::{self, Fatal};
 use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
 use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
@@ -22,7 +25,7 @@ use crate::constants::{
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
-use crate::model::ShardId;
+use crate::model::{ShardId, TopicPartition};
 use crate::model::{group_shard, partition_shard};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
@@ -31,12 +34,12 @@ use crate::server::ops::{
     ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
-use crate::server::shard::{PartitionKey, ShardState};
+use crate::server::shard_state::ShardState;
 use crate::server::share_session::SessionKey;
 use crate::server::{Bus, TopicRegistry};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
-use crate::txn::{TxnPartition, TxnState};
+use crate::txn::TxnState;
 use glommio::channels::channel_mesh::Senders;
 use glommio::sync::Semaphore;
 use kafka_protocol::ResponseError;
@@ -70,11 +73,11 @@ struct PartitionSync {
 
 struct DataWaiter {
     id: u64,
-    keys: Vec<PartitionKey>,
+    keys: Vec<TopicPartition>,
     tx: OneshotSender<()>,
 }
 
-/// The shard's runtime state; shared by its tasks through [`ShardCtx`].
+/// The shard's runtime state; shared by its tasks through [`ShardHandle`].
 pub struct ShardRuntime {
     pub id: ShardId,
     pub shard_count: usize,
@@ -86,7 +89,7 @@ pub struct ShardRuntime {
     senders: Option<Senders<MeshMsg>>,
     next_request_id: Cell<u64>,
     pending: RefCell<HashMap<u64, OneshotSender<ShardReply>>>,
-    syncs: RefCell<HashMap<PartitionKey, PartitionSync>>,
+    syncs: RefCell<HashMap<TopicPartition, PartitionSync>>,
     data_waiters: RefCell<Vec<DataWaiter>>,
     next_waiter_id: Cell<u64>,
     controller: RefCell<Controller>,
@@ -101,24 +104,24 @@ pub struct ShardRuntime {
 
 /// A cheap handle to the shard runtime; implements [`Bus`].
 #[derive(Clone)]
-pub struct ShardCtx(pub Rc<ShardRuntime>);
+pub struct ShardHandle(pub Rc<ShardRuntime>);
 
-impl std::ops::Deref for ShardCtx {
+impl std::ops::Deref for ShardHandle {
     type Target = ShardRuntime;
     fn deref(&self) -> &ShardRuntime {
         &self.0
     }
 }
 
-impl ShardCtx {
+impl ShardHandle {
     pub fn new(
         state: ShardState<FsStorage>,
         journal: Journal<MmapDir>,
         senders: Option<Senders<MeshMsg>>,
         metrics: Arc<Mutex<ShardMetrics>>,
         request_bytes_max: u64,
-    ) -> ShardCtx {
-        ShardCtx(Rc::new(ShardRuntime {
+    ) -> ShardHandle {
+        ShardHandle(Rc::new(ShardRuntime {
             id: state.id,
             shard_count: state.shard_count,
             data_dir: state.data_dir.clone(),
@@ -219,13 +222,13 @@ impl ShardCtx {
             ShardOp::ShareFetch(op) => {
                 let fetched = self.state.borrow_mut().share_fetch(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 ShardReply::ShareFetched(fetched)
             }
             ShardOp::ShareProbe(op) => {
                 let probed = self.state.borrow_mut().share_probe(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 ShardReply::ShareProbed(probed)
             }
             ShardOp::ShareAcknowledge(op) => {
@@ -247,7 +250,7 @@ impl ShardCtx {
                     .share
                     .release_member(&group_id, &member_id);
                 self.copy_to_dlq().await;
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 ShardReply::ShareReleased(released)
             }
             ShardOp::ShareDisconnected {
@@ -346,9 +349,8 @@ impl ShardCtx {
                 .collect()
         };
         let journal = match self.append_share_entries() {
-            Ok(Some(seq)) => self.wait_journal(seq).await,
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
         };
         if journal.is_err() {
             for r in results.iter_mut().filter(|r| r.error_code == 0) {
@@ -360,7 +362,7 @@ impl ShardCtx {
             if result.error_code != 0 {
                 continue;
             }
-            let key = PartitionKey::of(r);
+            let key = r.key();
             loop {
                 match self
                     .state
@@ -424,7 +426,7 @@ impl ShardCtx {
                 ctx.state
                     .borrow_mut()
                     .txn_apply(&group_id, &transaction_id, commit);
-                let _ = ctx.append_share_entries();
+                ctx.append_share_entries();
             }
         })
         .detach();
@@ -432,7 +434,7 @@ impl ShardCtx {
 
     /// Appends pending entries and waits until they are durable.
     async fn persist_share_entries(&self) -> Result<(), String> {
-        match self.append_share_entries()? {
+        match self.append_share_entries() {
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         }
@@ -440,7 +442,7 @@ impl ShardCtx {
 
     /// The shards of a transaction's participant partitions (unknown topics are skipped:
     /// their share state went with them).
-    fn participant_shards(&self, partitions: &[TxnPartition]) -> BTreeSet<ShardId> {
+    fn participant_shards(&self, partitions: &[TopicPartition]) -> BTreeSet<ShardId> {
         let registry = self.registry();
         partitions
             .iter()
@@ -454,7 +456,7 @@ impl ShardCtx {
 
     /// Tells the participants of a decided transaction to apply it (they persist lazily; a
     /// crash before they do is resolved at restart by asking the coordinator).
-    fn spawn_apply(&self, group_id: &str, id: &str, partitions: &[TxnPartition], commit: bool) {
+    fn spawn_apply(&self, group_id: &str, id: &str, partitions: &[TopicPartition], commit: bool) {
         for shard in self.participant_shards(partitions) {
             let op = ShardOp::Txn(TxnOp::Apply {
                 group_id: group_id.to_string(),
@@ -470,11 +472,11 @@ impl ShardCtx {
     }
 
     /// Tells the participants of transactions aborted for their timeout to release their
-    /// locks, whichever operation noticed the timeout (`ShareShard::take_timed_out`).
+    /// locks, whichever operation noticed the timeout (`ShareState::take_timed_out`).
     fn abort_timed_out(&self, records: Vec<crate::txn::TxnRecord>) {
         for record in records {
             tracing::info!(shard = %self.id, group = %record.group_id, txn = %record.transaction_id, "share transaction timed out; aborted");
-            let partitions: Vec<TxnPartition> =
+            let partitions: Vec<TopicPartition> =
                 record.participants.iter().map(|p| p.partition).collect();
             self.spawn_apply(&record.group_id, &record.transaction_id, &partitions, false);
         }
@@ -511,7 +513,7 @@ impl ShardCtx {
                     config,
                     now,
                 );
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 TxnReplyMsg::Answer(answer)
             }
             TxnOp::Register {
@@ -540,7 +542,7 @@ impl ShardCtx {
                         .borrow_mut()
                         .share
                         .txn_ack_done(&group_id, &transaction_id, &locked);
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 if !late.is_empty() {
                     self.spawn_apply(&group_id, &transaction_id, &late, false);
                 }
@@ -565,7 +567,7 @@ impl ShardCtx {
                     .borrow_mut()
                     .share
                     .txn_list(&group_id, &states, config, now);
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 TxnReplyMsg::Listed(listed)
             }
             TxnOp::State {
@@ -597,7 +599,7 @@ impl ShardCtx {
                     &transaction_id,
                     &partitions,
                 );
-                let _ = self.append_share_entries();
+                self.append_share_entries();
                 TxnReplyMsg::Locked(locked)
             }
             TxnOp::PersistLocks {
@@ -618,7 +620,8 @@ impl ShardCtx {
                 self.state
                     .borrow_mut()
                     .txn_apply(&group_id, &transaction_id, commit);
-                TxnReplyMsg::Done(self.append_share_entries().map(|_| ()))
+                self.append_share_entries();
+                TxnReplyMsg::Done(Ok(()))
             }
         };
         let timed_out = self.state.borrow_mut().share.take_timed_out();
@@ -636,7 +639,7 @@ impl ShardCtx {
                 .borrow_mut()
                 .share
                 .txn_prepare(group_id, id, config, wall_ms() as u64);
-        let _ = self.append_share_entries();
+        self.append_share_entries();
         if answer.error_code != 0 {
             return answer;
         }
@@ -666,7 +669,7 @@ impl ShardCtx {
                 record.state,
             );
         }
-        let partitions: Vec<TxnPartition> =
+        let partitions: Vec<TopicPartition> =
             record.participants.iter().map(|p| p.partition).collect();
         // Locks held on this shard go into this journal just before the PREPARE record: one
         // journal is durable in prefix order, so one flush covers both. Other shards' locks
@@ -756,7 +759,7 @@ impl ShardCtx {
             let decided = record.state.is_finished()
                 && before.as_ref().is_some_and(|b| !b.state.is_finished());
             if decided {
-                let partitions: Vec<TxnPartition> =
+                let partitions: Vec<TopicPartition> =
                     record.participants.iter().map(|p| p.partition).collect();
                 self.spawn_apply(
                     group_id,
@@ -777,9 +780,8 @@ impl ShardCtx {
     /// results that succeeded become KAFKA_STORAGE_ERROR if they cannot be made durable.
     async fn share_results_durable(&self, mut results: Vec<ShareAckResult>) -> Vec<ShareAckResult> {
         let durable = match self.append_share_entries() {
-            Ok(Some(seq)) => self.wait_journal(seq).await,
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
         };
         if let Err(cause) = durable {
             for r in results.iter_mut().filter(|r| r.error_code == 0) {
@@ -850,26 +852,18 @@ impl ShardCtx {
     /// appended (`None`: nothing to append). No flush starts here: entries nobody waits for
     /// (new share partitions, locks of ONGOING transactions, applied decisions) ride on the next
     /// flush a waiter starts (`wait_journal`), or on housekeeping's, so the journal does not
-    /// flush continuously under load.
-    fn append_share_entries(&self) -> Result<Option<u64>, String> {
+    /// flush continuously under load. An append that fails poisons the journal (the entries are
+    /// already out of the share state) and takes the fatal path: it never returns then.
+    fn append_share_entries(&self) -> Option<u64> {
         let entries = self.state.borrow_mut().share.take_entries();
         if entries.is_empty() {
-            return Ok(None);
+            return None;
         }
-        let mut last = None;
-        {
-            let mut journal = self.journal.borrow_mut();
-            for entry in &entries {
-                match journal.append_entry(entry) {
-                    Ok(seq) => last = Some(seq),
-                    Err(e) => {
-                        tracing::error!(shard = %self.id, error = %e, "state journal append failed");
-                        return Err(e.to_string());
-                    }
-                }
-            }
+        let appended = self.journal.borrow_mut().append_all(&entries);
+        match appended {
+            Ok(last) => last,
+            Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
         }
-        Ok(last)
     }
 
     /// Completes once journal entry `seq` is durable.
@@ -911,10 +905,7 @@ impl ShardCtx {
             let ticket = match ticket {
                 Ok(Some(ticket)) => ticket,
                 Ok(None) => break,
-                Err(e) => {
-                    self.fail_journal_waiters(&e.to_string());
-                    break;
-                }
+                Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
             };
             let started = Instant::now();
             let result = files::sync_file(&ticket.path).await;
@@ -929,21 +920,14 @@ impl ShardCtx {
                         waiter.send(Ok(()));
                     }
                 }
-                Err(e) => {
-                    tracing::error!(shard = %self.id, error = %e, "state journal flush failed; journal poisoned");
-                    self.fail_journal_waiters(&e.to_string());
-                    break;
-                }
+                Err(e) => fatal::exit(
+                    Some(self.id),
+                    Fatal::JournalPoisoned,
+                    &format!("state journal flush: {e}"),
+                ),
             }
         }
         self.journal_sync.borrow_mut().flushing = false;
-    }
-
-    fn fail_journal_waiters(&self, cause: &str) {
-        let drained = self.journal_sync.borrow_mut().waiters.drain();
-        for waiter in drained {
-            waiter.send(Err(cause.to_string()));
-        }
     }
 
     /// Expires acquisition locks and member sessions; snapshots and compacts the journal.
@@ -968,14 +952,12 @@ impl ShardCtx {
             let ctx = self.clone();
             glommio::spawn_local(async move {
                 ctx.copy_to_dlq().await;
-                let _ = ctx.append_share_entries();
+                ctx.append_share_entries();
             })
             .detach();
             return;
         }
-        if self.append_share_entries().is_err() {
-            return;
-        }
+        self.append_share_entries();
         if self.journal.borrow().needs_flush() {
             self.ensure_journal_flush();
         }
@@ -995,7 +977,7 @@ impl ShardCtx {
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
             match written {
                 Ok(_) => self.ensure_journal_flush(),
-                Err(e) => tracing::error!(shard = %self.id, error = %e, "journal snapshot failed"),
+                Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &format!("snapshot: {e}")),
             }
         }
         let compacted = self.journal.borrow_mut().compact();
@@ -1018,9 +1000,9 @@ impl ShardCtx {
             tracing::error!(shard = %self.id, error = %failure, "partition could not be opened");
         }
         // Waiters of partitions that are gone get an answer now.
-        let live: Vec<PartitionKey> = self.state.borrow().partition_keys();
+        let live: Vec<TopicPartition> = self.state.borrow().partition_keys();
         let mut syncs = self.syncs.borrow_mut();
-        let gone: Vec<PartitionKey> = syncs
+        let gone: Vec<TopicPartition> = syncs
             .keys()
             .filter(|k| !live.contains(k))
             .copied()
@@ -1036,6 +1018,18 @@ impl ShardCtx {
 
     async fn produce(&self, op: ProduceOp) -> ShardReply {
         let applied = self.state.borrow_mut().produce(&op, wall_ms() as u64);
+        // A write that failed poisoned the log: the fatal path, before anyone is answered.
+        let poison = self
+            .state
+            .borrow()
+            .log_poison(&op.partition.key());
+        if let Some(cause) = poison {
+            fatal::exit(
+                Some(self.id),
+                Fatal::LogPoisoned,
+                &format!("{}-{}: {cause}", op.partition.topic, op.partition.partition),
+            );
+        }
         let Some((key, target)) = applied.durable_target else {
             return ShardReply::Produce(applied.result);
         };
@@ -1084,7 +1078,7 @@ impl ShardCtx {
     }
 
     /// Starts the flush loop of a partition unless one is running.
-    pub fn ensure_flush(&self, key: PartitionKey) {
+    pub fn ensure_flush(&self, key: TopicPartition) {
         {
             let mut syncs = self.syncs.borrow_mut();
             let sync = syncs.entry(key).or_default();
@@ -1097,7 +1091,7 @@ impl ShardCtx {
         glommio::spawn_local(async move { ctx.flush_loop(key).await }).detach();
     }
 
-    async fn flush_loop(&self, key: PartitionKey) {
+    async fn flush_loop(&self, key: TopicPartition) {
         loop {
             let ticket = self.state.borrow_mut().begin_flush(&key);
             let Some(ticket) = ticket else { break };
@@ -1125,19 +1119,11 @@ impl ShardCtx {
                     }
                     self.notify_data(&key);
                 }
-                Some(Err(error)) => {
-                    tracing::error!(shard = %self.id, ?key, %error, "flush failed; partition poisoned");
-                    let drained = self
-                        .syncs
-                        .borrow_mut()
-                        .get_mut(&key)
-                        .map(|s| s.waiters.drain())
-                        .unwrap_or_default();
-                    for waiter in drained {
-                        waiter.send(Err(error.to_string()));
-                    }
-                    break;
-                }
+                Some(Err(error)) => fatal::exit(
+                    Some(self.id),
+                    Fatal::LogPoisoned,
+                    &format!("partition {key:?}: {error}"),
+                ),
                 None => break,
             }
         }
@@ -1146,7 +1132,7 @@ impl ShardCtx {
         }
     }
 
-    fn notify_data(&self, key: &PartitionKey) {
+    fn notify_data(&self, key: &TopicPartition) {
         let woken: Vec<DataWaiter> = {
             let mut waiters = self.data_waiters.borrow_mut();
             let (hit, keep) = waiters.drain(..).partition(|w| w.keys.contains(key));
@@ -1174,7 +1160,7 @@ impl ShardCtx {
             keys: op
                 .partitions
                 .iter()
-                .map(|(r, _)| PartitionKey::of(r))
+                .map(|(r, _)| r.key())
                 .collect(),
             tx,
         });
@@ -1235,6 +1221,11 @@ impl ShardCtx {
     /// Rolls and applies retention on every partition, and starts flushes where needed.
     pub fn housekeeping(&self) {
         let touched = self.state.borrow_mut().housekeeping(wall_ms() as u64);
+        // A roll or retention step that failed poisoned its log: the fatal path.
+        let poisoned = self.state.borrow().poisoned_log();
+        if let Some((key, cause)) = poisoned {
+            fatal::exit(Some(self.id), Fatal::LogPoisoned, &format!("{key:?}: {cause}"));
+        }
         for key in touched {
             self.ensure_flush(key);
         }
@@ -1258,7 +1249,7 @@ impl ShardCtx {
 
     /// Flushes every partition with unflushed writes and waits until all are durable.
     pub async fn flush_all(&self) {
-        let _ = self.append_share_entries();
+        self.append_share_entries();
         let last = {
             let journal = self.journal.borrow();
             journal.needs_flush().then(|| journal.next_seq() - 1)
@@ -1292,7 +1283,7 @@ fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
     fail_reply(empty, code, "the metadata controller is shutting down")
 }
 
-impl Bus for ShardCtx {
+impl Bus for ShardHandle {
     fn local_shard(&self) -> ShardId {
         self.id
     }
