@@ -12,6 +12,7 @@
 //! The stored overrides are owned by the topic registry (`server::registry`), which every shard
 //! holds a copy of; this module is pure data and validation.
 
+pub use crate::config_file::{Listener, SecurityProtocol, TlsSettings};
 use crate::constants::{
     DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
     RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, SHARE_DELIVERY_COUNT_LIMIT_MAX,
@@ -22,7 +23,6 @@ use crate::constants::{
     SHARE_SESSION_TIMEOUT_MS_MAX, SHARE_SESSION_TIMEOUT_MS_MIN, SHARE_TRANSACTION_MAX_PENDING_MAX,
     SHARE_TRANSACTION_TIMEOUT_MS_MAX, TOPIC_PARTITIONS_DEFAULT, TOPIC_PARTITIONS_MAX,
 };
-pub use crate::config_file::{Listener, SecurityProtocol, TlsSettings};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};

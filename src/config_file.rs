@@ -378,12 +378,7 @@ impl FileConfig {
                 match dirs.as_slice() {
                     [one] => config.data_dir = Some(PathBuf::from(one)),
                     [] => return Err(bad(p, "no directory".to_string())),
-                    _ => {
-                        return Err(bad(
-                            p,
-                            "only one data directory is supported".to_string(),
-                        ))
-                    }
+                    _ => return Err(bad(p, "only one data directory is supported".to_string())),
                 }
             }
         }
@@ -650,13 +645,16 @@ mod tests {
             "{e}"
         );
         let e = load("\n\nnum.partitions=zero\n").unwrap_err();
-        assert_eq!(e.to_string(), "line 3: num.partitions: \"zero\": not an integer");
+        assert_eq!(
+            e.to_string(),
+            "line 3: num.partitions: \"zero\": not an integer"
+        );
         let e = load("listeners=PLAINTEXT://127.0.0.1:x\n").unwrap_err();
         assert!(e.to_string().contains("bad port"), "{e}");
         let e = load("listeners=SSL://127.0.0.1:9093\n").unwrap_err();
         assert!(e.to_string().contains("ssl.keystore"), "{e}");
-        let e = load("listeners=PLAINTEXT://127.0.0.1:1\nadvertised.listeners=X://h:1\n")
-            .unwrap_err();
+        let e =
+            load("listeners=PLAINTEXT://127.0.0.1:1\nadvertised.listeners=X://h:1\n").unwrap_err();
         assert!(matches!(&e, FileError::Value { line: 2, .. }), "{e}");
         let e = load("log.dirs=/a,/b\n").unwrap_err();
         assert!(e.to_string().contains("only one"), "{e}");
@@ -700,8 +698,10 @@ mod tests {
         assert_eq!(tls.private_key_pem, "KEY");
         assert_eq!(tls.client_auth, ClientAuth::Required);
         assert_eq!(tls.truststore_pem.as_deref(), Some("CA"));
-        let e = load("ssl.keystore.certificate.chain=C\nssl.keystore.key=K\nssl.client.auth=required\n")
-            .unwrap_err();
+        let e = load(
+            "ssl.keystore.certificate.chain=C\nssl.keystore.key=K\nssl.client.auth=required\n",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("truststore"), "{e}");
     }
 }

@@ -134,12 +134,11 @@ impl PlainUsers {
 
     /// Checks a PLAIN token (`authzid NUL authcid NUL password`); returns the user.
     pub fn authenticate(&self, token: &[u8]) -> Result<String, String> {
-        let text = std::str::from_utf8(token).map_err(|_| "Invalid SASL/PLAIN response: not UTF-8")?;
+        let text =
+            std::str::from_utf8(token).map_err(|_| "Invalid SASL/PLAIN response: not UTF-8")?;
         let parts: Vec<&str> = text.split('\0').collect();
         let [authzid, user, password] = parts.as_slice() else {
-            return Err(
-                "Invalid SASL/PLAIN response: expected 3 tokens".to_string(),
-            );
+            return Err("Invalid SASL/PLAIN response: expected 3 tokens".to_string());
         };
         if user.is_empty() {
             return Err("Authentication failed: username not specified".to_string());
@@ -216,22 +215,24 @@ impl SaslConnection {
     /// A SaslHandshake request for `mechanism`.
     pub fn on_handshake(&mut self, mechanism: &str) -> Step {
         match self.phase {
-            Phase::Start => match Mechanism::parse(mechanism).filter(|m| self.enabled.contains(m)) {
-                Some(m) => {
-                    self.phase = Phase::Authenticating(m);
-                    Step::Handshake {
-                        error: 0,
-                        mechanisms: self.mechanism_names(),
+            Phase::Start => {
+                match Mechanism::parse(mechanism).filter(|m| self.enabled.contains(m)) {
+                    Some(m) => {
+                        self.phase = Phase::Authenticating(m);
+                        Step::Handshake {
+                            error: 0,
+                            mechanisms: self.mechanism_names(),
+                        }
+                    }
+                    None => {
+                        self.phase = Phase::Closed;
+                        Step::Handshake {
+                            error: UNSUPPORTED_SASL_MECHANISM,
+                            mechanisms: self.mechanism_names(),
+                        }
                     }
                 }
-                None => {
-                    self.phase = Phase::Closed;
-                    Step::Handshake {
-                        error: UNSUPPORTED_SASL_MECHANISM,
-                        mechanisms: self.mechanism_names(),
-                    }
-                }
-            },
+            }
             Phase::Authenticated(_) => Step::Handshake {
                 error: ILLEGAL_SASL_STATE,
                 mechanisms: self.mechanism_names(),
@@ -310,7 +311,10 @@ mod tests {
         assert_eq!(entry.options["username"], "admin");
         let u = users();
         assert_eq!(u.authenticate(b"\0alice\0alice pw").unwrap(), "alice");
-        assert_eq!(u.authenticate(b"admin\0admin\0admin-secret").unwrap(), "admin");
+        assert_eq!(
+            u.authenticate(b"admin\0admin\0admin-secret").unwrap(),
+            "admin"
+        );
         assert_eq!(
             u.authenticate(b"\0alice\0wrong").unwrap_err(),
             PLAIN_FAILED_MESSAGE
@@ -323,7 +327,9 @@ mod tests {
         assert!(u.authenticate(b"x\0alice\0alice pw").is_err());
         assert!(parse_jaas("Foo required a=\"b\"").is_err());
         assert!(parse_jaas("Foo maybe a=\"b\";").is_err());
-        assert!(PlainUsers::from_jaas(&parse_jaas("x.ScramLoginModule required;").unwrap()).is_err());
+        assert!(
+            PlainUsers::from_jaas(&parse_jaas("x.ScramLoginModule required;").unwrap()).is_err()
+        );
     }
 
     #[test]
@@ -331,16 +337,25 @@ mod tests {
         let u = users();
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);
         assert_eq!(c.on_other(API_VERSIONS), Step::Dispatch);
-        assert!(matches!(c.on_handshake("PLAIN"), Step::Handshake { error: 0, .. }));
+        assert!(matches!(
+            c.on_handshake("PLAIN"),
+            Step::Handshake { error: 0, .. }
+        ));
         assert_eq!(
             c.on_authenticate(b"\0alice\0alice pw", &u),
-            Step::Authenticate { error: 0, message: None }
+            Step::Authenticate {
+                error: 0,
+                message: None
+            }
         );
         assert_eq!(c.phase, Phase::Authenticated("User:alice".into()));
         assert_eq!(c.on_other(0), Step::Dispatch);
         assert!(matches!(
             c.on_handshake("PLAIN"),
-            Step::Handshake { error: ILLEGAL_SASL_STATE, .. }
+            Step::Handshake {
+                error: ILLEGAL_SASL_STATE,
+                ..
+            }
         ));
 
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);

@@ -110,25 +110,25 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
     let closed_on_error = match &endpoint.tls {
         None => serve_frames(&ctx, stream, conn).await,
         Some(acceptor) => {
-            let handshake = futures_lite::future::or(
-                async { Some(acceptor.accept(stream).await) },
-                async {
+            let handshake =
+                futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
                     futures_lite::future::or(
                         glommio::timer::sleep(Duration::from_millis(TLS_HANDSHAKE_MS_MAX)),
                         ctx.shutdown.wait(),
                     )
                     .await;
                     None
-                },
-            )
-            .await;
+                })
+                .await;
             match handshake {
                 Some(Ok(tls)) => {
                     let (_, session) = tls.get_ref();
                     if let Some(cert) = session.peer_certificates().and_then(|c| c.first()) {
                         match super::tls::principal_of_certificate(cert) {
                             Some(principal) => *conn.principal.borrow_mut() = principal,
-                            None => tracing::warn!(shard = %ctx.id, peer = %peer_addr, "client certificate subject unreadable; principal stays ANONYMOUS"),
+                            None => {
+                                tracing::warn!(shard = %ctx.id, peer = %peer_addr, "client certificate subject unreadable; principal stays ANONYMOUS")
+                            }
                         }
                     }
                     serve_frames(&ctx, tls, conn).await

@@ -64,7 +64,6 @@ pub enum RuntimeError {
     Metrics { addr: String, error: io::Error },
     Executor(String),
     Shard { shard: usize, reason: String },
-    /// The TLS settings or listeners cannot be served.
     Listeners(String),
 }
 
@@ -94,6 +93,7 @@ impl fmt::Display for RuntimeError {
             }
             RuntimeError::Executor(e) => write!(f, "cannot start executors: {e}"),
             RuntimeError::Shard { shard, reason } => write!(f, "shard {shard}: {reason}"),
+            // The TLS settings or a listener's protocol cannot be served.
             RuntimeError::Listeners(reason) => write!(f, "listeners: {reason}"),
         }
     }
@@ -421,7 +421,9 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
 
     let accepting: Vec<_> = listeners
         .into_iter()
-        .map(|(bound, endpoint)| glommio::spawn_local(conn::accept_loop(ctx.clone(), bound, endpoint)))
+        .map(|(bound, endpoint)| {
+            glommio::spawn_local(conn::accept_loop(ctx.clone(), bound, endpoint))
+        })
         .collect();
     for task in accepting {
         task.await;

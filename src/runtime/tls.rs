@@ -101,7 +101,9 @@ fn der(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
         if n == 0 || n > 4 || rest.len() < n {
             return None;
         }
-        let len = rest[..n].iter().fold(0usize, |acc, &b| (acc << 8) | b as usize);
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, &b| (acc << 8) | b as usize);
         (len, &rest[n..])
     };
     if rest.len() < len {
