@@ -12,6 +12,7 @@
 //! The stored overrides are owned by the topic registry (`server::registry`), which every shard
 //! holds a copy of; this module is pure data and validation.
 
+pub use crate::config_file::{Listener, SecurityProtocol, TlsSettings};
 use crate::constants::{
     DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
     RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, SHARE_DELIVERY_COUNT_LIMIT_MAX,
@@ -95,6 +96,14 @@ pub struct BrokerConfig {
     /// `advertised.listeners`); `None`: the local address each client connected to. Set when
     /// clients reach the broker through something in between (a proxy).
     pub advertised: Option<SocketAddr>,
+    /// Every listener, the first at [`Self::listen`] advertising [`Self::advertised`]
+    /// (`--config`'s `listeners`; else one PLAINTEXT listener).
+    pub listeners: Vec<Listener>,
+    /// TLS material of the SSL and SASL_SSL listeners.
+    pub tls: Option<TlsSettings>,
+    /// Static broker defaults from the configuration file (installed with
+    /// [`set_static_broker_defaults`] when the broker starts).
+    pub broker_defaults: BTreeMap<String, String>,
     /// Test-only fault injection (`--test-fault`, a hidden flag); `None` in production.
     pub test_fault: Option<TestFault>,
 }
@@ -161,6 +170,14 @@ impl BrokerConfig {
             shards,
             metrics_listen,
             advertised: None,
+            listeners: vec![Listener {
+                name: "PLAINTEXT".to_string(),
+                addr: listen,
+                protocol: SecurityProtocol::Plaintext,
+                advertised: None,
+            }],
+            tls: None,
+            broker_defaults: BTreeMap::new(),
             test_fault: None,
         })
     }
@@ -180,11 +197,43 @@ impl BrokerConfig {
         Ok(self)
     }
 
-    /// Sets [`Self::advertised`] from `HOST:PORT` (flag `--advertised`).
+    /// Sets [`Self::advertised`] (and the first listener's) from `HOST:PORT` (flag
+    /// `--advertised`).
     pub fn with_advertised(mut self, addr: &str) -> Result<BrokerConfig, ConfigError> {
-        self.advertised = Some(resolve_addr("--advertised", addr)?);
+        let addr = resolve_addr("--advertised", addr)?;
+        self.advertised = Some(addr);
+        self.listeners[0].advertised = Some(addr);
         Ok(self)
     }
+
+    /// Replaces the listeners with a configuration file's (non-empty, validated there).
+    pub fn with_listeners(mut self, listeners: Vec<Listener>) -> BrokerConfig {
+        assert!(!listeners.is_empty(), "at least one listener");
+        self.listen = listeners[0].addr;
+        self.advertised = listeners[0].advertised;
+        self.listeners = listeners;
+        self
+    }
+}
+
+/// Broker defaults a configuration file sets (Kafka's STATIC_BROKER_CONFIG): fixed for the life
+/// of the process, below the dynamic broker values and above the built-in defaults.
+static STATIC_BROKER_DEFAULTS: std::sync::OnceLock<BTreeMap<String, String>> =
+    std::sync::OnceLock::new();
+
+/// Installs the configuration file's broker defaults; the first call wins (once per process,
+/// before the shards start).
+pub fn set_static_broker_defaults(defaults: BTreeMap<String, String>) {
+    let _ = STATIC_BROKER_DEFAULTS.set(defaults);
+}
+
+/// The default of `def` for this process: the file's value, else the built-in one.
+fn static_default(def: &ConfigDef) -> String {
+    STATIC_BROKER_DEFAULTS
+        .get()
+        .and_then(|m| m.get(def.name))
+        .cloned()
+        .unwrap_or_else(|| def.default.to_string())
 }
 
 fn resolve_addr(flag: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
@@ -818,6 +867,13 @@ pub fn effective_topic_value(
     if let Some(value) = def.synonym.and_then(|syn| broker.get(syn)) {
         return (value.clone(), ConfigSource::DynamicDefaultBroker);
     }
+    // A file's broker default (code 4, Kafka's STATIC_BROKER_CONFIG) of the synonym.
+    if let Some(value) = def
+        .synonym
+        .and_then(|syn| STATIC_BROKER_DEFAULTS.get()?.get(syn))
+    {
+        return (value.clone(), ConfigSource::DynamicDefaultBroker);
+    }
     (def.default.to_string(), ConfigSource::Default)
 }
 
@@ -828,6 +884,9 @@ pub fn effective_broker_value(
 ) -> (String, ConfigSource) {
     match broker.get(def.name) {
         Some(value) => (value.clone(), ConfigSource::DynamicDefaultBroker),
+        None if static_default(def) != def.default => {
+            (static_default(def), ConfigSource::DynamicDefaultBroker)
+        }
         None => (def.default.to_string(), ConfigSource::Default),
     }
 }

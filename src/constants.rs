@@ -45,6 +45,9 @@ const _: () = assert!(LOG_TAIL_CACHE_BYTES % LOG_BLOCK_BYTES == 0 && LOG_TAIL_CA
 
 /// Default Kafka listener when `--listen` is not given.
 pub const LISTEN_ADDR_DEFAULT: &str = "127.0.0.1:9092";
+/// Longest a TLS handshake may take before the connection is closed (bounds what an
+/// unauthenticated client holds).
+pub const TLS_HANDSHAKE_MS_MAX: u64 = 10_000;
 /// Default data directory when `--data-dir` is not given.
 pub const DATA_DIR_DEFAULT: &str = "./data";
 /// Most shards (executors) one broker runs; shard ids fit in a `u16`.

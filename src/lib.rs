@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod config;
+pub mod config_file;
 pub mod constants;
 pub mod group;
 pub mod journal;
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod model;
 pub mod protocol;
 pub mod runtime;
+pub mod sasl;
 pub mod server;
 pub mod share;
 pub mod storage;

@@ -1,27 +1,35 @@
 //! The `lockstep` broker binary: parses flags, sets up logging, runs the broker.
 //!
+//! `--config FILE` reads Kafka's `server.properties` names (`config_file`); flags override it.
 //! With no arguments it serves the Kafka protocol on 127.0.0.1:9092 with data in `./data`.
 //! Once every shard listens it prints one line on stdout:
 //! `lockstep ready: listening on HOST:PORT (N shards)`; logs go to stderr (`RUST_LOG` filters).
-//! Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 2 for bad flags,
+//! Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 2 for bad flags or configuration file,
 //! `RuntimeError::exit_code` for a failure to start or run, and the fatal path's
 //! (`runtime::fatal`): `EXIT_SHARD_PANICKED` (9) when a shard panicked, `EXIT_STORAGE_POISONED`
 //! (10) when a partition log or the state journal is poisoned.
 
 use clap::Parser;
 use lockstep::config::BrokerConfig;
+use lockstep::config_file::FileConfig;
 use std::path::PathBuf;
 
 /// Lockstep: a Kafka-compatible broker with transactional acknowledgements for share groups.
 #[derive(Parser, Debug)]
 #[command(name = "lockstep", version, about)]
 struct Args {
-    /// Address for the Kafka protocol (every shard listens on it with SO_REUSEPORT).
-    #[arg(long, value_name = "HOST:PORT", default_value = lockstep::constants::LISTEN_ADDR_DEFAULT)]
-    listen: String,
-    /// Directory of all persistent state (created if missing).
-    #[arg(long, value_name = "DIR", default_value = lockstep::constants::DATA_DIR_DEFAULT)]
-    data_dir: PathBuf,
+    /// A Kafka-style properties file (listeners, log.dirs, num.partitions, retention, ssl.*);
+    /// the flags below override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address of a single PLAINTEXT listener (every shard listens on it with SO_REUSEPORT);
+    /// replaces the file's `listeners`. Default: 127.0.0.1:9092.
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Directory of all persistent state (created if missing); replaces the file's `log.dirs`.
+    /// Default: ./data.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// Number of shards (executor threads); default: one per available core.
     #[arg(long, value_name = "N")]
     shards: Option<usize>,
@@ -48,14 +56,37 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    let file = match &args.config {
+        Some(path) => match FileConfig::load(path) {
+            Ok(file) => {
+                for warning in &file.warnings {
+                    tracing::warn!(file = %path.display(), "{warning}");
+                }
+                file
+            }
+            Err(e) => {
+                eprintln!("lockstep: {}: {e}", path.display());
+                std::process::exit(2);
+            }
+        },
+        None => FileConfig::default(),
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let config = match BrokerConfig::new(
-        Some(&args.listen),
-        Some(args.data_dir),
+        args.listen.as_deref(),
+        args.data_dir.or(file.data_dir),
         args.shards,
         args.metrics_listen.as_deref(),
         cores,
     )
+    .map(|mut c| {
+        if args.listen.is_none() && !file.listeners.is_empty() {
+            c = c.with_listeners(file.listeners);
+        }
+        c.tls = file.tls;
+        c.broker_defaults = file.broker_defaults;
+        c
+    })
     .and_then(|c| match &args.advertised {
         Some(addr) => c.with_advertised(addr),
         None => Ok(c),

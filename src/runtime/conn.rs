@@ -1,4 +1,9 @@
-//! The Kafka listener of one shard and its client connections.
+//! The Kafka listeners of one shard and their client connections.
+//!
+//! A TLS listener (SSL) runs the rustls handshake first (at most `TLS_HANDSHAKE_MS_MAX`; a
+//! failed or slow handshake closes the connection and nothing else), takes the principal from
+//! a client certificate if there is one, then serves frames over the TLS stream exactly as a
+//! plaintext connection. Connections in their handshake count against `SHARD_CONNECTIONS_MAX`.
 //!
 //! Per connection, a reader (this task) turns bytes into frames and starts one handler task
 //! per request; a writer task awaits the handlers **in request order** and writes their
@@ -18,21 +23,34 @@
 //! connections are unaffected.
 
 use super::shard_runtime::ShardHandle;
+use crate::config_file::SecurityProtocol;
 use crate::constants::{
     CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SHARD_CONNECTIONS_MAX,
-    SOCKET_READ_CHUNK_BYTES,
+    SOCKET_READ_CHUNK_BYTES, TLS_HANDSHAKE_MS_MAX,
 };
 use crate::protocol::codec::{parse_frame, Inbound};
 use crate::protocol::framing::FrameDecoder;
 use crate::server::dispatch::dispatch;
 use crate::server::{ConnInfo, Outcome};
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::StaticPermit;
 use glommio::Task;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+/// One listener as its shard serves it.
+pub struct Endpoint {
+    /// Kafka's listener name (for logs).
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    /// The address handlers name as this broker (else each connection's local one).
+    pub advertised: Option<SocketAddr>,
+    /// Set for SSL and SASL_SSL listeners.
+    pub tls: Option<futures_rustls::TlsAcceptor>,
+}
 
 /// A request whose response the writer still has to write.
 enum Queued {
@@ -45,9 +63,8 @@ enum Queued {
     Ready(Outcome, Option<StaticPermit>),
 }
 
-/// Accepts connections until shutdown; each connection runs in its own task.
-/// `advertised`: the address handlers name as this broker (else each connection's local one).
-pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, advertised: Option<SocketAddr>) {
+/// Accepts connections of `endpoint` until shutdown; each connection runs in its own task.
+pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, endpoint: Rc<Endpoint>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             ctx.shutdown.wait().await;
@@ -63,8 +80,9 @@ pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, advertised: Op
                     continue;
                 }
                 let conn_ctx = ctx.clone();
+                let conn_endpoint = endpoint.clone();
                 glommio::spawn_local(async move {
-                    serve_connection(conn_ctx, stream, advertised).await
+                    serve_connection(conn_ctx, stream, conn_endpoint).await
                 })
                 .detach();
             }
@@ -74,10 +92,10 @@ pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, advertised: Op
             }
         }
     }
-    tracing::debug!(shard = %ctx.id, "listener closed");
+    tracing::debug!(shard = %ctx.id, listener = %endpoint.name, "listener closed");
 }
 
-async fn serve_connection(ctx: ShardHandle, stream: TcpStream, advertised: Option<SocketAddr>) {
+async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endpoint>) {
     let (local_addr, peer_addr) = match (stream.local_addr(), stream.peer_addr()) {
         (Ok(l), Ok(p)) => (l, p),
         _ => return,
@@ -88,7 +106,60 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, advertised: Optio
         m.connections_total += 1;
         m.connections_active += 1;
     });
-    let conn = ConnInfo::new(advertised.unwrap_or(local_addr), peer_addr);
+    let conn = ConnInfo::new(endpoint.advertised.unwrap_or(local_addr), peer_addr);
+    let closed_on_error = match &endpoint.tls {
+        None => serve_frames(&ctx, stream, conn).await,
+        Some(acceptor) => {
+            let handshake =
+                futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
+                    futures_lite::future::or(
+                        glommio::timer::sleep(Duration::from_millis(TLS_HANDSHAKE_MS_MAX)),
+                        ctx.shutdown.wait(),
+                    )
+                    .await;
+                    None
+                })
+                .await;
+            match handshake {
+                Some(Ok(tls)) => {
+                    let (_, session) = tls.get_ref();
+                    if let Some(cert) = session.peer_certificates().and_then(|c| c.first()) {
+                        match super::tls::principal_of_certificate(cert) {
+                            Some(principal) => *conn.principal.borrow_mut() = principal,
+                            None => {
+                                tracing::warn!(shard = %ctx.id, peer = %peer_addr, "client certificate subject unreadable; principal stays ANONYMOUS")
+                            }
+                        }
+                    }
+                    serve_frames(&ctx, tls, conn).await
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, error = %e, "TLS handshake failed");
+                    true
+                }
+                None => {
+                    tracing::debug!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, "TLS handshake timed out");
+                    true
+                }
+            }
+        }
+    };
+    ctx.connections_active.set(ctx.connections_active.get() - 1);
+    ctx.with_metrics(|m| {
+        m.connections_active -= 1;
+        if closed_on_error {
+            m.connections_closed_on_error += 1;
+        }
+    });
+}
+
+/// Serves Kafka frames on `stream` until it closes; returns whether it closed on an error.
+async fn serve_frames<S>(ctx: &ShardHandle, stream: S, conn: ConnInfo) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let ctx = ctx.clone();
+    let peer_addr = conn.peer_addr;
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue_tx, queue_rx) =
         local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
@@ -236,12 +307,5 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, advertised: Optio
     }
     drop(reserved);
     drop(queue_tx);
-    let closed_on_error = writer_task.await;
-    ctx.connections_active.set(ctx.connections_active.get() - 1);
-    ctx.with_metrics(|m| {
-        m.connections_active -= 1;
-        if closed_on_error {
-            m.connections_closed_on_error += 1;
-        }
-    });
+    writer_task.await
 }

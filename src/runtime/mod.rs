@@ -18,6 +18,9 @@
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: io_uring fdatasync of flush tickets.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
+//! - [`tls`]: the rustls configuration of TLS listeners, certificate principals.
+//!
+//! Every shard binds every listener of the configuration (each with SO_REUSEPORT).
 
 pub mod bench;
 pub mod conn;
@@ -25,6 +28,7 @@ pub mod fatal;
 pub mod files;
 pub mod shard_runtime;
 pub mod sync;
+pub mod tls;
 
 use crate::config::BrokerConfig;
 use crate::constants::{
@@ -60,6 +64,7 @@ pub enum RuntimeError {
     Metrics { addr: String, error: io::Error },
     Executor(String),
     Shard { shard: usize, reason: String },
+    Listeners(String),
 }
 
 impl RuntimeError {
@@ -72,6 +77,7 @@ impl RuntimeError {
             RuntimeError::Metrics { .. } => 6,
             RuntimeError::Executor(_) => 7,
             RuntimeError::Shard { .. } => 8,
+            RuntimeError::Listeners(_) => 11,
         }
     }
 }
@@ -87,6 +93,8 @@ impl fmt::Display for RuntimeError {
             }
             RuntimeError::Executor(e) => write!(f, "cannot start executors: {e}"),
             RuntimeError::Shard { shard, reason } => write!(f, "shard {shard}: {reason}"),
+            // The TLS settings or a listener's protocol cannot be served.
+            RuntimeError::Listeners(reason) => write!(f, "listeners: {reason}"),
         }
     }
 }
@@ -167,11 +175,27 @@ struct ShardSetup {
     drained: Arc<AtomicUsize>,
     /// Share sessions of every shard count against this (a per-broker limit, as Kafka's).
     share_sessions: SessionBudget,
+    /// The TLS listeners' configuration (built once, shared by every shard).
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
 pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
     fatal::install_panic_hook();
+    if let Some(l) = config.listeners.iter().find(|l| l.protocol.uses_sasl()) {
+        return Err(RuntimeError::Listeners(format!(
+            "listener {} is {}: SASL is not supported yet",
+            l.name,
+            l.protocol.name()
+        )));
+    }
+    let tls = match &config.tls {
+        Some(settings) if config.listeners.iter().any(|l| l.protocol.uses_tls()) => {
+            Some(tls::server_config(settings).map_err(RuntimeError::Listeners)?)
+        }
+        _ => None,
+    };
+    crate::config::set_static_broker_defaults(config.broker_defaults.clone());
     std::fs::create_dir_all(&config.data_dir).map_err(|error| RuntimeError::DataDir {
         path: config.data_dir.display().to_string(),
         error,
@@ -229,6 +253,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             stop: stop.clone(),
             drained: drained.clone(),
             share_sessions: share_sessions.clone(),
+            tls: tls.clone(),
         };
         let placement = match cpus.get(index % cpus.len().max(1)) {
             Some(&cpu) if config.shards <= cpus.len() => Placement::Fixed(cpu),
@@ -260,9 +285,15 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             }
         }
     }
+    let addrs: Vec<String> = config
+        .listeners
+        .iter()
+        .map(|l| l.addr.to_string())
+        .collect();
     println!(
         "lockstep ready: listening on {} ({} shards)",
-        config.listen, config.shards
+        addrs.join(", "),
+        config.shards
     );
     let _ = io::stdout().flush();
     tracing::info!(listen = %config.listen, shards = config.shards, data_dir = %config.data_dir.display(), "broker ready");
@@ -334,8 +365,22 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "partitions open"
     );
-    let listener = TcpListener::bind(config.listen)
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let mut listeners = Vec::with_capacity(config.listeners.len());
+    for l in &config.listeners {
+        let bound = TcpListener::bind(l.addr)
+            .map_err(|e| format!("cannot listen on {} ({}): {e}", l.addr, l.name))?;
+        let endpoint = conn::Endpoint {
+            name: l.name.clone(),
+            protocol: l.protocol,
+            advertised: l.advertised,
+            tls: match (&setup.tls, l.protocol.uses_tls()) {
+                (Some(tls), true) => Some(futures_rustls::TlsAcceptor::from(tls.clone())),
+                (None, true) => return Err(format!("listener {} has no TLS settings", l.name)),
+                _ => None,
+            },
+        };
+        listeners.push((bound, std::rc::Rc::new(endpoint)));
+    }
     let metrics: Arc<Mutex<ShardMetrics>> = setup.metrics.shard(id);
     let ctx = ShardHandle::new(
         state,
@@ -376,7 +421,15 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     let _ = setup.ready.send(Ok(id));
     fatal::arm_test_fault(config.test_fault, ShardId(id as u16));
 
-    conn::accept_loop(ctx.clone(), listener, config.advertised).await;
+    let accepting: Vec<_> = listeners
+        .into_iter()
+        .map(|(bound, endpoint)| {
+            glommio::spawn_local(conn::accept_loop(ctx.clone(), bound, endpoint))
+        })
+        .collect();
+    for task in accepting {
+        task.await;
+    }
 
     let drain_deadline = Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS_MAX);
     while ctx.connections_active.get() > 0 && Instant::now() < drain_deadline {

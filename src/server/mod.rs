@@ -61,6 +61,9 @@ use std::sync::Arc;
 pub use ops::{ShardOp, ShardReply};
 pub use registry::TopicRegistry;
 
+/// Kafka's principal of an unauthenticated client.
+pub const ANONYMOUS_PRINCIPAL: &str = "User:ANONYMOUS";
+
 /// What a handler knows about the connection a request came on.
 #[derive(Clone, Debug)]
 pub struct ConnInfo {
@@ -75,6 +78,9 @@ pub struct ConnInfo {
     pub share_members: Rc<RefCell<BTreeSet<(String, String)>>>,
     /// Unique in the process: a share session remembers the connection that owns it.
     pub id: u64,
+    /// Who the client is (Kafka's `KafkaPrincipal` as `User:NAME`): `User:ANONYMOUS` until a
+    /// client certificate (mutual TLS) or SASL names it. Set by the connection (runtime).
+    pub principal: Rc<RefCell<String>>,
 }
 
 impl ConnInfo {
@@ -85,6 +91,7 @@ impl ConnInfo {
             peer_addr,
             share_members: Rc::default(),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            principal: Rc::new(RefCell::new(ANONYMOUS_PRINCIPAL.to_string())),
         }
     }
 }
