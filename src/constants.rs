@@ -337,6 +337,10 @@ pub const GROUP_OFFSETS_PER_SHARD_MAX: usize = 10_000_000;
 /// assignment.
 pub const GROUP_PROTOCOLS_MAX: usize = 64;
 pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = 1024 * 1024;
+/// How long an empty consumer group without committed offsets is kept (listed, described as
+/// Empty) before it is forgotten: Kafka deletes such groups at its next offsets cleanup, every
+/// `offsets.retention.check.interval.ms` (default 600 000).
+pub const GROUP_EMPTY_KEEP_MS: u64 = 600_000;
 /// How often a JoinGroup or SyncGroup that waits for the rebalance looks at the group again.
 pub const GROUP_WAIT_POLL_MS: u64 = 10;
 /// How long an answer to a waiting JoinGroup / SyncGroup is kept for its poller.

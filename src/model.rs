@@ -1,4 +1,5 @@
-//! Newtypes shared across modules, and the pure functions that say which shard owns what.
+//! Newtypes shared across modules (the one topic-partition key, [`TopicPartition`]), and the
+//! pure functions that say which shard owns what.
 //!
 //! Ownership (DESIGN.md §1, §6): every topic-partition is owned by exactly one shard and every
 //! group's coordinator state by exactly one shard. Both are pure functions of the names and the
@@ -13,6 +14,7 @@
 //! between runs of the broker.
 
 use std::fmt;
+use uuid::Uuid;
 
 /// Index of a shard (one executor thread, one core), `0 .. shard_count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -34,17 +36,21 @@ impl fmt::Display for ShardId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Offset(pub i64);
 
-/// A topic (by name) and one of its partitions.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A topic-partition, named by its topic's id: the one key of every per-partition map (a
+/// shard's partition logs, share partitions, transaction participants, share sessions). The id
+/// and not the name, as the share and transaction APIs name partitions: a topic deleted and
+/// created again under the same name is another topic. Where the name is needed too (to find
+/// the owning shard, to answer with it), operations carry a `server::ops::PartitionRef`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
-    pub topic: String,
+    pub topic_id: Uuid,
     pub partition: i32,
 }
 
 impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+    pub fn new(topic_id: Uuid, partition: i32) -> TopicPartition {
         TopicPartition {
-            topic: topic.into(),
+            topic_id,
             partition,
         }
     }
@@ -52,7 +58,7 @@ impl TopicPartition {
 
 impl fmt::Display for TopicPartition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
+        write!(f, "{}:{}", self.topic_id, self.partition)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Black-box tests of the `lockstep` binary over the raw Kafka protocol.
 //!
-//! Each test starts the built binary on a free loopback port with a temporary data directory
-//! and 2 shards, waits for its readiness line, and speaks Kafka with the `kafka-protocol` crate
+//! Each test starts the built binary (`tests/common/process.rs`) on a free loopback port with a
+//! temporary data directory and 2 shards, waits for its readiness line, and speaks Kafka with
+//! the `kafka-protocol` crate
 //! (requests encoded, responses decoded by the same crate real tools are built on). They prove:
 //! - ApiVersions v0–4 answers, and an unsupported version gets the v0-format
 //!   UNSUPPORTED_VERSION body with the supported keys;
@@ -17,101 +18,38 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use lockstep::log::batch::{self, BatchBuilder};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const READY_PREFIX: &str = "lockstep ready:";
+mod common;
 
-struct Broker {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
+use common::process::Lockstep;
+
+/// The broker under test (`tests/common/process.rs`): 2 shards in a temporary directory.
+struct Broker(Lockstep);
+
+impl std::ops::Deref for Broker {
+    type Target = Lockstep;
+    fn deref(&self) -> &Lockstep {
+        &self.0
+    }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+impl std::ops::DerefMut for Broker {
+    fn deref_mut(&mut self) -> &mut Lockstep {
+        &mut self.0
+    }
 }
 
 impl Broker {
-    fn start(dir: &Path) -> Broker {
-        Self::start_on(dir, free_port())
-    }
-
-    fn start_on(dir: &Path, port: u16) -> Broker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--shards",
-                "2",
-                "--data-dir",
-            ])
-            .arg(dir)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the broker binary starts");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with(READY_PREFIX) {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the broker prints its readiness line");
-        assert!(line.contains(&port.to_string()), "{line}");
-        Broker {
-            child,
-            port,
-            dir: dir.to_path_buf(),
-        }
+    fn start() -> Broker {
+        Broker(Lockstep::start("lockstep-protocol-", 2, &[]))
     }
 
     fn client(&self) -> Client {
         Client::connect(self.port)
-    }
-
-    fn signal(&self, signal: i32) {
-        // SAFETY: kill(2) with a pid we spawned and a valid signal number.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "broker did not exit in time");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill9(mut self) -> PathBuf {
-        self.signal(libc::SIGKILL);
-        self.wait_exit(Duration::from_secs(10));
-        self.dir.clone()
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -340,8 +278,7 @@ fn fetch_all(
 
 #[test]
 fn api_versions_every_version_and_unsupported_gets_the_v0_error_body() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let mut client = broker.client();
     for version in 0..=4 {
         let response: ApiVersionsResponse =
@@ -376,8 +313,7 @@ fn api_versions_every_version_and_unsupported_gets_the_v0_error_body() {
 
 #[test]
 fn create_produce_fetch_byte_exact_and_list_offsets_across_shards() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let mut client = broker.client();
     let id = create_topic(&mut client, "orders", 4);
 
@@ -439,8 +375,7 @@ fn create_produce_fetch_byte_exact_and_list_offsets_across_shards() {
 
 #[test]
 fn idempotent_produce_answers_duplicates_and_refuses_gaps() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let mut client = broker.client();
     create_topic(&mut client, "idem", 2);
     let mut init = InitProducerIdRequest::default();
@@ -482,8 +417,7 @@ fn idempotent_produce_answers_duplicates_and_refuses_gaps() {
 
 #[test]
 fn malformed_input_gets_its_defined_outcome_and_others_are_unaffected() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let mut bystander = broker.client();
     bystander.api_versions_ok();
     let mut client = broker.client();
@@ -566,8 +500,7 @@ fn malformed_input_gets_its_defined_outcome_and_others_are_unaffected() {
 
 #[test]
 fn acks_zero_gets_no_response_and_later_requests_keep_their_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let mut client = broker.client();
     create_topic(&mut client, "fire", 1);
     let mut data = produce_request::PartitionProduceData::default();
@@ -601,8 +534,7 @@ fn acks_zero_gets_no_response_and_later_requests_keep_their_order() {
 
 #[test]
 fn fetch_long_polls_until_data_arrives() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let mut client = broker.client();
     let id = create_topic(&mut client, "poll", 2);
     let port = broker.port;
@@ -662,8 +594,7 @@ fn fetch_long_polls_until_data_arrives() {
 
 #[test]
 fn admin_apis_configs_delete_and_coordinator() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let mut client = broker.client();
     let first_id = create_topic(&mut client, "cfg", 3);
 
@@ -744,19 +675,19 @@ fn admin_apis_configs_delete_and_coordinator() {
 
 #[test]
 fn sigterm_exits_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut broker = Broker::start(dir.path());
+    let mut broker = Broker::start();
     let mut client = broker.client();
     client.api_versions_ok();
     broker.signal(libc::SIGTERM);
-    let status = broker.wait_exit(Duration::from_secs(20));
+    let status = broker
+        .wait_exit(Duration::from_secs(20))
+        .expect("the broker exits after SIGTERM");
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
 #[test]
 fn sigkill_and_restart_keep_acknowledged_data_and_topic_ids() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path());
+    let broker = Broker::start();
     let port = broker.port;
     let mut client = broker.client();
     let id = create_topic(&mut client, "durable", 4);
@@ -768,9 +699,11 @@ fn sigkill_and_restart_keep_acknowledged_data_and_topic_ids() {
         sent[partition as usize].push(b);
     }
     drop(client);
-    let dir_path = broker.kill9();
-
-    let broker = Broker::start_on(&dir_path, port);
+    let mut broker = broker;
+    broker.kill();
+    broker.spawn(&[]);
+    assert_eq!(broker.port, port);
+    let dir_path = broker.data_dir();
     let mut client = broker.client();
     let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &{
         let mut m = MetadataRequest::default();
@@ -793,7 +726,7 @@ fn sigkill_and_restart_keep_acknowledged_data_and_topic_ids() {
     let second = Command::new(env!("CARGO_BIN_EXE_lockstep"))
         .args([
             "--listen",
-            &format!("127.0.0.1:{}", free_port()),
+            &format!("127.0.0.1:{}", common::free_port()),
             "--data-dir",
         ])
         .arg(&dir_path)

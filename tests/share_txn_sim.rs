@@ -1,5 +1,5 @@
 //! Deterministic simulation of share groups with transactional acknowledgements, at the level
-//! of the shard's synchronous state (`ShardState`, `ShareShard`) and its state journal, with a
+//! of the shard's synchronous state (`ShardState`, `ShareState`) and its state journal, with a
 //! virtual clock and simulated crashes that drop what was not durable (issue 6).
 //!
 //! The driver plays a streaming framework: workers (share-group members) fetch records and
@@ -13,7 +13,7 @@
 //! recovery routine: a PREPARE whose checkpoint is in the sink is committed, anything else is
 //! aborted.
 //!
-//! The steps mirror what the runtime does (`runtime::shard`): journal entries are appended after
+//! The steps mirror what the runtime does (`runtime::shard_runtime`): journal entries are appended after
 //! every operation; acknowledgements, prepare (locks, then the PREPARE record) and decisions
 //! are answered only after a flush.
 //!
@@ -30,13 +30,14 @@ use lockstep::log::batch::BatchBuilder;
 use lockstep::model::ShardId;
 use lockstep::server::ops::{PartitionRef, ProduceOp, ShareAckOp, ShareFetchOp};
 use lockstep::server::registry::TopicRegistry;
-use lockstep::server::shard::{PartitionKey, ShardState};
-use lockstep::server::share::{ShareKey, ShareShard};
+use lockstep::model::TopicPartition;
+use lockstep::server::shard_state::ShardState;
+use lockstep::server::share::{ShareKey, ShareState};
 use lockstep::server::share_group::Heartbeat;
 use lockstep::share::{AckBatch, AcknowledgeType, RecordState};
 use lockstep::storage::file::SimStorage;
 use lockstep::storage::mmap::{MemDir, Tear};
-use lockstep::txn::{TxnConfig, TxnPartition, TxnState};
+use lockstep::txn::{TxnConfig, TxnState};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,8 +82,8 @@ fn pref() -> PartitionRef {
     }
 }
 
-fn txn_partition() -> TxnPartition {
-    TxnPartition {
+fn txn_partition() -> TopicPartition {
+    TopicPartition {
         topic_id: Uuid::from_u128(1),
         partition: 0,
     }
@@ -157,7 +158,7 @@ impl Sim {
             assert_eq!(applied.result.error_code, 0);
             offset += n;
         }
-        let key = PartitionKey::of(&pref());
+        let key = pref().key();
         state.partition_mut(&key).unwrap().log.flush().unwrap();
         let dir = MemDir::new("/journal");
         let (journal, _) = Journal::open(dir.clone(), journal_config()).unwrap();
@@ -504,7 +505,7 @@ impl Sim {
             .unwrap_or_else(|e| panic!("journal recovery failed: {e}"));
         self.journal = journal;
         let reg = self.state.registry().clone();
-        self.state.share = ShareShard::restore(&recovered, &reg, self.now)
+        self.state.share = ShareState::restore(&recovered, &reg, self.now)
             .unwrap_or_else(|e| panic!("restore failed: {e}"));
         self.append();
         // Participants resolve their locks with the coordinator.
@@ -620,7 +621,7 @@ impl Sim {
         assert_eq!(self.fw.sink.len() as i64, RECORDS);
         let key = ShareKey {
             group_id: GROUP.into(),
-            partition: PartitionKey::of(&pref()),
+            partition: pref().key(),
         };
         let _ = key;
     }

@@ -8,16 +8,13 @@
 //! idempotent answers of the wire spec, and what survives a SIGKILL of the broker (ONGOING →
 //! aborted and redelivered; PREPARE → still locked and committable; COMMITTED → gone for good).
 //!
-//! How: each test starts its own broker (`target/release/lockstep`, or `LOCKSTEP_BROKER_BIN`) on
-//! a free port with a temporary data directory, fills a one-partition topic with the client's
-//! Admin and Producer, and kills the broker when dropped. Every wait is bounded.
+//! How: each test starts its own broker (`tests/common/process.rs`: the built binary, or
+//! `LOCKSTEP_BROKER_BIN`) on a free port with a temporary data directory, fills a one-partition
+//! topic with the client's Admin and Producer, and kills the broker when dropped. Every wait is
+//! bounded.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -27,155 +24,39 @@ use lockstep::client::share_consumer::{AckType, ShareConsumer, ShareRecord};
 use lockstep::client::transactions::{recover, ShareTransactionCoordinator, TxnState};
 use lockstep::client::ClientError;
 
-const BROKER_START_TIMEOUT: Duration = Duration::from_secs(60);
 const CLI_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a consumer keeps polling when the test expects it to get nothing more.
 const QUIET_WAIT: Duration = Duration::from_secs(4);
 /// How long a consumer may take to get records the test expects.
 const DELIVERY_WAIT: Duration = Duration::from_secs(20);
 
-fn broker_bin() -> PathBuf {
-    match std::env::var_os("LOCKSTEP_BROKER_BIN") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/lockstep"),
+mod common;
+
+use common::process::Lockstep;
+
+/// The broker under test (`tests/common/process.rs`): 2 shards in a temporary directory.
+struct Broker(Lockstep);
+
+impl std::ops::Deref for Broker {
+    type Target = Lockstep;
+    fn deref(&self) -> &Lockstep {
+        &self.0
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A broker child process on a temporary data directory; SIGKILLed when dropped.
-struct Broker {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: Option<Child>,
-    starts: u32,
+impl std::ops::DerefMut for Broker {
+    fn deref_mut(&mut self) -> &mut Lockstep {
+        &mut self.0
+    }
 }
 
 impl Broker {
     fn start() -> Broker {
-        let bin = broker_bin();
-        assert!(
-            bin.exists(),
-            "{} missing: run `cargo build --release --bin lockstep` first",
-            bin.display()
-        );
-        let mut b = Broker {
-            dir: tempfile::Builder::new()
-                .prefix("lockstep-txn-cli-")
-                .tempdir()
-                .unwrap(),
-            port: free_port(),
-            child: None,
-            starts: 0,
-        };
-        b.spawn();
-        b
+        Broker(Lockstep::start("lockstep-txn-cli-", 2, &[]))
     }
 
     fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join(format!("broker-{}.log", self.starts))
-    }
-
-    fn spawn(&mut self) {
-        self.starts += 1;
-        let t0 = Instant::now();
-        let mut child = Command::new(broker_bin())
-            .arg("--listen")
-            .arg(self.bootstrap())
-            .arg("--data-dir")
-            .arg(self.dir.path().join("data"))
-            .arg("--shards")
-            .arg("2")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start broker");
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-        let log2 = log.try_clone().unwrap();
-        thread::spawn(move || copy_lines(out, log, Some(tx)));
-        thread::spawn(move || copy_lines(err, log2, None));
-        self.child = Some(child);
-        loop {
-            if rx.try_recv().is_ok() {
-                break;
-            }
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("broker exited during start-up ({st}):\n{}", self.log_tail());
-            }
-            assert!(
-                t0.elapsed() < BROKER_START_TIMEOUT,
-                "broker not ready:\n{}",
-                self.log_tail()
-            );
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let mut s = String::new();
-        for i in 1..=self.starts {
-            let p = self.dir.path().join(format!("broker-{i}.log"));
-            let _ = File::open(p).and_then(|mut f| f.read_to_string(&mut s));
-        }
-        let lines: Vec<&str> = s.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-
-    fn sigkill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn sigkill_and_restart(&mut self) {
-        self.sigkill();
-        self.spawn();
-    }
-
-    /// Panics with the broker log if the broker process has exited.
-    fn assert_alive(&mut self) {
-        if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
-            panic!("broker exited ({st}):\n{}", self.log_tail());
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            eprintln!("broker log tail:\n{}", self.log_tail());
-        }
-        self.sigkill();
-    }
-}
-
-fn copy_lines(src: impl Read, mut log: File, mut ready: Option<mpsc::Sender<()>>) {
-    for line in BufReader::new(src).lines() {
-        let Ok(line) = line else { break };
-        let _ = writeln!(log, "{line}");
-        if line.contains("lockstep ready: listening on") {
-            if let Some(tx) = ready.take() {
-                let _ = tx.send(());
-            }
-        }
+        self.addr()
     }
 }
 

@@ -21,12 +21,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lockstep::model::TopicPartition;
 use lockstep::share::partition::throttle_threshold;
 use lockstep::share::{
     AckBatch, AcknowledgeType, RecordState, ShareConfig, SharePartition, ShareSnapshot,
 };
 use lockstep::txn::{
-    GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnPartition, TxnRecord, TxnState,
+    GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnState,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -44,8 +45,8 @@ fn txn_id(n: usize) -> String {
     format!("{GROUP}-job-{n}")
 }
 
-fn tp(p: usize) -> TxnPartition {
-    TxnPartition {
+fn tp(p: usize) -> TopicPartition {
+    TopicPartition {
         topic_id: Uuid::from_u128(7),
         partition: p as i32,
     }

@@ -90,3 +90,191 @@ pub fn write_report(name: &str, report: &impl Serialize) -> PathBuf {
         .expect("write report");
     path
 }
+
+/// Clock ticks per second of /proc's CPU times.
+pub fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64).max(1.0)
+}
+
+/// CPU seconds (utime + stime, all threads) process `pid` has used so far; 0 if it is gone.
+pub fn proc_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may contain spaces): state is field 3, utime 14,
+    // stime 15.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<f64>().ok()))
+        .sum();
+    ticks / clock_ticks_per_s()
+}
+
+/// Peak resident set of process `pid` so far (`VmHWM` of /proc/PID/status), bytes.
+pub fn proc_peak_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// A zeroed buffer of `len` bytes aligned to 4 KiB, as O_DIRECT needs.
+pub struct AlignedBuffer {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl AlignedBuffer {
+    pub fn new(len: usize, fill: u8) -> AlignedBuffer {
+        let layout = std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("layout");
+        // SAFETY: the layout has a non-zero size; freed in Drop with the same layout.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "allocation failed");
+        let mut b = AlignedBuffer { ptr, layout };
+        b.as_mut_slice().fill(fill);
+        b
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points at `layout.size()` initialised bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout and not freed before.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+fn open_direct(path: &Path) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .expect("open O_DIRECT file (does the file system support O_DIRECT?)")
+}
+
+/// The machine's O_DIRECT sequential write bandwidth: `total` bytes in 1 MiB aligned blocks,
+/// then one fdatasync; MB/s (10^6).
+pub fn direct_write_mb_per_s(work: &Path, total: usize) -> f64 {
+    const BLOCK: usize = 1 << 20;
+    let block = AlignedBuffer::new(BLOCK, 0xa5);
+    let path = work.join("direct.bin");
+    let file = open_direct(&path);
+    let start = Instant::now();
+    let mut written = 0;
+    while written < total.max(BLOCK) {
+        file.write_all_at(block.as_slice(), written as u64)
+            .expect("O_DIRECT write");
+        written += BLOCK;
+    }
+    file.sync_data().expect("fdatasync");
+    let seconds = start.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    written as f64 / seconds / 1e6
+}
+
+/// How a [`group_commit_mb_per_s`] probe writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum GroupCommit {
+    /// Buffered `pwrite`s appended to a growing file (a page-cache log: every flush also
+    /// commits the file's new size to the journal).
+    PageCache,
+    /// One O_DIRECT write per group into a file preallocated to its full size (what a DMA log
+    /// with preallocated segments does: the flush changes no metadata).
+    DirectPreallocated,
+}
+
+/// A group-commit-like durable append: groups of `group_bytes` (16 KiB appends for the page
+/// cache; one aligned write for O_DIRECT), one fdatasync after each group, the next group only
+/// after it, for `seconds` or `total_max` bytes (at least one group); MB/s (10^6).
+pub fn group_commit_mb_per_s(
+    work: &Path,
+    how: GroupCommit,
+    group_bytes: usize,
+    seconds: f64,
+    total_max: usize,
+) -> f64 {
+    const APPEND: usize = 16 << 10;
+    let group_bytes = group_bytes.max(APPEND) / APPEND * APPEND;
+    let groups_max = (total_max / group_bytes).max(1);
+    let deadline = Duration::from_secs_f64(seconds);
+    let path = work.join("group-commit.bin");
+    let start;
+    let mut groups = 0;
+    match how {
+        GroupCommit::PageCache => {
+            let file = std::fs::File::create(&path).expect("create");
+            let append = vec![0x3c_u8; APPEND];
+            start = Instant::now();
+            let mut at = 0u64;
+            while groups == 0 || (groups < groups_max && start.elapsed() < deadline) {
+                for _ in 0..group_bytes / APPEND {
+                    file.write_all_at(&append, at).expect("write");
+                    at += APPEND as u64;
+                }
+                file.sync_data().expect("fdatasync");
+                groups += 1;
+            }
+        }
+        GroupCommit::DirectPreallocated => {
+            let file = open_direct(&path);
+            let size = groups_max * group_bytes;
+            // SAFETY: fallocate(2) on a file descriptor we own, mode 0 (allocate and extend).
+            let rc = unsafe {
+                libc::fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    0,
+                    0,
+                    size as libc::off_t,
+                )
+            };
+            assert_eq!(rc, 0, "fallocate: {}", std::io::Error::last_os_error());
+            // Preallocated blocks are unwritten extents: writing them converts the extents
+            // (metadata). Zero-fill first so the measured flushes change no metadata, as in a
+            // preallocated segment that was zeroed ahead of the appends.
+            let zeros = AlignedBuffer::new(1 << 20, 0);
+            let mut at = 0usize;
+            while at < size {
+                let n = (size - at).min(1 << 20);
+                file.write_all_at(&zeros.as_slice()[..n], at as u64)
+                    .expect("O_DIRECT zero fill");
+                at += n;
+            }
+            file.sync_all().expect("fsync");
+            let group = AlignedBuffer::new(group_bytes, 0x3c);
+            start = Instant::now();
+            while groups == 0 || (groups < groups_max && start.elapsed() < deadline) {
+                file.write_all_at(group.as_slice(), (groups * group_bytes) as u64)
+                    .expect("O_DIRECT write");
+                file.sync_data().expect("fdatasync");
+                groups += 1;
+            }
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&path);
+    (groups * group_bytes) as f64 / seconds / 1e6
+}

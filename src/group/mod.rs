@@ -29,7 +29,7 @@ pub use consumer::ConsumerMembership;
 pub use offsets::{CommittedOffset, OffsetStore};
 
 use crate::constants::{
-    GROUP_INITIAL_REBALANCE_DELAY_MS, OFFSETS_RETENTION_MS, OFFSET_METADATA_BYTES_MAX,
+    GROUP_EMPTY_KEEP_MS, GROUP_INITIAL_REBALANCE_DELAY_MS, OFFSETS_RETENTION_MS, OFFSET_METADATA_BYTES_MAX,
 };
 use crate::journal::entries::{Entry, GroupOffsetCommit};
 use crate::journal::Recovered;
@@ -434,10 +434,17 @@ impl ConsumerGroups {
             group
                 .offsets
                 .expire(group_id, now_ms as i64, retention, base, &|t| keep.contains(t));
+        // An empty group without offsets is forgotten after GROUP_EMPTY_KEEP_MS (Kafka's cleanup
+        // interval), at once if it never had a member (a refused first join).
         let forget = group.offsets.is_empty()
             && group.is_empty()
             && match &group.membership {
-                Membership::Classic(c) => c.state() == ClassicState::Empty,
+                Membership::Classic(c) => {
+                    c.state() == ClassicState::Empty
+                        && (c.protocol_type().is_none()
+                            || now_ms.saturating_sub(c.state_since_ms()) >= GROUP_EMPTY_KEEP_MS)
+                }
+                // A KIP-848 group without members or offsets is forgotten at once.
                 Membership::Consumer(_) => true,
             };
         if forget {
@@ -525,3 +532,6 @@ fn salt(group_id: &str, now_ms: u64) -> u64 {
     }
     h ^ now_ms.rotate_left(32) ^ u64::from(std::process::id())
 }
+
+#[cfg(test)]
+mod tests;

@@ -220,6 +220,11 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
         ),
         GroupOp::Leave { group_id, members } => {
             let reply = match existing_classic(groups, &group_id) {
+                // Kafka 4.4 answers every member of an unknown group UNKNOWN_MEMBER_ID (the
+                // group-level error stays NONE).
+                Err(ResponseError::UnknownMemberId) => {
+                    Ok(vec![ResponseError::UnknownMemberId.code(); members.len()])
+                }
                 Ok(c) => Ok(members
                     .iter()
                     .map(|(id, instance)| {

@@ -17,7 +17,7 @@
 //! is closed after the responses to earlier requests are written (Kafka's behaviour). Other
 //! connections are unaffected.
 
-use super::shard::ShardCtx;
+use super::shard_runtime::ShardHandle;
 use crate::constants::{
     CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SHARD_CONNECTIONS_MAX,
     SOCKET_READ_CHUNK_BYTES,
@@ -47,7 +47,7 @@ enum Queued {
 
 /// Accepts connections until shutdown; each connection runs in its own task.
 /// `advertised`: the address handlers name as this broker (else each connection's local one).
-pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener, advertised: Option<SocketAddr>) {
+pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, advertised: Option<SocketAddr>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             ctx.shutdown.wait().await;
@@ -77,7 +77,7 @@ pub async fn accept_loop(ctx: ShardCtx, listener: TcpListener, advertised: Optio
     tracing::debug!(shard = %ctx.id, "listener closed");
 }
 
-async fn serve_connection(ctx: ShardCtx, stream: TcpStream, advertised: Option<SocketAddr>) {
+async fn serve_connection(ctx: ShardHandle, stream: TcpStream, advertised: Option<SocketAddr>) {
     let (local_addr, peer_addr) = match (stream.local_addr(), stream.peer_addr()) {
         (Ok(l), Ok(p)) => (l, p),
         _ => return,

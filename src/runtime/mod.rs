@@ -12,7 +12,7 @@
 //! in-flight requests finish (at most `SHUTDOWN_DRAIN_MS_MAX`), keeps serving other shards'
 //! operations until every shard has drained, flushes all its partitions, and exits.
 //!
-//! - [`shard`]: per-shard runtime state and the `Bus` implementation handlers use.
+//! - [`shard_runtime`]: per-shard runtime state and the `Bus` implementation handlers use.
 //! - [`conn`]: the listener and client connections.
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
@@ -23,7 +23,7 @@ pub mod bench;
 pub mod conn;
 pub mod fatal;
 pub mod files;
-pub mod shard;
+pub mod shard_runtime;
 pub mod sync;
 
 use crate::config::BrokerConfig;
@@ -36,15 +36,15 @@ use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
-use crate::server::shard::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
-use crate::server::share::ShareShard;
+use crate::server::shard_state::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
+use crate::server::share::ShareState;
 use crate::server::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
-use shard::{wall_ms, MeshMsg, ShardCtx};
+use shard_runtime::{wall_ms, MeshMsg, ShardHandle};
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -314,7 +314,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         );
     }
     let registry = state.registry().clone();
-    state.share = ShareShard::restore(&recovered, &registry, wall_ms() as u64)
+    state.share = ShareState::restore(&recovered, &registry, wall_ms() as u64)
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     state.share.retain_topics(&registry);
     state.groups = crate::group::ConsumerGroups::restore(&recovered, wall_ms() as u64);
@@ -337,7 +337,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     let listener = TcpListener::bind(config.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let metrics: Arc<Mutex<ShardMetrics>> = setup.metrics.shard(id);
-    let ctx = ShardCtx::new(
+    let ctx = ShardHandle::new(
         state,
         journal,
         (shards > 1).then_some(senders),
@@ -398,7 +398,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     Ok(())
 }
 
-fn spawn_periodic(ctx: &ShardCtx, every_ms: u64, work: fn(&ShardCtx)) {
+fn spawn_periodic(ctx: &ShardHandle, every_ms: u64, work: fn(&ShardHandle)) {
     let c = ctx.clone();
     glommio::spawn_local(async move {
         loop {

@@ -7,7 +7,7 @@
 //! implement it in memory.
 //!
 //! State ownership:
-//! - [`shard::ShardState`]: one per shard; the partitions it owns (logs and producer states)
+//! - [`shard_state::ShardState`]: one per shard; the partitions it owns (logs and producer states)
 //!   and its copy of the topic registry. Changed only by [`ShardOp`]s executed on that shard.
 //! - [`registry::TopicRegistry`]: immutable snapshots; shard 0 computes and persists changes
 //!   ([`admin`]) and installs them on every shard.
@@ -39,7 +39,7 @@ pub mod ops;
 pub mod produce;
 pub mod producer_state;
 pub mod registry;
-pub mod shard;
+pub mod shard_state;
 pub mod share;
 pub mod share_admin;
 pub mod share_api;

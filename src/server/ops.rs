@@ -6,11 +6,11 @@
 //! under the same name) is refused rather than applied to the wrong log.
 
 use super::registry::TopicRegistry;
-use super::shard::PartitionKey;
 use super::share_group::{Heartbeat, HeartbeatAnswer, ShareGroup};
-use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
+use super::share_session::{SessionKey, SessionOutcome};
+use crate::model::TopicPartition;
 use crate::share::{AckBatch, AcquiredRange};
-use crate::txn::{TxnPartition, TxnRecord, TxnState};
+use crate::txn::{TxnRecord, TxnState};
 use bytes::Bytes;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -21,6 +21,13 @@ pub struct PartitionRef {
     pub topic: String,
     pub topic_id: Uuid,
     pub partition: i32,
+}
+
+impl PartitionRef {
+    /// The partition's key (its topic's id and its index).
+    pub fn key(&self) -> TopicPartition {
+        TopicPartition::new(self.topic_id, self.partition)
+    }
 }
 
 /// Append one produced batch to one partition.
@@ -277,7 +284,7 @@ pub struct ShareProbeOp {
 /// What one partition could hand out (the reply to a [`ShareProbeOp`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareProbedPartition {
-    pub partition: PartitionKey,
+    pub partition: TopicPartition,
     pub error_code: i16,
     /// Bytes of whole batches from the next fetch offset below the high watermark.
     pub available_bytes: usize,
@@ -288,7 +295,7 @@ pub struct ShareProbedPartition {
 /// What one partition of a ShareFetch returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareFetchedPartition {
-    pub partition: PartitionKey,
+    pub partition: TopicPartition,
     pub error_code: i16,
     pub error_message: Option<String>,
     /// Whole batches overlapping the acquired ranges.
@@ -336,8 +343,8 @@ impl ShareAckResult {
 pub struct ShareSessionOp {
     pub key: SessionKey,
     pub epoch: i32,
-    pub added: Vec<SessionPartition>,
-    pub forgotten: Vec<SessionPartition>,
+    pub added: Vec<TopicPartition>,
+    pub forgotten: Vec<TopicPartition>,
     /// ShareAcknowledge (which cannot open a session or change its partitions).
     pub acknowledge_only: bool,
     /// The connection the request came on (`ConnInfo::id`): the session's owner from now on.
@@ -360,13 +367,13 @@ pub enum TxnOp {
         group_id: String,
         member_id: String,
         transaction_id: String,
-        partitions: Vec<TxnPartition>,
+        partitions: Vec<TopicPartition>,
     },
     /// Coordinator: the acknowledgements `Register` started are done; `locked` per partition.
     AckDone {
         group_id: String,
         transaction_id: String,
-        locked: Vec<(TxnPartition, u64)>,
+        locked: Vec<(TopicPartition, u64)>,
     },
     /// Coordinator: phase 1; answered once the participants' locks and the PREPARE record
     /// are durable.
@@ -449,7 +456,7 @@ pub enum TxnReplyMsg {
 /// The share-partition start offset of one partition for DescribeShareGroupOffsets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareOffset {
-    pub partition: PartitionKey,
+    pub partition: TopicPartition,
     /// -1: the group has no state for the partition.
     pub start_offset: i64,
     /// The partition's high watermark, -1 if it is not served here.

@@ -10,7 +10,7 @@
 //!   from the topic registry, which every shard has.
 //!
 //! Durability: every change of a share partition's durable view (module docs of
-//! `share::durable`) becomes a journal entry ([`ShareShard::take_entries`]): a reset as a
+//! `share::durable`) becomes a journal entry ([`ShareState::take_entries`]): a reset as a
 //! `SharePartitionSnapshot`, other changes as a `SharePartitionUpdate`; a deleted share
 //! partition (DeleteShareGroupOffsets) as a snapshot without a start offset, a tombstone. The runtime appends
 //! them to the shard's journal and answers an acknowledgement only once they are durable.
@@ -27,7 +27,7 @@
 //! Admin (`server::share_admin`): start offsets are read, reset (AlterShareGroupOffsets, through
 //! `SharePartition::set_start_offset`) and deleted here, on the partition's shard.
 //!
-//! Recovery ([`ShareShard::restore`]): the journal's snapshot, then its entries in order,
+//! Recovery ([`ShareState::restore`]): the journal's snapshot, then its entries in order,
 //! rebuild the durable view of every share partition; [`SharePartition::from_snapshot`] turns
 //! each back into a live partition with nothing acquired.
 
@@ -36,7 +36,8 @@ use super::ops::{
     ShareProbeOp, ShareProbedPartition,
 };
 use super::registry::TopicRegistry;
-use super::shard::{log_error_code, trim_to, PartitionKey, ShardState};
+use super::shard_state::{log_error_code, trim_to, ShardState};
+use crate::model::TopicPartition;
 use super::share_dlq::{self, DlqCopy, DlqTap};
 use super::share_fetch::{acquire_from_log_in_mode, fit_bytes};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
@@ -70,12 +71,12 @@ pub struct DlqProduce {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ShareKey {
     pub group_id: String,
-    pub partition: PartitionKey,
+    pub partition: TopicPartition,
 }
 
 /// The share-group state one shard owns (module docs).
 #[derive(Debug, Default)]
-pub struct ShareShard {
+pub struct ShareState {
     pub groups: ShareGroups,
     pub sessions: ShareSessions,
     partitions: BTreeMap<ShareKey, SharePartition>,
@@ -92,7 +93,7 @@ pub struct ShareShard {
     /// been told yet. Any operation on a group may notice a timeout (every
     /// `GroupTransactions` call expires first), not only housekeeping; the runtime takes
     /// these after every transaction operation and in housekeeping
-    /// ([`ShareShard::take_timed_out`], [`ShareShard::txn_expire`]).
+    /// ([`ShareState::take_timed_out`], [`ShareState::txn_expire`]).
     pub(crate) timed_out: Vec<crate::txn::TxnRecord>,
     /// KIP-1191 copies owed to DLQ topics (`server::share_dlq`), taken by the runtime.
     pub(crate) dlq: DlqTap,
@@ -175,14 +176,14 @@ fn delta_entry(key: &ShareKey, delta: &ShareDelta) -> Entry {
 fn state_key(state: &SharePartitionState) -> ShareKey {
     ShareKey {
         group_id: state.group_id.clone(),
-        partition: PartitionKey {
+        partition: TopicPartition {
             topic_id: Uuid::from_bytes(state.topic_id),
             partition: state.partition,
         },
     }
 }
 
-impl ShareShard {
+impl ShareState {
     /// Rebuilds the durable views, the transactions this shard coordinates, and the locks of
     /// prepared transactions from a recovered journal. ONGOING transactions are aborted (their
     /// ABORTED records are queued as entries); live partitions are made with the group configs
@@ -191,7 +192,7 @@ impl ShareShard {
         recovered: &Recovered,
         registry: &TopicRegistry,
         now_ms: u64,
-    ) -> Result<ShareShard, RestoreError> {
+    ) -> Result<ShareState, RestoreError> {
         let mut views: BTreeMap<ShareKey, ShareSnapshot> = BTreeMap::new();
         let mut records: BTreeMap<(String, String), TransactionRecord> = BTreeMap::new();
         let mut locks: BTreeMap<(ShareKey, String), Vec<JournalRange>> = BTreeMap::new();
@@ -226,7 +227,7 @@ impl ShareShard {
                     Entry::TransactionLocks(l) => {
                         let key = ShareKey {
                             group_id: l.group_id.clone(),
-                            partition: PartitionKey {
+                            partition: TopicPartition {
                                 topic_id: Uuid::from_bytes(l.topic_id),
                                 partition: l.partition,
                             },
@@ -284,7 +285,7 @@ impl ShareShard {
             view.apply_delta(&delta)
                 .map_err(|e| RestoreError(format!("locks of transaction {txn} on {key:?}: {e}")))?;
         }
-        let mut shard = ShareShard::default();
+        let mut shard = ShareState::default();
         let mut by_group: BTreeMap<String, Vec<TxnRecord>> = BTreeMap::new();
         for ((group, id), entry) in &records {
             if entry.state == crate::journal::entries::TxnState::Prepare {
@@ -331,7 +332,7 @@ impl ShareShard {
     }
 
     /// The shard's whole durable share state, for a journal snapshot. Call after
-    /// [`ShareShard::take_entries`] so the snapshot follows every entry already appended.
+    /// [`ShareState::take_entries`] so the snapshot follows every entry already appended.
     pub fn durable_snapshot(&mut self, now_ms: u64) -> ShardSnapshot {
         let mut share_partitions: Vec<SharePartitionState> = self
             .partitions
@@ -530,8 +531,8 @@ impl ShareShard {
     }
 
     /// Every partition `group_id` has state for on this shard, with its start offset, sorted.
-    pub fn start_offsets(&self, group_id: &str) -> Vec<(PartitionKey, i64)> {
-        let mut out: Vec<(PartitionKey, i64)> = self
+    pub fn start_offsets(&self, group_id: &str) -> Vec<(TopicPartition, i64)> {
+        let mut out: Vec<(TopicPartition, i64)> = self
             .partitions
             .iter()
             .filter(|(k, _)| k.group_id == group_id)
@@ -653,7 +654,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// After a restart: every share partition learns its log's start offset again (it is not
     /// journalled with the share state; the log has it).
     pub fn share_apply_log_starts(&mut self) -> u64 {
-        let keys: BTreeSet<PartitionKey> = self
+        let keys: BTreeSet<TopicPartition> = self
             .share
             .partitions
             .keys()
@@ -739,10 +740,10 @@ impl<S: Storage + Clone> ShardState<S> {
         for r in &op.partitions {
             let key = ShareKey {
                 group_id: op.group_id.clone(),
-                partition: PartitionKey::of(r),
+                partition: r.key(),
             };
             let mut result = ShareFetchedPartition {
-                partition: PartitionKey::of(r),
+                partition: r.key(),
                 error_code: 0,
                 error_message: None,
                 records: Bytes::new(),
@@ -806,10 +807,10 @@ impl<S: Storage + Clone> ShardState<S> {
             .map(|r| {
                 let key = ShareKey {
                     group_id: op.group_id.clone(),
-                    partition: PartitionKey::of(r),
+                    partition: r.key(),
                 };
                 let mut probed = ShareProbedPartition {
-                    partition: PartitionKey::of(r),
+                    partition: r.key(),
                     error_code: 0,
                     available_bytes: 0,
                     wait_offset: 0,
@@ -851,7 +852,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .map(|(r, batches)| {
                 let key = ShareKey {
                     group_id: op.group_id.clone(),
-                    partition: PartitionKey::of(r),
+                    partition: r.key(),
                 };
                 if self.lookup(r).is_err() && !self.share.partitions.contains_key(&key) {
                     let code = self.lookup(r).err().unwrap_or_default();
@@ -979,7 +980,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 .map(|r| {
                     let key = ShareKey {
                         group_id: group_id.to_string(),
-                        partition: PartitionKey::of(r),
+                        partition: r.key(),
                     };
                     let hw = high_watermark(r);
                     ShareOffset {
@@ -1025,7 +1026,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// (`SharePartition::move_log_start`: AVAILABLE below it ARCHIVED, ACQUIRED and LOCKED there
     /// archived when their lock or transaction ends, state above untouched), journalled.
     /// Returns the records archived.
-    pub fn share_log_start_moved(&mut self, partition: PartitionKey, start: i64) -> u64 {
+    pub fn share_log_start_moved(&mut self, partition: TopicPartition, start: i64) -> u64 {
         let keys: Vec<ShareKey> = self
             .share
             .partitions
@@ -1060,7 +1061,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 }
                 let key = ShareKey {
                     group_id: group_id.to_string(),
-                    partition: PartitionKey::of(r),
+                    partition: r.key(),
                 };
                 // The start offset is set just below: the time of a by_duration reset is moot.
                 let mut sp = match self.take_share(&key, r, 0) {
@@ -1179,7 +1180,7 @@ mod tests {
     fn an_abort_at_restart_gives_the_same_delivery_count_as_a_live_abort() {
         let key = ShareKey {
             group_id: "g".into(),
-            partition: PartitionKey {
+            partition: TopicPartition {
                 topic_id: Uuid::from_u128(7),
                 partition: 0,
             },
@@ -1210,7 +1211,7 @@ mod tests {
             if with_locks {
                 entries.push(locks.clone());
             }
-            let mut shard = ShareShard::restore(&recovered(&entries), &registry, 0).unwrap();
+            let mut shard = ShareState::restore(&recovered(&entries), &registry, 0).unwrap();
             let mut restored = shard.partitions.remove(&key).expect("restored");
             // The participant resolves the locks it finds: the transaction is gone (aborted).
             assert_eq!(restored.locked_txns().is_empty(), !with_locks);

@@ -739,7 +739,7 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::shard::PartitionKey;
+    use crate::model::TopicPartition;
     use crate::server::share_group::{AssignedTopic, ShareMember};
     use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -859,7 +859,7 @@ mod tests {
     fn all_offsets_are_grouped_by_topic_and_sorted() {
         let reg = registry();
         let offset = |topic: u128, partition: i32, start: i64| ShareOffset {
-            partition: PartitionKey {
+            partition: TopicPartition {
                 topic_id: Uuid::from_u128(topic),
                 partition,
             },

@@ -23,7 +23,8 @@ use super::ops::{
 use super::registry::TopicRegistry;
 use super::share_fetch::{group_in_order, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::share_group::Heartbeat;
-use super::share_session::{SessionKey, SessionOutcome, SessionPartition};
+use super::share_session::{SessionKey, SessionOutcome};
+use crate::model::TopicPartition;
 use super::{respond, Bus, ConnInfo, Outcome};
 use crate::constants::{
     BROKER_NODE_ID, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, REQUEST_PARTITIONS_MAX,
@@ -352,7 +353,7 @@ struct FetchLimits {
 /// A partition the shard could not answer for.
 fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
     ShareFetchedPartition {
-        partition: super::shard::PartitionKey::of(r),
+        partition: r.key(),
         error_code: code,
         error_message: None,
         records: Bytes::new(),
@@ -622,11 +623,11 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         registry.group_config(&group_id).renew_acknowledge_enable,
     );
 
-    let mut added: Vec<SessionPartition> = Vec::new();
+    let mut added: Vec<TopicPartition> = Vec::new();
     let mut acks: Vec<(Named, Result<Vec<AckBatch>, (i16, Option<String>)>)> = Vec::new();
     for t in &decoded.topics {
         for p in &t.partitions {
-            added.push((t.topic_id, p.partition_index));
+            added.push(TopicPartition::new(t.topic_id, p.partition_index));
             if !p.acknowledgement_batches.is_empty() {
                 let raw: Vec<(i64, i64, &[i8])> = p
                     .acknowledgement_batches
@@ -650,10 +651,14 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     if epoch == 0 && !acks.is_empty() {
         return top_level_error_fetch(request, ResponseError::InvalidRequest.code(), None);
     }
-    let forgotten: Vec<SessionPartition> = decoded
+    let forgotten: Vec<TopicPartition> = decoded
         .forgotten_topics_data
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| TopicPartition::new(t.topic_id, *p))
+        })
         .collect();
     let outcome = session(
         bus,
@@ -695,10 +700,10 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     } else {
         session_partitions.as_ref()
     };
-    for (topic_id, partition) in acquiring.into_iter().flatten() {
-        match resolve(&registry, shards, *topic_id, *partition).target {
+    for tp in acquiring.into_iter().flatten() {
+        match resolve(&registry, shards, tp.topic_id, tp.partition).target {
             Ok(target) => resolved.push(target),
-            Err(code) => unresolved.push((*topic_id, *partition, code)),
+            Err(code) => unresolved.push((tp.topic_id, tp.partition, code)),
         }
     }
     let order = rotate(&resolved, epoch);

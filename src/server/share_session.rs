@@ -21,17 +21,14 @@
 //! (SHARE_SESSION_LIMIT_REACHED when it is spent).
 
 use crate::constants::SHARE_SESSIONS_MAX;
+use crate::model::TopicPartition;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use uuid::Uuid;
 
 /// Kafka's `group.share.max.share.sessions` default.
 pub const MAX_SHARE_SESSIONS: usize = SHARE_SESSIONS_MAX;
-
-/// A topic-partition of a share session.
-pub type SessionPartition = (Uuid, i32);
 
 /// The session key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -45,7 +42,7 @@ pub struct SessionKey {
 pub struct ShareSession {
     /// The epoch the next request must carry.
     pub next_epoch: i32,
-    pub partitions: BTreeSet<SessionPartition>,
+    pub partitions: BTreeSet<TopicPartition>,
     pub last_used_ms: u64,
     /// The connection that used the session last (`ConnInfo::id`).
     pub conn_id: u64,
@@ -55,7 +52,7 @@ pub struct ShareSession {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SessionOutcome {
     /// The partitions to fetch from (the whole session after the update).
-    Open(BTreeSet<SessionPartition>),
+    Open(BTreeSet<TopicPartition>),
     /// Epoch -1: the session is closed; the member's acquired records should be released by
     /// the caller.
     Closed,
@@ -163,8 +160,8 @@ impl ShareSessions {
         &mut self,
         key: &SessionKey,
         epoch: i32,
-        added: &[SessionPartition],
-        forgotten: &[SessionPartition],
+        added: &[TopicPartition],
+        forgotten: &[TopicPartition],
         conn_id: u64,
         now_ms: u64,
     ) -> Result<SessionOutcome, ResponseError> {
@@ -178,7 +175,7 @@ impl ShareSessions {
                 if !replacing && !self.budget.take() {
                     return Err(ResponseError::ShareSessionLimitReached);
                 }
-                let mut partitions: BTreeSet<SessionPartition> = added.iter().copied().collect();
+                let mut partitions: BTreeSet<TopicPartition> = added.iter().copied().collect();
                 for f in forgotten {
                     partitions.remove(f);
                 }
@@ -253,6 +250,7 @@ impl ShareSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uuid::Uuid;
 
     fn key(m: &str) -> SessionKey {
         SessionKey {
@@ -261,8 +259,8 @@ mod tests {
         }
     }
 
-    fn tp(p: i32) -> SessionPartition {
-        (Uuid::from_u128(7), p)
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new(Uuid::from_u128(7), p)
     }
 
     const C: u64 = 1;

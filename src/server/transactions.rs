@@ -6,7 +6,7 @@
 //! Journal (what makes the protocol crash-safe):
 //! - The coordinator writes a `TransactionRecord` entry for every change of a transaction
 //!   except PREPARE, which it writes only at the end of phase 1, after every participant's
-//!   `TransactionLocks` entries are durable ([`ShareShard::txn_record_entry`]). A PREPARE that
+//!   `TransactionLocks` entries are durable ([`ShareState::txn_record_entry`]). A PREPARE that
 //!   is durable therefore always has durable locks; one that is not is ONGOING after a restart
 //!   and gets aborted. Journal snapshots follow the same rule (`prepared_durable`).
 //! - A participant writes `TransactionLocks` (the transaction's LOCKED ranges on a partition)
@@ -19,8 +19,9 @@
 //!   holds locks (`TxnOp::State`) and applies COMMITTED or ABORTED; PREPARE keeps the locks.
 
 use super::ops::{PartitionRef, ShareAckResult, TxnAnswer};
-use super::shard::{PartitionKey, ShardState};
-use super::share::{ShareKey, ShareShard};
+use super::shard_state::ShardState;
+use crate::model::TopicPartition;
+use super::share::{ShareKey, ShareState};
 use crate::journal::entries::{
     Entry, LockOutcome as JournalOutcome, LockedRange as JournalRange, TransactionLocks,
     TransactionParticipant, TransactionRecord, TxnState as JournalTxnState,
@@ -28,7 +29,7 @@ use crate::journal::entries::{
 use crate::share::{AckBatch, LockOutcome, LockedRange};
 use crate::storage::file::Storage;
 use crate::txn::{
-    GroupTransactions, Participant, TxnChangeCause, TxnConfig, TxnError, TxnPartition, TxnRecord,
+    GroupTransactions, Participant, TxnChangeCause, TxnConfig, TxnError, TxnRecord,
     TxnReply, TxnState,
 };
 use std::collections::BTreeSet;
@@ -103,7 +104,7 @@ pub(crate) fn entry_to_record(e: &TransactionRecord) -> TxnRecord {
             .participants
             .iter()
             .map(|p| Participant {
-                partition: TxnPartition {
+                partition: TopicPartition {
                     topic_id: Uuid::from_bytes(p.topic_id),
                     partition: p.partition,
                 },
@@ -138,7 +139,7 @@ pub(crate) fn locks_entry(
     }
 }
 
-impl ShareShard {
+impl ShareState {
     /// The coordinator state of `group_id` (created on first use), with its current config.
     fn group_txns(&mut self, group_id: &str, config: TxnConfig) -> &mut GroupTransactions {
         let txns = self
@@ -201,7 +202,7 @@ impl ShareShard {
         group_id: &str,
         member_id: &str,
         id: &str,
-        partitions: &[TxnPartition],
+        partitions: &[TopicPartition],
         config: TxnConfig,
         now_ms: u64,
     ) -> Vec<Option<TxnAnswer>> {
@@ -236,12 +237,12 @@ impl ShareShard {
         &mut self,
         group_id: &str,
         id: &str,
-        locked: &[(TxnPartition, u64)],
-    ) -> Vec<TxnPartition> {
+        locked: &[(TopicPartition, u64)],
+    ) -> Vec<TopicPartition> {
         let Some(txns) = self.txns.get_mut(group_id) else {
             return locked.iter().map(|(p, _)| *p).collect();
         };
-        let late: Vec<TxnPartition> = locked
+        let late: Vec<TopicPartition> = locked
             .iter()
             .filter(|(p, n)| {
                 let state = txns.complete_ack(id, *p, *n);
@@ -416,7 +417,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .map(|(r, batches)| {
                 let key = ShareKey {
                     group_id: group_id.to_string(),
-                    partition: PartitionKey::of(r),
+                    partition: r.key(),
                 };
                 let mut sp = self.take_existing_share(&key).ok_or_else(|| {
                     ShareAckResult::error(
@@ -462,16 +463,16 @@ impl<S: Storage + Clone> ShardState<S> {
 mod tests {
     use super::*;
 
-    fn partition() -> TxnPartition {
-        TxnPartition {
+    fn partition() -> TopicPartition {
+        TopicPartition {
             topic_id: Uuid::from_u128(1),
             partition: 0,
         }
     }
 
     /// A transaction with 5 records locked on one partition, timeout 1 000 ms from `t = 0`.
-    fn shard_with_locks(id: &str) -> ShareShard {
-        let mut shard = ShareShard::default();
+    fn shard_with_locks(id: &str) -> ShareState {
+        let mut shard = ShareState::default();
         let config = TxnConfig::default();
         assert_eq!(shard.txn_begin("g", id, 1_000, config, 0).error_code, 0);
         shard
@@ -491,7 +492,7 @@ mod tests {
     #[test]
     fn a_timeout_noticed_by_any_operation_reaches_the_participants() {
         let config = TxnConfig::default();
-        type Notice = fn(&mut ShareShard, TxnConfig);
+        type Notice = fn(&mut ShareState, TxnConfig);
         let notices: [(&str, Notice); 3] = [
             ("begin", |s, c| {
                 assert_eq!(s.txn_begin("g", "g-j-2", 1_000, c, 2_000).error_code, 0);

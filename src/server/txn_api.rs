@@ -5,7 +5,7 @@
 //! member must belong to the group), locks the records on the partitions' shards, and reports
 //! back what it locked (`TxnOp::AckDone`); prepare waits for acknowledgements in flight.
 //! Prepare is answered once the participants' locks and the PREPARE record are durable;
-//! commit and abort once the decision record is (`runtime::shard` strings the steps).
+//! commit and abort once the decision record is (`runtime::shard_runtime` strings the steps).
 //!
 //! Deviation from the wire spec: GROUP_ID_NOT_FOUND is not used. A share group exists once it
 //! is named (as Kafka creates groups on first use), so a framework's coordinator may begin a
@@ -28,7 +28,8 @@ use crate::protocol::share_txn::{
     SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
 };
 use crate::share::AckBatch;
-use crate::txn::{TxnPartition, TxnState};
+use crate::model::TopicPartition;
+use crate::txn::TxnState;
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 
@@ -237,7 +238,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
 
 /// One partition of a transactional acknowledgement.
 struct Part {
-    txn_partition: TxnPartition,
+    txn_partition: TopicPartition,
     /// Where it is and what to lock, or the partition's error.
     target: Result<(ShardId, PartitionRef, Vec<AckBatch>), (i16, Option<String>)>,
 }
@@ -263,7 +264,7 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let mut parts: Vec<Part> = Vec::with_capacity(count);
     for t in &req.topics {
         for p in &t.partitions {
-            let txn_partition = TxnPartition {
+            let txn_partition = TopicPartition {
                 topic_id: t.topic_id,
                 partition: p.partition_index,
             };

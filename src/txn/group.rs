@@ -34,11 +34,10 @@
 //! LOCKED records by asking the coordinator.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
-use uuid::Uuid;
 
 use super::state::{validate_transition, TxnError, TxnState};
+use crate::model::TopicPartition;
 use crate::constants::{
     SHARE_TRANSACTIONS_FINISHED_MAX, SHARE_TRANSACTION_ID_BYTES_MAX,
     SHARE_TRANSACTION_MAX_PENDING_DEFAULT, SHARE_TRANSACTION_MAX_PENDING_MAX,
@@ -104,23 +103,10 @@ impl TxnConfig {
     }
 }
 
-/// A partition that takes part in a transaction (the wire names partitions by topic id).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TxnPartition {
-    pub topic_id: Uuid,
-    pub partition: i32,
-}
-
-impl fmt::Display for TxnPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.topic_id, self.partition)
-    }
-}
-
 /// A participant partition and the records the transaction locked on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Participant {
-    pub partition: TxnPartition,
+    pub partition: TopicPartition,
     pub locked_records: u64,
 }
 
@@ -182,7 +168,7 @@ struct Txn {
     create_time_ms: u64,
     prepare_time_ms: Option<u64>,
     finish_time_ms: Option<u64>,
-    participants: BTreeMap<TxnPartition, u64>,
+    participants: BTreeMap<TopicPartition, u64>,
     /// Acknowledgements registered and not yet completed.
     acks_in_flight: u32,
 }
@@ -415,7 +401,7 @@ impl GroupTransactions {
     pub fn register_participant(
         &mut self,
         id: &str,
-        partition: TxnPartition,
+        partition: TopicPartition,
         now_ms: u64,
     ) -> Result<TxnReply, TxnError> {
         check_transaction_id(&self.group_id, id)?;
@@ -445,7 +431,7 @@ impl GroupTransactions {
     pub fn complete_ack(
         &mut self,
         id: &str,
-        partition: TxnPartition,
+        partition: TopicPartition,
         locked_records: u64,
     ) -> TxnState {
         let Some(txn) = self.txns.get_mut(id) else {

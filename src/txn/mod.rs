@@ -17,6 +17,6 @@ pub mod state;
 
 pub use group::{
     check_transaction_id, GroupTransactions, Participant, TxnChange, TxnChangeCause, TxnConfig,
-    TxnPartition, TxnRecord, TxnReply,
+    TxnRecord, TxnReply,
 };
 pub use state::{validate_transition, TxnError, TxnState};

@@ -1,5 +1,6 @@
-//! A `lockstep` broker child process for the tests that drive the binary itself: started on a
-//! free loopback port in a temporary directory (or one the test names), its stdout and stderr
+//! A `lockstep` broker child process for the tests that drive the binary itself
+//! (`LOCKSTEP_BROKER_BIN` picks another binary): started on a free loopback port in a temporary
+//! directory, its stdout and stderr
 //! copied to `broker-N.log` there (N counts starts), ready once it printed its readiness line;
 //! it can be waited for, SIGKILLed and restarted on the same data and port. SIGKILLed when
 //! dropped, and when the test process dies (`die_with_parent`), so no broker outlives a test.
@@ -68,7 +69,7 @@ impl Lockstep {
     pub fn spawn(&mut self, extra: &[&str]) {
         assert!(self.child.is_none(), "the broker is running");
         self.starts += 1;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+        let mut cmd = Command::new(binary());
         cmd.arg("--listen")
             .arg(self.addr())
             .arg("--data-dir")
@@ -114,6 +115,20 @@ impl Lockstep {
         }
     }
 
+    /// Panics with the log tail if the broker has exited.
+    pub fn assert_alive(&mut self) {
+        let child = self.child.as_mut().expect("the broker was started");
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("broker exited ({status}):\n{}", self.log_tail());
+        }
+    }
+
+    /// SIGKILLs the broker and starts it again on the same data and port, without extra flags.
+    pub fn sigkill_and_restart(&mut self) {
+        self.kill();
+        self.spawn(&[]);
+    }
+
     /// Waits up to `within` for the broker to exit; its status, or `None` if it still runs.
     pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + within;
@@ -128,6 +143,13 @@ impl Lockstep {
             }
             thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Sends `signal` to the running broker.
+    pub fn signal(&self, signal: i32) {
+        let pid = self.child.as_ref().expect("the broker runs").id();
+        // SAFETY: kill(2) with the pid of a child we spawned and have not reaped.
+        assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
     }
 
     /// SIGKILLs the broker (if it runs) and reaps it.
@@ -161,6 +183,13 @@ impl Drop for Lockstep {
         }
         self.kill();
     }
+}
+
+/// The broker binary: `LOCKSTEP_BROKER_BIN` if set, else the one cargo built for this test.
+pub fn binary() -> PathBuf {
+    std::env::var_os("LOCKSTEP_BROKER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lockstep")))
 }
 
 fn copy_lines(src: impl Read, mut log: File, mut ready: Option<mpsc::Sender<()>>) {

@@ -2,6 +2,7 @@
 //! explicit clock, max pending, wrong group, retention, restore.
 
 use super::*;
+use uuid::Uuid;
 
 const G: &str = "my-share-group";
 
@@ -9,8 +10,8 @@ fn id(n: u32) -> String {
     format!("{G}-flink-job-{n}")
 }
 
-fn part(p: i32) -> TxnPartition {
-    TxnPartition {
+fn part(p: i32) -> TopicPartition {
+    TopicPartition {
         topic_id: Uuid::from_u128(0xfeed),
         partition: p,
     }

@@ -20,11 +20,11 @@ use super::ops::{
 };
 use super::producer_state::{BatchRecord, ProducerSnapshot, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
-use super::share::ShareShard;
+use super::share::ShareState;
 use crate::config::TopicSettings;
 use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
-use crate::model::{partition_shard, ShardId};
+use crate::model::{partition_shard, ShardId, TopicPartition};
 use crate::storage::file::Storage;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -97,22 +97,6 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
-/// Identifies a partition inside a shard.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PartitionKey {
-    pub topic_id: Uuid,
-    pub partition: i32,
-}
-
-impl PartitionKey {
-    pub fn of(r: &PartitionRef) -> PartitionKey {
-        PartitionKey {
-            topic_id: r.topic_id,
-            partition: r.partition,
-        }
-    }
-}
-
 /// Directory of one partition's log.
 pub fn partition_dir(data_dir: &Path, topic_id: Uuid, partition: i32) -> PathBuf {
     data_dir
@@ -121,11 +105,11 @@ pub fn partition_dir(data_dir: &Path, topic_id: Uuid, partition: i32) -> PathBuf
 }
 
 /// Parses a partition directory name back into its key.
-pub fn parse_partition_dir(name: &str) -> Option<PartitionKey> {
+pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
     let (id, partition) = name.rsplit_once('-')?;
     let topic_id = Uuid::try_parse(id).ok()?;
     let partition: i32 = partition.parse().ok()?;
-    (partition >= 0).then_some(PartitionKey {
+    (partition >= 0).then_some(TopicPartition {
         topic_id,
         partition,
     })
@@ -217,7 +201,7 @@ impl std::error::Error for OpenError {}
 pub struct ProduceApplied {
     pub result: ProduceResult,
     /// For a success: the durable end offset that covers the batch (acks=all waits for it).
-    pub durable_target: Option<(PartitionKey, u64)>,
+    pub durable_target: Option<(TopicPartition, u64)>,
 }
 
 /// The state of one shard.
@@ -227,9 +211,9 @@ pub struct ShardState<S: Storage + Clone> {
     pub data_dir: PathBuf,
     storage: S,
     registry: Arc<TopicRegistry>,
-    partitions: HashMap<PartitionKey, Partition<S>>,
+    partitions: HashMap<TopicPartition, Partition<S>>,
     /// Share groups coordinated here and share partitions of the partitions owned here.
-    pub share: ShareShard,
+    pub share: ShareState,
     /// Consumer groups coordinated here and their committed offsets (`crate::group`).
     pub groups: crate::group::ConsumerGroups,
 }
@@ -314,7 +298,7 @@ impl<S: Storage + Clone> ShardState<S> {
             storage,
             registry: Arc::new(TopicRegistry::new(registry.cluster_id.clone())),
             partitions: HashMap::new(),
-            share: ShareShard::default(),
+            share: ShareState::default(),
             groups: crate::group::ConsumerGroups::default(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
@@ -332,15 +316,15 @@ impl<S: Storage + Clone> ShardState<S> {
         partition >= 0 && partition_shard(topic, partition, self.shard_count) == self.id
     }
 
-    pub fn partition(&self, key: &PartitionKey) -> Option<&Partition<S>> {
+    pub fn partition(&self, key: &TopicPartition) -> Option<&Partition<S>> {
         self.partitions.get(key)
     }
 
-    pub fn partition_mut(&mut self, key: &PartitionKey) -> Option<&mut Partition<S>> {
+    pub fn partition_mut(&mut self, key: &TopicPartition) -> Option<&mut Partition<S>> {
         self.partitions.get_mut(key)
     }
 
-    pub fn partition_keys(&self) -> Vec<PartitionKey> {
+    pub fn partition_keys(&self) -> Vec<TopicPartition> {
         let mut keys: Vec<_> = self.partitions.keys().copied().collect();
         keys.sort();
         keys
@@ -396,7 +380,7 @@ impl<S: Storage + Clone> ShardState<S> {
         let mut reports = Vec::new();
         let mut failures = Vec::new();
         self.share.dlq.refresh(&registry);
-        let gone: Vec<PartitionKey> = self
+        let gone: Vec<TopicPartition> = self
             .partitions
             .keys()
             .filter(|key| {
@@ -421,7 +405,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 tracing::warn!(topic = %topic.name, error = %e, "topic config");
             }
             for partition in 0..topic.partitions {
-                let key = PartitionKey {
+                let key = TopicPartition {
                     topic_id: topic.id,
                     partition,
                 };
@@ -456,7 +440,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// The partition an operation names, or the Kafka error for its absence: a partition the
     /// registry has but that failed to open is a storage error, anything else is unknown.
     pub(crate) fn lookup(&self, r: &PartitionRef) -> Result<&Partition<S>, i16> {
-        match self.partitions.get(&PartitionKey::of(r)) {
+        match self.partitions.get(&r.key()) {
             Some(p) if p.topic == r.topic => Ok(p),
             _ => Err(self.missing_code(r)),
         }
@@ -480,7 +464,7 @@ impl<S: Storage + Clone> ShardState<S> {
             result: ProduceResult::error(code, message),
             durable_target: None,
         };
-        let key = PartitionKey::of(&op.partition);
+        let key = op.partition.key();
         let missing = self.missing_code(&op.partition);
         let Some(partition) = self
             .partitions
@@ -711,7 +695,7 @@ impl<S: Storage + Clone> ShardState<S> {
             error_code,
             low_watermark: -1,
         };
-        let key = PartitionKey::of(r);
+        let key = r.key();
         let missing = self.missing_code(r);
         let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == r.topic) else {
             return fail(missing);
@@ -744,7 +728,7 @@ impl<S: Storage + Clone> ShardState<S> {
 
     /// Whether the partition's log start offset `start` is durable; `Err`: the log cannot be
     /// made durable (poisoned) or the partition is gone.
-    pub fn log_start_durable(&self, key: &PartitionKey, start: i64) -> Result<bool, i16> {
+    pub fn log_start_durable(&self, key: &TopicPartition, start: i64) -> Result<bool, i16> {
         match self.partitions.get(key) {
             None => Err(ResponseError::UnknownTopicOrPartition.code()),
             Some(p) if p.log.is_poisoned() => Err(ResponseError::KafkaStorageError.code()),
@@ -753,7 +737,7 @@ impl<S: Storage + Clone> ShardState<S> {
     }
 
     /// Starts a flush of one partition if it has unflushed writes.
-    pub fn begin_flush(&mut self, key: &PartitionKey) -> Option<FlushTicket> {
+    pub fn begin_flush(&mut self, key: &TopicPartition) -> Option<FlushTicket> {
         self.partitions.get_mut(key)?.log.begin_flush()
     }
 
@@ -761,7 +745,7 @@ impl<S: Storage + Clone> ShardState<S> {
     /// removed (its topic deleted) while the flush was in flight.
     pub fn complete_flush(
         &mut self,
-        key: &PartitionKey,
+        key: &TopicPartition,
         ticket: FlushTicket,
         result: io::Result<()>,
     ) -> Option<Result<u64, LogError>> {
@@ -775,29 +759,29 @@ impl<S: Storage + Clone> ShardState<S> {
     }
 
     /// The durable end offset of a partition and whether its log refuses writes.
-    pub fn durability(&self, key: &PartitionKey) -> Option<(u64, bool)> {
+    pub fn durability(&self, key: &TopicPartition) -> Option<(u64, bool)> {
         self.partitions
             .get(key)
             .map(|p| (p.log.durable_end_offset(), p.log.is_poisoned()))
     }
 
     /// A partition whose log is poisoned (the first found) and why: the runtime's fatal path.
-    pub fn poisoned_log(&self) -> Option<(PartitionKey, String)> {
+    pub fn poisoned_log(&self) -> Option<(TopicPartition, String)> {
         self.partitions
             .iter()
             .find_map(|(k, p)| p.log.poison_cause().map(|c| (*k, c.to_string())))
     }
 
     /// Why `key`'s log is poisoned, if it is.
-    pub fn log_poison(&self, key: &PartitionKey) -> Option<String> {
+    pub fn log_poison(&self, key: &TopicPartition) -> Option<String> {
         self.partitions
             .get(key)
             .and_then(|p| p.log.poison_cause().map(str::to_string))
     }
 
     /// Whether any partition has writes not covered by a completed flush.
-    pub fn unflushed(&self) -> Vec<PartitionKey> {
-        let mut keys: Vec<PartitionKey> = self
+    pub fn unflushed(&self) -> Vec<TopicPartition> {
+        let mut keys: Vec<TopicPartition> = self
             .partitions
             .iter()
             .filter(|(_, p)| {
@@ -813,7 +797,7 @@ impl<S: Storage + Clone> ShardState<S> {
 
     /// Rolls segments that are due and applies retention; returns partitions that now need a
     /// flush (a roll or removal changed files).
-    pub fn housekeeping(&mut self, now_ms: u64) -> Vec<PartitionKey> {
+    pub fn housekeeping(&mut self, now_ms: u64) -> Vec<TopicPartition> {
         let mut touched = Vec::new();
         let mut moved_start = Vec::new();
         for (key, partition) in self.partitions.iter_mut() {
@@ -956,7 +940,7 @@ mod tests {
         )
     }
 
-    fn flush(state: &mut ShardState<SimStorage>, key: &PartitionKey) {
+    fn flush(state: &mut ShardState<SimStorage>, key: &TopicPartition) {
         if let Some(ticket) = state.begin_flush(key) {
             state.complete_flush(key, ticket, Ok(())).unwrap().unwrap();
         }
@@ -987,11 +971,11 @@ mod tests {
     fn share_offsets_alter_describe_delete_and_replay() {
         use crate::journal::entries::Entry;
         use crate::journal::{Location, Recovered, RecoveredEntry};
-        use crate::server::share::ShareShard;
+        use crate::server::share::ShareState;
         let storage = SimStorage::new();
         let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
         let r = pref("t", 1, 0);
-        let key = PartitionKey::of(&r);
+        let key = r.key();
         produce(&mut s, &r, batch(-1, -1, -1, &[b"a", b"b", b"c"]));
         flush(&mut s, &key);
         let none = s.share_offsets("g", Some(std::slice::from_ref(&r)));
@@ -1041,9 +1025,9 @@ mod tests {
             ..Recovered::default()
         };
         let before_delete =
-            ShareShard::restore(&recovered(&journal[..1]), s.registry(), 0).unwrap();
+            ShareState::restore(&recovered(&journal[..1]), s.registry(), 0).unwrap();
         assert!(before_delete.groups_with_state().contains("g"));
-        let after_delete = ShareShard::restore(&recovered(&journal), s.registry(), 0).unwrap();
+        let after_delete = ShareState::restore(&recovered(&journal), s.registry(), 0).unwrap();
         assert!(after_delete.groups_with_state().is_empty());
     }
 
@@ -1070,7 +1054,7 @@ mod tests {
         let storage = SimStorage::new();
         let mut s = open(&storage, Arc::new(reg), 1, 0);
         let r = pref("t", 1, 0);
-        let key = PartitionKey::of(&r);
+        let key = r.key();
         for i in 0..10u8 {
             produce(&mut s, &r, batch(-1, -1, -1, &[&[i]]));
         }
@@ -1186,7 +1170,7 @@ mod tests {
         let reg = registry(&[("t", 1, 1)]);
         let mut s = open(&storage, reg.clone(), 1, 0);
         let r = pref("t", 1, 0);
-        let key = PartitionKey::of(&r);
+        let key = r.key();
         for i in 0..5u8 {
             produce(&mut s, &r, batch(-1, -1, -1, &[&[i], &[i]]));
         }
@@ -1244,7 +1228,7 @@ mod tests {
         let storage = SimStorage::new();
         let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
         let r = pref("t", 1, 0);
-        let key = PartitionKey::of(&r);
+        let key = r.key();
         let applied = produce(&mut s, &r, batch(-1, -1, -1, &[b"a", b"b"]));
         assert_eq!(applied.result.error_code, 0);
         assert_eq!(applied.result.base_offset, 0);
@@ -1312,7 +1296,7 @@ mod tests {
                 .error_code,
             10
         );
-        let key = PartitionKey::of(&r);
+        let key = r.key();
         assert_eq!(s.partition(&key).unwrap().log.log_end_offset(), 0);
     }
 
@@ -1322,7 +1306,7 @@ mod tests {
         let reg = registry(&[("t", 1, 1)]);
         let mut s = open(&storage, reg.clone(), 1, 0);
         let r = pref("t", 1, 0);
-        let key = PartitionKey::of(&r);
+        let key = r.key();
         assert_eq!(
             produce(&mut s, &r, batch(5, 0, 0, &[b"a", b"b"]))
                 .result
@@ -1379,8 +1363,8 @@ mod tests {
             produce(&mut s, &r0, batch(-1, -1, -1, &[&[7u8; 100]]));
             produce(&mut s, &r1, batch(-1, -1, -1, &[&[8u8; 100]]));
         }
-        flush(&mut s, &PartitionKey::of(&r0));
-        flush(&mut s, &PartitionKey::of(&r1));
+        flush(&mut s, &r0.key());
+        flush(&mut s, &r1.key());
         let part = |r: &PartitionRef, offset| FetchPartitionOp {
             partition: r.clone(),
             fetch_offset: offset,
@@ -1475,7 +1459,7 @@ mod tests {
         let name = dir.file_name().unwrap().to_str().unwrap();
         assert_eq!(
             parse_partition_dir(name),
-            Some(PartitionKey {
+            Some(TopicPartition {
                 topic_id: id,
                 partition: 7
             })

@@ -25,7 +25,7 @@ use crate::constants::{
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
-use crate::model::ShardId;
+use crate::model::{ShardId, TopicPartition};
 use crate::model::{group_shard, partition_shard};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
@@ -34,12 +34,12 @@ use crate::server::ops::{
     ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
-use crate::server::shard::{PartitionKey, ShardState};
+use crate::server::shard_state::ShardState;
 use crate::server::share_session::SessionKey;
 use crate::server::{Bus, TopicRegistry};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
-use crate::txn::{TxnPartition, TxnState};
+use crate::txn::TxnState;
 use glommio::channels::channel_mesh::Senders;
 use glommio::sync::Semaphore;
 use kafka_protocol::ResponseError;
@@ -73,11 +73,11 @@ struct PartitionSync {
 
 struct DataWaiter {
     id: u64,
-    keys: Vec<PartitionKey>,
+    keys: Vec<TopicPartition>,
     tx: OneshotSender<()>,
 }
 
-/// The shard's runtime state; shared by its tasks through [`ShardCtx`].
+/// The shard's runtime state; shared by its tasks through [`ShardHandle`].
 pub struct ShardRuntime {
     pub id: ShardId,
     pub shard_count: usize,
@@ -89,7 +89,7 @@ pub struct ShardRuntime {
     senders: Option<Senders<MeshMsg>>,
     next_request_id: Cell<u64>,
     pending: RefCell<HashMap<u64, OneshotSender<ShardReply>>>,
-    syncs: RefCell<HashMap<PartitionKey, PartitionSync>>,
+    syncs: RefCell<HashMap<TopicPartition, PartitionSync>>,
     data_waiters: RefCell<Vec<DataWaiter>>,
     next_waiter_id: Cell<u64>,
     controller: RefCell<Controller>,
@@ -104,24 +104,24 @@ pub struct ShardRuntime {
 
 /// A cheap handle to the shard runtime; implements [`Bus`].
 #[derive(Clone)]
-pub struct ShardCtx(pub Rc<ShardRuntime>);
+pub struct ShardHandle(pub Rc<ShardRuntime>);
 
-impl std::ops::Deref for ShardCtx {
+impl std::ops::Deref for ShardHandle {
     type Target = ShardRuntime;
     fn deref(&self) -> &ShardRuntime {
         &self.0
     }
 }
 
-impl ShardCtx {
+impl ShardHandle {
     pub fn new(
         state: ShardState<FsStorage>,
         journal: Journal<MmapDir>,
         senders: Option<Senders<MeshMsg>>,
         metrics: Arc<Mutex<ShardMetrics>>,
         request_bytes_max: u64,
-    ) -> ShardCtx {
-        ShardCtx(Rc::new(ShardRuntime {
+    ) -> ShardHandle {
+        ShardHandle(Rc::new(ShardRuntime {
             id: state.id,
             shard_count: state.shard_count,
             data_dir: state.data_dir.clone(),
@@ -386,7 +386,7 @@ impl ShardCtx {
             if result.error_code != 0 {
                 continue;
             }
-            let key = PartitionKey::of(r);
+            let key = r.key();
             loop {
                 match self
                     .state
@@ -466,7 +466,7 @@ impl ShardCtx {
 
     /// The shards of a transaction's participant partitions (unknown topics are skipped:
     /// their share state went with them).
-    fn participant_shards(&self, partitions: &[TxnPartition]) -> BTreeSet<ShardId> {
+    fn participant_shards(&self, partitions: &[TopicPartition]) -> BTreeSet<ShardId> {
         let registry = self.registry();
         partitions
             .iter()
@@ -480,7 +480,7 @@ impl ShardCtx {
 
     /// Tells the participants of a decided transaction to apply it (they persist lazily; a
     /// crash before they do is resolved at restart by asking the coordinator).
-    fn spawn_apply(&self, group_id: &str, id: &str, partitions: &[TxnPartition], commit: bool) {
+    fn spawn_apply(&self, group_id: &str, id: &str, partitions: &[TopicPartition], commit: bool) {
         for shard in self.participant_shards(partitions) {
             let op = ShardOp::Txn(TxnOp::Apply {
                 group_id: group_id.to_string(),
@@ -496,11 +496,11 @@ impl ShardCtx {
     }
 
     /// Tells the participants of transactions aborted for their timeout to release their
-    /// locks, whichever operation noticed the timeout (`ShareShard::take_timed_out`).
+    /// locks, whichever operation noticed the timeout (`ShareState::take_timed_out`).
     fn abort_timed_out(&self, records: Vec<crate::txn::TxnRecord>) {
         for record in records {
             tracing::info!(shard = %self.id, group = %record.group_id, txn = %record.transaction_id, "share transaction timed out; aborted");
-            let partitions: Vec<TxnPartition> =
+            let partitions: Vec<TopicPartition> =
                 record.participants.iter().map(|p| p.partition).collect();
             self.spawn_apply(&record.group_id, &record.transaction_id, &partitions, false);
         }
@@ -693,7 +693,7 @@ impl ShardCtx {
                 record.state,
             );
         }
-        let partitions: Vec<TxnPartition> =
+        let partitions: Vec<TopicPartition> =
             record.participants.iter().map(|p| p.partition).collect();
         // Locks held on this shard go into this journal just before the PREPARE record: one
         // journal is durable in prefix order, so one flush covers both. Other shards' locks
@@ -783,7 +783,7 @@ impl ShardCtx {
             let decided = record.state.is_finished()
                 && before.as_ref().is_some_and(|b| !b.state.is_finished());
             if decided {
-                let partitions: Vec<TxnPartition> =
+                let partitions: Vec<TopicPartition> =
                     record.participants.iter().map(|p| p.partition).collect();
                 self.spawn_apply(
                     group_id,
@@ -878,6 +878,7 @@ impl ShardCtx {
     /// flush a waiter starts (`wait_journal`), or on housekeeping's, so the journal does not
     /// flush continuously under load. An append that fails poisons the journal (the entries are
     /// already out of the share state) and takes the fatal path: it never returns then.
+    /// Consumer-group entries (`crate::group`) go with the share state's.
     fn append_share_entries(&self) -> Option<u64> {
         let entries = {
             let mut state = self.state.borrow_mut();
@@ -1030,7 +1031,7 @@ impl ShardCtx {
             .borrow_mut()
             .groups
             .retain_topics(&|t| registry.topic(t).is_some());
-        let _ = self.append_share_entries();
+        self.append_share_entries();
         for report in reports.iter().filter(|r| !r.truncated.is_empty()) {
             tracing::warn!(shard = %self.id, ?report, "partition recovered with a truncated tail");
         }
@@ -1038,9 +1039,9 @@ impl ShardCtx {
             tracing::error!(shard = %self.id, error = %failure, "partition could not be opened");
         }
         // Waiters of partitions that are gone get an answer now.
-        let live: Vec<PartitionKey> = self.state.borrow().partition_keys();
+        let live: Vec<TopicPartition> = self.state.borrow().partition_keys();
         let mut syncs = self.syncs.borrow_mut();
-        let gone: Vec<PartitionKey> = syncs
+        let gone: Vec<TopicPartition> = syncs
             .keys()
             .filter(|k| !live.contains(k))
             .copied()
@@ -1060,7 +1061,7 @@ impl ShardCtx {
         let poison = self
             .state
             .borrow()
-            .log_poison(&PartitionKey::of(&op.partition));
+            .log_poison(&op.partition.key());
         if let Some(cause) = poison {
             fatal::exit(
                 Some(self.id),
@@ -1116,7 +1117,7 @@ impl ShardCtx {
     }
 
     /// Starts the flush loop of a partition unless one is running.
-    pub fn ensure_flush(&self, key: PartitionKey) {
+    pub fn ensure_flush(&self, key: TopicPartition) {
         {
             let mut syncs = self.syncs.borrow_mut();
             let sync = syncs.entry(key).or_default();
@@ -1129,7 +1130,7 @@ impl ShardCtx {
         glommio::spawn_local(async move { ctx.flush_loop(key).await }).detach();
     }
 
-    async fn flush_loop(&self, key: PartitionKey) {
+    async fn flush_loop(&self, key: TopicPartition) {
         loop {
             let ticket = self.state.borrow_mut().begin_flush(&key);
             let Some(ticket) = ticket else { break };
@@ -1170,7 +1171,7 @@ impl ShardCtx {
         }
     }
 
-    fn notify_data(&self, key: &PartitionKey) {
+    fn notify_data(&self, key: &TopicPartition) {
         let woken: Vec<DataWaiter> = {
             let mut waiters = self.data_waiters.borrow_mut();
             let (hit, keep) = waiters.drain(..).partition(|w| w.keys.contains(key));
@@ -1198,7 +1199,7 @@ impl ShardCtx {
             keys: op
                 .partitions
                 .iter()
-                .map(|(r, _)| PartitionKey::of(r))
+                .map(|(r, _)| r.key())
                 .collect(),
             tx,
         });
@@ -1321,7 +1322,7 @@ fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
     fail_reply(empty, code, "the metadata controller is shutting down")
 }
 
-impl Bus for ShardCtx {
+impl Bus for ShardHandle {
     fn local_shard(&self) -> ShardId {
         self.id
     }
