@@ -27,6 +27,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.AcknowledgementCommitCallback;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -45,6 +46,7 @@ import org.apache.kafka.common.errors.RecordDeserializationException;
 import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.ShareSessionNotFoundException;
 import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.message.MetadataRequestData;
@@ -82,7 +84,8 @@ import org.slf4j.LoggerFactory;
  * the KIP's name for a consumer whose acknowledgements go into transactions), {@code
  * max.poll.records} (500), {@code fetch.max.wait.ms} (500), {@code fetch.min.bytes} (1), {@code
  * fetch.max.bytes} (52428800), {@code max.partition.fetch.bytes} (1048576), {@code
- * request.timeout.ms} (30000), {@code default.api.timeout.ms} (60000), and {@code key.deserializer}
+ * request.timeout.ms} (30000), {@code default.api.timeout.ms} (60000), {@code max.poll.interval.ms}
+ * (300000), and {@code key.deserializer}
  * / {@code value.deserializer} when the constructor is given none. Other keys are ignored.
  *
  * <p><b>Semantics</b>, as Kafka's {@code KafkaShareConsumer}:
@@ -100,11 +103,27 @@ import org.slf4j.LoggerFactory;
  *       leader, at the next {@code poll}, {@code commitSync}, {@code commitAsync} or {@code close}.
  *       A record acknowledged into a transaction cannot be acknowledged again: the transaction
  *       decides (commit: gone for good; abort: redelivered with the delivery count it had).
+ *   <li>{@link AcknowledgeType#RENEW} (explicit mode, KIP-1222) extends the acquisition lock of a
+ *       record still being processed: it is sent as ShareAcknowledge v2 with {@code IsRenewAck}
+ *       (with the other pending acknowledgements) by the next {@code poll}, which then fetches
+ *       nothing and returns the renewed records again (same delivery count), or by {@code
+ *       commitSync} / {@code commitAsync}, after which the next poll returns them. A renewal that
+ *       fails (e.g. the group's {@code share.renew.acknowledge.enable} is false: {@code
+ *       InvalidRecordStateException} to the callback) ends that delivery attempt: the record is not
+ *       returned again by this consumer until the broker redelivers it. RENEW cannot be part of a
+ *       transaction ({@link IllegalArgumentException}).
+ *   <li>Heartbeats: a daemon thread heartbeats while the application processes between polls, so
+ *       a member keeps its membership and acquired records for as long as it polls at least every
+ *       {@code max.poll.interval.ms}; past it, the consumer leaves the group and the next poll
+ *       joins again.
  *   <li>Outcomes of every acknowledgement go to the {@link AcknowledgementCommitCallback} (one call
  *       per partition and request), invoked on the caller's thread during {@code poll}, {@code
- *       commitSync} and {@code close}; {@code commitSync} also returns them. A failed
- *       acknowledgement is not retried (the record stays acquired until its lock times out, then
- *       is redelivered).
+ *       commitSync} and {@code close}; {@code commitSync} also returns them. As in Kafka, a
+ *       ShareAcknowledge (commitSync, commitAsync) is retried for a partition that answers a
+ *       retriable error (but not NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / an unknown topic)
+ *       until the call's timeout; a lost connection, a session-level error, acknowledgements
+ *       carried by a ShareFetch and the closing request are not retried (the records stay
+ *       acquired until their lock times out, then are redelivered).
  *   <li>{@code wakeup} makes the current or next {@code poll} / {@code commitSync} throw {@link
  *       WakeupException}; a poll blocked in a ShareFetch notices it when that request returns (at
  *       most {@code fetch.max.wait.ms}).
@@ -114,12 +133,11 @@ import org.slf4j.LoggerFactory;
  *       released) and the other records of that poll are returned by the next one.
  * </ul>
  *
- * <p><b>Differences</b>: it is single-threaded (no background thread): heartbeats are sent from
- * {@code poll}, so call poll at least every {@code share.session.timeout.ms}. {@code commitAsync}
+ * <p><b>Differences</b>: the only background work is the heartbeat (fetches and acknowledgements
+ * happen on the caller's thread, in its calls; no prefetching). {@code commitAsync}
  * sends at once and waits for the answer (only the callback is deferred). Client telemetry
  * (KIP-714) is not implemented: {@link #clientInstanceId} throws {@link IllegalStateException} as
- * Kafka's does with {@code enable.metrics.push=false}, and {@link #metrics} is empty. {@link
- * AcknowledgeType#RENEW} is refused ({@link IllegalArgumentException}).
+ * Kafka's does with {@code enable.metrics.push=false}, and {@link #metrics} is empty.
  *
  * <p>Not thread-safe, as Kafka's: only {@link #wakeup} may be called from another thread.
  */
@@ -139,6 +157,10 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     private static final long RETRY_BACKOFF_MS = 200;
     /** Heartbeat interval until the coordinator says otherwise, in milliseconds. */
     private static final long HEARTBEAT_INTERVAL_DEFAULT_MS = 5_000;
+    /** How often the background heartbeat thread looks whether a heartbeat is due, in milliseconds. */
+    private static final long HEARTBEAT_THREAD_TICK_MS = 100;
+    /** Kafka's default {@code max.poll.interval.ms}. */
+    private static final long MAX_POLL_INTERVAL_DEFAULT_MS = 300_000;
     /** Most transactions with acknowledgements waiting to be sent. */
     private static final int PENDING_TRANSACTIONS_MAX = 64;
 
@@ -155,6 +177,20 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     private final int fetchMinBytes;
     private final int fetchMaxBytes;
     private final NodePool nodes;
+    private final long maxPollIntervalMs;
+
+    /**
+     * Held by the application thread for the whole of every consumer call, and by the background
+     * heartbeat thread while it heartbeats: every field below is only touched under it.
+     */
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Thread heartbeatThread;
+    /** A non-retriable heartbeat error met by the background thread, thrown by the next poll. */
+    private KafkaException backgroundError;
+    /** When the application last called poll (ms), 0 before the first. */
+    private long lastPollMs;
+    /** The background thread left the group because poll was not called for max.poll.interval.ms. */
+    private boolean leftForPollInterval;
 
     private final AtomicBoolean wakeupRequested = new AtomicBoolean();
     private final AtomicLong owner = new AtomicLong(-1);
@@ -184,6 +220,10 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     private final Map<TopicIdPart, TreeMap<Long, ConsumerRecord<K, V>>> inFlight = new LinkedHashMap<>();
     /** Delivered records whose deserialization failed (acknowledge by topic/partition/offset). */
     private final Map<TopicIdPart, TreeSet<Long>> undeserializable = new LinkedHashMap<>();
+    /** Records acknowledged with RENEW whose renewal is not answered yet. */
+    private final Map<TopicIdPart, TreeMap<Long, ConsumerRecord<K, V>>> renewing = new LinkedHashMap<>();
+    /** Records renewed successfully, returned again by the next poll (as Kafka's consumer does). */
+    private final List<ConsumerRecord<K, V>> renewed = new ArrayList<>();
     /** Records decoded but not yet returned (a poll threw RecordDeserializationException). */
     private final List<ConsumerRecord<K, V>> buffered = new ArrayList<>();
     /** Plain acknowledgements not yet sent. */
@@ -242,8 +282,16 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         if (maxPollRecords < 1) {
             throw new ConfigException("max.poll.records", maxPollRecords, "must be at least 1");
         }
+        this.maxPollIntervalMs = LockstepShareTransactionCoordinator.longProp(props, "max.poll.interval.ms",
+                MAX_POLL_INTERVAL_DEFAULT_MS);
+        if (maxPollIntervalMs < 1) {
+            throw new ConfigException("max.poll.interval.ms", maxPollIntervalMs, "must be at least 1");
+        }
         this.nodes = new NodePool(props.getProperty("bootstrap.servers"),
                 props.getProperty("client.id", "lockstep-share-consumer-" + groupId), requestTimeout);
+        this.heartbeatThread = new Thread(this::heartbeatLoop, "lockstep-share-heartbeat-" + groupId);
+        heartbeatThread.setDaemon(true);
+        heartbeatThread.start();
     }
 
     private static int intProp(Properties props, String name, int fallback) {
@@ -344,6 +392,8 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         assignment = new LinkedHashSet<>();
         memberEpoch = 0;
         subscriptionSent = false;
+        renewing.clear();
+        renewed.clear();
         invokeCallbacks();
     }
 
@@ -363,11 +413,27 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             if (mode != Mode.IMPLICIT && hasUnacknowledged()) {
                 throw new IllegalStateException("All records must be acknowledged in explicit acknowledgement mode.");
             }
+            lastPollMs = System.currentTimeMillis();
+            leftForPollInterval = false;
+            if (backgroundError != null) {
+                KafkaException e = backgroundError;
+                backgroundError = null;
+                throw e;
+            }
             settleDelivered();
             long deadline = deadlineAfter(timeout);
             flushTransactional(deadlineAfter(requestTimeout));
+            if (!renewing.isEmpty()) {
+                // RENEW acknowledgements go alone (with the other pending ones) in ShareAcknowledge
+                // v2 with IsRenewAck; the renewed records are this poll's result, nothing is fetched.
+                int from = completed.size();
+                sendPlainAcks(deadlineAfter(requestTimeout), false);
+                collectRenewals(from);
+            }
             List<ConsumerRecord<K, V>> records = new ArrayList<>(buffered);
             buffered.clear();
+            records.addAll(renewed);
+            renewed.clear();
             RecordDeserializationException failure = null;
             while (records.isEmpty()) {
                 checkWakeup();
@@ -516,10 +582,59 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             if (tp == null || !acks.contains(tp, offset)) {
                 throw new IllegalStateException("The record cannot be acknowledged.");
             }
+            TreeMap<Long, ConsumerRecord<K, V>> r = renewing.get(tp);
+            boolean wasRenew = r != null && r.containsKey(offset);
+            if (type == AcknowledgeType.RENEW && !wasRenew) {
+                throw new IllegalStateException(
+                        "The record was acknowledged with another type in this poll and cannot be renewed.");
+            }
+            if (type != AcknowledgeType.RENEW && wasRenew) {
+                r.remove(offset);
+                if (r.isEmpty()) {
+                    renewing.remove(tp);
+                }
+            }
         } else {
+            if (type == AcknowledgeType.RENEW) {
+                TreeMap<Long, ConsumerRecord<K, V>> m = inFlight.get(tp);
+                ConsumerRecord<K, V> record = m == null ? null : m.get(offset);
+                if (record == null) {
+                    throw new IllegalStateException("A record that could not be deserialized cannot be renewed.");
+                }
+                renewing.computeIfAbsent(tp, k -> new TreeMap<>()).put(offset, record);
+            }
             removeDelivered(tp, offset);
         }
         acks.add(tp, offset, type.id);
+    }
+
+    /**
+     * Moves the records whose RENEW was answered in {@code completed[from..]}: renewed ones are
+     * returned by the next poll; a failed renewal ends the delivery attempt (the record is not
+     * returned again here; the broker redelivers it when its lock ends). Anything still renewing
+     * afterwards was not sent (no open session), which also ends its delivery attempt.
+     */
+    private void collectRenewals(int from) {
+        for (AckResult r : completed.subList(from, completed.size())) {
+            TopicIdPart tp = new TopicIdPart(r.partition().topicId(), r.partition().partition());
+            TreeMap<Long, ConsumerRecord<K, V>> m = renewing.get(tp);
+            if (m == null) {
+                continue;
+            }
+            for (long offset : r.offsets()) {
+                ConsumerRecord<K, V> record = m.remove(offset);
+                if (record != null && r.error() == null) {
+                    renewed.add(record);
+                }
+            }
+            if (m.isEmpty()) {
+                renewing.remove(tp);
+            }
+        }
+        if (!acks.isEmpty()) {
+            return; // not all sent yet (cannot happen after sendPlainAcks): keep the rest
+        }
+        renewing.clear();
     }
 
     @Override
@@ -528,6 +643,9 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         try {
             ensureExplicit();
             checkType(type);
+            if (type == AcknowledgeType.RENEW) {
+                throw new IllegalArgumentException("AcknowledgeType RENEW cannot be part of a transaction");
+            }
             if (transactionId == null || transactionId.isEmpty()) {
                 throw new IllegalArgumentException("transactionId must not be empty");
             }
@@ -556,9 +674,6 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     private static void checkType(AcknowledgeType type) {
         if (type == null) {
             throw new IllegalArgumentException("AcknowledgeType must not be null");
-        }
-        if (type == AcknowledgeType.RENEW) {
-            throw new IllegalArgumentException("AcknowledgeType RENEW is not supported by this client");
         }
     }
 
@@ -606,6 +721,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             settleDelivered();
             int from = completed.size();
             sendAll(deadlineAfter(timeout), false);
+            collectRenewals(from);
             Map<TopicIdPartition, Optional<KafkaException>> out = new LinkedHashMap<>();
             for (AckResult r : completed.subList(from, completed.size())) {
                 Optional<KafkaException> prior = out.get(r.partition());
@@ -630,7 +746,9 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         acquireAndEnsureOpen();
         try {
             settleDelivered();
+            int from = completed.size();
             sendAll(deadlineAfter(defaultApiTimeout), false);
+            collectRenewals(from);
         } finally {
             release();
         }
@@ -740,6 +858,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
                 log.warn("error while closing the share consumer of group {}: {}", groupId, e.toString());
             } finally {
                 closed = true;
+                heartbeatThread.interrupt();
                 nodes.close();
                 Utils.closeQuietly(keyDeserializer, "key deserializer");
                 Utils.closeQuietly(valueDeserializer, "value deserializer");
@@ -760,16 +879,8 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
     private void heartbeat() {
         ShareGroupHeartbeatResponseData response;
         try {
-            BrokerConnection c = coordinatorConnection();
-            short version = c.version(ApiKeys.SHARE_GROUP_HEARTBEAT.id, (short) 1, (short) 1);
-            ShareGroupHeartbeatRequestData request = new ShareGroupHeartbeatRequestData()
-                    .setGroupId(groupId)
-                    .setMemberId(memberId)
-                    .setMemberEpoch(memberEpoch)
-                    .setSubscribedTopicNames(memberEpoch == 0 || !subscriptionSent
-                            ? new ArrayList<>(subscription) : null);
-            ByteBuffer body = c.send(ApiKeys.SHARE_GROUP_HEARTBEAT, version, request, requestTimeout);
-            response = new ShareGroupHeartbeatResponseData(new ByteBufferAccessor(body), version);
+            response = sendHeartbeat(memberEpoch, memberEpoch == 0 || !subscriptionSent
+                    ? new ArrayList<>(subscription) : null, requestTimeout);
         } catch (RetriableException | Wire.MalformedException e) {
             log.debug("ShareGroupHeartbeat of group {} failed: {}", groupId, e.toString());
             coordinator = null;
@@ -827,15 +938,7 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             return;
         }
         try {
-            BrokerConnection c = coordinatorConnection();
-            short version = c.version(ApiKeys.SHARE_GROUP_HEARTBEAT.id, (short) 1, (short) 1);
-            ShareGroupHeartbeatRequestData request = new ShareGroupHeartbeatRequestData()
-                    .setGroupId(groupId)
-                    .setMemberId(memberId)
-                    .setMemberEpoch(-1);
-            ByteBuffer body = c.send(ApiKeys.SHARE_GROUP_HEARTBEAT, version, request, remaining(deadline));
-            ShareGroupHeartbeatResponseData response =
-                    new ShareGroupHeartbeatResponseData(new ByteBufferAccessor(body), version);
+            ShareGroupHeartbeatResponseData response = sendHeartbeat(-1, null, remaining(deadline));
             if (response.errorCode() != 0 && response.errorCode() != Errors.UNKNOWN_MEMBER_ID.code()) {
                 log.warn("leaving share group {} answered {}", groupId, Errors.forCode(response.errorCode()));
             }
@@ -845,7 +948,21 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             memberEpoch = 0;
             subscriptionSent = false;
             assignment = new LinkedHashSet<>();
+            nextHeartbeatMs = 0; // a poll after this joins again at once
         }
+    }
+
+    /** One ShareGroupHeartbeat v1 of this member with {@code epoch} (-1: leave) to the coordinator. */
+    private ShareGroupHeartbeatResponseData sendHeartbeat(int epoch, List<String> subscribedTopics, Duration timeout) {
+        BrokerConnection c = coordinatorConnection();
+        short version = c.version(ApiKeys.SHARE_GROUP_HEARTBEAT.id, (short) 1, (short) 1);
+        ShareGroupHeartbeatRequestData request = new ShareGroupHeartbeatRequestData()
+                .setGroupId(groupId)
+                .setMemberId(memberId)
+                .setMemberEpoch(epoch)
+                .setSubscribedTopicNames(subscribedTopics);
+        ByteBuffer body = c.send(ApiKeys.SHARE_GROUP_HEARTBEAT, version, request, timeout);
+        return new ShareGroupHeartbeatResponseData(new ByteBufferAccessor(body), version);
     }
 
     private BrokerConnection coordinatorConnection() {
@@ -1172,11 +1289,23 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
                     .setPartitionIndex(e.getKey().partition()).setAcknowledgementBatches(list));
         }
         request.setTopics(topics);
+        boolean renew = false;
+        for (List<Batch> list : batches.values()) {
+            for (Batch b : list) {
+                renew |= b.type() == AcknowledgeType.RENEW.id;
+            }
+        }
+        request.setIsRenewAck(renew);
         Map<TopicIdPart, List<Batch>> unanswered = new LinkedHashMap<>(batches);
         ShareAcknowledgeResponseData response;
         try {
             BrokerConnection c = nodes.connection(node, requestTimeout);
             short version = c.version(ApiKeys.SHARE_ACKNOWLEDGE.id, (short) 1, (short) 2);
+            if (renew && version < 2) {
+                failAll(unanswered, new UnsupportedVersionException(
+                        "the broker does not support RENEW acknowledgements (ShareAcknowledge v2)"));
+                return;
+            }
             ByteBuffer body = c.send(ApiKeys.SHARE_ACKNOWLEDGE, version, request, remaining(deadline));
             response = new ShareAcknowledgeResponseData(new ByteBufferAccessor(body), version);
         } catch (KafkaException e) {
@@ -1195,16 +1324,39 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         } else {
             session.epoch = nextEpoch(epoch);
         }
+        Map<TopicIdPart, List<Batch>> retry = new LinkedHashMap<>();
+        boolean canRetry = !closing && deadline - System.currentTimeMillis() > RETRY_BACKOFF_MS;
         for (ShareAcknowledgeResponseData.ShareAcknowledgeTopicResponse t : response.responses()) {
             for (ShareAcknowledgeResponseData.PartitionData p : t.partitions()) {
                 TopicIdPart tp = new TopicIdPart(t.topicId(), p.partitionIndex());
                 List<Batch> sent = unanswered.remove(tp);
-                if (sent != null) {
+                if (sent == null) {
+                    continue;
+                }
+                if (canRetry && retriable(Errors.forCode(p.errorCode()))) {
+                    retry.put(tp, sent);
+                } else {
                     complete(tp, sent, p.errorCode(), p.errorMessage());
                 }
             }
         }
         failAll(unanswered, new KafkaException("the broker did not answer this partition's acknowledgements"));
+        if (!retry.isEmpty()) {
+            log.debug("retrying the acknowledgements of {} after a retriable error", retry.keySet());
+            sleepUntil(System.currentTimeMillis() + RETRY_BACKOFF_MS);
+            shareAcknowledge(node, retry, false, deadline);
+        }
+    }
+
+    /**
+     * Whether a partition's acknowledgement error is retried (until the call's deadline), as
+     * Kafka's consumer decides for ShareAcknowledge: retriable errors, except a moved leader
+     * (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH: the locks went with it) and a deleted topic.
+     */
+    private static boolean retriable(Errors error) {
+        return error != Errors.NONE && error.exception() instanceof RetriableException
+                && error != Errors.NOT_LEADER_OR_FOLLOWER && error != Errors.FENCED_LEADER_EPOCH
+                && error != Errors.UNKNOWN_TOPIC_OR_PARTITION && error != Errors.UNKNOWN_TOPIC_ID;
     }
 
     /**
@@ -1350,12 +1502,70 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
         if (thread != owner.get() && !owner.compareAndSet(-1, thread)) {
             throw new ConcurrentModificationException("KafkaShareConsumer is not safe for multi-threaded access");
         }
+        lock.lock();
         ownerDepth++;
     }
 
     private void release() {
         if (--ownerDepth == 0) {
             owner.set(-1);
+        }
+        lock.unlock();
+    }
+
+    // ---- background heartbeat ----
+
+    /**
+     * The background heartbeat thread: while the application is between calls (the lock is free)
+     * and the member has joined, sends ShareGroupHeartbeat when due, so that processing longer than
+     * {@code share.session.timeout.ms} between polls keeps the membership and the acquired
+     * records. Polls heartbeat themselves (the thread never waits for the lock). After {@code
+     * max.poll.interval.ms} without a poll it leaves the group, as Kafka's consumer does; the next
+     * poll joins again.
+     */
+    private void heartbeatLoop() {
+        while (true) {
+            try {
+                Thread.sleep(HEARTBEAT_THREAD_TICK_MS);
+            } catch (InterruptedException e) {
+                return;
+            }
+            if (!lock.tryLock()) {
+                continue;
+            }
+            try {
+                if (closed) {
+                    return;
+                }
+                backgroundHeartbeat();
+            } catch (RuntimeException e) {
+                log.debug("background heartbeat of group {} failed: {}", groupId, e.toString());
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    private void backgroundHeartbeat() {
+        if (memberEpoch <= 0 || subscription.isEmpty() || lastPollMs == 0 || leftForPollInterval) {
+            return; // not a member: the next poll joins
+        }
+        long now = System.currentTimeMillis();
+        if (now - lastPollMs > maxPollIntervalMs) {
+            log.warn("consumer poll timeout has expired: no poll for more than max.poll.interval.ms ({} ms);"
+                    + " leaving share group {}", maxPollIntervalMs, groupId);
+            leftForPollInterval = true;
+            leaveGroup(deadlineAfter(requestTimeout));
+            return;
+        }
+        if (now < nextHeartbeatMs) {
+            return;
+        }
+        try {
+            heartbeat();
+        } catch (KafkaException e) {
+            backgroundError = e;
+            nextHeartbeatMs = now + heartbeatIntervalMs;
         }
     }
 

@@ -34,9 +34,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * directory ({@code --shards 2}, as tests/common/mod.rs starts it), ready once it prints {@code
  * lockstep ready:}. The binary is the system property {@code lockstep.bin}, else env {@code
  * LOCKSTEP_BIN}, else {@code ../../../../target/release/lockstep} from the module directory.
+ * Shared with the flink module through this module's test-jar.
  */
 public final class LockstepBroker implements AutoCloseable {
     private static final Duration START_TIMEOUT = Duration.ofSeconds(30);
+    /** Starts tried before giving up (a broker start once hung in a long suite; its output is shown). */
+    private static final int START_ATTEMPTS = 2;
 
     private final Path dir;
     private final int port;
@@ -66,11 +69,35 @@ public final class LockstepBroker implements AutoCloseable {
 
     public static LockstepBroker start() {
         try {
-            LockstepBroker b = new LockstepBroker(Files.createTempDirectory("lockstep-java-"), freePort());
-            b.spawn();
+            return start(Files.createTempDirectory("lockstep-java-"));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Starts a broker with its data under {@code dir} (created if missing; deleted by {@link #close}). */
+    public static LockstepBroker start(Path dir) {
+        try {
+            Files.createDirectories(dir);
+            LockstepBroker b = new LockstepBroker(dir, freePort());
+            b.launch();
             return b;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+    }
+
+    private void launch() throws IOException {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                spawn();
+                return;
+            } catch (IllegalStateException e) {
+                if (attempt >= START_ATTEMPTS) {
+                    throw e;
+                }
+                System.out.println("[lockstep-broker] start attempt " + attempt + " failed, retrying: " + e.getMessage());
+            }
         }
     }
 
@@ -111,6 +138,7 @@ public final class LockstepBroker implements AutoCloseable {
         try {
             if (!ready.await(START_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)) {
                 process.destroyForcibly();
+                process.waitFor(10, TimeUnit.SECONDS);
                 throw new IllegalStateException("broker not ready within " + START_TIMEOUT + ":\n" + tail());
             }
         } catch (InterruptedException e) {
@@ -131,13 +159,13 @@ public final class LockstepBroker implements AutoCloseable {
 
     /** SIGKILLs the broker and starts it again on the same data and port. */
     public void killAndRestart() throws IOException {
-        process.destroyForcibly();
-        try {
-            process.waitFor(10, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        spawn();
+        kill();
+        restart();
+    }
+
+    /** Starts the broker again (after {@link #kill}) on the same data and port. */
+    public void restart() throws IOException {
+        launch();
     }
 
     /** Kills the broker (SIGKILL) without restarting it. */

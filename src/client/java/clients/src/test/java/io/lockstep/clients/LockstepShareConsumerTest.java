@@ -29,8 +29,6 @@ import org.apache.kafka.common.errors.InvalidRequestException;
 import org.apache.kafka.common.errors.InvalidTxnStateException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -40,31 +38,26 @@ import org.junit.jupiter.api.Test;
  * commit never again, the wire spec's errors per partition), and the KIP's recovery routine after
  * a broker crash.
  */
-class LockstepShareConsumerTest {
+class LockstepShareConsumerTest extends BrokerTest {
     private static final Duration DELIVERY_WAIT = Duration.ofSeconds(30);
     private static final Duration QUIET_WAIT = Duration.ofSeconds(3);
 
-    private static LockstepBroker broker;
-
-    @BeforeAll
-    static void start() {
-        broker = LockstepBroker.start();
-    }
-
-    @AfterAll
-    static void stop() {
-        if (broker != null) {
-            broker.close();
-        }
-    }
-
     static LockstepShareConsumer<String, String> consumer(String group, String mode) {
+        return consumer(broker, group, mode);
+    }
+
+    static LockstepShareConsumer<String, String> consumer(LockstepBroker broker, String group, String mode) {
+        return new LockstepShareConsumer<>(props(broker, group, mode), new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** The test consumers' configuration (a short fetch.max.wait.ms keeps polls brisk). */
+    static Properties props(LockstepBroker broker, String group, String mode) {
         Properties p = new Properties();
         p.put("bootstrap.servers", broker.bootstrap());
         p.put("group.id", group);
         p.put("share.acknowledgement.mode", mode);
         p.put("fetch.max.wait.ms", "200");
-        return new LockstepShareConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+        return p;
     }
 
     static LockstepShareTransactionCoordinator coordinator(String group) {

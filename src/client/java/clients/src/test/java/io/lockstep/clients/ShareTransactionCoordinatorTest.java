@@ -18,8 +18,6 @@ import org.apache.kafka.common.errors.InvalidTxnTimeoutException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.TransactionalIdNotFoundException;
 import org.apache.kafka.common.protocol.Errors;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -27,21 +25,7 @@ import org.junit.jupiter.api.Test;
  * their idempotency, the ONGOING timeout, the wire spec's error codes as Java exceptions, the
  * recovery routine, and retries across a broker restart.
  */
-class ShareTransactionCoordinatorTest {
-    private static LockstepBroker broker;
-
-    @BeforeAll
-    static void start() {
-        broker = LockstepBroker.start();
-    }
-
-    @AfterAll
-    static void stop() {
-        if (broker != null) {
-            broker.close();
-        }
-    }
-
+class ShareTransactionCoordinatorTest extends BrokerTest {
     static LockstepShareTransactionCoordinator coordinator(String group) {
         return coordinator(broker, group);
     }

@@ -21,6 +21,7 @@ import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.serialization.SimpleStringSchema;
+import io.lockstep.clients.LockstepBroker;
 import io.lockstep.clients.LockstepShareTransactionCoordinator;
 import io.lockstep.clients.PendingTransaction;
 import org.apache.flink.configuration.CheckpointingOptions;
