@@ -272,7 +272,7 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
         .map(|(shard, items)| {
             let partitions = items
                 .iter()
-                .map(|(_, r)| (r.clone(), crate::server::shard::LATEST_TIMESTAMP))
+                .map(|(_, r)| (r.clone(), crate::server::shard_state::LATEST_TIMESTAMP))
                 .collect();
             bus.call(*shard, ShardOp::ListOffsets(ListOffsetsOp { partitions }))
         })
