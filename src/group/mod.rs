@@ -444,6 +444,7 @@ impl ConsumerGroups {
                         && (c.protocol_type().is_none()
                             || now_ms.saturating_sub(c.state_since_ms()) >= GROUP_EMPTY_KEEP_MS)
                 }
+                // A KIP-848 group without members or offsets is forgotten at once.
                 Membership::Consumer(_) => true,
             };
         if forget {
