@@ -128,7 +128,10 @@ impl TestFault {
         for part in spec.split(',') {
             match part.split_once('=') {
                 Some(("panic-shard", n)) => {
-                    shard = Some(n.parse().map_err(|_| bad("panic-shard: not a shard index"))?)
+                    shard = Some(
+                        n.parse()
+                            .map_err(|_| bad("panic-shard: not a shard index"))?,
+                    )
                 }
                 Some(("after-ms", n)) => {
                     after_ms = Some(n.parse().map_err(|_| bad("after-ms: not milliseconds"))?)

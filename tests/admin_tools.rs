@@ -248,7 +248,8 @@ const CLUSTER_TOPIC: &str = "admin-cluster-topic";
 
 /// `kafka-console-producer` (Java, idempotent by default) writes `lines` to `topic`.
 fn console_produce(port: u16, topic: &str, lines: &[&str]) {
-    let mut cmd = std::process::Command::new(std::path::Path::new(ROOT).join("tools/kafka-reference.sh"));
+    let mut cmd =
+        std::process::Command::new(std::path::Path::new(ROOT).join("tools/kafka-reference.sh"));
     let mut child = die_with_parent(&mut cmd)
         .args(["class", "org.apache.kafka.tools.ConsoleProducer"])
         .arg("--bootstrap-server")
@@ -276,7 +277,13 @@ fn describe_producers(port: u16, topic: &str, partition: i32) -> Vec<Vec<String>
     let out = kafka_tool(
         "org.apache.kafka.tools.TransactionsCommand",
         port,
-        &["describe-producers", "--topic", topic, "--partition", &partition.to_string()],
+        &[
+            "describe-producers",
+            "--topic",
+            topic,
+            "--partition",
+            &partition.to_string(),
+        ],
     );
     let all = rows(&out);
     let header = all
@@ -288,7 +295,8 @@ fn describe_producers(port: u16, topic: &str, partition: i32) -> Vec<Vec<String>
 
 /// `kafka-cluster SUBCOMMAND --bootstrap-server` (the option belongs to the subcommand).
 fn cluster_tool(port: u16, subcommand: &str) -> String {
-    let mut cmd = std::process::Command::new(std::path::Path::new(ROOT).join("tools/kafka-reference.sh"));
+    let mut cmd =
+        std::process::Command::new(std::path::Path::new(ROOT).join("tools/kafka-reference.sh"));
     let out = die_with_parent(&mut cmd)
         .args(["class", "org.apache.kafka.tools.ClusterTool", subcommand])
         .arg("--bootstrap-server")
@@ -312,9 +320,14 @@ fn offset_for_leader_epoch(
     topic: &str,
     partitions: &[(i32, i32, i32)],
 ) -> Vec<(i32, i16, i32, i64)> {
-    use kafka_protocol::messages::{offset_for_leader_epoch_request as m, OffsetForLeaderEpochRequest, TopicName};
-    let mut conn = lockstep::client::connection::Connection::connect(&format!("127.0.0.1:{port}"), "admin-tools")
-        .expect("connect");
+    use kafka_protocol::messages::{
+        offset_for_leader_epoch_request as m, OffsetForLeaderEpochRequest, TopicName,
+    };
+    let mut conn = lockstep::client::connection::Connection::connect(
+        &format!("127.0.0.1:{port}"),
+        "admin-tools",
+    )
+    .expect("connect");
     let mut t = m::OffsetForLeaderTopic::default();
     t.topic = TopicName(topic.to_string().into());
     t.partitions = partitions
@@ -353,8 +366,11 @@ fn find_coordinator(port: u16, key_type: i8, keys: &[&str]) -> Vec<(i16, bool)> 
 
 fn find_coordinator_once(port: u16, key_type: i8, keys: &[&str]) -> Vec<(i16, bool)> {
     use kafka_protocol::messages::FindCoordinatorRequest;
-    let mut conn = lockstep::client::connection::Connection::connect(&format!("127.0.0.1:{port}"), "admin-tools")
-        .expect("connect");
+    let mut conn = lockstep::client::connection::Connection::connect(
+        &format!("127.0.0.1:{port}"),
+        "admin-tools",
+    )
+    .expect("connect");
     let mut request = FindCoordinatorRequest::default();
     request.key_type = key_type;
     request.coordinator_keys = keys.iter().map(|k| k.to_string().into()).collect();
@@ -404,7 +420,10 @@ fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
     );
 
     // An idempotent producer's state (kafka-transactions describe-producers).
-    let out = topics(port, &["--create", "--topic", CLUSTER_TOPIC, "--partitions", "2"]);
+    let out = topics(
+        port,
+        &["--create", "--topic", CLUSTER_TOPIC, "--partitions", "2"],
+    );
     assert!(out.contains("Created topic"), "{out}");
     assert!(describe_producers(port, CLUSTER_TOPIC, 0).is_empty());
     console_produce(port, CLUSTER_TOPIC, &["a", "b", "c"]);
@@ -423,7 +442,10 @@ fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    assert!((now_ms - 600_000..=now_ms).contains(&last_timestamp), "{p:?}");
+    assert!(
+        (now_ms - 600_000..=now_ms).contains(&last_timestamp),
+        "{p:?}"
+    );
     assert_eq!(p[5], "None", "{p:?}");
 
     // OffsetForLeaderEpoch, as Kafka 4.4 answers it.
@@ -432,7 +454,14 @@ fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
         offset_for_leader_epoch(
             port,
             CLUSTER_TOPIC,
-            &[(written, -1, 0), (other, 0, 0), (written, -1, 5), (written, 3, 0), (written, -5, 0), (9, -1, 0)]
+            &[
+                (written, -1, 0),
+                (other, 0, 0),
+                (written, -1, 5),
+                (written, 3, 0),
+                (written, -5, 0),
+                (9, -1, 0)
+            ]
         ),
         vec![
             (written, 0, 0, 3),
@@ -450,7 +479,10 @@ fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
 
     // FindCoordinator: every group id (the empty one too) is coordinated by the broker;
     // an unknown key type is INVALID_REQUEST.
-    assert_eq!(find_coordinator(port, 0, &["g1", ""]), vec![(0, true), (0, true)]);
+    assert_eq!(
+        find_coordinator(port, 0, &["g1", ""]),
+        vec![(0, true), (0, true)]
+    );
     assert_eq!(find_coordinator(port, 5, &["x"]), vec![(42, false)]);
     if kafka {
         return;
@@ -461,5 +493,8 @@ fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
     // Producer state is rebuilt from the log after a SIGKILL.
     let broker = restart(broker);
     let port = broker.port;
-    assert_eq!(describe_producers(port, CLUSTER_TOPIC, written), vec![p.clone()]);
+    assert_eq!(
+        describe_producers(port, CLUSTER_TOPIC, written),
+        vec![p.clone()]
+    );
 }

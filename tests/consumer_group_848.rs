@@ -61,7 +61,11 @@ impl Member {
     fn start(name: &'static str, cp: &str, port: u16) -> Member {
         let mut cmd = Command::new("java");
         let mut child = die_with_parent(&mut cmd)
-            .args(["-Xmx256m", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"])
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            ])
             .args(["-cp", cp, "GroupMember"])
             .args(["--bootstrap", &format!("127.0.0.1:{port}")])
             .args(["--topic", TOPIC, "--group", GROUP, "--protocol", "consumer"])
@@ -105,7 +109,10 @@ impl Member {
                 self.records.len(),
                 self.committed
             );
-            if let Ok(line) = self.lines.recv_timeout(left.min(Duration::from_millis(500))) {
+            if let Ok(line) = self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(500)))
+            {
                 self.take(&line);
             }
         }
@@ -166,7 +173,10 @@ fn produce(port: u16, values: impl Iterator<Item = String>) {
         .args(["class", "org.apache.kafka.tools.ConsoleProducer"])
         .args(["--bootstrap-server", &format!("127.0.0.1:{port}")])
         .args(["--topic", TOPIC])
-        .args(["--producer-property", "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"])
+        .args([
+            "--producer-property",
+            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -216,7 +226,9 @@ fn java_consumers_share_rebalance_and_resume_with_group_protocol_consumer() {
 
     // Two members: two partitions each, disjoint.
     let mut a = Member::start("a", &cp, port);
-    a.until("assigned four partitions", SETTLE, |m| m.assigned.len() == 4);
+    a.until("assigned four partitions", SETTLE, |m| {
+        m.assigned.len() == 4
+    });
     let mut b = Member::start("b", &cp, port);
     let deadline = Instant::now() + SETTLE;
     loop {
@@ -225,7 +237,12 @@ fn java_consumers_share_rebalance_and_resume_with_group_protocol_consumer() {
         if a.assigned.len() == 2 && b.assigned.len() == 2 {
             break;
         }
-        assert!(Instant::now() < deadline, "no 2 + 2 split: a {:?}, b {:?}", a.assigned, b.assigned);
+        assert!(
+            Instant::now() < deadline,
+            "no 2 + 2 split: a {:?}, b {:?}",
+            a.assigned,
+            b.assigned
+        );
         thread::sleep(Duration::from_millis(200));
     }
     assert!(a.assigned.is_disjoint(&b.assigned));
@@ -244,10 +261,16 @@ fn java_consumers_share_rebalance_and_resume_with_group_protocol_consumer() {
 
     // b leaves: a gets all four and, with b, has seen each record once.
     b.close();
-    a.until("assigned four partitions again", SETTLE, |m| m.assigned.len() == 4);
+    a.until("assigned four partitions again", SETTLE, |m| {
+        m.assigned.len() == 4
+    });
     let deadline = Instant::now() + SETTLE;
     while seen(&[&a, &b]).len() < 40 {
-        assert!(Instant::now() < deadline, "not every record consumed: {:?}", seen(&[&a, &b]).len());
+        assert!(
+            Instant::now() < deadline,
+            "not every record consumed: {:?}",
+            seen(&[&a, &b]).len()
+        );
         a.until("more records", SETTLE, |m| m.committed > 0);
         thread::sleep(Duration::from_millis(200));
         a.drain();
@@ -262,7 +285,11 @@ fn java_consumers_share_rebalance_and_resume_with_group_protocol_consumer() {
     thread::sleep(Duration::from_secs(2));
     c.drain();
     let got: BTreeSet<String> = c.records.iter().map(|(_, _, v)| v.clone()).collect();
-    assert_eq!(got, values(40..50).collect(), "c resumed at the committed offsets");
+    assert_eq!(
+        got,
+        values(40..50).collect(),
+        "c resumed at the committed offsets"
+    );
     assert_eq!(c.records.len(), 10);
     c.close();
     drop(broker);

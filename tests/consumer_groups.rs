@@ -101,7 +101,11 @@ fn librdkafka_group_rebalances_and_resumes_after_sigkill() {
     assert_eq!(b.len(), 2, "{first}");
     a.extend(b);
     a.sort();
-    assert_eq!(a, vec![0, 1, 2, 3], "the two members split the partitions: {first}");
+    assert_eq!(
+        a,
+        vec![0, 1, 2, 3],
+        "the two members split the partitions: {first}"
+    );
     assert_eq!(partitions(&first["after_leave"]), vec![0, 1, 2, 3]);
     let committed: Vec<(String, i64)> = first["committed"]
         .as_object()
@@ -111,7 +115,10 @@ fn librdkafka_group_rebalances_and_resumes_after_sigkill() {
         .collect();
     // librdkafka reports "no offset" as -1001.
     let consumed: i64 = committed.iter().map(|(_, o)| (*o).max(0)).sum();
-    assert!(consumed >= 20, "A read and committed at least 20 records: {first}");
+    assert!(
+        consumed >= 20,
+        "A read and committed at least 20 records: {first}"
+    );
 
     let broker = common::restart(broker);
     let resumed = group_script(broker.port, topic, group, "resume");
@@ -183,7 +190,11 @@ fn java_consumer_and_the_consumer_groups_tool() {
         ],
     );
     for p in 0..3 {
-        assert_eq!(row(&reset, &[group, topic, &p.to_string()])[3], "0", "{reset}");
+        assert_eq!(
+            row(&reset, &[group, topic, &p.to_string()])[3],
+            "0",
+            "{reset}"
+        );
     }
     // The group reads everything again from the reset offsets.
     assert!(consume().contains("Processed a total of 30 messages"));
@@ -208,7 +219,11 @@ fn kcat_balanced_consumer_commits() {
         .output()
         .expect("kcat on PATH (tools/install-test-deps.sh)");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.lines().count(), 20, "kcat -G read every record:\n{text}");
+    assert_eq!(
+        text.lines().count(),
+        20,
+        "kcat -G read every record:\n{text}"
+    );
     let describe = kafka_tool(GROUPS_TOOL, port, &["--describe", "--group", group]);
     let committed: i64 = (0..2)
         .map(|p| {

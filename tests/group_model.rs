@@ -82,7 +82,12 @@ fn act(g: &mut ClassicGroup, c: &mut Client, now: u64) {
             let assignments = a
                 .members
                 .iter()
-                .map(|m| (m.member_id.clone(), assignment_for(&m.member_id, a.generation_id)))
+                .map(|m| {
+                    (
+                        m.member_id.clone(),
+                        assignment_for(&m.member_id, a.generation_id),
+                    )
+                })
                 .collect();
             let req = SyncRequest {
                 member_id: c.member_id.clone(),
@@ -181,7 +186,10 @@ fn run(seed: u64) -> usize {
                 if c.phase != Phase::Gone && !c.member_id.is_empty() {
                     let r = g.leave(&c.member_id, c.instance.as_deref(), now);
                     if r.is_ok() {
-                        assert!(g.member(&c.member_id).is_none(), "a member that left is gone");
+                        assert!(
+                            g.member(&c.member_id).is_none(),
+                            "a member that left is gone"
+                        );
                     }
                     c.phase = Phase::Gone;
                 }
@@ -226,7 +234,10 @@ fn run(seed: u64) -> usize {
             // Gone after its session timeout, unless the rebalance in progress holds it (a
             // member awaiting a join or sync is kept until the rebalance deadline).
             if now > at + (SESSION_MS + 2 * REBALANCE_MS) as u64 + 2 * delay {
-                assert!(g.member(id).is_none(), "seed {seed}: crashed member {id} still there");
+                assert!(
+                    g.member(id).is_none(),
+                    "seed {seed}: crashed member {id} still there"
+                );
             }
         }
     }
@@ -359,25 +370,36 @@ fn kafka_rules() {
         protocol_name: None,
         assignments: vec![(a.member_id.clone(), Bytes::from_static(b"x"))],
     };
-    assert!(matches!(g.sync(&sync(7), 4), SyncStep::Done(s) if s.error_code == ResponseError::IllegalGeneration.code()));
+    assert!(
+        matches!(g.sync(&sync(7), 4), SyncStep::Done(s) if s.error_code == ResponseError::IllegalGeneration.code())
+    );
     let step = g.sync(&sync(1), 4);
     let SyncStep::Wait(t) = step else {
         panic!("leader's sync parks until answered: {step:?}")
     };
-    assert_eq!(g.poll_sync(t, 4).expect("answered").assignment, Bytes::from_static(b"x"));
+    assert_eq!(
+        g.poll_sync(t, 4).expect("answered").assignment,
+        Bytes::from_static(b"x")
+    );
     assert_eq!(g.state(), ClassicState::Stable);
     assert_eq!(
         g.heartbeat(&a.member_id, None, 0, 5),
         Err(ResponseError::IllegalGeneration)
     );
-    assert_eq!(g.heartbeat("nobody", None, 1, 5), Err(ResponseError::UnknownMemberId));
+    assert_eq!(
+        g.heartbeat("nobody", None, 1, 5),
+        Err(ResponseError::UnknownMemberId)
+    );
     assert_eq!(g.heartbeat(&a.member_id, None, 1, 5), Ok(()));
 
     // Static membership: a restart with the same instance id takes over without a rebalance.
     let mut g = ClassicGroup::new(0, 0, 2);
     let s1 = client("s", Some("i-1"));
     let first = joined(&mut g, &join_request(&s1), 1);
-    assert_eq!(first.error_code, 0, "static members need no member id round trip");
+    assert_eq!(
+        first.error_code, 0,
+        "static members need no member id round trip"
+    );
     let old_id = first.member_id.clone();
     let SyncStep::Wait(t) = g.sync(
         &SyncRequest {
@@ -397,9 +419,15 @@ fn kafka_rules() {
     assert_eq!(again.error_code, 0);
     assert_ne!(again.member_id, old_id);
     assert_eq!(again.generation_id, 1, "no rebalance");
-    assert!(again.skip_assignment, "the static leader is told to skip the assignment");
+    assert!(
+        again.skip_assignment,
+        "the static leader is told to skip the assignment"
+    );
     assert_eq!(g.state(), ClassicState::Stable);
-    assert_eq!(g.member(&again.member_id).expect("new id").assignment, Bytes::from_static(b"p0"));
+    assert_eq!(
+        g.member(&again.member_id).expect("new id").assignment,
+        Bytes::from_static(b"p0")
+    );
     // The old incarnation is fenced.
     assert_eq!(
         g.heartbeat(&old_id, Some("i-1"), 1, 4),
@@ -429,7 +457,9 @@ fn initial_rebalance_delay_waits_for_more_members() {
     };
     // The delay ends at 3 000, but a member arrived: extended by another delay.
     assert!(g.poll_join(ta, 3_000).is_none());
-    let answer = g.poll_join(ta, 6_000).expect("completed after the extension");
+    let answer = g
+        .poll_join(ta, 6_000)
+        .expect("completed after the extension");
     assert_eq!(answer.members.len(), 2);
     assert!(g.poll_join(tb, 6_000).is_some());
     assert_eq!(g.state(), ClassicState::CompletingRebalance);

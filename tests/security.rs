@@ -152,12 +152,18 @@ fn config_file_two_listeners_and_mutual_tls() {
         &python,
         serde_json::json!({"conf": plain_conf, "action": "metadata"}),
     );
-    assert_eq!(md["brokers"], serde_json::json!([format!("127.0.0.1:{plain}")]));
+    assert_eq!(
+        md["brokers"],
+        serde_json::json!([format!("127.0.0.1:{plain}")])
+    );
     let md = python_client(
         &python,
         serde_json::json!({"conf": tls_conf, "action": "metadata"}),
     );
-    assert_eq!(md["brokers"], serde_json::json!([format!("127.0.0.1:{ssl}")]));
+    assert_eq!(
+        md["brokers"],
+        serde_json::json!([format!("127.0.0.1:{ssl}")])
+    );
 
     // librdkafka over TLS: create, produce, consume.
     let topic = "p18-tls";
@@ -199,8 +205,8 @@ fn config_file_two_listeners_and_mutual_tls() {
     .stdin(Stdio::null())
     .output()
     .expect("run ProducerPerformance");
-    let java_out = String::from_utf8_lossy(&java.stdout).to_string()
-        + &String::from_utf8_lossy(&java.stderr);
+    let java_out =
+        String::from_utf8_lossy(&java.stdout).to_string() + &String::from_utf8_lossy(&java.stderr);
     eprintln!("{java_out}");
     assert!(
         java_out.contains("500 records sent"),
@@ -247,7 +253,11 @@ fn config_file_two_listeners_and_mutual_tls() {
         answer.is_empty() || answer[0] == 0x15,
         "plaintext client on the TLS port got {answer:?}"
     );
-    for garbage in [&b"\x16\x03\x01\xff\xff"[..], &[0u8; 64][..], &b"GET / HTTP/1.0\r\n\r\n"[..]] {
+    for garbage in [
+        &b"\x16\x03\x01\xff\xff"[..],
+        &[0u8; 64][..],
+        &b"GET / HTTP/1.0\r\n\r\n"[..],
+    ] {
         let mut raw = TcpStream::connect(("127.0.0.1", ssl)).unwrap();
         raw.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
         let _ = raw.write_all(garbage);
@@ -257,14 +267,21 @@ fn config_file_two_listeners_and_mutual_tls() {
         &python,
         serde_json::json!({"conf": tls_conf, "action": "metadata"}),
     );
-    assert_eq!(md["brokers"], serde_json::json!([format!("127.0.0.1:{ssl}")]));
+    assert_eq!(
+        md["brokers"],
+        serde_json::json!([format!("127.0.0.1:{ssl}")])
+    );
 }
 
 #[test]
 fn bad_config_file_is_refused_with_key_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("server.properties");
-    std::fs::write(&config, "listeners=PLAINTEXT://127.0.0.1:1\nnum.partitions=none\n").unwrap();
+    std::fs::write(
+        &config,
+        "listeners=PLAINTEXT://127.0.0.1:1\nnum.partitions=none\n",
+    )
+    .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
         .arg("--config")
         .arg(&config)

@@ -1215,10 +1215,11 @@ fn unknown_api_and_version(ctx: &Ctx) {
                     Some(b) => i16::from_be_bytes([b[0], b[1]]).to_string(),
                     None => format!("? ({} bytes)", body.len()),
                 };
-                let next = match conn.send(&kafka_protocol::messages::ApiVersionsRequest::default(), 0) {
-                    Ok(_) => "connection kept",
-                    Err(_) => "connection closed after the answer",
-                };
+                let next =
+                    match conn.send(&kafka_protocol::messages::ApiVersionsRequest::default(), 0) {
+                        Ok(_) => "connection kept",
+                        Err(_) => "connection closed after the answer",
+                    };
                 format!("answered, error code {code}, {next}")
             }
             Err(_) => "connection closed".to_string(),
@@ -1228,16 +1229,28 @@ fn unknown_api_and_version(ctx: &Ctx) {
     eprintln!("  unknown api/version: {seen:?}");
     let want: &[(&str, &str)] = match ctx.target {
         Target::Kafka => &[
-            ("ApiVersions v99", "answered, error code 35, connection kept"),
+            (
+                "ApiVersions v99",
+                "answered, error code 35, connection kept",
+            ),
             ("unknown key 1999 v0", "connection closed"),
             ("ShareFetch v99", "connection closed"),
             ("ShareGroupHeartbeat v99", "connection closed"),
         ],
         Target::Lockstep => &[
-            ("ApiVersions v99", "answered, error code 35, connection kept"),
-            ("unknown key 1999 v0", "answered, error code 35, connection kept"),
+            (
+                "ApiVersions v99",
+                "answered, error code 35, connection kept",
+            ),
+            (
+                "unknown key 1999 v0",
+                "answered, error code 35, connection kept",
+            ),
             ("ShareFetch v99", "answered, error code 35, connection kept"),
-            ("ShareGroupHeartbeat v99", "answered, error code 35, connection kept"),
+            (
+                "ShareGroupHeartbeat v99",
+                "answered, error code 35, connection kept",
+            ),
         ],
     };
     let want: Vec<(&str, String)> = want.iter().map(|(a, b)| (*a, b.to_string())).collect();

@@ -26,9 +26,7 @@ use lockstep::share::partition::throttle_threshold;
 use lockstep::share::{
     AckBatch, AcknowledgeType, RecordState, ShareConfig, SharePartition, ShareSnapshot,
 };
-use lockstep::txn::{
-    GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnState,
-};
+use lockstep::txn::{GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnState};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use uuid::Uuid;

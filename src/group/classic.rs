@@ -645,7 +645,10 @@ impl ClassicGroup {
         req: &JoinRequest,
         now_ms: u64,
     ) -> JoinStep {
-        let mut member = self.members.remove(old_id).expect("static members are members");
+        let mut member = self
+            .members
+            .remove(old_id)
+            .expect("static members are members");
         let instance = req.group_instance_id.clone().expect("static join");
         // The replaced member's parked requests are fenced.
         if let Some(t) = member.join_ticket.take() {
@@ -656,7 +659,11 @@ impl ClassicGroup {
             );
         }
         if let Some(t) = member.sync_ticket.take() {
-            self.answer_sync(t, SyncAnswer::error(ResponseError::FencedInstanceId), now_ms);
+            self.answer_sync(
+                t,
+                SyncAnswer::error(ResponseError::FencedInstanceId),
+                now_ms,
+            );
         }
         let old_protocols = std::mem::replace(&mut member.protocols, req.protocols.clone());
         member.member_id = new_id.to_string();
@@ -717,7 +724,11 @@ impl ClassicGroup {
                 .filter_map(|m| m.sync_ticket.take())
                 .collect();
             for t in waiting {
-                self.answer_sync(t, SyncAnswer::error(ResponseError::RebalanceInProgress), now_ms);
+                self.answer_sync(
+                    t,
+                    SyncAnswer::error(ResponseError::RebalanceInProgress),
+                    now_ms,
+                );
             }
         }
         for m in self.members.values_mut() {
@@ -799,7 +810,10 @@ impl ClassicGroup {
         for id in ids {
             let answer = self.current_answer(&id, false);
             let m = self.members.get_mut(&id).expect("listed");
-            let ticket = m.join_ticket.take().expect("every remaining member rejoined");
+            let ticket = m
+                .join_ticket
+                .take()
+                .expect("every remaining member rejoined");
             m.pending_sync = true;
             m.last_heartbeat_ms = now_ms;
             self.answer_join(ticket, answer, now_ms);
@@ -873,9 +887,7 @@ impl ClassicGroup {
                 .as_ref()
                 .is_some_and(|n| Some(n) != self.protocol_name.as_ref())
         {
-            return SyncStep::Done(SyncAnswer::error(
-                ResponseError::InconsistentGroupProtocol,
-            ));
+            return SyncStep::Done(SyncAnswer::error(ResponseError::InconsistentGroupProtocol));
         }
         match self.state {
             ClassicState::PreparingRebalance => {
@@ -1075,7 +1087,10 @@ impl ClassicGroup {
             assert_eq!(m.group_instance_id.as_deref(), Some(instance.as_str()));
         }
         for m in members.values() {
-            assert_eq!(m.protocol_type, *self.protocol_type.as_ref().expect("typed"));
+            assert_eq!(
+                m.protocol_type,
+                *self.protocol_type.as_ref().expect("typed")
+            );
         }
     }
 

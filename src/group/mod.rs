@@ -29,7 +29,8 @@ pub use consumer::ConsumerMembership;
 pub use offsets::{CommittedOffset, OffsetStore};
 
 use crate::constants::{
-    GROUP_EMPTY_KEEP_MS, GROUP_INITIAL_REBALANCE_DELAY_MS, OFFSETS_RETENTION_MS, OFFSET_METADATA_BYTES_MAX,
+    GROUP_EMPTY_KEEP_MS, GROUP_INITIAL_REBALANCE_DELAY_MS, OFFSETS_RETENTION_MS,
+    OFFSET_METADATA_BYTES_MAX,
 };
 use crate::journal::entries::{Entry, GroupOffsetCommit};
 use crate::journal::Recovered;
@@ -255,7 +256,11 @@ impl ConsumerGroups {
                 expire_timestamp_ms: (p.retention_time_ms >= 0)
                     .then(|| now_ms as i64 + p.retention_time_ms),
             };
-            journal.push(group.offsets.commit(group_id, &p.topic, p.partition, committed));
+            journal.push(
+                group
+                    .offsets
+                    .commit(group_id, &p.topic, p.partition, committed),
+            );
             codes.push(0);
         }
         for e in journal {
@@ -310,12 +315,7 @@ impl ConsumerGroups {
                 .map(|(t, p)| fetched(t, p))
                 .collect(),
             None => group
-                .map(|g| {
-                    g.offsets
-                        .iter()
-                        .map(|((t, p), _)| fetched(t, *p))
-                        .collect()
-                })
+                .map(|g| g.offsets.iter().map(|((t, p), _)| fetched(t, *p)).collect())
                 .unwrap_or_default(),
         })
     }
@@ -417,9 +417,10 @@ impl ConsumerGroups {
                 match (c.protocol_type(), c.state()) {
                     // A simple group: from each commit.
                     (None, _) => (Some(0), BTreeSet::new()),
-                    (Some(_), ClassicState::Empty) => {
-                        (Some(c.state_since_ms().max(restored_at) as i64), BTreeSet::new())
-                    }
+                    (Some(_), ClassicState::Empty) => (
+                        Some(c.state_since_ms().max(restored_at) as i64),
+                        BTreeSet::new(),
+                    ),
                     (Some("consumer"), ClassicState::Stable) => match c.subscribed_topics() {
                         Some(topics) => (Some(0), topics),
                         None => (None, BTreeSet::new()),
@@ -430,10 +431,11 @@ impl ConsumerGroups {
             Membership::Consumer(c) if c.is_empty() => (Some(restored_at as i64), BTreeSet::new()),
             Membership::Consumer(c) => (Some(0), c.subscribed_topics()),
         };
-        let tombstones =
-            group
-                .offsets
-                .expire(group_id, now_ms as i64, retention, base, &|t| keep.contains(t));
+        let tombstones = group
+            .offsets
+            .expire(group_id, now_ms as i64, retention, base, &|t| {
+                keep.contains(t)
+            });
         // An empty group without offsets is forgotten after GROUP_EMPTY_KEEP_MS (Kafka's cleanup
         // interval), at once if it never had a member (a refused first join).
         let forget = group.offsets.is_empty()
@@ -480,10 +482,7 @@ impl ConsumerGroups {
             _ => None,
         });
         for o in snapshot.chain(entries) {
-            groups
-                .get_or_create(&o.group_id, now_ms)
-                .offsets
-                .replay(o);
+            groups.get_or_create(&o.group_id, now_ms).offsets.replay(o);
         }
         groups.groups.retain(|_, g| !g.offsets.is_empty());
         groups
@@ -494,7 +493,8 @@ impl ConsumerGroups {
         for o in entries {
             self.get_or_create(&o.group_id, now_ms).offsets.replay(o);
         }
-        self.groups.retain(|_, g| !g.offsets.is_empty() || !g.is_empty());
+        self.groups
+            .retain(|_, g| !g.offsets.is_empty() || !g.is_empty());
     }
 
     /// Removes the committed offsets of topics that no longer exist (Kafka deletes a deleted

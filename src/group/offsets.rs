@@ -68,7 +68,10 @@ impl OffsetStore {
         committed: CommittedOffset,
     ) -> GroupOffsetCommit {
         assert!(partition >= 0, "negative partition");
-        assert!(committed.offset >= 0, "a committed offset is never negative");
+        assert!(
+            committed.offset >= 0,
+            "a committed offset is never negative"
+        );
         let entry = entry_of(group_id, topic, partition, Some(&committed));
         self.offsets
             .insert((topic.to_string(), partition), committed);
@@ -221,10 +224,20 @@ mod tests {
         assert_eq!(gone.len(), 1);
         assert_eq!(gone[0].topic, "c");
         // Empty since 300: a expires at 1300, b (committed at 500) at 1500.
-        assert!(store.expire("g", 1299, 1000, Some(300), &|_| false).is_empty());
-        assert_eq!(store.expire("g", 1300, 1000, Some(300), &|_| false).len(), 1);
-        assert!(store.expire("g", 1499, 1000, Some(300), &|t| t == "b").is_empty());
-        assert_eq!(store.expire("g", 1500, 1000, Some(300), &|_| false).len(), 1);
+        assert!(store
+            .expire("g", 1299, 1000, Some(300), &|_| false)
+            .is_empty());
+        assert_eq!(
+            store.expire("g", 1300, 1000, Some(300), &|_| false).len(),
+            1
+        );
+        assert!(store
+            .expire("g", 1499, 1000, Some(300), &|t| t == "b")
+            .is_empty());
+        assert_eq!(
+            store.expire("g", 1500, 1000, Some(300), &|_| false).len(),
+            1
+        );
         assert!(store.is_empty());
     }
 }

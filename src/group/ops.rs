@@ -182,24 +182,24 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             groups.tick_group(&group_id, now_ms);
             GroupReply::Join(step)
         }
-        GroupOp::PollJoin { group_id, ticket } => GroupReply::JoinPolled(
-            match existing_classic(groups, &group_id) {
+        GroupOp::PollJoin { group_id, ticket } => {
+            GroupReply::JoinPolled(match existing_classic(groups, &group_id) {
                 Ok(c) => c.poll_join(ticket, now_ms),
                 Err(e) => Some(JoinAnswer::error(e, "")),
-            },
-        ),
+            })
+        }
         GroupOp::Sync { group_id, request } => {
             GroupReply::Sync(match existing_classic(groups, &group_id) {
                 Ok(c) => c.sync(&request, now_ms),
                 Err(e) => SyncStep::Done(SyncAnswer::error(e)),
             })
         }
-        GroupOp::PollSync { group_id, ticket } => GroupReply::SyncPolled(
-            match existing_classic(groups, &group_id) {
+        GroupOp::PollSync { group_id, ticket } => {
+            GroupReply::SyncPolled(match existing_classic(groups, &group_id) {
                 Ok(c) => c.poll_sync(ticket, now_ms),
                 Err(e) => Some(SyncAnswer::error(e)),
-            },
-        ),
+            })
+        }
         GroupOp::Heartbeat {
             group_id,
             member_id,
@@ -279,11 +279,9 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                 .delete_offsets(&group_id, &partitions, now_ms)
                 .map_err(|e| e.code()),
         ),
-        GroupOp::Delete { group_id } => GroupReply::Deleted(
-            groups
-                .delete_group(&group_id, now_ms)
-                .map_err(|e| e.code()),
-        ),
+        GroupOp::Delete { group_id } => {
+            GroupReply::Deleted(groups.delete_group(&group_id, now_ms).map_err(|e| e.code()))
+        }
         GroupOp::List => GroupReply::Listed(groups.list(now_ms)),
         GroupOp::ConsumerHeartbeat {
             group_id,
@@ -299,12 +297,12 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
         }
         GroupOp::ConsumerDescribe { group_id } => {
             groups.tick_group(&group_id, now_ms);
-            GroupReply::ConsumerDescribed(groups.group(&group_id).and_then(|g| {
-                match &g.membership {
+            GroupReply::ConsumerDescribed(groups.group(&group_id).and_then(
+                |g| match &g.membership {
                     Membership::Consumer(c) => Some(c.clone()),
                     Membership::Classic(_) => None,
-                }
-            }))
+                },
+            ))
         }
         GroupOp::Describe { group_id } => {
             groups.tick_group(&group_id, now_ms);

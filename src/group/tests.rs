@@ -43,7 +43,9 @@ fn stable_member(groups: &mut ConsumerGroups, now: u64) -> (String, i32) {
         protocols: vec![("range".into(), subscription(&["t"]))],
         api_version: 9,
     };
-    let JoinStep::Wait(t) = c.join(&req, now) else { panic!() };
+    let JoinStep::Wait(t) = c.join(&req, now) else {
+        panic!()
+    };
     let a = c.poll_join(t, now).expect("joined");
     let sync = SyncRequest {
         member_id: a.member_id.clone(),
@@ -53,7 +55,9 @@ fn stable_member(groups: &mut ConsumerGroups, now: u64) -> (String, i32) {
         protocol_name: None,
         assignments: vec![],
     };
-    let SyncStep::Wait(t) = c.sync(&sync, now) else { panic!() };
+    let SyncStep::Wait(t) = c.sync(&sync, now) else {
+        panic!()
+    };
     assert!(c.poll_sync(t, now).is_some());
     (a.member_id, a.generation_id)
 }
@@ -71,7 +75,10 @@ fn commits_are_checked_by_the_membership_and_journalled() {
         Err(ResponseError::GroupIdNotFound)
     );
     // A simple commit creates the group.
-    assert_eq!(groups.commit("g", "", None, -1, 9, &commit_at(5), 1), Ok(vec![0]));
+    assert_eq!(
+        groups.commit("g", "", None, -1, 9, &commit_at(5), 1),
+        Ok(vec![0])
+    );
     assert_eq!(groups.take_entries().len(), 1);
     let (member, generation) = stable_member(&mut groups, 2);
     // Members commit with their generation; a simple commit is refused while it has members.
@@ -107,7 +114,10 @@ fn commits_are_checked_by_the_membership_and_journalled() {
         groups.delete_offsets("g", &[("t".into(), 0)], 5),
         Ok(vec![ResponseError::GroupSubscribedToTopic.code()])
     );
-    assert_eq!(groups.delete_group("g", 5), Err(ResponseError::NonEmptyGroup));
+    assert_eq!(
+        groups.delete_group("g", 5),
+        Err(ResponseError::NonEmptyGroup)
+    );
     let journal: Vec<GroupOffsetCommit> = groups
         .take_entries()
         .into_iter()
@@ -127,7 +137,10 @@ fn retention_counts_from_when_the_group_became_empty() {
     groups.retention_ms = 1_000;
     let (member, _) = stable_member(&mut groups, 0);
     let gen = 1;
-    assert_eq!(groups.commit("g", &member, Some("i"), gen, 9, &commit_at(1), 0), Ok(vec![0]));
+    assert_eq!(
+        groups.commit("g", &member, Some("i"), gen, 9, &commit_at(1), 0),
+        Ok(vec![0])
+    );
     // Members: nothing expires (the subscribed topic is kept).
     groups.tick(5_000);
     assert!(groups.group("g").is_some_and(|g| !g.offsets.is_empty()));
@@ -139,8 +152,13 @@ fn retention_counts_from_when_the_group_became_empty() {
     assert!(!groups.group("g").expect("kept").offsets.is_empty());
     groups.take_entries();
     groups.tick(7_000);
-    let g = groups.group("g").expect("an empty group is kept for a while");
-    assert!(g.offsets.is_empty(), "expired 1 s after the group became empty");
+    let g = groups
+        .group("g")
+        .expect("an empty group is kept for a while");
+    assert!(
+        g.offsets.is_empty(),
+        "expired 1 s after the group became empty"
+    );
     assert_eq!(groups.take_entries().len(), 1, "a tombstone");
     groups.tick(7_000 + GROUP_EMPTY_KEEP_MS);
     assert!(groups.group("g").is_none(), "forgotten");
@@ -149,11 +167,16 @@ fn retention_counts_from_when_the_group_became_empty() {
 #[test]
 fn deleting_an_empty_group_writes_tombstones() {
     let mut groups = ConsumerGroups::new();
-    groups.commit("g", "", None, -1, 9, &commit_at(5), 1).expect("simple commit");
+    groups
+        .commit("g", "", None, -1, 9, &commit_at(5), 1)
+        .expect("simple commit");
     groups.take_entries();
     assert_eq!(groups.delete_group("g", 2), Ok(true));
     assert_eq!(groups.delete_group("g", 2), Ok(false));
     let entries = groups.take_entries();
     assert!(matches!(&entries[..], [Entry::GroupOffsetCommit(o)] if o.offset.is_none()));
-    assert_eq!(groups.delete_offsets("g", &[], 3), Err(ResponseError::GroupIdNotFound));
+    assert_eq!(
+        groups.delete_offsets("g", &[], 3),
+        Err(ResponseError::GroupIdNotFound)
+    );
 }

@@ -1032,7 +1032,9 @@ mod tests {
         let (mut journal, _) = Journal::open(dir.clone(), config.clone()).unwrap();
         assert_eq!(journal.append_all(&[]).unwrap(), None);
         assert_eq!(
-            journal.append_all(&[small_entry(0), small_entry(1)]).unwrap(),
+            journal
+                .append_all(&[small_entry(0), small_entry(1)])
+                .unwrap(),
             Some(1)
         );
         journal.flush().unwrap();
@@ -1046,7 +1048,10 @@ mod tests {
             journal.append_entry(&small_entry(0)),
             Err(JournalError::Poisoned { .. })
         ));
-        assert!(matches!(journal.flush(), Err(JournalError::Poisoned { .. })));
+        assert!(matches!(
+            journal.flush(),
+            Err(JournalError::Poisoned { .. })
+        ));
         assert!(!journal.needs_flush());
         drop(journal);
         // What was durable before the failure comes back on reopen.

@@ -14,7 +14,7 @@
 //!   partitions, the first `partitions % members` one more — the client-side `range` layout
 //!   (Kafka's server-side range also keeps ranges sticky; this one is recomputed).
 
-use super::{Tp, TopicMeta};
+use super::{TopicMeta, Tp};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The assignors this broker serves, by the names clients send (`group.remote.assignor`).
@@ -89,15 +89,19 @@ pub fn uniform(
     topics: &BTreeMap<String, TopicMeta>,
 ) -> BTreeMap<String, BTreeSet<Tp>> {
     let partitions = subscribed_partitions(members, topics);
-    let mut out: BTreeMap<String, BTreeSet<Tp>> =
-        members.keys().map(|id| (id.clone(), BTreeSet::new())).collect();
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|id| (id.clone(), BTreeSet::new()))
+        .collect();
     let mut taken: BTreeSet<Tp> = BTreeSet::new();
     // 1. Stickiness: keep what is still subscribed (a partition kept once only).
     for (id, spec) in members {
         for tp in &spec.previous {
             if let Some(topic) = partitions.get(tp) {
                 if spec.subscribed.contains(topic) && taken.insert(*tp) {
-                    out.get_mut(id).expect("every member has an entry").insert(*tp);
+                    out.get_mut(id)
+                        .expect("every member has an entry")
+                        .insert(*tp);
                 }
             }
         }
@@ -131,7 +135,11 @@ pub fn uniform(
                     break;
                 }
                 let subs = &members[*under].subscribed;
-                if let Some(tp) = out[*over].iter().rev().find(|tp| subs.contains(&partitions[*tp])) {
+                if let Some(tp) = out[*over]
+                    .iter()
+                    .rev()
+                    .find(|tp| subs.contains(&partitions[*tp]))
+                {
                     moved = Some(((*over).clone(), (*under).clone(), *tp));
                     break 'search;
                 }
@@ -153,8 +161,10 @@ pub fn range(
     members: &BTreeMap<String, MemberSpec>,
     topics: &BTreeMap<String, TopicMeta>,
 ) -> BTreeMap<String, BTreeSet<Tp>> {
-    let mut out: BTreeMap<String, BTreeSet<Tp>> =
-        members.keys().map(|id| (id.clone(), BTreeSet::new())).collect();
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|id| (id.clone(), BTreeSet::new()))
+        .collect();
     let names: BTreeSet<&String> = members.values().flat_map(|m| &m.subscribed).collect();
     for name in names {
         let Some(meta) = topics.get(name) else {
@@ -192,10 +202,17 @@ fn check_assignment(
     for (id, set) in out {
         for tp in set {
             assert!(seen.insert(*tp), "{tp:?} assigned twice");
-            assert!(members[id].subscribed.contains(&partitions[tp]), "{id} not subscribed to {tp:?}");
+            assert!(
+                members[id].subscribed.contains(&partitions[tp]),
+                "{id} not subscribed to {tp:?}"
+            );
         }
     }
-    assert_eq!(seen.len(), partitions.len(), "every subscribed partition is assigned");
+    assert_eq!(
+        seen.len(),
+        partitions.len(),
+        "every subscribed partition is assigned"
+    );
 }
 
 #[cfg(test)]
@@ -220,7 +237,10 @@ mod tests {
     fn member(subs: &[&str], previous: &[(u128, i32)]) -> MemberSpec {
         MemberSpec {
             subscribed: subs.iter().map(|s| s.to_string()).collect(),
-            previous: previous.iter().map(|(t, p)| (Uuid::from_u128(*t), *p)).collect(),
+            previous: previous
+                .iter()
+                .map(|(t, p)| (Uuid::from_u128(*t), *p))
+                .collect(),
         }
     }
 
@@ -258,7 +278,10 @@ mod tests {
         members.insert("m3".to_string(), member(&["b"], &[]));
         let out = Assignor::Uniform.assign(&members, &t);
         let c = counts(&out);
-        assert!(c.iter().max().unwrap() - c.iter().min().unwrap() <= 1, "{out:?}");
+        assert!(
+            c.iter().max().unwrap() - c.iter().min().unwrap() <= 1,
+            "{out:?}"
+        );
         assert!(out["m1"].iter().all(|(id, _)| *id == Uuid::from_u128(1)));
         assert!(out["m3"].iter().all(|(id, _)| *id == Uuid::from_u128(2)));
     }

@@ -167,7 +167,11 @@ pub struct HeartbeatOut {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HeartbeatError {
     UnknownMember(String),
-    FencedEpoch { member_id: String, sent: i32, current: i32 },
+    FencedEpoch {
+        member_id: String,
+        sent: i32,
+        current: i32,
+    },
     UnsupportedAssignor(String),
     InvalidRequest(String),
     GroupFull,
@@ -211,7 +215,9 @@ impl fmt::Display for HeartbeatError {
             HeartbeatError::InvalidRequest(why) => write!(f, "{why}"),
             HeartbeatError::GroupFull => write!(f, "the group is full"),
             HeartbeatError::InvalidGroupId => write!(f, "the group id is empty"),
-            HeartbeatError::NotConsumerGroup(id) => write!(f, "Group {id} is not a consumer group."),
+            HeartbeatError::NotConsumerGroup(id) => {
+                write!(f, "Group {id} is not a consumer group.")
+            }
             HeartbeatError::Coded(code) => write!(f, "error {code}"),
         }
     }
@@ -274,7 +280,10 @@ impl Consumer848Group {
 
     /// Topics the members subscribe to (OffsetDelete refuses those, retention keeps them).
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
-        self.members.values().flat_map(|m| m.subscribed.iter().cloned()).collect()
+        self.members
+            .values()
+            .flat_map(|m| m.subscribed.iter().cloned())
+            .collect()
     }
 
     fn metadata_of(&self, topics: &BTreeMap<String, TopicMeta>) -> BTreeMap<String, TopicMeta> {
@@ -359,7 +368,10 @@ impl Consumer848Group {
         pending.retain(|tp| !self.held_by_other(member_id, tp));
         let unreleased = pending.len() < before;
         let target_epoch = self.assignment_epoch;
-        let member = self.members.get_mut(member_id).expect("reconciled member exists");
+        let member = self
+            .members
+            .get_mut(member_id)
+            .expect("reconciled member exists");
         let from = (member.state, member.member_epoch);
         if !revoking.is_empty() && owns_any(&revoking) {
             member.state = MemberState::UnrevokedPartitions;
@@ -376,9 +388,13 @@ impl Consumer848Group {
             member.assigned = kept.union(&pending).copied().collect();
             member.pending_revocation.clear();
         }
-        if let Err(why) =
-            check_transition(from.0, member.state, from.1, member.member_epoch, target_epoch)
-        {
+        if let Err(why) = check_transition(
+            from.0,
+            member.state,
+            from.1,
+            member.member_epoch,
+            target_epoch,
+        ) {
             panic!("illegal member transition of {member_id}: {why}");
         }
     }
@@ -531,7 +547,8 @@ impl Consumer848Group {
         let full = request.rebalance_timeout_ms >= 0
             && request.subscribed_topic_names.is_some()
             && request.owned.is_some();
-        let changed = member.assigned != previous_assignment || member.member_epoch != previous_epoch;
+        let changed =
+            member.assigned != previous_assignment || member.member_epoch != previous_epoch;
         Ok(HeartbeatOut {
             member_id: id.clone(),
             member_epoch: member.member_epoch,
@@ -564,7 +581,8 @@ impl Consumer848Group {
         }
         if !gone.is_empty() {
             let subscribed = self.subscribed_topics();
-            self.subscribed_metadata.retain(|name, _| subscribed.contains(name));
+            self.subscribed_metadata
+                .retain(|name, _| subscribed.contains(name));
             self.group_epoch += 1;
             self.retarget();
         }
@@ -583,11 +601,18 @@ impl Consumer848Group {
 
     /// OffsetCommit's check (Kafka's `ConsumerGroup.validateOffsetCommit`): `Err` carries the
     /// Kafka error. An empty group accepts commits without a member (epoch < 0).
-    pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), ResponseError> {
+    pub fn validate_offset_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
         if member_epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
-        let member = self.members.get(member_id).ok_or(ResponseError::UnknownMemberId)?;
+        let member = self
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
         if member_epoch != member.member_epoch {
             return Err(ResponseError::StaleMemberEpoch);
         }
@@ -619,7 +644,10 @@ impl Consumer848Group {
         let mut held: BTreeMap<Tp, &str> = BTreeMap::new();
         for (id, m) in &self.members {
             assert_eq!(id, &m.member_id);
-            assert!(m.member_epoch <= self.assignment_epoch.max(0), "{id}: epoch ahead of the target");
+            assert!(
+                m.member_epoch <= self.assignment_epoch.max(0),
+                "{id}: epoch ahead of the target"
+            );
             assert!(m.assigned.is_disjoint(&m.pending_revocation));
             assert_eq!(
                 m.state == MemberState::UnrevokedPartitions,

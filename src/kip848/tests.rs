@@ -69,14 +69,18 @@ fn two_members_share_then_one_leaves() {
     assert_eq!(a_kept.len(), 2);
     assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
     // Until a reports them revoked, b does not get them.
-    let r = g.heartbeat(&beat("b", 2, &BTreeSet::new()), &t, 30).unwrap();
+    let r = g
+        .heartbeat(&beat("b", 2, &BTreeSet::new()), &t, 30)
+        .unwrap();
     assert_eq!(r.assignment, None);
     // a revokes: epoch 2, stable.
     let r = g.heartbeat(&beat("a", 1, &a_kept), &t, 40).unwrap();
     assert_eq!(r.member_epoch, 2);
     assert_eq!(g.members["a"].state, MemberState::Stable);
     // Now b gets the other two.
-    let r = g.heartbeat(&beat("b", 2, &BTreeSet::new()), &t, 50).unwrap();
+    let r = g
+        .heartbeat(&beat("b", 2, &BTreeSet::new()), &t, 50)
+        .unwrap();
     let b_owned = r.assignment.unwrap();
     assert_eq!(b_owned.len(), 2);
     assert!(b_owned.is_disjoint(&a_kept));
@@ -84,8 +88,14 @@ fn two_members_share_then_one_leaves() {
 
     // Commits need the current epoch.
     assert_eq!(g.validate_offset_commit("a", 2), Ok(()));
-    assert_eq!(g.validate_offset_commit("a", 1), Err(ResponseError::StaleMemberEpoch));
-    assert_eq!(g.validate_offset_commit("zz", 2), Err(ResponseError::UnknownMemberId));
+    assert_eq!(
+        g.validate_offset_commit("a", 1),
+        Err(ResponseError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        g.validate_offset_commit("zz", 2),
+        Err(ResponseError::UnknownMemberId)
+    );
 
     // a leaves: b gets all four at epoch 3.
     let r = g.heartbeat(&beat("a", -1, &a_kept), &t, 60).unwrap();
@@ -118,7 +128,12 @@ fn epochs_are_checked() {
     g.heartbeat(&beat("a", 1, &kept), &t, 4).unwrap(); // revoked: epoch 2
     assert_eq!(g.members["a"].member_epoch, 2);
     assert!(g.heartbeat(&beat("a", 1, &kept), &t, 5).is_ok());
-    assert_eq!(g.heartbeat(&beat("a", 1, &owned), &t, 5).unwrap_err().code(), 110);
+    assert_eq!(
+        g.heartbeat(&beat("a", 1, &owned), &t, 5)
+            .unwrap_err()
+            .code(),
+        110
+    );
 }
 
 #[test]
@@ -131,7 +146,8 @@ fn sessions_and_revocations_expire() {
     g.heartbeat(&b_join, &t, 0).unwrap();
     // a is asked to revoke and never does: removed after its rebalance timeout (300 s);
     // b, silent, is removed after the session timeout first.
-    g.heartbeat(&beat("a", 1, &a.assignment.unwrap()), &t, 10).unwrap();
+    g.heartbeat(&beat("a", 1, &a.assignment.unwrap()), &t, 10)
+        .unwrap();
     assert_eq!(g.expire(SESSION_TIMEOUT_MS), vec!["b".to_string()]);
     assert_eq!(g.expire(10 + 300_000), vec!["a".to_string()]);
     assert!(g.is_empty());
@@ -145,7 +161,9 @@ fn new_partitions_move_the_group_epoch() {
     let a = g.heartbeat(&join("a", &["orders"]), &t, 0).unwrap();
     t.get_mut("orders").unwrap().partitions = 3;
     g.topics_changed(&t);
-    let r = g.heartbeat(&beat("a", a.member_epoch, &a.assignment.unwrap()), &t, 1).unwrap();
+    let r = g
+        .heartbeat(&beat("a", a.member_epoch, &a.assignment.unwrap()), &t, 1)
+        .unwrap();
     assert_eq!(r.member_epoch, a.member_epoch + 1);
     assert_eq!(r.assignment.unwrap().len(), 3);
 }
@@ -236,12 +254,20 @@ fn run_model(seed: u64, steps: usize) {
                 clients.insert(id, c);
             }
             10..=14 if !clients.is_empty() => {
-                let id = clients.keys().nth(rng.gen_range(0..clients.len())).unwrap().clone();
+                let id = clients
+                    .keys()
+                    .nth(rng.gen_range(0..clients.len()))
+                    .unwrap()
+                    .clone();
                 let c = clients.remove(&id).unwrap();
                 g.heartbeat(&beat(&id, -1, &c.owned), &t, now).unwrap();
             }
             15..=17 if !clients.is_empty() && !homogeneous => {
-                let id = clients.keys().nth(rng.gen_range(0..clients.len())).unwrap().clone();
+                let id = clients
+                    .keys()
+                    .nth(rng.gen_range(0..clients.len()))
+                    .unwrap()
+                    .clone();
                 let subs = pick_subs(&mut rng);
                 let c = clients.get_mut(&id).unwrap();
                 let mut req = beat(&id, c.epoch, &c.owned);
@@ -266,7 +292,11 @@ fn run_model(seed: u64, steps: usize) {
                 }
             }
             _ if !clients.is_empty() => {
-                let id = clients.keys().nth(rng.gen_range(0..clients.len())).unwrap().clone();
+                let id = clients
+                    .keys()
+                    .nth(rng.gen_range(0..clients.len()))
+                    .unwrap()
+                    .clone();
                 let c = clients.get_mut(&id).unwrap();
                 // Sometimes the client revokes lazily: it keeps reporting what it owned.
                 let out = g.heartbeat(&beat(&id, c.epoch, &c.owned), &t, now).unwrap();
@@ -319,7 +349,14 @@ fn run_model(seed: u64, steps: usize) {
             "seed {seed}: {counts:?}"
         );
     }
-    assert_eq!(group_state_name(&g), if clients.is_empty() { "Empty" } else { "Stable" });
+    assert_eq!(
+        group_state_name(&g),
+        if clients.is_empty() {
+            "Empty"
+        } else {
+            "Stable"
+        }
+    );
 }
 
 #[test]

@@ -53,8 +53,8 @@ mod recovery;
 mod segment;
 
 pub use partition::{sync_ticket, BATCH_FRAME_KIND};
-pub use segment::BlockWrite;
 pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, PartitionLog, ReadResult, RecoveryReport,
     RemovedSegment, SegmentInfo, TruncatedTail,
 };
+pub use segment::BlockWrite;

@@ -401,8 +401,14 @@ impl<S: Storage> PartitionLog<S> {
         assert!(self.commit.durable_end() <= self.commit.written_end());
         assert_eq!(self.commit.written_end(), self.log_end_offset());
         let active = self.active();
-        assert_eq!(active.tail.end(), active.size, "the tail ends the active segment");
-        assert!(active.tail.issued <= active.size && active.size <= active.allocated.max(active.size));
+        assert_eq!(
+            active.tail.end(),
+            active.size,
+            "the tail ends the active segment"
+        );
+        assert!(
+            active.tail.issued <= active.size && active.size <= active.allocated.max(active.size)
+        );
     }
 
     /// The file length to preallocate so that a segment ending at `end` fits: a chunk ahead,
@@ -990,7 +996,9 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
     let context =
         |path: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     for write in &ticket.writes {
-        let file = storage.open(&write.path).map_err(|e| context(&write.path, e))?;
+        let file = storage
+            .open(&write.path)
+            .map_err(|e| context(&write.path, e))?;
         file.write_direct_at(&write.data, write.position)
             .and_then(|()| file.sync())
             .map_err(|e| context(&write.path, e))?;
@@ -1202,7 +1210,10 @@ mod tests {
         assert_eq!(ticket.writes.len(), 1);
         let write = &ticket.writes[0];
         assert_eq!((write.position, write.data.len()), (0, 4096));
-        assert!(ticket.files.is_empty(), "the block write carries the segment");
+        assert!(
+            ticket.files.is_empty(),
+            "the block write carries the segment"
+        );
         let result = sync_ticket(&storage, &ticket);
         log.complete_flush(ticket, result).unwrap();
         let size = log.size_bytes() as usize;
@@ -1219,9 +1230,17 @@ mod tests {
         drop(log);
         let (log, report) = open(&storage, small());
         assert!(report.truncated.is_empty(), "{report:?}");
-        assert_eq!(report.zero_tails.len(), 1, "the preallocated tail is a clean end");
+        assert_eq!(
+            report.zero_tails.len(),
+            1,
+            "the preallocated tail is a clean end"
+        );
         assert_eq!(log.log_end_offset(), 3);
-        assert_eq!(storage.contents(&file).unwrap().len(), 4096, "kept preallocated");
+        assert_eq!(
+            storage.contents(&file).unwrap().len(),
+            4096,
+            "kept preallocated"
+        );
     }
 
     #[test]
@@ -1255,7 +1274,10 @@ mod tests {
             assert!(durable <= end && end <= written, "seed {seed}: {end}");
             torn += usize::from(!report.truncated.is_empty());
             let all = log.read(0, usize::MAX).unwrap();
-            assert_eq!(all.next_offset, end, "seed {seed}: every kept batch reads back");
+            assert_eq!(
+                all.next_offset, end,
+                "seed {seed}: every kept batch reads back"
+            );
         }
         assert!(torn > 0, "some crashes tear the block write");
     }
@@ -1269,7 +1291,11 @@ mod tests {
         for _ in 0..30 {
             log.append(&batch(1, 0, 100), 0).unwrap();
         }
-        assert_eq!(log.segment_count(), 1, "the segment runs over during the flight");
+        assert_eq!(
+            log.segment_count(),
+            1,
+            "the segment runs over during the flight"
+        );
         assert!(log.size_bytes() > small().segment_bytes);
         assert!(!log.roll_if_due(0).unwrap());
         let result = sync_ticket(&storage, &ticket);

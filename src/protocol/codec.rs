@@ -49,10 +49,16 @@ impl fmt::Display for Reject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reject::ShortHeader { bytes } => {
-                write!(f, "request of {bytes} bytes is shorter than a request header")
+                write!(
+                    f,
+                    "request of {bytes} bytes is shorter than a request header"
+                )
             }
             Reject::BadHeader { api_key, reason } => {
-                write!(f, "malformed request header for API key {api_key}: {reason}")
+                write!(
+                    f,
+                    "malformed request header for API key {api_key}: {reason}"
+                )
             }
         }
     }

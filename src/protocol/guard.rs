@@ -248,7 +248,11 @@ const DELETE_SHARE_GROUP_OFFSETS: &[Field] = &[f(0, Str), f(0, Arr(DELETE_SHARE_
 // OffsetCommit v2–9 (flexible from 8), OffsetFetch v1–9 (flexible from 6); the v10 fields
 // (topic ids) are listed for completeness.
 const OFFSET_COMMIT_PARTITION: &[Field] = &[f(0, I32), f(0, I64), f(6, I32), f(0, Str)];
-const OFFSET_COMMIT_TOPIC: &[Field] = &[fr(0, 9, Str), f(10, Uuid), f(0, Arr(OFFSET_COMMIT_PARTITION))];
+const OFFSET_COMMIT_TOPIC: &[Field] = &[
+    fr(0, 9, Str),
+    f(10, Uuid),
+    f(0, Arr(OFFSET_COMMIT_PARTITION)),
+];
 const OFFSET_COMMIT: &[Field] = &[
     f(0, Str),
     f(1, I32),
@@ -1063,11 +1067,18 @@ mod tests {
     /// KIP-848's requests (v0–1, flexible), checked here before they are served.
     #[test]
     fn consumer_group_requests_walk_exactly() {
-        for key in [apis::CONSUMER_GROUP_HEARTBEAT, apis::CONSUMER_GROUP_DESCRIBE] {
+        for key in [
+            apis::CONSUMER_GROUP_HEARTBEAT,
+            apis::CONSUMER_GROUP_DESCRIBE,
+        ] {
             for version in 0..=1 {
                 let mut buf = BytesMut::new();
                 populated(key, version)(&mut buf).unwrap();
-                assert_eq!(check_request(key, version, true, &buf), Ok(buf.len()), "{key} v{version}");
+                assert_eq!(
+                    check_request(key, version, true, &buf),
+                    Ok(buf.len()),
+                    "{key} v{version}"
+                );
                 for cut in 0..buf.len() {
                     assert!(check_request(key, version, true, &buf[..cut]).is_err());
                 }

@@ -151,7 +151,9 @@ fn typed_body(api_key: i16, version: i16) -> Option<BytesMut> {
 mod tests {
     use super::*;
     use crate::protocol::apis::{METADATA, SHARE_FETCH, SUPPORTED_APIS};
-    use kafka_protocol::messages::{ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse};
+    use kafka_protocol::messages::{
+        ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse,
+    };
     use kafka_protocol::protocol::Decodable;
 
     fn split(frame: &Bytes) -> (i32, Bytes) {
@@ -201,8 +203,8 @@ mod tests {
         // The keys served when this was written; keys added later may fall back to the
         // minimal frame until they get an entry in `typed_body`.
         let keys = [
-            0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 32, 37, 42, 44, 47, 60,
-            61, 68, 69, 76, 77,
+            0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 32, 37, 42, 44, 47,
+            60, 61, 68, 69, 76, 77,
         ];
         for spec in SUPPORTED_APIS.iter().filter(|s| keys.contains(&s.key)) {
             for version in [spec.min_version, spec.max_version] {

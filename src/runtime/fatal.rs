@@ -132,8 +132,14 @@ mod tests {
     #[test]
     fn shard_threads_are_recognised_by_name() {
         assert_eq!(shard_of_thread(Some("lockstep-shard-0")), Some(ShardId(0)));
-        assert_eq!(shard_of_thread(Some("lockstep-shard-17")), Some(ShardId(17)));
-        assert_eq!(shard_of_thread(Some("lockstep-shard-1-3")), Some(ShardId(1)));
+        assert_eq!(
+            shard_of_thread(Some("lockstep-shard-17")),
+            Some(ShardId(17))
+        );
+        assert_eq!(
+            shard_of_thread(Some("lockstep-shard-1-3")),
+            Some(ShardId(1))
+        );
         assert_eq!(shard_of_thread(Some("main")), None);
         assert_eq!(shard_of_thread(Some("lockstep-shard-x")), None);
         assert_eq!(shard_of_thread(None), None);

@@ -21,7 +21,7 @@
 use crate::constants::ENGINE_OPEN_FILES_MAX;
 use crate::log::{BlockWrite, FlushTicket};
 use crate::server::join::join_all;
-use glommio::io::{BufferedFile, DmaFile, Directory, OpenOptions};
+use glommio::io::{BufferedFile, Directory, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
@@ -187,9 +187,13 @@ async fn sync_handle(path: &Path) -> io::Result<Rc<BufferedFile>> {
     );
     ENGINE.with(|engine| {
         let engine = &mut *engine.borrow_mut();
-        insert(&mut engine.syncs, &mut engine.clock, path, file.clone(), |_| {
-            false
-        });
+        insert(
+            &mut engine.syncs,
+            &mut engine.clock,
+            path,
+            file.clone(),
+            |_| false,
+        );
     });
     Ok(file)
 }

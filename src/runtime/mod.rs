@@ -40,7 +40,9 @@ use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
 use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
-use crate::server::shard_state::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
+use crate::server::shard_state::{
+    check_journal_shards, journal_dir, remove_orphan_logs, ShardState,
+};
 use crate::server::share::ShareState;
 use crate::server::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
 use crate::storage::file::FsStorage;

@@ -25,13 +25,13 @@ use crate::constants::{
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
-use crate::model::{ShardId, TopicPartition};
 use crate::model::{group_shard, partition_shard};
+use crate::model::{ShardId, TopicPartition};
 use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
-    AdminOp, CallError, AdminReply, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp,
-    ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
+    AdminOp, AdminReply, CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult,
+    ShardOp, ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::registry::random_uuid;
 use crate::server::shard_state::ShardState;
@@ -1010,7 +1010,11 @@ impl ShardHandle {
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
             match written {
                 Ok(_) => self.ensure_journal_flush(),
-                Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &format!("snapshot: {e}")),
+                Err(e) => fatal::exit(
+                    Some(self.id),
+                    Fatal::JournalPoisoned,
+                    &format!("snapshot: {e}"),
+                ),
             }
         }
         let compacted = self.journal.borrow_mut().compact();
@@ -1025,7 +1029,10 @@ impl ShardHandle {
 
     fn install_registry(&self, registry: Arc<TopicRegistry>) {
         let now = wall_ms() as u64;
-        let (reports, failures) = self.state.borrow_mut().install_registry(registry.clone(), now);
+        let (reports, failures) = self
+            .state
+            .borrow_mut()
+            .install_registry(registry.clone(), now);
         // A deleted topic's committed offsets go with it (as in Kafka).
         self.state
             .borrow_mut()
@@ -1058,10 +1065,7 @@ impl ShardHandle {
     async fn produce(&self, op: ProduceOp) -> ShardReply {
         let applied = self.state.borrow_mut().produce(&op, wall_ms() as u64);
         // A write that failed poisoned the log: the fatal path, before anyone is answered.
-        let poison = self
-            .state
-            .borrow()
-            .log_poison(&op.partition.key());
+        let poison = self.state.borrow().log_poison(&op.partition.key());
         if let Some(cause) = poison {
             fatal::exit(
                 Some(self.id),
@@ -1196,11 +1200,7 @@ impl ShardHandle {
         let (tx, rx) = oneshot();
         self.data_waiters.borrow_mut().push(DataWaiter {
             id,
-            keys: op
-                .partitions
-                .iter()
-                .map(|(r, _)| r.key())
-                .collect(),
+            keys: op.partitions.iter().map(|(r, _)| r.key()).collect(),
             tx,
         });
         let arrived = futures_lite::future::or(async { rx.await.is_some() }, async {
@@ -1263,7 +1263,11 @@ impl ShardHandle {
         // A roll or retention step that failed poisoned its log: the fatal path.
         let poisoned = self.state.borrow().poisoned_log();
         if let Some((key, cause)) = poisoned {
-            fatal::exit(Some(self.id), Fatal::LogPoisoned, &format!("{key:?}: {cause}"));
+            fatal::exit(
+                Some(self.id),
+                Fatal::LogPoisoned,
+                &format!("{key:?}: {cause}"),
+            );
         }
         for key in touched {
             self.ensure_flush(key);
@@ -1363,8 +1367,7 @@ impl Bus for ShardHandle {
                     return ShardReply::Failed(CallError::Unreachable);
                 }
             }
-            rx.await
-                .unwrap_or(ShardReply::Failed(CallError::Abandoned))
+            rx.await.unwrap_or(ShardReply::Failed(CallError::Abandoned))
         }
     }
 

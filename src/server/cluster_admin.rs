@@ -102,8 +102,7 @@ pub fn handle_describe_cluster<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
         Ok(d) => d,
         Err(e) => return Outcome::Close(e.to_string()),
     };
-    let response =
-        describe_cluster_response(&bus.registry(), &decoded, request.api_version, conn);
+    let response = describe_cluster_response(&bus.registry(), &decoded, request.api_version, conn);
     respond(request, &response)
 }
 
@@ -191,7 +190,9 @@ pub async fn handle_describe_producers<B: Bus>(bus: &B, request: &Request) -> Ou
         for (((ti, pi), _), result) in items.iter().zip(results) {
             let out = &mut answers[*ti][*pi];
             match result {
-                Ok(producers) => out.active_producers = producers.iter().map(producer_state).collect(),
+                Ok(producers) => {
+                    out.active_producers = producers.iter().map(producer_state).collect()
+                }
                 Err(code) => out.error_code = code,
             }
         }
@@ -213,7 +214,11 @@ pub async fn handle_describe_producers<B: Bus>(bus: &B, request: &Request) -> Ou
 
 /// The answer for one OffsetForLeaderEpoch partition given its end offset (pure, for tests):
 /// `(error code, leader epoch, end offset)`.
-pub fn epoch_end_offset(current_leader_epoch: i32, leader_epoch: i32, end_offset: i64) -> (i16, i32, i64) {
+pub fn epoch_end_offset(
+    current_leader_epoch: i32,
+    leader_epoch: i32,
+    end_offset: i64,
+) -> (i16, i32, i64) {
     if current_leader_epoch != -1 && current_leader_epoch > LEADER_EPOCH {
         return (ResponseError::UnknownLeaderEpoch.code(), -1, -1);
     }
@@ -343,7 +348,11 @@ mod tests {
             assert_eq!(back.brokers.len(), 1);
             assert_eq!(back.brokers[0].port, 19092);
             assert_eq!(back.brokers[0].host.as_str(), "127.0.0.1");
-            let ops = if version == 1 { CLUSTER_OPERATIONS } else { i32::MIN };
+            let ops = if version == 1 {
+                CLUSTER_OPERATIONS
+            } else {
+                i32::MIN
+            };
             assert_eq!(back.cluster_authorized_operations, ops);
         }
         let mut request = DescribeClusterRequest::default();

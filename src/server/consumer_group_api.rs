@@ -105,7 +105,9 @@ fn by_topic(partitions: &BTreeSet<Tp>) -> BTreeMap<uuid::Uuid, Vec<i32>> {
 }
 
 /// The heartbeat response for the state machine's answer.
-pub fn heartbeat_response(result: &Result<HeartbeatOut, HeartbeatError>) -> ConsumerGroupHeartbeatResponse {
+pub fn heartbeat_response(
+    result: &Result<HeartbeatOut, HeartbeatError>,
+) -> ConsumerGroupHeartbeatResponse {
     let mut response = ConsumerGroupHeartbeatResponse::default();
     match result {
         Ok(out) => {
@@ -213,7 +215,8 @@ mod tests {
 
     fn registry() -> TopicRegistry {
         let mut r = TopicRegistry::new("c".into());
-        r.create_topic("orders", Uuid::from_u128(11), 2, &[]).unwrap();
+        r.create_topic("orders", Uuid::from_u128(11), 2, &[])
+            .unwrap();
         r
     }
 
@@ -230,7 +233,8 @@ mod tests {
         owned.partitions = vec![0];
         request.topic_partitions = Some(vec![owned]);
         // v1 requires the member id; v0 names the member.
-        let input = heartbeat_in(&request, 0, &registry, "cli", "/127.0.0.1", || "gen".into()).unwrap();
+        let input =
+            heartbeat_in(&request, 0, &registry, "cli", "/127.0.0.1", || "gen".into()).unwrap();
         assert_eq!(input.member_id, "gen");
         assert_eq!(input.owned, Some(BTreeSet::new()));
         let mut group = Consumer848Group::default();
@@ -245,7 +249,15 @@ mod tests {
             let a = back.assignment.unwrap();
             assert_eq!(a.topic_partitions[0].partitions, vec![0, 1]);
         }
-        let input = heartbeat_in(&request, 1, &registry, "cli", "/127.0.0.1", || unreachable!()).unwrap();
+        let input = heartbeat_in(
+            &request,
+            1,
+            &registry,
+            "cli",
+            "/127.0.0.1",
+            || unreachable!(),
+        )
+        .unwrap();
         let err = group.heartbeat(&input, &topics, 0).unwrap_err();
         assert_eq!(heartbeat_response(&Err(err)).error_code, 42);
 
@@ -259,7 +271,10 @@ mod tests {
             assert_eq!(back.groups[0].group_state.as_str(), "Stable");
             assert_eq!(back.groups[0].assignor_name.as_str(), "uniform");
             let m = &back.groups[0].members[0];
-            assert_eq!(m.assignment.topic_partitions[0].topic_name.as_str(), "orders");
+            assert_eq!(
+                m.assignment.topic_partitions[0].topic_name.as_str(),
+                "orders"
+            );
             assert_eq!(back.groups[1].error_code, 69);
         }
     }
@@ -299,11 +314,18 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
     let result = if group_id.is_empty() {
         Err(HeartbeatError::InvalidGroupId)
     } else {
-        match heartbeat_in(&r, request.api_version, &registry, &client_id, &host, || {
-            crate::server::registry::random_uuid()
-                .map(|u| u.to_string())
-                .unwrap_or_else(|_| format!("member-{}", conn.id))
-        }) {
+        match heartbeat_in(
+            &r,
+            request.api_version,
+            &registry,
+            &client_id,
+            &host,
+            || {
+                crate::server::registry::random_uuid()
+                    .map(|u| u.to_string())
+                    .unwrap_or_else(|_| format!("member-{}", conn.id))
+            },
+        ) {
             Err(e) => Err(e),
             Ok(input) => {
                 let op = GroupOp::ConsumerHeartbeat {

@@ -45,9 +45,10 @@ pub fn described_group(
     match found {
         Err(code) => out.error_code = code,
         Ok(None) => dead(&mut out, format!("Group {group_id} not found.")),
-        Ok(Some(d)) if d.group_type != "Classic" => {
-            dead(&mut out, format!("Group {group_id} is not a classic group."))
-        }
+        Ok(Some(d)) if d.group_type != "Classic" => dead(
+            &mut out,
+            format!("Group {group_id} is not a classic group."),
+        ),
         Ok(Some(d)) => {
             out.group_state = sb(&d.state);
             out.protocol_type = sb(&d.protocol_type);
@@ -167,7 +168,9 @@ pub async fn handle_offset_delete<B: Bus>(bus: &B, request: &Request) -> Outcome
                     let mut out = offset_delete_response::OffsetDeleteResponsePartition::default();
                     out.partition_index = p.partition_index;
                     out.error_code = if known {
-                        codes.next().unwrap_or(ResponseError::UnknownServerError.code())
+                        codes
+                            .next()
+                            .unwrap_or(ResponseError::UnknownServerError.code())
                     } else {
                         ResponseError::UnknownTopicOrPartition.code()
                     };

@@ -72,13 +72,15 @@ fn sync_error(code: i16) -> SyncAnswer {
 
 /// JoinGroup v0–9.
 pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
-    let r: JoinGroupRequest =
-        match decode_counted(request, "protocols", GROUP_PROTOCOLS_MAX, |r: &JoinGroupRequest| {
-            r.protocols.len()
-        }) {
-            Ok(r) => r,
-            Err(outcome) => return outcome,
-        };
+    let r: JoinGroupRequest = match decode_counted(
+        request,
+        "protocols",
+        GROUP_PROTOCOLS_MAX,
+        |r: &JoinGroupRequest| r.protocols.len(),
+    ) {
+        Ok(r) => r,
+        Err(outcome) => return outcome,
+    };
     let v = request.api_version;
     let group_id = r.group_id.0.to_string();
     let member_id = r.member_id.to_string();
@@ -104,7 +106,10 @@ pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
                 .collect(),
             api_version: v,
         };
-        let wait_ms = join.rebalance_timeout_ms.max(join.session_timeout_ms).max(0) as i64;
+        let wait_ms = join
+            .rebalance_timeout_ms
+            .max(join.session_timeout_ms)
+            .max(0) as i64;
         let op = GroupOp::Join {
             group_id: group_id.clone(),
             request: join,
@@ -205,9 +210,7 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
         };
         match call_group(bus, &group_id, op).await {
             Ok(GroupReply::Sync(SyncStep::Done(a))) => a,
-            Ok(GroupReply::Sync(SyncStep::Wait(ticket))) => {
-                poll_sync(bus, &group_id, ticket).await
-            }
+            Ok(GroupReply::Sync(SyncStep::Wait(ticket))) => poll_sync(bus, &group_id, ticket).await,
             Ok(other) => sync_error(unexpected(&other)),
             Err(code) => sync_error(code),
         }

@@ -37,7 +37,6 @@ use super::ops::{
 };
 use super::registry::TopicRegistry;
 use super::shard_state::{log_error_code, trim_to, ShardState};
-use crate::model::TopicPartition;
 use super::share_dlq::{self, DlqCopy, DlqTap};
 use super::share_fetch::{acquire_from_log_in_mode, fit_bytes};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
@@ -49,6 +48,7 @@ use crate::journal::entries::{
 };
 use crate::journal::entries::{LockOutcome as JournalOutcome, LockedRange as JournalRange};
 use crate::journal::Recovered;
+use crate::model::TopicPartition;
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
 use crate::storage::file::Storage;

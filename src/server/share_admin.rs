@@ -155,7 +155,14 @@ pub async fn handle_list_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
         consumer_groups
             .into_iter()
             .filter(|g| passes(&states_filter, &g.state) && passes(&types_filter, &g.group_type))
-            .map(|g| (g.group_id, g.protocol_type, g.state, g.group_type.to_lowercase())),
+            .map(|g| {
+                (
+                    g.group_id,
+                    g.protocol_type,
+                    g.state,
+                    g.group_type.to_lowercase(),
+                )
+            }),
     );
     groups.sort();
     response.groups = groups

@@ -24,12 +24,12 @@ use super::registry::TopicRegistry;
 use super::share_fetch::{group_in_order, min_bytes_satisfied, partition_max_bytes, rotate};
 use super::share_group::Heartbeat;
 use super::share_session::{SessionKey, SessionOutcome};
-use crate::model::TopicPartition;
 use super::{respond, Bus, ConnInfo, Outcome};
 use crate::constants::{
     BROKER_NODE_ID, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, REQUEST_PARTITIONS_MAX,
     SHARE_FETCH_RECHECK_MS,
 };
+use crate::model::TopicPartition;
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::protocol::generated::{

@@ -20,17 +20,17 @@
 
 use super::ops::{PartitionRef, ShareAckResult, TxnAnswer};
 use super::shard_state::ShardState;
-use crate::model::TopicPartition;
 use super::share::{ShareKey, ShareState};
 use crate::journal::entries::{
     Entry, LockOutcome as JournalOutcome, LockedRange as JournalRange, TransactionLocks,
     TransactionParticipant, TransactionRecord, TxnState as JournalTxnState,
 };
+use crate::model::TopicPartition;
 use crate::share::{AckBatch, LockOutcome, LockedRange};
 use crate::storage::file::Storage;
 use crate::txn::{
-    GroupTransactions, Participant, TxnChangeCause, TxnConfig, TxnError, TxnRecord,
-    TxnReply, TxnState,
+    GroupTransactions, Participant, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnReply,
+    TxnState,
 };
 use std::collections::BTreeSet;
 use uuid::Uuid;

@@ -16,6 +16,7 @@ use super::join::join_all;
 use super::ops::{PartitionRef, ShardOp, ShardReply, TxnAnswer, TxnOp, TxnReplyMsg};
 use super::{respond, Bus, Outcome};
 use crate::constants::REQUEST_PARTITIONS_MAX;
+use crate::model::TopicPartition;
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, Request};
@@ -28,7 +29,6 @@ use crate::protocol::share_txn::{
     SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
 };
 use crate::share::AckBatch;
-use crate::model::TopicPartition;
 use crate::txn::TxnState;
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;

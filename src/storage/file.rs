@@ -736,7 +736,10 @@ mod tests {
             let sectors: Vec<u8> = bytes
                 .chunks(SECTOR_BYTES)
                 .map(|c| {
-                    assert!(c.iter().all(|&b| b == c[0]), "seed {seed}: a sector is whole");
+                    assert!(
+                        c.iter().all(|&b| b == c[0]),
+                        "seed {seed}: a sector is whole"
+                    );
                     c[0]
                 })
                 .collect();

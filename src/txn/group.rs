@@ -35,15 +35,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-
 use super::state::{validate_transition, TxnError, TxnState};
-use crate::model::TopicPartition;
 use crate::constants::{
     SHARE_TRANSACTIONS_FINISHED_MAX, SHARE_TRANSACTION_ID_BYTES_MAX,
     SHARE_TRANSACTION_MAX_PENDING_DEFAULT, SHARE_TRANSACTION_MAX_PENDING_MAX,
     SHARE_TRANSACTION_RETENTION_MS_DEFAULT, SHARE_TRANSACTION_TIMEOUT_MS_DEFAULT,
     SHARE_TRANSACTION_TIMEOUT_MS_MAX,
 };
+use crate::model::TopicPartition;
 
 /// The group configs of share transactions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

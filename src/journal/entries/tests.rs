@@ -389,9 +389,17 @@ fn random_group_offset(rng: &mut SmallRng) -> GroupOffsetCommit {
         partition: rng.gen_range(0..1000),
         offset: rng.gen_bool(0.8).then(|| random_offset(rng)),
         leader_epoch: rng.gen_range(-1..100),
-        metadata: if rng.gen_bool(0.5) { String::new() } else { random_string(rng) },
+        metadata: if rng.gen_bool(0.5) {
+            String::new()
+        } else {
+            random_string(rng)
+        },
         commit_timestamp_ms: rng.gen_range(0..i64::MAX / 2),
-        expire_timestamp_ms: if rng.gen_bool(0.8) { -1 } else { rng.gen_range(0..i64::MAX / 2) },
+        expire_timestamp_ms: if rng.gen_bool(0.8) {
+            -1
+        } else {
+            rng.gen_range(0..i64::MAX / 2)
+        },
     }
 }
 
