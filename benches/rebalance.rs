@@ -160,13 +160,37 @@ fn prepare(port: u16, group: &str) -> Result<u16, String> {
             .first()
             .ok_or("FindCoordinator: empty")?;
         match c.error_code {
-            0 => return Ok(c.port as u16),
+            0 => {
+                wait_loaded(&mut conn, group, deadline)?;
+                return Ok(c.port as u16);
+            }
             COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS
                 if Instant::now() < deadline =>
             {
                 std::thread::sleep(Duration::from_millis(200))
             }
             e => return Err(format!("FindCoordinator {group}: error {e}")),
+        }
+    }
+}
+
+/// Waits until DescribeGroups of `group` stops answering COORDINATOR_LOAD_IN_PROGRESS or
+/// COORDINATOR_NOT_AVAILABLE (Kafka loads its offsets partitions after it answers
+/// FindCoordinator), so that loading is not measured as rebalance time.
+fn wait_loaded(conn: &mut Conn, group: &str, deadline: Instant) -> Result<(), String> {
+    loop {
+        let mut describe = DescribeGroupsRequest::default();
+        describe.groups = vec![GroupId(sb(group))];
+        let response: DescribeGroupsResponse = conn.call(ApiKey::DescribeGroups, 5, &describe)?;
+        let code = response.groups.first().map_or(-1, |g| g.error_code);
+        match code {
+            COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            0 => return Ok(()),
+            e => return Err(format!("DescribeGroups {group}: error {e}")),
         }
     }
 }
@@ -376,6 +400,10 @@ fn member(
                 continue 'join;
             }
             REBALANCE_IN_PROGRESS => continue 'join,
+            COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue 'join;
+            }
             e => return Err(format!("JoinGroup: error {e}")),
         }
         member_id = joined.member_id.clone();
