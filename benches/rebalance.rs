@@ -50,6 +50,7 @@ const UNKNOWN_MEMBER_ID: i16 = 25;
 const ILLEGAL_GENERATION: i16 = 22;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const NOT_COORDINATOR: i16 = 16;
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -174,8 +175,8 @@ fn prepare(port: u16, group: &str) -> Result<u16, String> {
     }
 }
 
-/// Waits until DescribeGroups of `group` stops answering COORDINATOR_LOAD_IN_PROGRESS or
-/// COORDINATOR_NOT_AVAILABLE (Kafka loads its offsets partitions after it answers
+/// Waits until DescribeGroups of `group` stops answering COORDINATOR_LOAD_IN_PROGRESS,
+/// NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE (Kafka loads its offsets partitions after it answers
 /// FindCoordinator), so that loading is not measured as rebalance time.
 fn wait_loaded(conn: &mut Conn, group: &str, deadline: Instant) -> Result<(), String> {
     loop {
@@ -184,7 +185,7 @@ fn wait_loaded(conn: &mut Conn, group: &str, deadline: Instant) -> Result<(), St
         let response: DescribeGroupsResponse = conn.call(ApiKey::DescribeGroups, 5, &describe)?;
         let code = response.groups.first().map_or(-1, |g| g.error_code);
         match code {
-            COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS
+            COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS | NOT_COORDINATOR
                 if Instant::now() < deadline =>
             {
                 std::thread::sleep(Duration::from_millis(200))
@@ -400,7 +401,7 @@ fn member(
                 continue 'join;
             }
             REBALANCE_IN_PROGRESS => continue 'join,
-            COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS => {
+            COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS | NOT_COORDINATOR => {
                 std::thread::sleep(Duration::from_millis(50));
                 continue 'join;
             }
