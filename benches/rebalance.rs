@@ -13,7 +13,12 @@
 //! - initial: from the first JoinGroup until all N members have their SyncGroup assignment of
 //!   one generation;
 //! - join: from one extra member's JoinGroup until all N+1 have synced the next generation;
-//! - leave: from one member's LeaveGroup until the other N have synced the next generation.
+//! - leave: from one member's LeaveGroup (when it is sent) until the other N have synced the
+//!   next generation.
+//!
+//! The join and leave phases are bounded below by how soon the other members heartbeat (they
+//! learn of the rebalance only then), so they measure the heartbeat interval as much as the
+//! coordinator; members that synced together heartbeat in step.
 //!
 //! Each synced generation is checked: every partition assigned exactly once. Each N is repeated
 //! `REPEATS` times; the table gives median and max, `target/bench-reports/rebalance.json` every
@@ -277,6 +282,8 @@ struct Shared {
     synced: Vec<Option<(i32, Instant, Vec<i32>)>>,
     /// First member error, which fails the run.
     error: Option<String>,
+    /// When the last leaving member sent its LeaveGroup (the leave phase's start).
+    leave_sent: Option<Instant>,
 }
 
 struct Group {
@@ -446,6 +453,7 @@ fn member(
                 {
                     let mut s = shared.0.lock().unwrap();
                     s.synced[index] = None;
+                    s.leave_sent = Some(Instant::now());
                     shared.1.notify_all();
                 }
                 let mut identity = leave_group_request::MemberIdentity::default();
@@ -517,8 +525,14 @@ fn repetition(port: u16, group: &str, n: usize, samples: &mut Samples) -> Result
     let (generation, at) = g.wait_synced(generation)?;
     samples.join_ms.push(ms(at - start));
 
-    let start = Instant::now();
     g.leave(0);
+    let start = g
+        .shared
+        .0
+        .lock()
+        .unwrap()
+        .leave_sent
+        .ok_or("no LeaveGroup sent")?;
     let (_, at) = g.wait_synced(generation)?;
     samples.leave_ms.push(ms(at.max(start) - start));
     g.stop();
