@@ -11,6 +11,7 @@
 //! - [`group`]: consumer groups (classic protocol, KIP-848 membership) and committed offsets.
 //! - [`journal`]: the memory-mapped state journal (share-partition state, transactions).
 //! - [`protocol`]: the Kafka wire codec; [`server`]: request handling.
+//! - [`ptxn`]: producer transactions (coordinator, partition and group sides).
 //! - [`runtime`]: the only module that touches the io_uring executor.
 //! - [`metrics`]: counters and histograms, Prometheus text.
 //! - [`client`]: a small blocking Kafka client (admin, producer, share consumer) for tests and tools.
@@ -26,6 +27,7 @@ pub mod log;
 pub mod metrics;
 pub mod model;
 pub mod protocol;
+pub mod ptxn;
 pub mod runtime;
 pub mod sasl;
 pub mod server;

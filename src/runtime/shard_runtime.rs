@@ -334,6 +334,17 @@ impl ShardHandle {
                 timeout_ms,
             } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
             ShardOp::Group(op) => self.group_op(op).await,
+            // Producer transactions are not served yet (issue 17): every participant refuses
+            // the marker, so no coordinator can end a transaction against this broker.
+            ShardOp::WriteTxnMarkers { partitions, .. } => ShardReply::TxnMarkersWritten(
+                partitions
+                    .iter()
+                    .map(|_| Err(kafka_protocol::ResponseError::UnsupportedVersion.code()))
+                    .collect(),
+            ),
+            ShardOp::GroupTxnMarker { .. } => ShardReply::GroupTxnMarkerWritten(Err(
+                kafka_protocol::ResponseError::UnsupportedVersion.code(),
+            )),
         }
     }
 

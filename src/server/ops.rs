@@ -545,6 +545,20 @@ pub enum ShardOp {
     /// On the group's shard: consumer groups and committed offsets (`crate::group::ops`);
     /// answered once the journal entries it produced are durable.
     Group(crate::group::ops::GroupOp),
+    /// On the partitions' shard: end a producer transaction in each partition (a control batch
+    /// in its log; share records LOCKED in the transaction resolved); answered once durable.
+    /// Replies [`ShardReply::TxnMarkersWritten`], one result per partition, in order.
+    WriteTxnMarkers {
+        marker: crate::ptxn::TxnMarker,
+        partitions: Vec<PartitionRef>,
+    },
+    /// On the group's shard: end a producer transaction's offsets of the group (TxnOffsetCommit
+    /// offsets become committed on commit, are dropped on abort); answered once durable.
+    /// Replies [`ShardReply::GroupTxnMarkerWritten`].
+    GroupTxnMarker {
+        marker: crate::ptxn::TxnMarker,
+        group_id: String,
+    },
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -590,6 +604,11 @@ pub enum ShardReply {
     /// error code.
     Producers(Vec<Result<Vec<crate::server::producer_state::ProducerSnapshot>, i16>>),
     Group(crate::group::ops::GroupReply),
+    /// One result per partition of [`ShardOp::WriteTxnMarkers`], in order; `Err`: a Kafka
+    /// error code.
+    TxnMarkersWritten(Vec<Result<(), i16>>),
+    /// The result of [`ShardOp::GroupTxnMarker`]; `Err`: a Kafka error code.
+    GroupTxnMarkerWritten(Result<(), i16>),
     /// The shard could not run the operation; typed, the caller chooses the Kafka code.
     Failed(CallError),
 }
