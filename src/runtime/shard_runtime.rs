@@ -334,16 +334,114 @@ impl ShardHandle {
                 timeout_ms,
             } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
             ShardOp::Group(op) => self.group_op(op).await,
-            // Producer transactions are not served yet (issue 17): every participant refuses
-            // the marker, so no coordinator can end a transaction against this broker.
-            ShardOp::WriteTxnMarkers { partitions, .. } => ShardReply::TxnMarkersWritten(
-                partitions
-                    .iter()
-                    .map(|_| Err(kafka_protocol::ResponseError::UnsupportedVersion.code()))
-                    .collect(),
-            ),
+            ShardOp::WriteTxnMarkers { marker, partitions } => {
+                ShardReply::TxnMarkersWritten(self.write_txn_markers(marker, &partitions).await)
+            }
             ShardOp::GroupTxnMarker { .. } => ShardReply::GroupTxnMarkerWritten(Err(
                 kafka_protocol::ResponseError::UnsupportedVersion.code(),
+            )),
+        }
+    }
+
+    /// WriteTxnMarkers on this shard: ends the transaction in each partition (a control batch
+    /// when [`crate::ptxn::partition::TxnPartition::marker_action`] says so, and the share
+    /// records the transaction LOCKED there, through the share side's hook), then answers once
+    /// every marker and the share state it changed are durable. One result per partition.
+    async fn write_txn_markers(
+        &self,
+        marker: crate::ptxn::TxnMarker,
+        partitions: &[PartitionRef],
+    ) -> Vec<Result<(), i16>> {
+        let now = wall_ms() as u64;
+        let mut targets: Vec<Option<(TopicPartition, u64)>> = Vec::with_capacity(partitions.len());
+        let mut results: Vec<Result<(), i16>> = {
+            let mut state = self.state.borrow_mut();
+            partitions
+                .iter()
+                .map(|r| match state.write_txn_marker(&marker, r, now) {
+                    Ok(target) => {
+                        state.share.producer_txn_ended(&marker, r.key());
+                        targets.push(target);
+                        Ok(())
+                    }
+                    Err(code) => {
+                        targets.push(None);
+                        Err(code)
+                    }
+                })
+                .collect()
+        };
+        for r in partitions {
+            let poison = self.state.borrow().log_poison(&r.key());
+            if let Some(cause) = poison {
+                fatal::exit(
+                    Some(self.id),
+                    Fatal::LogPoisoned,
+                    &format!("{}-{}: {cause}", r.topic, r.partition),
+                );
+            }
+        }
+        let journal = match self.append_share_entries() {
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
+        };
+        if journal.is_err() {
+            for result in results.iter_mut().filter(|r| r.is_ok()) {
+                *result = Err(ResponseError::KafkaStorageError.code());
+            }
+        }
+        for (result, target) in results.iter_mut().zip(targets) {
+            let Some((key, end)) = target.filter(|_| result.is_ok()) else {
+                continue;
+            };
+            self.ensure_flush(key);
+            if let Err((code, cause)) = self
+                .wait_durable(key, end, crate::constants::PRODUCE_TIMEOUT_MS_MAX)
+                .await
+            {
+                tracing::warn!(shard = %self.id, partition = ?key, cause, "transaction marker not durable");
+                *result = Err(code);
+            }
+        }
+        results
+    }
+
+    /// Completes once partition `key` is durable up to `target` (an error code and cause if
+    /// its log cannot be made durable or `timeout_ms` passes). The caller started a flush.
+    async fn wait_durable(
+        &self,
+        key: TopicPartition,
+        target: u64,
+        timeout_ms: u64,
+    ) -> Result<(), (i16, String)> {
+        let storage_error = |cause: &str| (ResponseError::KafkaStorageError.code(), cause.to_string());
+        match self.state.borrow().durability(&key) {
+            Some((durable, _)) if durable >= target => return Ok(()),
+            Some((_, true)) | None => {
+                return Err(storage_error("the partition log cannot be made durable"))
+            }
+            Some(_) => {}
+        }
+        let (tx, rx) = oneshot();
+        self.syncs
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .waiters
+            .park(target, tx);
+        let timeout = Duration::from_millis(timeout_ms.max(1));
+        let outcome = futures_lite::future::or(async { Some(rx.await) }, async {
+            glommio::timer::sleep(timeout).await;
+            None
+        })
+        .await;
+        match outcome {
+            Some(Some(Ok(()))) => Ok(()),
+            Some(Some(Err(cause))) => Err(storage_error(&cause)),
+            Some(None) => Err(storage_error("the flush was abandoned")),
+            None => Err((
+                ResponseError::RequestTimedOut.code(),
+                "appended but not made durable within the timeout".into(),
             )),
         }
     }
@@ -1199,7 +1297,7 @@ impl ShardHandle {
     }
 
     async fn wait_for_data(&self, op: WaitOp) -> ShardReply {
-        if self.state.borrow().has_data(&op.partitions) {
+        if self.state.borrow().has_data(&op.partitions, op.read_committed) {
             return ShardReply::Waited(true);
         }
         let remaining = op.deadline_ms - wall_ms();

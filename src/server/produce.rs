@@ -3,8 +3,9 @@
 //! The handler resolves each partition against the local registry snapshot, sends one
 //! [`ProduceOp`] per partition to the owning shard (all concurrently), and assembles the
 //! answers in request order. The owning shard validates the batch (magic v2, length,
-//! CRC-32C, counts; no control or transactional batches), applies the idempotent-producer
-//! rules, appends, and — for acks=all — answers only once the batch is durable. With acks=0
+//! CRC-32C, counts; no control batches from clients; transactional batches open or extend the
+//! producer's transaction in the partition, `crate::ptxn::partition`), applies the
+//! idempotent-producer rules, appends, and — for acks=all — answers only once the batch is durable. With acks=0
 //! no response is written at all, as Kafka does.
 
 use super::join::join_all;
