@@ -383,6 +383,23 @@ mod tests {
         assert_eq!(control_type(&[0u8; 61]), None);
     }
 
+    /// The control record exactly as Kafka 4.4 writes it: a COMMIT marker with coordinator
+    /// epoch 2, read from the reference broker with a raw Fetch (2026-12-01): length 16,
+    /// attributes 0, deltas 0, key `0000 0001`, value `0000 00000002`, no headers.
+    #[test]
+    fn control_record_bytes_match_kafka() {
+        let (key, value) = control_record(TxnOutcome::Commit, 2);
+        let mut b = BatchBuilder::new(1_000);
+        b.attributes = 0x30;
+        b.record(1_000, Some(&key), Some(&value));
+        let bytes = b.build();
+        let record: String = bytes[crate::log::batch::BATCH_HEADER_BYTES..]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(record, "2000000008000000010c00000000000200");
+    }
+
     /// A model: random interleavings of transactional writes, commits, aborts and flushes of a
     /// few producers, against a per-offset array of (producer, fate). Checks the LSO and that a
     /// read_committed reader (which drops batches of aborted transactions using `aborted_in`)

@@ -296,7 +296,9 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         if version >= 5 {
             p.log_start_offset = part.log_start_offset;
         }
-        p.aborted_transactions = Some(
+        // As Kafka 4.4: null for read_uncommitted, the overlapping aborted transactions for
+        // read_committed.
+        p.aborted_transactions = read_committed.then(|| {
             part.aborted
                 .iter()
                 .map(|a| {
@@ -305,8 +307,8 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     t.first_offset = a.first_offset;
                     t
                 })
-                .collect(),
-        );
+                .collect()
+        });
         p.records = Some(part.records);
         topics[w.topic_index].partitions.push(p);
     }
