@@ -52,6 +52,8 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod ptxn;
+
 /// What travels over the mesh.
 pub enum MeshMsg {
     Request { from: usize, id: u64, op: ShardOp },
@@ -345,6 +347,7 @@ impl ShardHandle {
             ShardOp::GroupTxnMarker { .. } => ShardReply::GroupTxnMarkerWritten(Err(
                 kafka_protocol::ResponseError::UnsupportedVersion.code(),
             )),
+            ShardOp::ProducerTxn(op) => self.ptxn_op(op).await,
         }
     }
 
@@ -895,6 +898,7 @@ impl ShardHandle {
             let mut state = self.state.borrow_mut();
             let mut entries = state.share.take_entries();
             entries.extend(state.groups.take_entries());
+            entries.extend(state.ptxn.take_entries());
             entries
         };
         if entries.is_empty() {
@@ -1016,6 +1020,7 @@ impl ShardHandle {
                 let mut state = self.state.borrow_mut();
                 let mut snapshot = state.share.durable_snapshot(wall_ms() as u64);
                 snapshot.group_offsets = state.groups.durable_offsets();
+                snapshot.producer_transactions = state.ptxn.durable_records();
                 snapshot
             };
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
