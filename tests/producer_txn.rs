@@ -8,6 +8,9 @@
 //! PrepareCommit: it is still PrepareCommit (durable) and completes once its markers are
 //! written.
 //!
+//! `LOCKSTEP_INTEROP_TARGET=kafka` runs the same requests against the Kafka 4.4 reference broker
+//! (`LOCKSTEP_KAFKA_ADDR`, default 127.0.0.1:19092) with unique names, without the restart.
+//!
 //! Markers need the participants' side (p17-log's WriteTxnMarkers). To see a transaction
 //! complete without depending on it, its topic is deleted: a marker for a partition that no
 //! longer exists is not needed, as in Kafka, so the coordinator completes the transaction.
@@ -44,8 +47,25 @@ fn tid(text: &str) -> TransactionalId {
     TransactionalId(s(text))
 }
 
-fn connect(broker: &Lockstep) -> Connection {
-    Connection::connect(&broker.addr(), "producer-txn-test").expect("connect")
+/// The broker under test: the binary, or Kafka 4.4's address.
+struct Target {
+    lockstep: Option<Lockstep>,
+    addr: String,
+    port: u16,
+}
+
+fn target() -> Target {
+    if common::wire::kafka() {
+        let addr = std::env::var("LOCKSTEP_KAFKA_ADDR").unwrap_or("127.0.0.1:19092".into());
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        return Target { lockstep: None, addr, port };
+    }
+    let broker = Lockstep::start("lockstep-producer-txn-", 2, &[]);
+    Target { addr: broker.addr(), port: broker.port, lockstep: Some(broker) }
+}
+
+fn connect(broker: &Target) -> Connection {
+    Connection::connect(&broker.addr, "producer-txn-test").expect("connect")
 }
 
 /// InitProducerId v4: (error, producer id, epoch).
@@ -144,103 +164,115 @@ fn delete_topic(conn: &mut Connection, topic: &str) {
     assert_eq!(back.responses[0].error_code, 0, "delete {topic}");
 }
 
-fn create(broker: &Lockstep, topics: &[&str]) {
-    let mut admin = Admin::connect(&broker.addr()).expect("admin");
+fn create(broker: &Target, topics: &[&str]) {
+    let mut admin = Admin::connect(&broker.addr).expect("admin");
     let new: Vec<NewTopic> = topics.iter().map(|t| NewTopic::new(t, 2)).collect();
     admin.create_topics(&new).expect("create topics");
 }
 
 #[test]
 fn fencing_timeouts_and_recovery_in_prepare_commit() {
-    let mut broker = Lockstep::start("lockstep-producer-txn-", 2, &[]);
-    create(&broker, &["orders", "payments", "slow"]);
+    let mut broker = target();
+    let n = |x: &str| common::wire::unique("pT", x);
+    let (orders, payments, slow) = (n("orders"), n("payments"), n("slow"));
+    let (app, slow_id, group) = (n("app"), n("slow-txn"), n("app-group"));
+    let (orders, payments, slow, app, slow_id) = (&*orders, &*payments, &*slow, &*app, &*slow_id);
+    create(&broker, &[orders, payments, slow]);
     let mut conn = connect(&broker);
 
     // FindCoordinator key type 1: this broker.
     let mut find = FindCoordinatorRequest::default();
     find.key_type = 1;
-    find.coordinator_keys = vec![s("app-1")];
+    find.coordinator_keys = vec![s(app)];
     let back = conn.send(&find, 4).expect("FindCoordinator");
     assert_eq!(back.coordinators[0].error_code, 0);
     assert_eq!(back.coordinators[0].port, i32::from(broker.port));
+    // Kafka may still be creating the transaction log: retry while it answers so.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let warmup = n("warmup");
+    while init(&mut conn, &warmup, 60_000, None).0 != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // Timeouts beyond transaction.max.timeout.ms are refused.
-    assert_eq!(init(&mut conn, "app-1", 900_001, None).0, INVALID_TRANSACTION_TIMEOUT);
+    assert_eq!(init(&mut conn, app, 900_001, None).0, INVALID_TRANSACTION_TIMEOUT);
     // Unknown ids.
     assert_eq!(describe(&mut conn, "nobody").0, TRANSACTIONAL_ID_NOT_FOUND);
 
     // The first producer begins a transaction.
-    let (err, pid, epoch) = init(&mut conn, "app-1", 60_000, None);
+    let (err, pid, epoch) = init(&mut conn, app, 60_000, None);
     assert_eq!((err, epoch), (0, 0));
     assert!(pid >= 0);
-    assert_eq!(add_partitions(&mut conn, 3, "app-1", pid, 0, "orders", &[0, 1]), vec![0, 0]);
-    assert_eq!(add_partitions(&mut conn, 3, "app-1", pid, 0, "no-such-topic", &[0]), vec![UNKNOWN_TOPIC_OR_PARTITION]);
-    let d = describe(&mut conn, "app-1");
+    assert_eq!(add_partitions(&mut conn, 3, app, pid, 0, orders, &[0, 1]), vec![0, 0]);
+    assert_eq!(add_partitions(&mut conn, 3, app, pid, 0, "no-such-topic", &[0]), vec![UNKNOWN_TOPIC_OR_PARTITION]);
+    let d = describe(&mut conn, app);
     assert_eq!((d.0, d.1.as_str(), d.2, d.3), (0, "Ongoing", pid, 0));
-    assert_eq!(d.4, vec![("orders".to_string(), 0), ("orders".to_string(), 1)]);
-    assert_eq!(list(&mut conn, &["Ongoing"], -1).0, vec!["app-1".to_string()]);
+    assert_eq!(d.4, vec![(orders.to_string(), 0), (orders.to_string(), 1)]);
+    assert!(list(&mut conn, &["Ongoing"], -1).0.contains(&app.to_string()));
     assert_eq!(list(&mut conn, &["Ongoing", "Bogus"], -1).1, vec!["Bogus".to_string()]);
-    assert!(list(&mut conn, &[], 3_600_000).0.is_empty(), "not running for an hour");
+    assert!(!list(&mut conn, &[], 3_600_000).0.contains(&app.to_string()), "not running for an hour");
 
     // A second instance with the same transactional id fences the first: the ongoing
     // transaction is aborted with the epoch bumped, and the new instance is told to retry.
-    assert_eq!(init(&mut conn, "app-1", 60_000, None).0, CONCURRENT_TRANSACTIONS);
-    let d = describe(&mut conn, "app-1");
+    assert_eq!(init(&mut conn, app, 60_000, None).0, CONCURRENT_TRANSACTIONS);
+    let d = describe(&mut conn, app);
     assert_eq!((d.1.as_str(), d.3), ("PrepareAbort", 1));
-    assert_eq!(init(&mut conn, "app-1", 60_000, None).0, CONCURRENT_TRANSACTIONS);
+    assert_eq!(init(&mut conn, app, 60_000, None).0, CONCURRENT_TRANSACTIONS);
     // Its markers complete once its partitions are written (or gone).
-    delete_topic(&mut conn, "orders");
-    wait_state(&mut conn, "app-1", "CompleteAbort", Duration::from_secs(10));
-    let (err, pid2, epoch2) = init_retrying(&mut conn, "app-1", 60_000, Duration::from_secs(10));
+    delete_topic(&mut conn, orders);
+    wait_state(&mut conn, app, "CompleteAbort", Duration::from_secs(10));
+    let (err, pid2, epoch2) = init_retrying(&mut conn, app, 60_000, Duration::from_secs(10));
     assert_eq!((err, pid2, epoch2), (0, pid, 2));
     // The first instance is fenced: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH for old versions.
-    assert_eq!(add_partitions(&mut conn, 3, "app-1", pid, 0, "payments", &[0]), vec![PRODUCER_FENCED]);
-    assert_eq!(add_partitions(&mut conn, 1, "app-1", pid, 0, "payments", &[0]), vec![INVALID_PRODUCER_EPOCH]);
-    assert_eq!(end_txn(&mut conn, 3, "app-1", pid, 0, true), PRODUCER_FENCED);
-    assert_eq!(end_txn(&mut conn, 1, "app-1", pid, 0, true), INVALID_PRODUCER_EPOCH);
+    assert_eq!(add_partitions(&mut conn, 3, app, pid, 0, payments, &[0]), vec![PRODUCER_FENCED]);
+    assert_eq!(add_partitions(&mut conn, 1, app, pid, 0, payments, &[0]), vec![INVALID_PRODUCER_EPOCH]);
+    assert_eq!(end_txn(&mut conn, 3, app, pid, 0, true), PRODUCER_FENCED);
+    assert_eq!(end_txn(&mut conn, 1, app, pid, 0, true), INVALID_PRODUCER_EPOCH);
     // EndTxn with nothing in the transaction.
-    assert_eq!(end_txn(&mut conn, 3, "app-1", pid, 2, true), INVALID_TXN_STATE);
+    assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), INVALID_TXN_STATE);
 
     // The second instance commits; the broker is SIGKILLed while the commit's markers are
     // outstanding (PrepareCommit is durable before EndTxn is answered).
-    assert_eq!(add_partitions(&mut conn, 3, "app-1", pid, 2, "payments", &[1]), vec![0]);
+    assert_eq!(add_partitions(&mut conn, 3, app, pid, 2, payments, &[1]), vec![0]);
     let mut offsets = AddOffsetsToTxnRequest::default();
-    offsets.transactional_id = tid("app-1");
+    offsets.transactional_id = tid(app);
     offsets.producer_id = pid.into();
     offsets.producer_epoch = 2;
-    offsets.group_id = GroupId(s("app-group"));
+    offsets.group_id = GroupId(s(&group));
     assert_eq!(conn.send(&offsets, 3).expect("AddOffsetsToTxn").error_code, 0);
-    assert_eq!(end_txn(&mut conn, 3, "app-1", pid, 2, true), 0);
-    let d = describe(&mut conn, "app-1");
+    assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), 0);
+    let d = describe(&mut conn, app);
     assert!(d.1 == "PrepareCommit" || d.1 == "CompleteCommit", "{d:?}");
     // A retried commit is fine once complete; an abort never is.
-    assert_eq!(end_txn(&mut conn, 3, "app-1", pid, 2, false), INVALID_TXN_STATE);
-    drop(conn);
-    broker.sigkill_and_restart();
-    let mut conn = connect(&broker);
-    let d = describe(&mut conn, "app-1");
+    assert_eq!(end_txn(&mut conn, 3, app, pid, 2, false), INVALID_TXN_STATE);
+    if let Some(lockstep) = &mut broker.lockstep {
+        drop(conn);
+        lockstep.sigkill_and_restart();
+        conn = connect(&broker);
+    }
+    let d = describe(&mut conn, app);
     assert_eq!((d.2, d.3), (pid, 2), "producer id and epoch survive the restart");
     if d.1 == "PrepareCommit" {
-        assert_eq!(d.4, vec![("payments".to_string(), 1)]);
+        assert_eq!(d.4, vec![(payments.to_string(), 1)]);
         // Recovery sends the commit markers again; the group's participant is required too.
-        delete_topic(&mut conn, "payments");
+        delete_topic(&mut conn, payments);
     }
     // The group marker needs the group side; without it the transaction stays PrepareCommit.
-    let d = describe(&mut conn, "app-1");
+    let d = describe(&mut conn, app);
     assert!(d.1 == "PrepareCommit" || d.1 == "CompleteCommit", "{d:?}");
     if d.1 == "CompleteCommit" {
-        assert_eq!(end_txn(&mut conn, 3, "app-1", pid, 2, true), 0, "a retried commit succeeds");
+        assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), 0, "a retried commit succeeds");
     } else {
-        assert_eq!(end_txn(&mut conn, 3, "app-1", pid, 2, true), CONCURRENT_TRANSACTIONS);
+        assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), CONCURRENT_TRANSACTIONS);
     }
 
     // The transaction timeout aborts with an epoch bump; the producer is fenced after it.
-    let (err, spid, sepoch) = init(&mut conn, "slow-1", 1_000, None);
+    let (err, spid, sepoch) = init(&mut conn, slow_id, 1_000, None);
     assert_eq!((err, sepoch), (0, 0));
-    assert_eq!(add_partitions(&mut conn, 3, "slow-1", spid, 0, "slow", &[0]), vec![0]);
+    assert_eq!(add_partitions(&mut conn, 3, slow_id, spid, 0, slow, &[0]), vec![0]);
     let deadline = Instant::now() + Duration::from_secs(10);
     let d = loop {
-        let d = describe(&mut conn, "slow-1");
+        let d = describe(&mut conn, slow_id);
         if d.1 != "Ongoing" || Instant::now() > deadline {
             break d;
         }
@@ -248,6 +280,8 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     };
     assert!(d.1 == "PrepareAbort" || d.1 == "CompleteAbort", "{d:?}");
     assert_eq!(d.3, 1, "the timeout bumped the epoch");
-    assert_eq!(end_txn(&mut conn, 3, "slow-1", spid, 0, true), PRODUCER_FENCED);
-    broker.assert_alive();
+    assert_eq!(end_txn(&mut conn, 3, slow_id, spid, 0, true), PRODUCER_FENCED);
+    if let Some(lockstep) = &mut broker.lockstep {
+        lockstep.assert_alive();
+    }
 }
