@@ -425,6 +425,31 @@ impl FileConfig {
             }
         }
 
+        // Producer transactions (issue 17): read when the broker starts.
+        used.push("transaction.max.timeout.ms");
+        if let Some(p) = get("transaction.max.timeout.ms") {
+            let n: i32 = p
+                .value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| bad(p, format!("{:?} is not a positive int", p.value)))?;
+            config
+                .broker_defaults
+                .insert("transaction.max.timeout.ms".to_string(), n.to_string());
+        }
+        used.push("transaction.two.phase.commit.enable");
+        if let Some(p) = get("transaction.two.phase.commit.enable") {
+            let v = p.value.trim().to_ascii_lowercase();
+            if v != "true" && v != "false" {
+                return Err(bad(p, format!("{:?} is not true or false", p.value)));
+            }
+            config
+                .broker_defaults
+                .insert("transaction.two.phase.commit.enable".to_string(), v);
+        }
+
         // TLS.
         config.tls = tls_settings(props, base, &mut used)?;
         let tls_listener = config.listeners.iter().find(|l| l.protocol.uses_tls());

@@ -69,6 +69,9 @@ pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
+pub const ADD_OFFSETS_TO_TXN: i16 = 25;
+pub const END_TXN: i16 = 26;
 pub const TXN_OFFSET_COMMIT: i16 = 28;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const CREATE_PARTITIONS: i16 = 37;
@@ -77,6 +80,8 @@ pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const OFFSET_DELETE: i16 = 47;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+pub const DESCRIBE_TRANSACTIONS: i16 = 65;
+pub const LIST_TRANSACTIONS: i16 = 66;
 pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
@@ -247,6 +252,28 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 4,
         flexible_min: 4,
     },
+    // Producer transactions (issue 17): Kafka 4.4's ranges.
+    ApiSpec {
+        key: ADD_PARTITIONS_TO_TXN,
+        name: "AddPartitionsToTxn",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 3,
+    },
+    ApiSpec {
+        key: ADD_OFFSETS_TO_TXN,
+        name: "AddOffsetsToTxn",
+        min_version: 0,
+        max_version: 4,
+        flexible_min: 3,
+    },
+    ApiSpec {
+        key: END_TXN,
+        name: "EndTxn",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 3,
+    },
     // TxnOffsetCommit v0–4 (issue 17); v5 (transaction version 2) and v6 (topic ids) not served.
     ApiSpec {
         key: TXN_OFFSET_COMMIT,
@@ -305,6 +332,22 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         name: "DescribeProducers",
         min_version: 0,
         max_version: 0,
+        flexible_min: 0,
+    },
+    // Producer transactions (issue 17).
+    ApiSpec {
+        key: DESCRIBE_TRANSACTIONS,
+        name: "DescribeTransactions",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    // v0–1: v2's TransactionalIdPattern (a Java regular expression) is not served.
+    ApiSpec {
+        key: LIST_TRANSACTIONS,
+        name: "ListTransactions",
+        min_version: 0,
+        max_version: 1,
         flexible_min: 0,
     },
     // KIP-848 (`group.protocol=consumer`), Kafka 4.4's versions (flexible from 0); v1 adds the

@@ -38,6 +38,8 @@ enum Ty {
     ArrI8,
     /// Array of int32.
     ArrI32,
+    /// Array of int64.
+    ArrI64,
     /// Array of strings.
     ArrStr,
 }
@@ -156,6 +158,28 @@ const DELETE_GROUPS: &[Field] = &[f(0, ArrStr)];
 
 // InitProducerId v0–5 (flexible from 2).
 const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)];
+
+// AddPartitionsToTxn v0–5 (flexible from 3; batched from 4), AddOffsetsToTxn v0–4 and EndTxn
+// v0–5 (flexible from 3), DescribeTransactions v0 and ListTransactions v0–1 (flexible from 0).
+const ADD_PARTITIONS_TO_TXN_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
+const ADD_PARTITIONS_TO_TXN_TRANSACTION: &[Field] = &[
+    f(0, Str),
+    f(0, I64),
+    f(0, I16),
+    f(0, Bool),
+    f(0, Arr(ADD_PARTITIONS_TO_TXN_TOPIC)),
+];
+const ADD_PARTITIONS_TO_TXN: &[Field] = &[
+    f(4, Arr(ADD_PARTITIONS_TO_TXN_TRANSACTION)),
+    fr(0, 3, Str),
+    fr(0, 3, I64),
+    fr(0, 3, I16),
+    fr(0, 3, Arr(ADD_PARTITIONS_TO_TXN_TOPIC)),
+];
+const ADD_OFFSETS_TO_TXN: &[Field] = &[f(0, Str), f(0, I64), f(0, I16), f(0, Str)];
+const END_TXN: &[Field] = &[f(0, Str), f(0, I64), f(0, I16), f(0, Bool)];
+const DESCRIBE_TRANSACTIONS: &[Field] = &[f(0, ArrStr)];
+const LIST_TRANSACTIONS_FIELDS: &[Field] = &[f(0, ArrStr), f(0, ArrI64), f(1, I64)];
 
 // OffsetForLeaderEpoch v2–4 (flexible from 4).
 const OFFSET_FOR_LEADER_EPOCH_PARTITION: &[Field] = &[f(0, I32), f(2, I32), f(0, I32)];
@@ -344,6 +368,11 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::CREATE_PARTITIONS => CREATE_PARTITIONS,
         apis::DELETE_GROUPS => DELETE_GROUPS,
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
+        apis::ADD_PARTITIONS_TO_TXN => ADD_PARTITIONS_TO_TXN,
+        apis::ADD_OFFSETS_TO_TXN => ADD_OFFSETS_TO_TXN,
+        apis::END_TXN => END_TXN,
+        apis::DESCRIBE_TRANSACTIONS => DESCRIBE_TRANSACTIONS,
+        apis::LIST_TRANSACTIONS => LIST_TRANSACTIONS_FIELDS,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::OFFSET_FOR_LEADER_EPOCH => OFFSET_FOR_LEADER_EPOCH,
         apis::DESCRIBE_CLUSTER => DESCRIBE_CLUSTER,
@@ -533,6 +562,10 @@ impl<'a> Cursor<'a> {
                 ArrI32 => {
                     let count = self.array_count(flexible)?;
                     self.skip(usize::try_from(count * 4).unwrap_or(usize::MAX))?;
+                }
+                ArrI64 => {
+                    let count = self.array_count(flexible)?;
+                    self.skip(usize::try_from(count * 8).unwrap_or(usize::MAX))?;
                 }
                 ArrStr => {
                     for _ in 0..self.array_count(flexible)? {
@@ -791,6 +824,55 @@ mod tests {
                 t.partition_indexes = vec![0, 1];
                 let mut r = DescribeProducersRequest::default();
                 r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::ADD_PARTITIONS_TO_TXN => {
+                let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![0, 1];
+                let mut r = AddPartitionsToTxnRequest::default();
+                if version >= 4 {
+                    let mut x = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                    x.transactional_id = s("tx").into();
+                    x.producer_id = 7.into();
+                    x.producer_epoch = 1;
+                    x.verify_only = true;
+                    x.topics = vec![t.clone(), t];
+                    r.transactions = vec![x.clone(), x];
+                } else {
+                    r.v3_and_below_transactional_id = s("tx").into();
+                    r.v3_and_below_producer_id = 7.into();
+                    r.v3_and_below_producer_epoch = 1;
+                    r.v3_and_below_topics = vec![t.clone(), t];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::ADD_OFFSETS_TO_TXN => {
+                let mut r = AddOffsetsToTxnRequest::default();
+                r.transactional_id = s("tx").into();
+                r.producer_id = 7.into();
+                r.group_id = GroupId(s("g"));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::END_TXN => {
+                let mut r = EndTxnRequest::default();
+                r.transactional_id = s("tx").into();
+                r.producer_id = 7.into();
+                r.committed = true;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_TRANSACTIONS => {
+                let mut r = DescribeTransactionsRequest::default();
+                r.transactional_ids = vec![s("a").into(), s("b").into()];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::LIST_TRANSACTIONS => {
+                let mut r = ListTransactionsRequest::default();
+                r.state_filters = vec![s("Ongoing")];
+                r.producer_id_filters = vec![1.into(), 2.into()];
+                if version >= 1 {
+                    r.duration_filter = 5;
+                }
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::INIT_PRODUCER_ID => {

@@ -42,6 +42,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{TxnMarker, TxnOutcome};
+use crate::journal::entries::{Entry, ProducerTransaction};
+use crate::journal::Recovered;
 
 /// Kafka's `Short.MaxValue - 1`: an epoch at or past this is exhausted and a new producer id is
 /// allocated instead of bumping it.
@@ -232,6 +234,24 @@ impl Default for CoordConfig {
     }
 }
 
+impl CoordConfig {
+    /// The defaults, with `transaction.max.timeout.ms` and `transaction.two.phase.commit.enable`
+    /// from the broker's static configuration (validated by the config file's reader).
+    pub fn from_broker_defaults(defaults: &BTreeMap<String, String>) -> CoordConfig {
+        let mut config = CoordConfig::default();
+        if let Some(ms) = defaults
+            .get("transaction.max.timeout.ms")
+            .and_then(|v| v.parse().ok())
+        {
+            config.max_timeout_ms = ms;
+        }
+        if let Some(v) = defaults.get("transaction.two.phase.commit.enable") {
+            config.two_phase_commit_enable = v == "true";
+        }
+        config
+    }
+}
+
 /// One transactional id's metadata (Kafka's `TransactionMetadata`). This is also the journal
 /// record: the latest record of an id replaces the earlier ones; state Dead is a tombstone.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -301,6 +321,44 @@ impl TxnMetadata {
             self.producer_epoch += 1;
         }
         Ok(())
+    }
+}
+
+impl TxnMetadata {
+    /// The journal record of this metadata.
+    pub fn to_record(&self) -> ProducerTransaction {
+        ProducerTransaction {
+            transactional_id: self.transactional_id.clone(),
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            last_producer_id: self.last_producer_id,
+            last_producer_epoch: self.last_producer_epoch,
+            timeout_ms: self.timeout_ms,
+            state: self.state.id(),
+            partitions: self.partitions.iter().cloned().collect(),
+            groups: self.groups.iter().cloned().collect(),
+            start_time_ms: self.start_ms,
+            update_time_ms: self.update_ms,
+            two_phase: self.two_phase,
+        }
+    }
+
+    /// The metadata a journal record holds (its state is validated by the decoder).
+    pub fn from_record(r: &ProducerTransaction) -> TxnMetadata {
+        TxnMetadata {
+            transactional_id: r.transactional_id.clone(),
+            producer_id: r.producer_id,
+            producer_epoch: r.producer_epoch,
+            last_producer_id: r.last_producer_id,
+            last_producer_epoch: r.last_producer_epoch,
+            timeout_ms: r.timeout_ms,
+            state: TxnState::from_id(r.state).expect("the decoder validates states"),
+            partitions: r.partitions.iter().cloned().collect(),
+            groups: r.groups.iter().cloned().collect(),
+            start_ms: r.start_time_ms,
+            update_ms: r.update_time_ms,
+            two_phase: r.two_phase,
+        }
     }
 }
 
@@ -415,6 +473,38 @@ impl TxnCoordinator {
     /// The records to journal since the last call, in order.
     pub fn take_records(&mut self) -> Vec<TxnMetadata> {
         std::mem::take(&mut self.records)
+    }
+
+    /// The journal entries to append since the last call, in order.
+    pub fn take_entries(&mut self) -> Vec<Entry> {
+        self.take_records()
+            .iter()
+            .map(|m| Entry::ProducerTransaction(m.to_record()))
+            .collect()
+    }
+
+    /// The whole durable state as journal records (for a journal snapshot; call after
+    /// [`Self::take_entries`]).
+    pub fn durable_records(&self) -> Vec<ProducerTransaction> {
+        self.txns.values().map(TxnMetadata::to_record).collect()
+    }
+
+    /// Rebuilds the coordinator from a recovered journal: the snapshot's records, then the
+    /// entries in order. Call [`Self::recovered`] next to send the markers of prepared ones.
+    pub fn restore(recovered: &Recovered, config: CoordConfig) -> TxnCoordinator {
+        let mut coordinator = TxnCoordinator::new(config);
+        let snapshot = recovered
+            .snapshot
+            .iter()
+            .flat_map(|s| s.state.producer_transactions.iter());
+        let entries = recovered.entries.iter().filter_map(|e| match &e.entry {
+            Entry::ProducerTransaction(t) => Some(t),
+            _ => None,
+        });
+        for record in snapshot.chain(entries) {
+            coordinator.replay(&TxnMetadata::from_record(record));
+        }
+        coordinator
     }
 
     /// The whole durable state (for a journal snapshot).
@@ -783,6 +873,15 @@ impl TxnCoordinator {
         if let Some(job) = self.jobs.get_mut(id) {
             job.armed = true;
         }
+    }
+
+    /// Ids whose marker jobs wait for their Prepare* record to be durable.
+    pub fn unarmed(&self) -> Vec<String> {
+        self.jobs
+            .iter()
+            .filter(|(_, j)| !j.armed)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// The earliest time a job not in flight wants to be sent (for the runtime's timer).

@@ -352,6 +352,10 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     state.share.retain_topics(&registry);
     state.groups = crate::group::ConsumerGroups::restore(&recovered, wall_ms() as u64);
     state.groups.retain_topics(&|t| registry.topic(t).is_some());
+    state.ptxn = crate::ptxn::coordinator::TxnCoordinator::restore(
+        &recovered,
+        crate::ptxn::coordinator::CoordConfig::from_broker_defaults(&config.broker_defaults),
+    );
     // The log start is not journalled with the share state: archive what lies below it again.
     state.share_apply_log_starts();
     state.share.sessions = ShareSessions::with_budget(setup.share_sessions.clone());
@@ -403,6 +407,10 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     // Entries recovery queued (transactions found ONGOING are aborted) go to the journal.
     ctx.share_housekeeping();
     ctx.resolve_locked_transactions();
+    ctx.ptxn_recover();
+    spawn_periodic(&ctx, crate::constants::TXN_MARKER_RETRY_BACKOFF_MS as u64, |c| {
+        c.ptxn_tick()
+    });
     spawn_periodic(&ctx, LOG_HOUSEKEEPING_INTERVAL_MS, |c| c.housekeeping());
     spawn_periodic(&ctx, SHARE_HOUSEKEEPING_INTERVAL_MS, |c| {
         c.share_housekeeping()

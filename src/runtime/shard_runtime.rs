@@ -52,6 +52,8 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod ptxn;
+
 /// What travels over the mesh.
 pub enum MeshMsg {
     Request { from: usize, id: u64, op: ShardOp },
@@ -464,6 +466,7 @@ impl ShardHandle {
                 ResponseError::RequestTimedOut.code(),
                 "appended but not made durable within the timeout".into(),
             )),
+            ShardOp::ProducerTxn(op) => self.ptxn_op(op).await,
         }
     }
 
@@ -1014,6 +1017,7 @@ impl ShardHandle {
             let mut state = self.state.borrow_mut();
             let mut entries = state.share.take_entries();
             entries.extend(state.groups.take_entries());
+            entries.extend(state.ptxn.take_entries());
             entries
         };
         if entries.is_empty() {
@@ -1136,6 +1140,7 @@ impl ShardHandle {
                 let mut state = self.state.borrow_mut();
                 let mut snapshot = state.share.durable_snapshot(wall_ms() as u64);
                 snapshot.group_offsets = state.groups.durable_offsets();
+                snapshot.producer_transactions = state.ptxn.durable_records();
                 snapshot
             };
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);

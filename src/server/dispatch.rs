@@ -7,8 +7,8 @@
 
 use super::{
     admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
-    group_admin, group_api, metadata, produce, share_admin, share_api, txn_api, txn_offset_api,
-    Bus, ConnInfo, Outcome,
+    group_admin, group_api, metadata, produce, ptxn_api, share_admin, share_api, txn_api,
+    txn_offset_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -40,6 +40,11 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
             admin::handle_incremental_alter_configs(bus, request).await
         }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
+        apis::ADD_PARTITIONS_TO_TXN => ptxn_api::handle_add_partitions(bus, request).await,
+        apis::ADD_OFFSETS_TO_TXN => ptxn_api::handle_add_offsets(bus, request).await,
+        apis::END_TXN => ptxn_api::handle_end_txn(bus, request).await,
+        apis::DESCRIBE_TRANSACTIONS => ptxn_api::handle_describe(bus, request).await,
+        apis::LIST_TRANSACTIONS => ptxn_api::handle_list(bus, request).await,
         apis::OFFSET_FOR_LEADER_EPOCH => {
             cluster_admin::handle_offset_for_leader_epoch(bus, request).await
         }

@@ -37,6 +37,7 @@ pub mod join;
 pub mod metadata;
 pub mod ops;
 pub mod produce;
+pub mod ptxn_api;
 pub mod producer_state;
 pub mod registry;
 pub mod shard_state;

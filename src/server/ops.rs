@@ -483,6 +483,56 @@ pub struct ShareOffset {
     pub lag: i64,
 }
 
+/// Producer-transaction coordinator work (issue 17), on the transactional id's shard
+/// (`model::group_shard` of the id); answered once the records it produced are durable.
+#[derive(Clone, Debug)]
+pub enum PtxnOp {
+    /// InitProducerId with a transactional id.
+    Init(crate::ptxn::coordinator::InitRequest),
+    /// AddPartitionsToTxn (client form, or v4+ without verifyOnly) and AddOffsetsToTxn.
+    AddParticipants {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<(String, i32)>,
+        groups: Vec<String>,
+    },
+    /// AddPartitionsToTxn v4+ verifyOnly.
+    Verify {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<(String, i32)>,
+    },
+    /// EndTxn.
+    End {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        outcome: crate::ptxn::TxnOutcome,
+    },
+    /// DescribeTransactions of ids this shard coordinates.
+    Describe { transactional_ids: Vec<String> },
+    /// ListTransactions (every shard is asked).
+    List(crate::ptxn::coordinator::ListFilter),
+}
+
+/// Replies to [`PtxnOp`]s.
+#[derive(Clone, Debug)]
+pub enum PtxnReply {
+    Init(Result<crate::ptxn::coordinator::InitAnswer, crate::ptxn::coordinator::CoordError>),
+    Done(Result<(), crate::ptxn::coordinator::CoordError>),
+    Verified(
+        Result<
+            Vec<Result<(), crate::ptxn::coordinator::CoordError>>,
+            crate::ptxn::coordinator::CoordError,
+        >,
+    ),
+    /// One per requested id, in order; `None`: unknown here.
+    Described(Vec<Option<crate::ptxn::coordinator::TxnMetadata>>),
+    Listed(Vec<crate::ptxn::coordinator::TxnMetadata>),
+}
+
 /// Work for the shard that owns the state.
 #[derive(Clone, Debug)]
 pub enum ShardOp {
@@ -571,6 +621,8 @@ pub enum ShardOp {
         marker: crate::ptxn::TxnMarker,
         group_id: String,
     },
+    /// On the transactional id's shard: the producer-transaction coordinator.
+    ProducerTxn(PtxnOp),
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -621,6 +673,7 @@ pub enum ShardReply {
     TxnMarkersWritten(Vec<Result<(), i16>>),
     /// The result of [`ShardOp::GroupTxnMarker`]; `Err`: a Kafka error code.
     GroupTxnMarkerWritten(Result<(), i16>),
+    ProducerTxn(PtxnReply),
     /// The shard could not run the operation; typed, the caller chooses the Kafka code.
     Failed(CallError),
 }

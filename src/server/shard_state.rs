@@ -252,6 +252,8 @@ pub struct ShardState<S: Storage + Clone> {
     pub share: ShareState,
     /// Consumer groups coordinated here and their committed offsets (`crate::group`).
     pub groups: crate::group::ConsumerGroups,
+    /// The producer-transaction coordinator of the transactional ids this shard owns.
+    pub ptxn: crate::ptxn::coordinator::TxnCoordinator,
 }
 
 fn log_config(settings: &TopicSettings) -> LogConfig {
@@ -355,6 +357,7 @@ impl<S: Storage + Clone> ShardState<S> {
             partitions: HashMap::new(),
             share: ShareState::default(),
             groups: crate::group::ConsumerGroups::default(),
+            ptxn: crate::ptxn::coordinator::TxnCoordinator::default(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
         match failures.is_empty() {

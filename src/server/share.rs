@@ -386,6 +386,7 @@ impl ShareState {
             transactions,
             transaction_locks,
             group_offsets: Vec::new(),
+            producer_transactions: Vec::new(),
         }
     }
 

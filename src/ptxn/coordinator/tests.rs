@@ -268,7 +268,11 @@ fn recovery_resends_markers_of_prepared_transactions() {
     let journal = c.take_records();
     let mut r = TxnCoordinator::new(CoordConfig::default());
     for record in &journal {
-        r.replay(record);
+        // Through the journal's codec, as recovery reads it.
+        let entry = Entry::ProducerTransaction(record.to_record());
+        let decoded = Entry::decode(entry.kind(), &entry.encode()).unwrap();
+        let Entry::ProducerTransaction(decoded) = decoded else { panic!() };
+        r.replay(&TxnMetadata::from_record(&decoded));
     }
     assert_eq!(r.snapshot(), c.snapshot());
     assert!(r.get("gone").is_none());
