@@ -19,7 +19,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.JobStatus;
-import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.serialization.SimpleStringSchema;
 import org.apache.flink.configuration.Configuration;
@@ -39,31 +38,27 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Issue 17: Flink's own exactly-once {@code KafkaSink} (flink-connector-kafka 5.0.0-2.2,
- * {@code DeliveryGuarantee.EXACTLY_ONCE}) writing into the broker, on a MiniCluster with a checkpoint
- * every 500 ms, while a map throws (the job restarts from its last checkpoint: the sink aborts the
- * transactions the failed attempt left open, and its committer commits the restored checkpoint's
- * transactions again by resuming them — producer id and epoch set into a fresh producer by reflection,
- * then EndTxn; the connector does not use KIP-939). The output topic read read_committed holds every
- * input exactly once.
+ * {@code DeliveryGuarantee.EXACTLY_ONCE}) writing into the broker from Flink's bounded
+ * {@code fromSequence} source, on a MiniCluster with a checkpoint every 500 ms, while a map throws once
+ * (the job restarts from its last checkpoint: the sink aborts the transactions the failed attempt left
+ * open, and its committer commits the restored checkpoint's transactions again by resuming them —
+ * producer id and epoch set into a fresh producer by reflection, then EndTxn; the connector does not
+ * use KIP-939's keepPreparedTxn). The output topic read read_committed holds every input exactly once.
  *
- * <ul>
- *   <li>{@code sequenceSourceToKafkaSink}: Flink's bounded {@code fromSequence} source; runs against the
- *       release broker, or against any Kafka-compatible broker with
- *       {@code -Dkafkasink.bootstrap=HOST:PORT} (how it was validated against Kafka 4.4).</li>
- *   <li>{@code shareSourceToKafkaSink}: {@link LockstepShareSource} (share acknowledgements in the
- *       KIP's share transactions) into the KafkaSink, and the broker SIGKILLed and restarted
- *       mid-stream; Lockstep only.</li>
- * </ul>
+ * <p>The connector reaches into kafka-clients' internals ({@code TransactionalRequestResult.await()},
+ * gone in 4.4): it runs only with the kafka-clients it was built against (4.2.0), so this test runs in
+ * its own surefire execution with kafka-clients 4.2.0 instead of 4.4 (see the module's pom), and cannot
+ * share a JVM with {@link LockstepShareSource} (which needs 4.4's {@code record.internal} classes).
+ *
+ * <p>Runs against the release broker, or against any Kafka-compatible broker with
+ * {@code -Dkafkasink.bootstrap=HOST:PORT} (how it was validated against Kafka 4.4).
  */
 class KafkaSinkExactlyOnceTest {
     private static final int PARTITIONS = 3;
@@ -104,50 +99,6 @@ class KafkaSinkExactlyOnceTest {
             if (broker != null) {
                 broker.close();
             }
-        }
-    }
-
-    @Test
-    void shareSourceToKafkaSink() throws Exception {
-        if (System.getProperty("kafkasink.bootstrap", "").length() > 0) {
-            return; // LockstepShareSource needs Lockstep's share transactions
-        }
-        String run = "p17flink-share-" + UUID.randomUUID().toString().substring(0, 8);
-        int records = 6_000;
-        try (LockstepBroker broker = LockstepBroker.start(tmp.resolve("broker"))) {
-            String bootstrap = broker.bootstrap();
-            createTopics(bootstrap, run, run + "-out");
-            produce(bootstrap, run, records);
-            MiniCluster cluster = cluster();
-            try {
-                StreamExecutionEnvironment env = environment(2);
-                LockstepShareSource<String> source = LockstepShareSource.<String>builder()
-                        .setBootstrapServers(bootstrap)
-                        .setGroupId(run)
-                        .setTopics(run)
-                        .setValueDeserializer(new SimpleStringSchema())
-                        .setTransactionalIdPrefix("p17job")
-                        .setStartingOffsetEarliest()
-                        .setGroupConfig("share.record.lock.duration.ms", "15000")
-                        .build();
-                env.fromSource(source, WatermarkStrategy.noWatermarks(), "lockstep")
-                        .map(new Throttle<String>(run, records / 3)).name("failing-map")
-                        .sinkTo(kafkaSink(bootstrap, run)).name("kafka-sink");
-                JobID id = cluster.submitJob(env.getStreamGraph().getJobGraph()).get().getJobID();
-                waitFor(cluster, id, "two thirds committed",
-                        () -> committedCount(bootstrap, run) >= 2L * records / 3, false);
-                System.out.println("[kafka-sink] " + run + ": SIGKILL broker");
-                broker.kill();
-                Thread.sleep(500);
-                broker.restart();
-                waitFor(cluster, id, "all committed", () -> committedCount(bootstrap, run) >= records, false);
-                Thread.sleep(2_000); // a few more checkpoints: a duplicate would be committed now
-                cluster.cancelJob(id).get(30, TimeUnit.SECONDS);
-            } finally {
-                cluster.close();
-            }
-            assertExactlyOnce(bootstrap, run, records);
-            assertEquals(1, THROWN.get(run).get(), "the map threw once");
         }
     }
 
@@ -200,20 +151,6 @@ class KafkaSinkExactlyOnceTest {
         }
     }
 
-    private static void produce(String bootstrap, String topic, int records) {
-        Properties p = new Properties();
-        p.setProperty("bootstrap.servers", bootstrap);
-        p.setProperty("acks", "all");
-        p.setProperty("linger.ms", "5");
-        try (KafkaProducer<String, String> producer =
-                new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
-            for (int i = 0; i < records; i++) {
-                producer.send(new ProducerRecord<>(topic, i % PARTITIONS, null, Integer.toString(i)));
-            }
-            producer.flush();
-        }
-    }
-
     /** The output topic's values, read read_committed from the beginning to the last stable offset. */
     private static List<String> readCommitted(String bootstrap, String run) {
         Properties p = new Properties();
@@ -245,14 +182,6 @@ class KafkaSinkExactlyOnceTest {
             }
         }
         return values;
-    }
-
-    private static long committedCount(String bootstrap, String run) {
-        try {
-            return new java.util.HashSet<>(readCommitted(bootstrap, run)).size();
-        } catch (RuntimeException e) {
-            return 0; // the broker is restarting
-        }
     }
 
     private static void assertExactlyOnce(String bootstrap, String run, int records) {
