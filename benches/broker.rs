@@ -325,7 +325,10 @@ fn main() {
     }
     if let Some(v) = option("--transaction-duration-ms") {
         plan.transaction_duration_ms = v.parse().expect("--transaction-duration-ms MS");
-        assert!(plan.transaction_duration_ms > 0, "--transaction-duration-ms > 0");
+        assert!(
+            plan.transaction_duration_ms > 0,
+            "--transaction-duration-ms > 0"
+        );
     }
     if args.iter().any(|a| a == "--txn") {
         plan.transactions = true;
@@ -473,9 +476,16 @@ fn main() {
                 let c = l.share_consume.as_ref().expect("share-consume measured");
                 assert_eq!(c.records, plan.records, "every record share-consumed");
                 if plan.transactions {
-                    let t = l.txn_produce.as_ref().expect("transactional produce measured");
+                    let t = l
+                        .txn_produce
+                        .as_ref()
+                        .expect("transactional produce measured");
                     assert_eq!(t.produce.records, plan.records, "every record sent in txns");
-                    assert!(t.commit_time_total_ms > 0.0, "commits took time: {}", t.commit_time_total_ms);
+                    assert!(
+                        t.commit_time_total_ms > 0.0,
+                        "commits took time: {}",
+                        t.commit_time_total_ms
+                    );
                 }
                 assert_eq!(l.clean_exit, Some(true), "SIGTERM exits 0");
             }
@@ -595,14 +605,16 @@ fn prepare(broker: &Broker, plan: Plan) -> Result<(), String> {
         let metadata = admin
             .metadata(Some(topics))
             .map_err(|e| format!("Metadata: {e}"))?;
-        let led = topics.iter().all(|t| {
-            (0..plan.partitions).all(|p| metadata.leader(t, p).is_some_and(|l| l >= 0))
-        });
+        let led = topics
+            .iter()
+            .all(|t| (0..plan.partitions).all(|p| metadata.leader(t, p).is_some_and(|l| l >= 0)));
         if led {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("{topics:?}: partitions without a leader after 60 s"));
+            return Err(format!(
+                "{topics:?}: partitions without a leader after 60 s"
+            ));
         }
         std::thread::sleep(Duration::from_millis(200));
     }

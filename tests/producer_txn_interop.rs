@@ -4,9 +4,12 @@
 //! second), which is how the scenarios were validated:
 //!
 //! ```text
-//! LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test producer_txn_interop
-//! cargo test --release --test producer_txn_interop
+//! LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test producer_txn_interop -- --include-ignored
+//! cargo test --release --test producer_txn_interop -- --include-ignored
 //! ```
+//!
+//! (Ignored by default until Lockstep's transaction coordinator and partition side of issue 17
+//! are on main.)
 //!
 //! What it proves:
 //! - confluent-kafka 2.16 (librdkafka, `tests/clients/python/producer_txn.py`): aborted records
@@ -145,10 +148,7 @@ impl Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        if let Broker::Kafka {
-            child: Some(c), ..
-        } = self
-        {
+        if let Broker::Kafka { child: Some(c), .. } = self {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -282,6 +282,7 @@ fn java(mode: &str) -> Command {
 // the tests
 
 #[test]
+#[ignore = "needs issue 17 (transaction coordinator and partition side) on main; LOCKSTEP_INTEROP_TARGET=kafka ... -- --include-ignored runs it against Kafka 4.4"]
 fn confluent_kafka_transactional_producer() {
     let _serial = serial();
     let broker = Broker::start("p17i-python");
@@ -297,7 +298,11 @@ fn confluent_kafka_transactional_producer() {
     assert!(ok, "producer_txn.py failed: {r}");
 
     let ac = &r["abort_commit"];
-    assert_eq!(ac["lso_open"], serde_json::json!([[0, 12], [0, 12]]), "{ac}");
+    assert_eq!(
+        ac["lso_open"],
+        serde_json::json!([[0, 12], [0, 12]]),
+        "{ac}"
+    );
     assert_eq!(ac["lso"], serde_json::json!([[0, 16], [0, 15]]), "{ac}");
     assert_eq!(ac["read_uncommitted"], 25, "{ac}");
 
@@ -334,6 +339,7 @@ const RPW_PARTITIONS: u32 = 3;
 const RPW_KILLS: [f64; 3] = [0.2, 0.5, 0.8];
 
 #[test]
+#[ignore = "needs issue 17 (transaction coordinator and partition side) on main; LOCKSTEP_INTEROP_TARGET=kafka ... -- --include-ignored runs it against Kafka 4.4"]
 fn java_read_process_write_exactly_once_under_sigkill() {
     let _serial = serial();
     let mut broker = Broker::start("p17i-java");
@@ -405,7 +411,10 @@ fn java_read_process_write_exactly_once_under_sigkill() {
                 kills += 1;
             }
         } else if let Some(reason) = line.strip_prefix("RESTART ") {
-            eprintln!("{:.1}s: client restart: {reason}", t0.elapsed().as_secs_f64());
+            eprintln!(
+                "{:.1}s: client restart: {reason}",
+                t0.elapsed().as_secs_f64()
+            );
             restarts.push(reason.to_string());
         } else if let Some(json) = line.strip_prefix("RESULT ") {
             result = Some(json.to_string());
@@ -424,7 +433,11 @@ fn java_read_process_write_exactly_once_under_sigkill() {
         "{result}\n{stderr}"
     );
     assert_eq!(result["committed"], RPW_RECORDS, "{result}");
-    assert_eq!(kills, RPW_KILLS.len(), "the broker was killed at every step");
+    assert_eq!(
+        kills,
+        RPW_KILLS.len(),
+        "the broker was killed at every step"
+    );
 
     let (_, verify) = run_client(
         "TxnReadProcessWrite verify",
