@@ -101,6 +101,10 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// TLS material of the SSL and SASL_SSL listeners.
     pub tls: Option<TlsSettings>,
+    /// SASL settings of the SASL listeners, by listener name.
+    pub sasl: BTreeMap<String, crate::config_file::ListenerSasl>,
+    /// Connection limits (`conn_limits`).
+    pub limits: crate::conn_limits::LimitsConfig,
     /// Static broker defaults from the configuration file (installed with
     /// [`set_static_broker_defaults`] when the broker starts).
     pub broker_defaults: BTreeMap<String, String>,
@@ -180,6 +184,8 @@ impl BrokerConfig {
                 advertised: None,
             }],
             tls: None,
+            sasl: BTreeMap::new(),
+            limits: Default::default(),
             broker_defaults: BTreeMap::new(),
             test_fault: None,
         })

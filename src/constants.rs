@@ -64,6 +64,17 @@ pub const SHARDS_MAX: usize = 256;
 pub const REQUEST_FRAME_BYTES_MAX: usize = 100 * 1024 * 1024;
 /// Largest response frame the broker builds (fetch responses are capped to fit).
 pub const RESPONSE_FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Largest frame a connection may send before it has authenticated on a SASL listener
+/// (Kafka's `sasl.server.max.receive.size` default); a larger one closes the connection.
+pub const SASL_UNAUTHENTICATED_FRAME_BYTES_MAX: usize = 524_288;
+/// Longest a SASL exchange may take, from the connection (after TLS) to authentication;
+/// then the connection is closed (bounds what an unauthenticated client holds).
+pub const SASL_AUTHENTICATION_MS_MAX: u64 = 30_000;
+/// Delay before the answer to a failed authentication (Kafka's
+/// `connection.failed.authentication.delay.ms` default), to slow password guessing.
+pub const SASL_FAILED_AUTHENTICATION_DELAY_MS: u64 = 100;
+/// Users (or credentials) one Describe/AlterUserScramCredentials request may name.
+pub const SCRAM_REQUEST_USERS_MAX: usize = 10_000;
 /// Requests read from one connection whose responses have not been written yet.
 pub const CONNECTION_INFLIGHT_REQUESTS_MAX: usize = 32;
 /// Open client connections per shard; further connections are accepted and closed at once.

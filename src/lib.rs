@@ -19,6 +19,7 @@
 pub mod client;
 pub mod config;
 pub mod config_file;
+pub mod conn_limits;
 pub mod constants;
 pub mod group;
 pub mod journal;
@@ -30,6 +31,7 @@ pub mod protocol;
 pub mod ptxn;
 pub mod runtime;
 pub mod sasl;
+pub mod scram;
 pub mod server;
 pub mod share;
 pub mod storage;

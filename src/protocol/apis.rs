@@ -63,6 +63,7 @@ pub const LEAVE_GROUP: i16 = 13;
 pub const SYNC_GROUP: i16 = 14;
 pub const DESCRIBE_GROUPS: i16 = 15;
 pub const LIST_GROUPS: i16 = 16;
+pub const SASL_HANDSHAKE: i16 = 17;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
@@ -74,10 +75,14 @@ pub const ADD_OFFSETS_TO_TXN: i16 = 25;
 pub const END_TXN: i16 = 26;
 pub const TXN_OFFSET_COMMIT: i16 = 28;
 pub const DESCRIBE_CONFIGS: i16 = 32;
+pub const SASL_AUTHENTICATE: i16 = 36;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const OFFSET_DELETE: i16 = 47;
+pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
+pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
+pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
 pub const DESCRIBE_TRANSACTIONS: i16 = 65;
@@ -209,6 +214,15 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 3,
     },
+    // SASL (issue 18): served by the connection before authentication (runtime::conn), and
+    // answered ILLEGAL_SASL_STATE afterwards or on a listener without SASL (as Kafka does).
+    ApiSpec {
+        key: SASL_HANDSHAKE,
+        name: "SaslHandshake",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: i16::MAX,
+    },
     ApiSpec {
         key: API_VERSIONS,
         name: "ApiVersions",
@@ -290,6 +304,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         flexible_min: 4,
     },
     ApiSpec {
+        key: SASL_AUTHENTICATE,
+        name: "SaslAuthenticate",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 2,
+    },
+    ApiSpec {
         key: CREATE_PARTITIONS,
         name: "CreatePartitions",
         min_version: 0,
@@ -318,6 +339,30 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 0,
         max_version: 0,
         flexible_min: i16::MAX,
+    },
+    // Client quotas: Lockstep has none, so every filter matches nothing (kafka-configs
+    // --describe --entity-type users asks before it describes SCRAM credentials).
+    ApiSpec {
+        key: DESCRIBE_CLIENT_QUOTAS,
+        name: "DescribeClientQuotas",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: 1,
+    },
+    // SCRAM credentials (issue 18), Kafka 4.4's v0 (flexible).
+    ApiSpec {
+        key: DESCRIBE_USER_SCRAM_CREDENTIALS,
+        name: "DescribeUserScramCredentials",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: ALTER_USER_SCRAM_CREDENTIALS,
+        name: "AlterUserScramCredentials",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
     },
     // Kafka 4.4's ranges: DescribeCluster v0–2, DescribeProducers v0 (both flexible from 0).
     ApiSpec {

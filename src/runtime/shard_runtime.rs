@@ -102,6 +102,8 @@ pub struct ShardRuntime {
     /// Request bytes read and not yet answered, over all connections of this shard.
     pub request_bytes: Rc<Semaphore>,
     pub connections_active: Cell<usize>,
+    /// The broker's SCRAM credentials (set once the shard starts).
+    pub credentials: RefCell<Option<Arc<super::credentials::SharedCredentials>>>,
 }
 
 /// A cheap handle to the shard runtime; implements [`Bus`].
@@ -142,6 +144,7 @@ impl ShardHandle {
             shutdown: Event::new(),
             request_bytes: Rc::new(Semaphore::new(request_bytes_max)),
             connections_active: Cell::new(0),
+            credentials: RefCell::new(None),
         }))
     }
 
@@ -1509,6 +1512,11 @@ impl Bus for ShardHandle {
 
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> {
         glommio::timer::sleep(Duration::from_millis(ms))
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn crate::server::CredentialAdmin>> {
+        let store = self.0.credentials.borrow().clone()?;
+        Some(store)
     }
 }
 

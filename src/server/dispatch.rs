@@ -7,8 +7,8 @@
 
 use super::{
     admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
-    group_admin, group_api, metadata, produce, ptxn_api, share_admin, share_api, txn_api,
-    txn_offset_api, Bus, ConnInfo, Outcome,
+    group_admin, group_api, metadata, produce, ptxn_api, scram_api, share_admin, share_api,
+    txn_api, txn_offset_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -75,6 +75,11 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         | apis::SHARE_COMMIT_TRANSACTION
         | apis::SHARE_ABORT_TRANSACTION => txn_api::handle_outcome(bus, request).await,
         apis::SHARE_LIST_TRANSACTIONS => txn_api::handle_list(bus, request).await,
+        apis::SASL_HANDSHAKE => scram_api::handle_sasl_handshake_late(request),
+        apis::SASL_AUTHENTICATE => scram_api::handle_sasl_authenticate_late(request),
+        apis::DESCRIBE_CLIENT_QUOTAS => scram_api::handle_describe_client_quotas(request),
+        apis::DESCRIBE_USER_SCRAM_CREDENTIALS => scram_api::handle_describe(bus, request),
+        apis::ALTER_USER_SCRAM_CREDENTIALS => scram_api::handle_alter(bus, request),
         other => Outcome::Close(format!(
             "API key {other} is in the served table but has no handler"
         )),
