@@ -575,15 +575,26 @@ fn a_live_journal_can_be_inspected_and_not_opened_twice() {
     assert_eq!(ticket.write.position % block, 0);
     assert_eq!(ticket.write.data.len() as u64 % block, 0);
     assert!(ticket.write.position <= ticket.offset as u64);
-    assert!(ticket.write.position + ticket.write.data.len() as u64 >= (ticket.offset + ticket.len) as u64);
-    let file = fs::OpenOptions::new().write(true).open(&ticket.write.path).unwrap();
-    file.write_all_at(&ticket.write.data, ticket.write.position).unwrap();
+    assert!(
+        ticket.write.position + ticket.write.data.len() as u64
+            >= (ticket.offset + ticket.len) as u64
+    );
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&ticket.write.path)
+        .unwrap();
+    file.write_all_at(&ticket.write.data, ticket.write.position)
+        .unwrap();
     file.sync_data().unwrap();
     journal.complete_flush(ticket, Ok(())).unwrap();
     assert_eq!(journal.durable_end(), 51);
     assert!(journal.begin_flush().unwrap().is_none());
     let seqs: Vec<u64> = frames(tmp.path()).iter().map(|f| f.seq).collect();
-    assert_eq!(seqs, (0..51).collect::<Vec<_>>(), "the flush wrote the entry");
+    assert_eq!(
+        seqs,
+        (0..51).collect::<Vec<_>>(),
+        "the flush wrote the entry"
+    );
 }
 
 #[test]
@@ -628,7 +639,8 @@ fn durable_pages_handed_back_read_as_written() {
         }
         let ticket = journal.begin_flush().unwrap().expect("unsynced entries");
         let file = file_of(&ticket.write.path);
-        file.write_all_at(&ticket.write.data, ticket.write.position).unwrap();
+        file.write_all_at(&ticket.write.data, ticket.write.position)
+            .unwrap();
         file.sync_data().unwrap();
         journal.complete_flush(ticket, Ok(())).unwrap();
     }

@@ -74,10 +74,11 @@ use std::sync::Arc;
 use flatbuffers::FlatBufferBuilder;
 
 use crate::constants::{
-    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, JOURNAL_ENTRY_BYTES_MAX, JOURNAL_SEGMENT_BYTES_DEFAULT,
-    JOURNAL_SEGMENT_BYTES_MAX, JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SNAPSHOT_BYTES_MAX,
-    JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT, JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
-    JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX, SEGMENT_HEADER_BYTES, JOURNAL_BLOCK_BYTES,
+    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, JOURNAL_BLOCK_BYTES, JOURNAL_ENTRY_BYTES_MAX,
+    JOURNAL_SEGMENT_BYTES_DEFAULT, JOURNAL_SEGMENT_BYTES_MAX, JOURNAL_SEGMENT_BYTES_MIN,
+    JOURNAL_SNAPSHOT_BYTES_MAX, JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT,
+    JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN, JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::log::group_commit::GroupCommit;
 use crate::log::BlockWrite;
@@ -828,7 +829,11 @@ impl<D: RegionDir> Journal<D> {
         self.in_flight_segment = Some(a.first_seq);
         let block = JOURNAL_BLOCK_BYTES as usize;
         let lo = a.durable_pos / block * block;
-        let hi = a.write_pos.div_ceil(block).saturating_mul(block).min(a.region.len());
+        let hi = a
+            .write_pos
+            .div_ceil(block)
+            .saturating_mul(block)
+            .min(a.region.len());
         Ok(Some(FlushTicket {
             flight_id: flight.id,
             segment_first_seq: a.first_seq,

@@ -56,6 +56,37 @@ fn sync_mode() -> SyncMode {
     }
 }
 
+/// How the state journal is flushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JournalFlush {
+    /// The default: the segment is mapped private and each flush is one block write
+    /// ([`write_block`], `O_DIRECT` with the [`SyncMode`]).
+    Blocks,
+    /// `LOCKSTEP_JOURNAL_FLUSH=fdatasync`: the segment is mapped shared and each flush is an
+    /// `fdatasync` of the file through io_uring (the page cache's writeback; before issue 14's
+    /// second cut). For measuring one against the other.
+    Fdatasync,
+}
+
+/// The journal's [`JournalFlush`] (from the environment, read once per process).
+pub fn journal_flush() -> JournalFlush {
+    static MODE: std::sync::OnceLock<JournalFlush> = std::sync::OnceLock::new();
+    *MODE.get_or_init(
+        || match std::env::var("LOCKSTEP_JOURNAL_FLUSH").as_deref() {
+            Ok("fdatasync") => JournalFlush::Fdatasync,
+            _ => JournalFlush::Blocks,
+        },
+    )
+}
+
+/// One durable flush of the state journal, as [`journal_flush`] says.
+pub async fn flush_journal(ticket: &crate::journal::FlushTicket) -> io::Result<()> {
+    match journal_flush() {
+        JournalFlush::Blocks => write_block(&ticket.write).await,
+        JournalFlush::Fdatasync => sync_file(&ticket.path).await,
+    }
+}
+
 #[derive(Clone)]
 enum Handle {
     Dma(Rc<DmaFile>),

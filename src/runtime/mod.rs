@@ -16,7 +16,7 @@
 //! - [`conn`]: the listener and client connections.
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
-//! - [`files`]: io_uring fdatasync of flush tickets.
+//! - [`files`]: the io_uring storage engine: block writes and syncs of flush tickets, journal flushes.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
 //! - [`tls`]: the rustls configuration of TLS listeners, certificate principals.
 //! - [`credentials`]: the SCRAM credentials file, shared by every shard.
@@ -359,7 +359,10 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let jdir = journal_dir(&config.data_dir, ShardId(id as u16));
-    let region_dir = MmapDir::open(&jdir).map_err(|e| format!("{}: {e}", jdir.display()))?;
+    let mut region_dir = MmapDir::open(&jdir).map_err(|e| format!("{}: {e}", jdir.display()))?;
+    if files::journal_flush() == files::JournalFlush::Fdatasync {
+        region_dir = region_dir.with_shared_maps();
+    }
     let (journal, recovered) = Journal::open(region_dir, JournalConfig::default())
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     if let Some(cut) = &recovered.report.truncated {

@@ -104,6 +104,10 @@ pub struct MmapDir {
     dir: PathBuf,
     /// The open directory: holds the `flock` and is `fsync`ed after entries change.
     handle: File,
+    /// Map regions shared (`MAP_SHARED`, the page cache written back by the kernel) instead
+    /// of private: the runtime's `LOCKSTEP_JOURNAL_FLUSH=fdatasync`, kept to measure the
+    /// engine's block writes against `fdatasync` of a shared mapping.
+    shared: bool,
 }
 
 impl MmapDir {
@@ -128,7 +132,14 @@ impl MmapDir {
         Ok(MmapDir {
             dir: dir.to_path_buf(),
             handle,
+            shared: false,
         })
+    }
+
+    /// Regions opened from now on are mapped shared (see the field's docs).
+    pub fn with_shared_maps(mut self) -> MmapDir {
+        self.shared = true;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -233,7 +244,13 @@ impl RegionDir for MmapDir {
         // holds an exclusive `flock` on the directory (see `MmapDir::open`), no Lockstep code
         // truncates a mapped file, the only writes to the file are of the map's own bytes, and
         // the inspect tools only read with `read(2)`. The length was checked non-zero.
-        let map = unsafe { MmapOptions::new().map_copy(&file)? };
+        let map = unsafe {
+            if self.shared {
+                MmapOptions::new().map_mut(&file)?
+            } else {
+                MmapOptions::new().map_copy(&file)?
+            }
+        };
         assert_eq!(map.len(), len, "mapping length differs from the file's");
         Ok(MmapRegion {
             path,
