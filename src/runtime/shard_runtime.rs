@@ -339,6 +339,7 @@ impl ShardHandle {
                 timeout_ms,
             } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
             ShardOp::Group(op) => self.group_op(op).await,
+            ShardOp::ProducerTxn(op) => self.ptxn_op(op).await,
             ShardOp::WriteTxnMarkers { marker, partitions } => {
                 ShardReply::TxnMarkersWritten(self.write_txn_markers(marker, &partitions).await)
             }
@@ -469,7 +470,6 @@ impl ShardHandle {
                 ResponseError::RequestTimedOut.code(),
                 "appended but not made durable within the timeout".into(),
             )),
-            ShardOp::ProducerTxn(op) => self.ptxn_op(op).await,
         }
     }
 
