@@ -314,7 +314,7 @@ impl ScramCredentials {
                         let (error, message) = if count > 1 {
                             (
                                 DUPLICATE_RESOURCE,
-                                Some("Cannot describe SCRAM credentials for the same user twice in a single request".to_string()),
+                                Some(format!("Cannot describe SCRAM credentials for the same user twice in a single request: {u}")),
                             )
                         } else if creds.is_empty() {
                             (

@@ -331,6 +331,20 @@ const OFFSET_DELETE_PARTITION: &[Field] = &[f(0, I32)];
 const OFFSET_DELETE_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_PARTITION))];
 const OFFSET_DELETE: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_TOPIC))];
 
+// SASL and SCRAM credentials (issue 18): SaslHandshake v0–1, SaslAuthenticate v0–2 (flexible
+// from 2), DescribeClientQuotas v0–1 (flexible from 1), Describe/AlterUserScramCredentials v0
+// (flexible).
+const SASL_HANDSHAKE: &[Field] = &[f(0, Str)];
+const SASL_AUTHENTICATE: &[Field] = &[f(0, Bytes)];
+const QUOTA_COMPONENT: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
+const DESCRIBE_CLIENT_QUOTAS: &[Field] = &[f(0, Arr(QUOTA_COMPONENT)), f(0, Bool)];
+const SCRAM_USER: &[Field] = &[f(0, Str)];
+const DESCRIBE_USER_SCRAM_CREDENTIALS: &[Field] = &[f(0, Arr(SCRAM_USER))];
+const SCRAM_DELETION: &[Field] = &[f(0, Str), f(0, I8)];
+const SCRAM_UPSERTION: &[Field] = &[f(0, Str), f(0, I8), f(0, I32), f(0, Bytes), f(0, Bytes)];
+const ALTER_USER_SCRAM_CREDENTIALS: &[Field] =
+    &[f(0, Arr(SCRAM_DELETION)), f(0, Arr(SCRAM_UPSERTION))];
+
 // TxnOffsetCommit v0–4 (flexible from 3).
 const TXN_OFFSET_COMMIT_PARTITION: &[Field] = &[f(0, I32), f(0, I64), f(2, I32), f(0, Str)];
 const TXN_OFFSET_COMMIT_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(TXN_OFFSET_COMMIT_PARTITION))];
@@ -394,6 +408,11 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         | apis::SHARE_COMMIT_TRANSACTION
         | apis::SHARE_ABORT_TRANSACTION => SHARE_TRANSACTION_OUTCOME,
         apis::SHARE_LIST_TRANSACTIONS => SHARE_LIST_TRANSACTIONS,
+        apis::SASL_HANDSHAKE => SASL_HANDSHAKE,
+        apis::SASL_AUTHENTICATE => SASL_AUTHENTICATE,
+        apis::DESCRIBE_CLIENT_QUOTAS => DESCRIBE_CLIENT_QUOTAS,
+        apis::DESCRIBE_USER_SCRAM_CREDENTIALS => DESCRIBE_USER_SCRAM_CREDENTIALS,
+        apis::ALTER_USER_SCRAM_CREDENTIALS => ALTER_USER_SCRAM_CREDENTIALS,
         _ => return None,
     })
 }
@@ -1121,6 +1140,47 @@ mod tests {
                 let mut r = OffsetDeleteRequest::default();
                 r.group_id = GroupId(s("g"));
                 r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SASL_HANDSHAKE => {
+                let r = SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-256"));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SASL_AUTHENTICATE => {
+                let r = SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::from_static(b"n,,n=u,r=abc"));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_CLIENT_QUOTAS => {
+                let c = describe_client_quotas_request::ComponentData::default()
+                    .with_entity_type(s("user"))
+                    .with_match_type(0)
+                    .with_match(Some(s("alice")));
+                let r = DescribeClientQuotasRequest::default()
+                    .with_components(vec![c.clone(), c])
+                    .with_strict(true);
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_USER_SCRAM_CREDENTIALS => {
+                let u = describe_user_scram_credentials_request::UserName::default()
+                    .with_name(s("alice"));
+                let r = DescribeUserScramCredentialsRequest::default()
+                    .with_users(Some(vec![u.clone(), u]));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::ALTER_USER_SCRAM_CREDENTIALS => {
+                let d = alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                    .with_name(s("bob"))
+                    .with_mechanism(2);
+                let u = alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(s("alice"))
+                    .with_mechanism(1)
+                    .with_iterations(8192)
+                    .with_salt(Bytes::from_static(b"salt"))
+                    .with_salted_password(Bytes::from_static(b"salted"));
+                let r = AlterUserScramCredentialsRequest::default()
+                    .with_deletions(vec![d.clone(), d])
+                    .with_upsertions(vec![u.clone(), u]);
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::TXN_OFFSET_COMMIT => {

@@ -28,16 +28,21 @@ errors = []
 
 
 def on_error(e):
-    errors.append(str(e))
+    errors.append(f"{e.name()}: {e.str()}" if isinstance(e, KafkaError) else str(e))
 
 
 conf["error_cb"] = on_error
 try:
     if action == "metadata":
-        md = AdminClient(conf).list_topics(timeout=10)
-        out["brokers"] = sorted(f"{b.host}:{b.port}" for b in md.brokers.values())
+        admin = AdminClient(conf)
+        try:
+            md = admin.list_topics(timeout=req.get("timeout", 10))
+            out["brokers"] = sorted(f"{b.host}:{b.port}" for b in md.brokers.values())
+        finally:
+            admin.poll(1)  # serves error_cb: an authentication failure arrives as an error event
     elif action == "create":
-        fs = AdminClient(conf).create_topics(
+        admin = AdminClient(conf)
+        fs = admin.create_topics(
             [NewTopic(req["topic"], num_partitions=req["partitions"], replication_factor=1)])
         for f in fs.values():
             f.result(timeout=30)
@@ -87,11 +92,13 @@ try:
                 "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}[req["mechanism"]]
         up = UserScramCredentialUpsertion(req["user"], ScramCredentialInfo(mech, req["iterations"]),
                                           req["password"].encode())
-        for f in AdminClient(conf).alter_user_scram_credentials([up]).values():
+        admin = AdminClient(conf)
+        for f in admin.alter_user_scram_credentials([up]).values():
             f.result(timeout=30)
         out["upserted"] = True
     elif action == "scram_describe":
-        fs = AdminClient(conf).describe_user_scram_credentials(req.get("users"))
+        admin = AdminClient(conf)
+        fs = admin.describe_user_scram_credentials(req.get("users"))
         described = {}
         if isinstance(fs, dict):
             items = [(u, f.result(timeout=30)) for u, f in fs.items()]
