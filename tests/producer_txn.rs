@@ -124,11 +124,16 @@ fn describe(conn: &mut Connection, id: &str) -> (i16, String, i64, i16, Vec<(Str
     r.transactional_ids = vec![tid(id)];
     let back = conn.send(&r, 0).expect("DescribeTransactions");
     let t = &back.transaction_states[0];
-    let partitions = t
+    let partitions: Vec<(String, i32)> = t
         .topics
         .iter()
         .flat_map(|d| d.partitions.iter().map(move |p| (d.topic.to_string(), *p)))
         .collect();
+    // Kafka lists a group's offsets partition (__consumer_offsets) among the participants;
+    // this broker has no such topic and lists the partitions only.
+    let mut partitions: Vec<(String, i32)> =
+        partitions.into_iter().filter(|(t, _)| t != "__consumer_offsets").collect();
+    partitions.sort();
     (t.error_code, t.transaction_state.to_string(), i64::from(t.producer_id), t.producer_epoch, partitions)
 }
 
@@ -216,8 +221,9 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     // transaction is aborted with the epoch bumped, and the new instance is told to retry.
     assert_eq!(init(&mut conn, app, 60_000, None).0, CONCURRENT_TRANSACTIONS);
     let d = describe(&mut conn, app);
-    assert_eq!((d.1.as_str(), d.3), ("PrepareAbort", 1));
-    assert_eq!(init(&mut conn, app, 60_000, None).0, CONCURRENT_TRANSACTIONS);
+    // (Kafka, whose participants answer at once, may have completed the abort already.)
+    assert!(d.1 == "PrepareAbort" || d.1 == "CompleteAbort", "{d:?}");
+    assert_eq!(d.3, 1, "the fence bumped the epoch");
     // Its markers complete once its partitions are written (or gone).
     delete_topic(&mut conn, orders);
     wait_state(&mut conn, app, "CompleteAbort", Duration::from_secs(10));
@@ -243,8 +249,15 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), 0);
     let d = describe(&mut conn, app);
     assert!(d.1 == "PrepareCommit" || d.1 == "CompleteCommit", "{d:?}");
-    // A retried commit is fine once complete; an abort never is.
-    assert_eq!(end_txn(&mut conn, 3, app, pid, 2, false), INVALID_TXN_STATE);
+    // While its markers are written, any EndTxn is told to retry; once complete, an abort is
+    // refused (a retried commit succeeds).
+    let code = end_txn(&mut conn, 3, app, pid, 2, false);
+    let d = describe(&mut conn, app);
+    if d.1 == "PrepareCommit" {
+        assert_eq!(code, CONCURRENT_TRANSACTIONS);
+    } else {
+        assert!(code == INVALID_TXN_STATE || code == CONCURRENT_TRANSACTIONS, "{code}");
+    }
     if let Some(lockstep) = &mut broker.lockstep {
         drop(conn);
         lockstep.sigkill_and_restart();

@@ -820,8 +820,9 @@ impl TxnCoordinator {
             // The retry of an EndTxn whose answer was lost.
             (TxnState::CompleteCommit, TxnOutcome::Commit)
             | (TxnState::CompleteAbort, TxnOutcome::Abort) => Ok(()),
-            (TxnState::PrepareCommit, TxnOutcome::Commit)
-            | (TxnState::PrepareAbort, TxnOutcome::Abort) => {
+            // Kafka sets the Complete* transition pending while the markers are written, so
+            // either outcome is CONCURRENT_TRANSACTIONS then (measured against Kafka 4.4).
+            (TxnState::PrepareCommit | TxnState::PrepareAbort, _) => {
                 Err(CoordError::ConcurrentTransactions)
             }
             (state, _) => wrong(state),
