@@ -17,6 +17,7 @@
 //! the coordinator retries until every participant has answered, so applying a marker twice
 //! must be harmless (idempotent by producer id and epoch).
 
+pub mod coordinator;
 pub mod partition;
 pub mod share_side;
 

@@ -1068,7 +1068,8 @@ impl ShardHandle {
                 Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
             };
             let started = Instant::now();
-            let result = files::sync_file(&ticket.path).await;
+            // One O_DIRECT + O_DSYNC write of the tail's blocks (src/runtime/files.rs).
+            let result = files::write_block(&ticket.write).await;
             let micros = started.elapsed().as_micros() as u64;
             self.with_metrics(|m| m.fsync.record(micros));
             let completed = self.journal.borrow_mut().complete_flush(ticket, result);
