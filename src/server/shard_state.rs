@@ -794,6 +794,11 @@ impl<S: Storage + Clone> ShardState<S> {
         };
         let hw = partition.high_watermark();
         partition.txns.advance(hw);
+        // Aborted entries wholly below the log start (retention, DeleteRecords) are forgotten
+        // here, where entries are added, so the index stays bounded by the retained log.
+        partition
+            .txns
+            .move_log_start(partition.log.log_start_offset() as i64);
         let known = partition.producers.epoch(marker.producer_id);
         let action = partition
             .txns
