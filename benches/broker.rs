@@ -152,9 +152,7 @@ const SMOKE: Plan = Plan {
     direct_write_bytes: 4 << 20,
     group_commit_seconds: 0.02,
     group_commit_total_bytes: 16 << 20,
-    // Off in the smoke run until Lockstep's transaction coordinator (issue 17) is on main;
-    // `cargo test --bench broker -- --txn` runs it.
-    transactions: false,
+    transactions: true,
     transaction_duration_ms: 20,
 };
 

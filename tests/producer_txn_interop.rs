@@ -4,12 +4,9 @@
 //! second), which is how the scenarios were validated:
 //!
 //! ```text
-//! LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test producer_txn_interop -- --include-ignored
-//! cargo test --release --test producer_txn_interop -- --include-ignored
+//! LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test producer_txn_interop
+//! cargo test --release --test producer_txn_interop
 //! ```
-//!
-//! (Ignored by default until Lockstep's transaction coordinator and partition side of issue 17
-//! are on main.)
 //!
 //! What it proves:
 //! - confluent-kafka 2.16 (librdkafka, `tests/clients/python/producer_txn.py`): aborted records
@@ -292,7 +289,6 @@ fn java(mode: &str) -> Command {
 // the tests
 
 #[test]
-#[ignore = "needs issue 17 (transaction coordinator and partition side) on main; LOCKSTEP_INTEROP_TARGET=kafka ... -- --include-ignored runs it against Kafka 4.4"]
 fn confluent_kafka_transactional_producer() {
     let _serial = serial();
     let broker = Broker::start("p17i-python");
@@ -349,7 +345,6 @@ const RPW_PARTITIONS: u32 = 3;
 const RPW_KILLS: [f64; 3] = [0.2, 0.5, 0.8];
 
 #[test]
-#[ignore = "needs issue 17 (transaction coordinator and partition side) on main; LOCKSTEP_INTEROP_TARGET=kafka ... -- --include-ignored runs it against Kafka 4.4"]
 fn java_read_process_write_exactly_once_under_sigkill() {
     let _serial = serial();
     let mut broker = Broker::start("p17i-java");
