@@ -32,6 +32,14 @@ pub const ENGINE_OPEN_FILES_MAX: usize = 256;
 
 /// Size of each preallocated journal segment.
 pub const JOURNAL_SEGMENT_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// A journal flush writes whole blocks of this size (`O_DIRECT`): the unsynced tail rounded
+/// out to block boundaries, the partially filled last block rewritten from memory.
+pub const JOURNAL_BLOCK_BYTES: u64 = LOG_BLOCK_BYTES;
+/// Durable pages of the journal's private mapping are handed back to the kernel in steps of
+/// this many bytes (one `madvise` per step, not per flush).
+pub const JOURNAL_RELEASE_BYTES: usize = 1024 * 1024;
+const _: () = assert!(JOURNAL_SEGMENT_BYTES_DEFAULT % JOURNAL_BLOCK_BYTES == 0);
+const _: () = assert!(JOURNAL_RELEASE_BYTES % 4096 == 0);
 
 const _: () = assert!(SEGMENT_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);

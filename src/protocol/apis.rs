@@ -72,6 +72,7 @@ pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
 pub const ADD_OFFSETS_TO_TXN: i16 = 25;
 pub const END_TXN: i16 = 26;
+pub const TXN_OFFSET_COMMIT: i16 = 28;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
@@ -271,6 +272,14 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         name: "EndTxn",
         min_version: 0,
         max_version: 5,
+        flexible_min: 3,
+    },
+    // TxnOffsetCommit v0–4 (issue 17); v5 (transaction version 2) and v6 (topic ids) not served.
+    ApiSpec {
+        key: TXN_OFFSET_COMMIT,
+        name: "TxnOffsetCommit",
+        min_version: 0,
+        max_version: 4,
         flexible_min: 3,
     },
     ApiSpec {

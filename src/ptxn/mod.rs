@@ -18,6 +18,8 @@
 //! must be harmless (idempotent by producer id and epoch).
 
 pub mod coordinator;
+pub mod partition;
+pub mod share_side;
 
 /// How a producer transaction ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
