@@ -367,6 +367,7 @@ impl ShardHandle {
                     }
                 }
             }
+            ShardOp::ProducerTxn(op) => self.ptxn_op(op).await,
         }
     }
 
