@@ -367,7 +367,6 @@ impl ShardHandle {
                     }
                 }
             }
-            ShardOp::ProducerTxn(op) => self.ptxn_op(op).await,
         }
     }
 
