@@ -46,3 +46,5 @@ pub struct TxnMarker {
     /// partition); written in the control record's value.
     pub coordinator_epoch: i32,
 }
+
+pub mod share;

@@ -334,14 +334,9 @@ impl ShardHandle {
                 timeout_ms,
             } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
             ShardOp::Group(op) => self.group_op(op).await,
-            // Producer transactions are not served yet (issue 17): every participant refuses
-            // the marker, so no coordinator can end a transaction against this broker.
-            ShardOp::WriteTxnMarkers { partitions, .. } => ShardReply::TxnMarkersWritten(
-                partitions
-                    .iter()
-                    .map(|_| Err(kafka_protocol::ResponseError::UnsupportedVersion.code()))
-                    .collect(),
-            ),
+            ShardOp::WriteTxnMarkers { marker, partitions } => {
+                ShardReply::TxnMarkersWritten(self.write_txn_markers(marker, &partitions).await)
+            }
             ShardOp::GroupTxnMarker { .. } => ShardReply::GroupTxnMarkerWritten(Err(
                 kafka_protocol::ResponseError::UnsupportedVersion.code(),
             )),
@@ -529,6 +524,37 @@ impl ShardHandle {
         });
     }
 
+    /// A producer transaction ends on these partitions (`ShardOp::WriteTxnMarkers`): the share
+    /// records it LOCKED (TxnShareAcknowledge, `crate::ptxn::share`) are resolved in every share
+    /// group, and the result is durable before the answer. The log side (the control batch of a
+    /// partition with transactional data, issue 17's p17-log part) goes here too; a partition
+    /// without transactional data gets no control batch, so today the answer is the share
+    /// side's alone.
+    async fn write_txn_markers(
+        &self,
+        marker: crate::ptxn::TxnMarker,
+        partitions: &[PartitionRef],
+    ) -> Vec<Result<(), i16>> {
+        for r in partitions {
+            let resolved = self.state.borrow_mut().ptxn_share_resolve(&marker, r);
+            if !resolved.owners.is_empty() {
+                tracing::debug!(shard = %self.id, topic = %r.topic, partition = r.partition,
+                    producer_id = marker.producer_id, producer_epoch = marker.producer_epoch,
+                    outcome = ?marker.outcome, acknowledged = resolved.acknowledged,
+                    archived = resolved.archived, released = resolved.released,
+                    "producer transaction marker resolved share records");
+            }
+        }
+        let durable = self.persist_share_entries().await;
+        partitions
+            .iter()
+            .map(|_| match &durable {
+                Ok(()) => Ok(()),
+                Err(_) => Err(ResponseError::KafkaStorageError.code()),
+            })
+            .collect()
+    }
+
     async fn txn(&self, op: TxnOp) -> TxnReplyMsg {
         let now = wall_ms() as u64;
         let config = |group: &str| self.registry().group_config(group).txn;
@@ -646,6 +672,31 @@ impl ShardHandle {
                     .share
                     .txn_persist_locks(&group_id, &transaction_id);
                 TxnReplyMsg::Done(self.persist_share_entries().await)
+            }
+            TxnOp::ProducerLock {
+                group_id,
+                member_id,
+                owner,
+                partitions,
+            } => {
+                let mut locked = self.state.borrow_mut().ptxn_share_lock(
+                    &group_id,
+                    &member_id,
+                    owner,
+                    &partitions,
+                );
+                // The client may commit as soon as it has the answer: the locks must be
+                // durable by then, or a crash would lose them and the commit marker would
+                // find the records AVAILABLE (redelivered after the output was committed).
+                if let Err(e) = self.persist_share_entries().await {
+                    for result in locked.iter_mut().filter(|r| r.is_ok()) {
+                        *result = Err(ShareAckResult::error(
+                            ResponseError::KafkaStorageError.code(),
+                            e.clone(),
+                        ));
+                    }
+                }
+                TxnReplyMsg::Locked(locked)
             }
             TxnOp::Apply {
                 group_id,

@@ -38,6 +38,8 @@ pub mod metadata;
 pub mod ops;
 pub mod produce;
 pub mod producer_state;
+pub mod ptxn_share;
+pub mod ptxn_share_api;
 pub mod registry;
 pub mod shard_state;
 pub mod share;
