@@ -7,7 +7,9 @@
 //! - the partition side (ongoing transactions, last stable offset, aborted-transaction index,
 //!   share records LOCKED in a producer transaction) on the partition's shard;
 //! - the group side (offsets committed by TxnOffsetCommit, pending until the marker) on the
-//!   group's shard.
+//!   group's shard;
+//! - [`share`]: share records acknowledged into a producer transaction (TxnShareAcknowledge,
+//!   KIP-1289's draft): LOCKED by the producer id and epoch, resolved by its marker.
 //!
 //! The coordinator ends a transaction by sending a [`TxnMarker`] to every participant:
 //! [`crate::server::ops::ShardOp::WriteTxnMarkers`] to the partitions' shards (a control batch

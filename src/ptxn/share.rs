@@ -25,7 +25,10 @@
 //!   lets the next one begin, so no lock of a *later* transaction exists when a marker arrives,
 //!   and locks of a later epoch are never touched. Applying a marker twice is a no-op.
 //! - Fencing ([`check_epoch`]): an acknowledgement with an epoch older than a lock the same
-//!   producer id holds on the partition is refused with INVALID_PRODUCER_EPOCH (a zombie).
+//!   producer id holds on the partition, or than a marker of that producer id applied there, is
+//!   refused with INVALID_PRODUCER_EPOCH (a zombie). The applied-marker fence is not durable: after
+//!   a restart only held locks fence, until the producer's next marker (the complete defence is
+//!   KIP-890's verification with the transaction coordinator, not done here).
 //! - Recovery: locks owned by a producer transaction stay LOCKED across a restart until a marker
 //!   arrives (the transaction coordinator re-sends the markers of every transaction in
 //!   PREPARE_COMMIT / PREPARE_ABORT after its own recovery); they are not asked about at the
@@ -161,9 +164,13 @@ fn held_epoch(sp: &SharePartition, producer_id: i64) -> Option<i16> {
         .max()
 }
 
-/// Fencing: refuses `lock` if its producer holds locks on `sp` with a newer epoch.
+/// Fencing: refuses `lock` if its producer holds locks on `sp` with a newer epoch, or if a
+/// marker with a newer epoch of its producer was applied here (the transaction that epoch
+/// belonged to has ended: with KIP-890 the next transaction runs at the marker's epoch, without
+/// it at the same epoch, and a fenced producer's abort marker carries the bumped epoch).
 pub fn check_epoch(sp: &SharePartition, lock: ProducerLock) -> Result<(), ShareLockError> {
-    match held_epoch(sp, lock.producer_id) {
+    let newest = held_epoch(sp, lock.producer_id).max(sp.producer_fence(lock.producer_id));
+    match newest {
         Some(held) if held > lock.producer_epoch => Err(ShareLockError::FencedEpoch {
             lock,
             held_epoch: held,
@@ -209,6 +216,9 @@ pub struct Resolved {
 /// (module docs) is committed or aborted. Idempotent.
 pub fn resolve(sp: &mut SharePartition, marker: &TxnMarker) -> Resolved {
     let mut out = Resolved::default();
+    if marker.producer_id >= 0 && marker.producer_epoch >= 0 {
+        sp.raise_producer_fence(marker.producer_id, marker.producer_epoch);
+    }
     for name in sp.locked_txns() {
         let Some(lock) = ProducerLock::parse(&name) else {
             continue;

@@ -170,6 +170,12 @@ fn an_older_epoch_is_fenced_a_newer_one_is_not() {
     let done = resolve(&mut sp, &marker(1, 5, TxnOutcome::Abort));
     assert_eq!(done.released, 2);
     assert_eq!(sp.locked_txns(), vec!["#producer.2.0".to_string()]);
+    // The zombie (epoch 4) comes back after its abort: no lock fences it any more, the applied
+    // marker (epoch 5) does; it would otherwise ride the producer's next transaction.
+    let err = lock(&mut sp, "m", owner(1, 4), &[accept(3, 3)]).unwrap_err();
+    assert_eq!(err.code(), INVALID_PRODUCER_EPOCH);
+    // The next transaction runs at the marker's epoch (KIP-890) or later.
+    assert_eq!(lock(&mut sp, "m", owner(1, 5), &[accept(3, 3)]), Ok(1));
 }
 
 #[test]
@@ -232,6 +238,7 @@ fn random_walk_matches_a_trivial_model() {
         let mut sp = SharePartition::new(config(), 0);
         let mut model: Vec<M> = (0..N).map(|_| M::Available(0)).collect();
         let members = ["a", "b"];
+        let mut fences: std::collections::HashMap<i64, i16> = Default::default();
         for step in 0..120 {
             let what = rng.gen_range(0..6);
             match what {
@@ -273,12 +280,14 @@ fn random_walk_matches_a_trivial_model() {
                     // Model: fenced if the same producer holds a newer epoch anywhere here;
                     // else every offset must be ACQUIRED by m.
                     let fenced = ProducerLock::parse(&name).is_some_and(|o| {
-                        model.iter().any(|s| match s {
-                            M::Locked(n, _, _) => ProducerLock::parse(n).is_some_and(|h| {
-                                h.producer_id == o.producer_id && h.producer_epoch > o.producer_epoch
-                            }),
-                            _ => false,
-                        })
+                        fences.get(&o.producer_id).is_some_and(|e| *e > o.producer_epoch)
+                            || model.iter().any(|s| match s {
+                                M::Locked(n, _, _) => ProducerLock::parse(n).is_some_and(|h| {
+                                    h.producer_id == o.producer_id
+                                        && h.producer_epoch > o.producer_epoch
+                                }),
+                                _ => false,
+                            })
                     });
                     let held = (first..=last)
                         .all(|o| matches!(&model[o as usize], M::Acquired(x, _) if x == m));
@@ -313,6 +322,8 @@ fn random_walk_matches_a_trivial_model() {
                         if rng.gen_bool(0.5) { TxnOutcome::Commit } else { TxnOutcome::Abort },
                     );
                     resolve(&mut sp, &mk);
+                    let f = fences.entry(mk.producer_id).or_insert(mk.producer_epoch);
+                    *f = (*f).max(mk.producer_epoch);
                     for s in model.iter_mut() {
                         if let M::Locked(n, outcome, c) = s {
                             if ProducerLock::parse(n).is_some_and(|o| o.resolved_by(&mk)) {
