@@ -584,7 +584,7 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         default: "read_uncommitted",
         rule: ConfigRule::Choice(&["read_committed", "read_uncommitted"]),
         synonym: None,
-        doc: "Which records share consumers read; the same here, because produce has no transactions.",
+        doc: "Which records share consumers read: read_committed acquires only below the last stable offset and never delivers the records of aborted transactions.",
     },
     ConfigDef {
         name: "share.record.lock.duration.ms",

@@ -280,6 +280,9 @@ pub struct GroupOffsetCommit {
     pub commit_timestamp_ms: i64,
     /// -1: none (the broker's `offsets.retention.minutes` applies).
     pub expire_timestamp_ms: i64,
+    /// -1: a committed offset; otherwise a pending transactional offset of this producer
+    /// (TxnOffsetCommit, issue 17), which `offset: None` removes (version 2).
+    pub producer_id: i64,
 }
 
 /// The payload of a journal snapshot: the shard's whole durable state.
@@ -717,7 +720,7 @@ fb_table!(TransactionLocksFb, locks_slots, version 1, fbs ["TransactionLocks"] {
     5 ranges: ForwardsUOffset<Vector<'a, LockedRangeFb>> = "[LockedRange]", "", false;
 });
 
-fb_table!(GroupOffsetCommitFb, offset_slots, version 1, fbs ["GroupOffsetCommit"] {
+fb_table!(GroupOffsetCommitFb, offset_slots, version 2, fbs ["GroupOffsetCommit"] {
     0 version: u16 = "ushort", "0", false;
     1 group_id: ForwardsUOffset<&'a str> = "string", "", true;
     2 topic: ForwardsUOffset<&'a str> = "string", "", true;
@@ -727,6 +730,7 @@ fb_table!(GroupOffsetCommitFb, offset_slots, version 1, fbs ["GroupOffsetCommit"
     6 metadata: ForwardsUOffset<&'a str> = "string", "", false;
     7 commit_timestamp_ms: i64 = "long", "0", false;
     8 expire_timestamp_ms: i64 = "long", "-1", false;
+    9 producer_id: i64 = "long", "-1", false;
 });
 
 fb_table!(ShardSnapshotFb, shard_slots, version 2, fbs ["ShardSnapshot"] {
@@ -952,6 +956,7 @@ fn decode_group_offset(view: GroupOffsetCommitFb<'_>) -> Result<GroupOffsetCommi
         metadata: view.metadata().unwrap_or("").to_string(),
         commit_timestamp_ms: view.commit_timestamp_ms().unwrap_or(0),
         expire_timestamp_ms: view.expire_timestamp_ms().unwrap_or(-1),
+        producer_id: view.producer_id().unwrap_or(-1).max(-1),
     })
 }
 
@@ -1190,6 +1195,7 @@ fn build_group_offset(fbb: &mut FlatBufferBuilder<'_>, commit: &GroupOffsetCommi
     fbb.push_slot::<i64>(s::offset, offset_or_unset(commit.offset), -1);
     fbb.push_slot::<i64>(s::commit_timestamp_ms, commit.commit_timestamp_ms, 0);
     fbb.push_slot::<i64>(s::expire_timestamp_ms, commit.expire_timestamp_ms, -1);
+    fbb.push_slot::<i64>(s::producer_id, commit.producer_id, -1);
     fbb.push_slot_always(s::group_id, group_id);
     fbb.push_slot_always(s::topic, topic);
     fbb.push_slot_always(s::metadata, metadata);

@@ -69,6 +69,7 @@ pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+pub const TXN_OFFSET_COMMIT: i16 = 28;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
@@ -249,6 +250,14 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 2,
         max_version: 4,
         flexible_min: 4,
+    },
+    // TxnOffsetCommit v0–4 (issue 17); v5 (transaction version 2) and v6 (topic ids) not served.
+    ApiSpec {
+        key: TXN_OFFSET_COMMIT,
+        name: "TxnOffsetCommit",
+        min_version: 0,
+        max_version: 4,
+        flexible_min: 3,
     },
     ApiSpec {
         key: DESCRIBE_CONFIGS,

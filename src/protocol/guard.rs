@@ -320,6 +320,20 @@ const OFFSET_DELETE_PARTITION: &[Field] = &[f(0, I32)];
 const OFFSET_DELETE_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_PARTITION))];
 const OFFSET_DELETE: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_TOPIC))];
 
+// TxnOffsetCommit v0–4 (flexible from 3).
+const TXN_OFFSET_COMMIT_PARTITION: &[Field] = &[f(0, I32), f(0, I64), f(2, I32), f(0, Str)];
+const TXN_OFFSET_COMMIT_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(TXN_OFFSET_COMMIT_PARTITION))];
+const TXN_OFFSET_COMMIT: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I64),
+    f(0, I16),
+    f(3, I32),
+    f(3, Str),
+    f(3, Str),
+    f(0, Arr(TXN_OFFSET_COMMIT_TOPIC)),
+];
+
 fn schema(api_key: i16) -> Option<&'static [Field]> {
     Some(match api_key {
         apis::PRODUCE => PRODUCE,
@@ -335,6 +349,7 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::LEAVE_GROUP => LEAVE_GROUP,
         apis::DESCRIBE_GROUPS => DESCRIBE_GROUPS,
         apis::OFFSET_DELETE => OFFSET_DELETE,
+        apis::TXN_OFFSET_COMMIT => TXN_OFFSET_COMMIT,
         apis::API_VERSIONS => API_VERSIONS,
         apis::CREATE_TOPICS => CREATE_TOPICS,
         apis::DELETE_TOPICS => DELETE_TOPICS,
@@ -1037,6 +1052,25 @@ mod tests {
                 t.partitions = vec![p.clone(), p];
                 let mut r = OffsetDeleteRequest::default();
                 r.group_id = GroupId(s("g"));
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::TXN_OFFSET_COMMIT => {
+                let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+                p.partition_index = 2;
+                p.committed_offset = 42;
+                p.committed_metadata = Some(s("meta"));
+                let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = TxnOffsetCommitRequest::default();
+                r.transactional_id = s("tx").into();
+                r.group_id = GroupId(s("g"));
+                r.producer_id = 7.into();
+                if version >= 3 {
+                    r.member_id = s("m");
+                    r.group_instance_id = Some(s("i"));
+                }
                 r.topics = vec![t.clone(), t];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }

@@ -7,8 +7,8 @@
 
 use super::{
     admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
-    group_admin, group_api, metadata, produce, ptxn_share_api, share_admin, share_api, txn_api, Bus,
-    ConnInfo, Outcome,
+    group_admin, group_api, metadata, produce, ptxn_share_api, share_admin, share_api, txn_api,
+    txn_offset_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -27,6 +27,7 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::LEAVE_GROUP => group_api::handle_leave_group(bus, request).await,
         apis::DESCRIBE_GROUPS => group_admin::handle_describe_groups(bus, request).await,
         apis::OFFSET_DELETE => group_admin::handle_offset_delete(bus, request).await,
+        apis::TXN_OFFSET_COMMIT => txn_offset_api::handle_txn_offset_commit(bus, request).await,
         apis::PRODUCE => produce::handle_produce(bus, request).await,
         apis::FETCH => fetch::handle_fetch(bus, request).await,
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,

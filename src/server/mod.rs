@@ -51,6 +51,7 @@ pub mod share_group;
 pub mod share_session;
 pub mod transactions;
 pub mod txn_api;
+pub mod txn_offset_api;
 
 use crate::model::ShardId;
 use std::cell::RefCell;

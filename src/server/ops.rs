@@ -82,6 +82,9 @@ pub struct FetchPartitionOp {
 pub struct FetchOp {
     pub partitions: Vec<FetchPartitionOp>,
     pub max_bytes: usize,
+    /// isolation_level 1: read only below the last stable offset, and report the aborted
+    /// transactions of what is returned.
+    pub read_committed: bool,
 }
 
 /// What one partition returned.
@@ -89,8 +92,11 @@ pub struct FetchOp {
 pub struct FetchedPartition {
     pub error_code: i16,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub records: Bytes,
+    /// For read_committed: the aborted transactions overlapping the returned records.
+    pub aborted: Vec<crate::ptxn::partition::AbortedTxn>,
 }
 
 impl FetchedPartition {
@@ -98,8 +104,10 @@ impl FetchedPartition {
         FetchedPartition {
             error_code,
             high_watermark: -1,
+            last_stable_offset: -1,
             log_start_offset: -1,
             records: Bytes::new(),
+            aborted: Vec::new(),
         }
     }
 }
@@ -108,6 +116,8 @@ impl FetchedPartition {
 #[derive(Clone, Debug)]
 pub struct ListOffsetsOp {
     pub partitions: Vec<(PartitionRef, i64)>,
+    /// isolation_level 1: latest is the last stable offset, and nothing at or past it is found.
+    pub read_committed: bool,
 }
 
 /// One ListOffsets answer.
@@ -123,6 +133,8 @@ pub struct ListedOffset {
 pub struct WaitOp {
     pub partitions: Vec<(PartitionRef, i64)>,
     pub deadline_ms: i64,
+    /// Wait for the last stable offset (not the high watermark) to pass the offsets.
+    pub read_committed: bool,
 }
 
 /// A topic to create.

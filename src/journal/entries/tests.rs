@@ -395,6 +395,7 @@ fn random_group_offset(rng: &mut SmallRng) -> GroupOffsetCommit {
             random_string(rng)
         },
         commit_timestamp_ms: rng.gen_range(0..i64::MAX / 2),
+        producer_id: if rng.gen_bool(0.7) { -1 } else { rng.gen_range(0..1_000_000) },
         expire_timestamp_ms: if rng.gen_bool(0.8) {
             -1
         } else {
