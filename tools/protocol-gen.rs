@@ -4,7 +4,8 @@
 //! Sources: the Kafka 4.4 messages the `kafka-protocol` crate (Kafka 4.1 schemas) lacks, read
 //! from the kafka-clients 4.4 jar's `common/message/*.json` (`tools/install-test-deps.sh`
 //! installs it under `target/test-deps/jars/`), and the project's share-transaction messages
-//! (keys 1000–1005) from `schemas/Share*.json`. One Rust file per message, plus `mod.rs`.
+//! (keys 1000–1005) from `schemas/Share*.json`, and KIP-1289's draft TxnShareAcknowledge (key 93)
+//! from `schemas/TxnShare*.json`. One Rust file per message, plus `mod.rs`.
 //!
 //! ```text
 //! cargo run --release --bin lockstep-protocol-gen            # rewrite src/protocol/generated
@@ -126,7 +127,7 @@ fn generate(root: &Path) -> Res<BTreeMap<String, String>> {
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("Share") && n.ends_with(".json"))
+        .filter(|n| (n.starts_with("Share") || n.starts_with("TxnShare")) && n.ends_with(".json"))
         .collect();
     own.sort();
     for file in own {

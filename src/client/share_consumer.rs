@@ -63,6 +63,10 @@ use crate::protocol::apis;
 use crate::protocol::share_txn::{
     self as txn_wire, ShareAcknowledgeTransactionalRequest, ShareAcknowledgeTransactionalResponse,
 };
+use crate::protocol::txn_share::{
+    TxnShareAcknowledgeBatch, TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest,
+    TxnShareAcknowledgeResponse, TxnShareAcknowledgeTopic,
+};
 
 /// Longest member id [`ShareConsumer::with_member_id`] accepts.
 const MEMBER_ID_BYTES_MAX: usize = 256;
@@ -839,6 +843,126 @@ impl ShareConsumer {
             }
         }
         failed
+    }
+
+    /// KIP-1289's draft `sendShareAcknowledgementsToTransaction`: acknowledges `acks` inside the
+    /// producer transaction of `producer_id`/`producer_epoch` with TxnShareAcknowledge (API 93
+    /// v0, `schemas/txn-share-acknowledge.md`), one request per partition leader, and waits for
+    /// the answers: the records are LOCKED (durably) until the transaction's commit (ACKNOWLEDGED
+    /// or ARCHIVED) or abort (redelivered, at the same delivery count). Only ACCEPT and REJECT.
+    /// The producer must have added the records' partitions to its transaction
+    /// (AddPartitionsToTxn) first, so that its markers reach them. Every record must have been
+    /// delivered by `poll` and not acknowledged; nothing is sent otherwise. On an error the
+    /// transaction should be aborted: records of a partition that failed are not LOCKED and come
+    /// back when their acquisition locks expire or the consumer closes.
+    pub fn acknowledge_in_producer_transaction(
+        &mut self,
+        transactional_id: Option<&str>,
+        producer_id: i64,
+        producer_epoch: i16,
+        acks: &[(&ShareRecord, AckType)],
+    ) -> Result<()> {
+        self.check_open()?;
+        if let Some((r, t)) = acks
+            .iter()
+            .find(|(_, t)| !matches!(t, AckType::Accept | AckType::Reject))
+        {
+            return Err(ClientError::InvalidArgument(format!(
+                "{t:?} for offset {} inside a producer transaction; only ACCEPT and REJECT",
+                r.offset
+            )));
+        }
+        for (r, _) in acks {
+            if !self.delivered.contains(&(r.topic_id_partition(), r.offset)) {
+                return Err(ClientError::InvalidArgument(format!(
+                    "offset {} of {}/{} was not delivered by poll or is already acknowledged",
+                    r.offset, r.topic, r.partition
+                )));
+            }
+        }
+        let mut pending = PendingAcks::default();
+        for (r, t) in acks {
+            let tp = r.topic_id_partition();
+            self.take_delivered(tp, r.offset)?;
+            pending.add(tp, r.offset, *t)?;
+        }
+        let (by_node, unroutable) = self.group_by_leader(pending.take_all());
+        let mut first_error = unroutable.first().map(|(tp, _)| {
+            ClientError::InvalidArgument(format!(
+                "no open share session with the leader of {}/{}",
+                tp.topic_id, tp.partition
+            ))
+        });
+        for (node, acks) in by_node {
+            let mut request = TxnShareAcknowledgeRequest {
+                transactional_id: transactional_id.map(str::to_string),
+                group_id: self.group_id.clone(),
+                producer_id,
+                producer_epoch,
+                member_id: self.member_id.clone(),
+                member_epoch: self.member_epoch,
+                topics: Vec::new(),
+            };
+            for (tp, batches) in &acks {
+                let p = TxnShareAcknowledgePartition {
+                    partition_index: tp.partition,
+                    acknowledgement_batches: batches
+                        .iter()
+                        .map(|b| TxnShareAcknowledgeBatch {
+                            first_offset: b.first_offset,
+                            last_offset: b.last_offset,
+                            acknowledge_type: b.ack_type.code(),
+                        })
+                        .collect(),
+                };
+                match request.topics.last_mut() {
+                    Some(t) if t.topic_id == tp.topic_id => t.partitions.push(p),
+                    _ => request.topics.push(TxnShareAcknowledgeTopic {
+                        topic_id: tp.topic_id,
+                        partitions: vec![p],
+                    }),
+                }
+            }
+            self.stats.transactional_acknowledges += 1;
+            let sent: Result<TxnShareAcknowledgeResponse> = self.nodes.node(node).and_then(|c| {
+                c.send_custom(ApiCall::flexible(apis::TXN_SHARE_ACKNOWLEDGE, 0), &request)
+            });
+            let context = format!("TxnShareAcknowledge producer {producer_id} at node {node}");
+            let response = match sent {
+                Ok(r) if r.error_code == 0 => r,
+                Ok(r) => {
+                    first_error.get_or_insert(txn_error(r.error_code, None, context));
+                    continue;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            let mut answered = 0;
+            for t in &response.topics {
+                for p in &t.partitions {
+                    answered += 1;
+                    if p.error_code != 0 {
+                        first_error.get_or_insert(txn_error(
+                            p.error_code,
+                            None,
+                            format!("{context}: {}/{}", t.topic_id, p.partition_index),
+                        ));
+                    }
+                }
+            }
+            if answered != acks.len() {
+                first_error.get_or_insert(ClientError::Protocol(format!(
+                    "{context}: {answered} partitions answered, {} sent",
+                    acks.len()
+                )));
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Closes the share sessions (ShareAcknowledge with epoch -1, carrying any pending

@@ -96,6 +96,10 @@ pub const SHARE_ACKNOWLEDGE: i16 = 79;
 pub const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
 pub const ALTER_SHARE_GROUP_OFFSETS: i16 = 91;
 pub const DELETE_SHARE_GROUP_OFFSETS: i16 = 92;
+/// KIP-1289's draft TxnShareAcknowledge (apache/kafka PR 22357; `schemas/txn-share-acknowledge.md`):
+/// share acknowledgements inside a producer transaction. Kafka 4.4 gives key 93 to
+/// StreamsGroupTopologyDescriptionUpdate, which Lockstep does not serve; the draft predates it.
+pub const TXN_SHARE_ACKNOWLEDGE: i16 = 93;
 
 // The project's share-transaction RPCs (`spec/share-transaction-rpcs.md`, `schemas/Share*.json`,
 // message types in `share_txn`). Kafka's own keys are below 100; the `kafka-protocol` crate does
@@ -464,6 +468,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 0,
         flexible_min: 0,
     },
+    ApiSpec {
+        key: TXN_SHARE_ACKNOWLEDGE,
+        name: "TxnShareAcknowledge",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
     // The share-transaction APIs (`schemas/share-transactions.md`).
     ApiSpec {
         key: SHARE_BEGIN_TRANSACTION,
@@ -583,6 +594,7 @@ mod tests {
             SHARE_ACKNOWLEDGE => of::<g::ShareAcknowledgeRequest>(),
             DESCRIBE_SHARE_GROUP_OFFSETS => of::<g::DescribeShareGroupOffsetsRequest>(),
             DELETE_GROUPS => of::<g::DeleteGroupsRequest>(),
+            TXN_SHARE_ACKNOWLEDGE => of::<g::TxnShareAcknowledgeRequest>(),
             _ => return None,
         })
     }
@@ -593,7 +605,14 @@ mod tests {
             // The project's own keys (1000–1005) are unknown to the crate; their header versions
             // come from `flexible_min` alone (tested in `codec`).
             let Ok(key) = ApiKey::try_from(spec.key) else {
-                assert!(SHARE_TRANSACTION_KEYS.contains(&spec.key), "{}", spec.name);
+                assert!(
+                    SHARE_TRANSACTION_KEYS.contains(&spec.key) || spec.key == TXN_SHARE_ACKNOWLEDGE,
+                    "{}",
+                    spec.name
+                );
+                if spec.key == TXN_SHARE_ACKNOWLEDGE {
+                    assert!(generated(spec.key).is_some());
+                }
                 continue;
             };
             if let Some((range, request_header, response_header)) = generated(spec.key) {

@@ -252,6 +252,19 @@ const SHARE_ACK_PARTITION: &[Field] = &[f(0, I32), f(0, Arr(SHARE_ACK_BATCH))];
 const SHARE_ACK_TOPIC: &[Field] = &[f(0, Uuid), f(0, Arr(SHARE_ACK_PARTITION))];
 const SHARE_ACKNOWLEDGE_TRANSACTIONAL: &[Field] =
     &[f(0, Str), f(0, Str), f(0, Str), f(0, Arr(SHARE_ACK_TOPIC))];
+// TxnShareAcknowledge v0 (KIP-1289 draft, `schemas/TxnShareAcknowledgeRequest.json`).
+const TXN_SHARE_ACK_BATCH: &[Field] = &[f(0, I64), f(0, I64), f(0, I8)];
+const TXN_SHARE_ACK_PARTITION: &[Field] = &[f(0, I32), f(0, Arr(TXN_SHARE_ACK_BATCH))];
+const TXN_SHARE_ACK_TOPIC: &[Field] = &[f(0, Uuid), f(0, Arr(TXN_SHARE_ACK_PARTITION))];
+const TXN_SHARE_ACKNOWLEDGE: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I64),
+    f(0, I16),
+    f(0, Str),
+    f(0, I32),
+    f(0, Arr(TXN_SHARE_ACK_TOPIC)),
+];
 /// SharePrepareTransaction, ShareCommitTransaction, ShareAbortTransaction.
 const SHARE_TRANSACTION_OUTCOME: &[Field] = &[f(0, Str), f(0, Str)];
 const SHARE_LIST_TRANSACTIONS: &[Field] = &[f(0, Str), f(0, ArrI8)];
@@ -402,6 +415,7 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::DELETE_SHARE_GROUP_OFFSETS => DELETE_SHARE_GROUP_OFFSETS,
         apis::SHARE_FETCH => SHARE_FETCH,
         apis::SHARE_ACKNOWLEDGE => SHARE_ACKNOWLEDGE,
+        apis::TXN_SHARE_ACKNOWLEDGE => TXN_SHARE_ACKNOWLEDGE,
         apis::SHARE_BEGIN_TRANSACTION => SHARE_BEGIN_TRANSACTION,
         apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => SHARE_ACKNOWLEDGE_TRANSACTIONAL,
         apis::SHARE_PREPARE_TRANSACTION
@@ -1200,6 +1214,10 @@ mod tests {
                     r.group_instance_id = Some(s("i"));
                 }
                 r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::TXN_SHARE_ACKNOWLEDGE => {
+                let r = crate::protocol::txn_share::sample_request();
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             // The project's keys (once served): the `share_txn` samples, version 0.

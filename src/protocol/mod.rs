@@ -24,5 +24,6 @@ pub mod framing;
 pub mod generated;
 pub mod guard;
 pub mod share_txn;
+pub mod txn_share;
 pub mod unsupported;
 pub mod wire;

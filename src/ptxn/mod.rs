@@ -7,7 +7,9 @@
 //! - the partition side (ongoing transactions, last stable offset, aborted-transaction index,
 //!   share records LOCKED in a producer transaction) on the partition's shard;
 //! - the group side (offsets committed by TxnOffsetCommit, pending until the marker) on the
-//!   group's shard.
+//!   group's shard;
+//! - [`share`]: share records acknowledged into a producer transaction (TxnShareAcknowledge,
+//!   KIP-1289's draft): LOCKED by the producer id and epoch, resolved by its marker.
 //!
 //! The coordinator ends a transaction by sending a [`TxnMarker`] to every participant:
 //! [`crate::server::ops::ShardOp::WriteTxnMarkers`] to the partitions' shards (a control batch
@@ -50,3 +52,5 @@ pub struct TxnMarker {
     /// partition); written in the control record's value.
     pub coordinator_epoch: i32,
 }
+
+pub mod share;

@@ -387,7 +387,7 @@ impl ShardHandle {
                 .iter()
                 .map(|r| match state.write_txn_marker(&marker, r, now) {
                     Ok(target) => {
-                        state.share.producer_txn_ended(&marker, r.key());
+                        state.ptxn_share_resolve(&marker, r);
                         targets.push(target);
                         Ok(())
                     }
@@ -771,6 +771,31 @@ impl ShardHandle {
                     .share
                     .txn_persist_locks(&group_id, &transaction_id);
                 TxnReplyMsg::Done(self.persist_share_entries().await)
+            }
+            TxnOp::ProducerLock {
+                group_id,
+                member_id,
+                owner,
+                partitions,
+            } => {
+                let mut locked = self.state.borrow_mut().ptxn_share_lock(
+                    &group_id,
+                    &member_id,
+                    owner,
+                    &partitions,
+                );
+                // The client may commit as soon as it has the answer: the locks must be
+                // durable by then, or a crash would lose them and the commit marker would
+                // find the records AVAILABLE (redelivered after the output was committed).
+                if let Err(e) = self.persist_share_entries().await {
+                    for result in locked.iter_mut().filter(|r| r.is_ok()) {
+                        *result = Err(ShareAckResult::error(
+                            ResponseError::KafkaStorageError.code(),
+                            e.clone(),
+                        ));
+                    }
+                }
+                TxnReplyMsg::Locked(locked)
             }
             TxnOp::Apply {
                 group_id,

@@ -7,8 +7,8 @@
 
 use super::{
     admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
-    group_admin, group_api, metadata, produce, ptxn_api, scram_api, share_admin, share_api,
-    txn_api, txn_offset_api, Bus, ConnInfo, Outcome,
+    group_admin, group_api, metadata, produce, ptxn_api, ptxn_share_api, scram_api, share_admin,
+    share_api, txn_api, txn_offset_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -69,6 +69,7 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
         apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, conn, request).await,
         apis::SHARE_FETCH => share_api::handle_share_fetch(bus, conn, request).await,
         apis::SHARE_ACKNOWLEDGE => share_api::handle_share_acknowledge(bus, conn, request).await,
+        apis::TXN_SHARE_ACKNOWLEDGE => ptxn_share_api::handle(bus, request).await,
         apis::SHARE_BEGIN_TRANSACTION => txn_api::handle_begin(bus, request).await,
         apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => txn_api::handle_acknowledge(bus, request).await,
         apis::SHARE_PREPARE_TRANSACTION

@@ -40,6 +40,8 @@ pub mod ops;
 pub mod produce;
 pub mod ptxn_api;
 pub mod producer_state;
+pub mod ptxn_share;
+pub mod ptxn_share_api;
 pub mod registry;
 pub mod scram_api;
 pub mod shard_state;

@@ -436,6 +436,15 @@ pub enum TxnOp {
         transaction_id: String,
         commit: bool,
     },
+    /// Participant of a producer transaction (TxnShareAcknowledge, KIP-1289 draft):
+    /// ACQUIRED → LOCKED by `owner` for `member_id`'s records (each partition all-or-nothing);
+    /// answered [`TxnReplyMsg::Locked`] once the locks are durable (`crate::ptxn::share`).
+    ProducerLock {
+        group_id: String,
+        member_id: String,
+        owner: crate::ptxn::share::ProducerLock,
+        partitions: Vec<(PartitionRef, Vec<AckBatch>)>,
+    },
 }
 
 /// The answer to a coordinator op: error (0 if none), the state after the call, the timeout.

@@ -391,11 +391,17 @@ impl ShareState {
         n
     }
 
-    /// Participant: (group, transaction) pairs that hold LOCKED records here.
+    /// Participant: (group, share transaction) pairs that hold LOCKED records here. Records
+    /// LOCKED in a producer transaction (`crate::ptxn::share`) are left out: only that
+    /// transaction's marker resolves them.
     pub fn txn_locked(&self) -> BTreeSet<(String, String)> {
         let mut out = BTreeSet::new();
         for (key, sp) in self.partitions() {
-            for txn in sp.locked_txns() {
+            for txn in sp
+                .locked_txns()
+                .into_iter()
+                .filter(|t| !crate::ptxn::share::is_producer_lock(t))
+            {
                 out.insert((key.group_id.clone(), txn));
             }
         }

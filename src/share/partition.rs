@@ -238,6 +238,9 @@ pub struct SharePartition {
     log_start: i64,
     members: Interner,
     txns: Interner,
+    /// Producer transactions (`crate::ptxn::share`): the highest marker epoch applied here per
+    /// producer id. A lock with an older epoch is a zombie's. Not durable (a restart forgets it).
+    producer_fences: HashMap<i64, i16>,
     dirty: DirtyRanges,
     spso_dirty: bool,
     /// The next delta must replace the whole durable state.
@@ -262,6 +265,7 @@ impl SharePartition {
             log_start: 0,
             members: Interner::default(),
             txns: Interner::default(),
+            producer_fences: HashMap::new(),
             dirty: DirtyRanges::default(),
             spso_dirty: false,
             reset_pending: true,
@@ -827,6 +831,18 @@ impl SharePartition {
         self.txns
             .find(txn)
             .map_or(0, |k| self.runs.locked_count(TxnKey(k)))
+    }
+
+    /// The highest epoch of `producer_id` whose transaction marker was applied here (since the
+    /// partition was loaded), if any.
+    pub fn producer_fence(&self, producer_id: i64) -> Option<i16> {
+        self.producer_fences.get(&producer_id).copied()
+    }
+
+    /// Records that a marker of `producer_id` with `epoch` was applied (kept if higher).
+    pub fn raise_producer_fence(&mut self, producer_id: i64, epoch: i16) {
+        let fence = self.producer_fences.entry(producer_id).or_insert(epoch);
+        *fence = (*fence).max(epoch);
     }
 
     /// Transactions with LOCKED records here, sorted (recovery asks the coordinator about each).

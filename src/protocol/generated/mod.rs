@@ -24,6 +24,8 @@
 //! | [`share_list_transactions_response`] | `ShareListTransactionsResponse` | `schemas/ShareListTransactionsResponse.json` |
 //! | [`share_prepare_transaction_request`] | `SharePrepareTransactionRequest` | `schemas/SharePrepareTransactionRequest.json` |
 //! | [`share_prepare_transaction_response`] | `SharePrepareTransactionResponse` | `schemas/SharePrepareTransactionResponse.json` |
+//! | [`txn_share_acknowledge_request`] | `TxnShareAcknowledgeRequest` | `schemas/TxnShareAcknowledgeRequest.json` |
+//! | [`txn_share_acknowledge_response`] | `TxnShareAcknowledgeResponse` | `schemas/TxnShareAcknowledgeResponse.json` |
 
 pub mod share_fetch_request;
 pub mod share_fetch_response;
@@ -45,6 +47,8 @@ pub mod share_list_transactions_request;
 pub mod share_list_transactions_response;
 pub mod share_prepare_transaction_request;
 pub mod share_prepare_transaction_response;
+pub mod txn_share_acknowledge_request;
+pub mod txn_share_acknowledge_response;
 
 pub use share_fetch_request::ShareFetchRequest;
 pub use share_fetch_response::ShareFetchResponse;
@@ -66,3 +70,5 @@ pub use share_list_transactions_request::ShareListTransactionsRequest;
 pub use share_list_transactions_response::ShareListTransactionsResponse;
 pub use share_prepare_transaction_request::SharePrepareTransactionRequest;
 pub use share_prepare_transaction_response::SharePrepareTransactionResponse;
+pub use txn_share_acknowledge_request::TxnShareAcknowledgeRequest;
+pub use txn_share_acknowledge_response::TxnShareAcknowledgeResponse;
