@@ -484,11 +484,11 @@ fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
         vec![(0, true), (0, true)]
     );
     assert_eq!(find_coordinator(port, 5, &["x"]), vec![(42, false)]);
+    // Transactional ids are coordinated by the broker too (issue 17).
+    assert_eq!(find_coordinator(port, 1, &["t1"]), vec![(0, true)]);
     if kafka {
         return;
     }
-    // Transactional ids: refused as InitProducerId refuses them (Kafka coordinates them).
-    assert_eq!(find_coordinator(port, 1, &["t1"]), vec![(53, false)]);
 
     // Producer state is rebuilt from the log after a SIGKILL.
     let broker = restart(broker);
