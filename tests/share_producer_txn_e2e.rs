@@ -323,6 +323,8 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     a.acknowledge_in_producer_transaction(Some(TXN_ID), tx.pid, tx.epoch, &accept(&again, 10..15))
         .expect("TxnShareAcknowledge 3");
     tx.end(true);
+    // Usually still PrepareCommit here (markers outstanding); either way the commit must hold.
+    eprintln!("state when SIGKILLed: {}", txn_state(&mut probe));
     drop(a); // no close: the broker dies under it
     drop(tx);
     drop(probe);
