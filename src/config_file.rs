@@ -573,7 +573,8 @@ fn sasl_settings<'a>(
     for p in props.iter().filter(|p| p.key.starts_with("listener.name.")) {
         if p.key.ends_with(".sasl.enabled.mechanisms") || p.key.ends_with(".sasl.jaas.config") {
             let named = listeners.iter().any(|l| {
-                p.key.starts_with(&format!("listener.name.{}.", l.name.to_ascii_lowercase()))
+                p.key
+                    .starts_with(&format!("listener.name.{}.", l.name.to_ascii_lowercase()))
                     || p.key.starts_with(&format!("listener.name.{}.", l.name))
             });
             if !named {
@@ -599,7 +600,9 @@ fn sasl_settings<'a>(
             let m = Mechanism::parse(name).ok_or_else(|| {
                 bad(
                     p,
-                    format!("{name}: supported mechanisms are PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"),
+                    format!(
+                        "{name}: supported mechanisms are PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
+                    ),
                 )
             })?;
             if !mechanisms.contains(&m) {
@@ -629,18 +632,31 @@ fn sasl_settings<'a>(
             used.push(jp.key.as_str());
             let entry = parse_jaas(&jp.value).map_err(|r| bad(jp, r))?;
             match m {
-                Mechanism::Plain => plain = PlainUsers::from_jaas(&entry).map_err(|r| bad(jp, r))?,
+                Mechanism::Plain => {
+                    plain = PlainUsers::from_jaas(&entry).map_err(|r| bad(jp, r))?
+                }
                 _ if entry.module.ends_with("ScramLoginModule") => {}
-                _ => return Err(bad(jp, format!("{} is not a ScramLoginModule", entry.module))),
+                _ => {
+                    return Err(bad(
+                        jp,
+                        format!("{} is not a ScramLoginModule", entry.module),
+                    ))
+                }
             }
         }
         out.insert(l.name.clone(), ListenerSasl { mechanisms, plain });
     }
     // JAAS entries of listeners that are not SASL listeners are still read (and ignored).
-    for p in props.iter().filter(|p| p.key.ends_with(".sasl.jaas.config")) {
+    for p in props
+        .iter()
+        .filter(|p| p.key.ends_with(".sasl.jaas.config"))
+    {
         used.push(p.key.as_str());
     }
-    for p in props.iter().filter(|p| p.key.ends_with(".sasl.enabled.mechanisms")) {
+    for p in props
+        .iter()
+        .filter(|p| p.key.ends_with(".sasl.enabled.mechanisms"))
+    {
         used.push(p.key.as_str());
     }
     Ok(out)
@@ -663,7 +679,12 @@ fn limit_settings<'a>(
             .ok()
             .filter(|n| *n >= 0)
             .map(|n| n as usize)
-            .ok_or_else(|| bad(p, format!("{:?} is not an integer between 0 and 2147483647", p.value)))
+            .ok_or_else(|| {
+                bad(
+                    p,
+                    format!("{:?} is not an integer between 0 and 2147483647", p.value),
+                )
+            })
     };
     // Kafka's default for every limit is Int.MaxValue: no limit.
     let limited = |n: usize| (n < i32::MAX as usize).then_some(n);
@@ -877,14 +898,20 @@ mod tests {
             c.sasl["A"].mechanisms,
             vec![Mechanism::Plain, Mechanism::ScramSha256]
         );
-        assert_eq!(c.sasl["A"].plain.authenticate(b"\0alice\0pw").unwrap(), "alice");
+        assert_eq!(
+            c.sasl["A"].plain.authenticate(b"\0alice\0pw").unwrap(),
+            "alice"
+        );
         assert_eq!(c.sasl["B"].mechanisms, vec![Mechanism::ScramSha512]);
         assert!(!c.sasl.contains_key("C"));
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         assert!(c.warnings[0].contains("sasl.jaas.config"));
         assert_eq!(c.limits.max_connections, Some(10));
         assert_eq!(c.limits.max_connections_per_ip, Some(2));
-        assert_eq!(c.limits.per_ip_overrides[&"127.0.0.1".parse::<std::net::IpAddr>().unwrap()], 5);
+        assert_eq!(
+            c.limits.per_ip_overrides[&"127.0.0.1".parse::<std::net::IpAddr>().unwrap()],
+            5
+        );
         assert_eq!(c.limits.listener_max_connections["C"], 3);
         assert_eq!(c.limits.max_creation_rate, Some(100));
 
@@ -892,11 +919,20 @@ mod tests {
         let no_mech = "listeners=A://127.0.0.1:1\nlistener.security.protocol.map=A:SASL_SSL\n\
             ssl.keystore.certificate.chain=x\nssl.keystore.key=y\n";
         assert!(load(no_mech).is_err());
-        assert!(load(&format!("{base}listener.name.a.sasl.enabled.mechanisms=GSSAPI\n")).is_err());
-        assert!(load(&format!("{base}listener.name.a.sasl.enabled.mechanisms=PLAIN\n")).is_err());
+        assert!(load(&format!(
+            "{base}listener.name.a.sasl.enabled.mechanisms=GSSAPI\n"
+        ))
+        .is_err());
+        assert!(load(&format!(
+            "{base}listener.name.a.sasl.enabled.mechanisms=PLAIN\n"
+        ))
+        .is_err());
         assert!(load(&format!("{base}max.connections=-1\n")).is_err());
         assert!(load(&format!("{base}max.connections.per.ip=0\n")).is_err());
-        assert!(load(&format!("{base}listener.name.zz.sasl.enabled.mechanisms=PLAIN\n")).is_err());
+        assert!(load(&format!(
+            "{base}listener.name.zz.sasl.enabled.mechanisms=PLAIN\n"
+        ))
+        .is_err());
         assert!(load(&format!(
             "{base}listener.name.b.scram-sha-512.sasl.jaas.config=x.PlainLoginModule required;\n"
         ))

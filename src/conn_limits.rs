@@ -183,7 +183,10 @@ impl ConnectionLimits {
     pub fn close(&mut self, listener: &str, ip: IpAddr) {
         assert!(self.total > 0, "close without open");
         self.total -= 1;
-        let l = self.per_listener.get_mut(listener).expect("opened on this listener");
+        let l = self
+            .per_listener
+            .get_mut(listener)
+            .expect("opened on this listener");
         *l -= 1;
         if *l == 0 {
             self.per_listener.remove(listener);

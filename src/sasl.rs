@@ -183,7 +183,10 @@ pub enum Phase {
     Start,
     /// `headers`: SaslAuthenticate requests carry the tokens (SaslHandshake v1); otherwise
     /// (v0) the client sends raw size-prefixed tokens and gets raw ones back.
-    Authenticating { exchange: Exchange, headers: bool },
+    Authenticating {
+        exchange: Exchange,
+        headers: bool,
+    },
     /// `User:NAME`.
     Authenticated(String),
     Closed,
@@ -493,14 +496,22 @@ mod tests {
         let u = users();
         let m = Mechanism::ScramSha256;
         let mut creds = ScramCredentials::default();
-        creds.insert("bob", m, ScramCredential::from_password(m, "pw", b"salt", 4096));
+        creds.insert(
+            "bob",
+            m,
+            ScramCredential::from_password(m, "pw", b"salt", 4096),
+        );
         let a = auth(&u, &creds);
         let mut c = SaslConnection::new(vec![Mechanism::Plain, m, Mechanism::ScramSha512]);
         assert_eq!(
             c.on_handshake("SCRAM-SHA-256", 1),
             Step::Handshake {
                 error: 0,
-                mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()]
+                mechanisms: vec![
+                    "PLAIN".into(),
+                    "SCRAM-SHA-256".into(),
+                    "SCRAM-SHA-512".into()
+                ]
             }
         );
         let Step::Authenticate {

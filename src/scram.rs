@@ -115,7 +115,9 @@ impl ScramCredential {
         ScramCredential {
             salt: salt.to_vec(),
             iterations,
-            stored_key: digest::digest(m.digest_alg(), &client_key).as_ref().to_vec(),
+            stored_key: digest::digest(m.digest_alg(), &client_key)
+                .as_ref()
+                .to_vec(),
             server_key: hmac_of(m, salted, b"Server Key"),
         }
     }
@@ -189,14 +191,22 @@ impl ScramCredentials {
     /// request fails with DUPLICATE_RESOURCE, each other user's change is validated on its own
     /// and applied if valid. Results: successes first (deletions, then upsertions), then
     /// failures, as Kafka orders them.
-    pub fn alter(&mut self, deletions: &[(String, i8)], upsertions: &[Upsertion]) -> Vec<AlterResult> {
+    pub fn alter(
+        &mut self,
+        deletions: &[(String, i8)],
+        upsertions: &[Upsertion],
+    ) -> Vec<AlterResult> {
         let duplicate = "A user credential cannot be altered twice in the same request";
         let mut errors: BTreeMap<String, AlterResult> = BTreeMap::new();
         let mut deletes: BTreeMap<String, Mechanism> = BTreeMap::new();
         let mut upserts: BTreeMap<String, (Mechanism, &Upsertion)> = BTreeMap::new();
         let name_and_mechanism = |user: &str, t: i8| -> Result<Mechanism, AlterResult> {
             if user.is_empty() {
-                return Err(failure(user, UNACCEPTABLE_CREDENTIAL, "Username must not be empty"));
+                return Err(failure(
+                    user,
+                    UNACCEPTABLE_CREDENTIAL,
+                    "Username must not be empty",
+                ));
             }
             Mechanism::from_scram_type(t)
                 .ok_or_else(|| failure(user, UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
@@ -233,14 +243,25 @@ impl ScramCredentials {
                 continue;
             }
             if deletes.remove(&u.user).is_some() || upserts.remove(&u.user).is_some() {
-                errors.insert(u.user.clone(), failure(&u.user, DUPLICATE_RESOURCE, duplicate));
+                errors.insert(
+                    u.user.clone(),
+                    failure(&u.user, DUPLICATE_RESOURCE, duplicate),
+                );
                 continue;
             }
             let checked = name_and_mechanism(&u.user, u.mechanism).and_then(|m| {
                 if u.iterations < SCRAM_ITERATIONS_MIN {
-                    Err(failure(&u.user, UNACCEPTABLE_CREDENTIAL, "Too few iterations"))
+                    Err(failure(
+                        &u.user,
+                        UNACCEPTABLE_CREDENTIAL,
+                        "Too few iterations",
+                    ))
                 } else if u.iterations > SCRAM_ITERATIONS_MAX {
-                    Err(failure(&u.user, UNACCEPTABLE_CREDENTIAL, "Too many iterations"))
+                    Err(failure(
+                        &u.user,
+                        UNACCEPTABLE_CREDENTIAL,
+                        "Too many iterations",
+                    ))
                 } else {
                     Ok(m)
                 }
@@ -384,9 +405,16 @@ impl ScramCredentials {
                 || credential.server_key.len() != m.hash_bytes()
                 || credential.iterations < 1
             {
-                return Err(format!("{} {}: inconsistent credential", e.user, e.mechanism));
+                return Err(format!(
+                    "{} {}: inconsistent credential",
+                    e.user, e.mechanism
+                ));
             }
-            if store.by_user.insert((e.user.clone(), m), credential).is_some() {
+            if store
+                .by_user
+                .insert((e.user.clone(), m), credential)
+                .is_some()
+            {
                 return Err(format!("{} {}: listed twice", e.user, e.mechanism));
             }
         }
@@ -648,7 +676,11 @@ mod tests {
         let m = Mechanism::ScramSha256;
         let salt = B64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
         let mut creds = ScramCredentials::default();
-        creds.insert("user", m, ScramCredential::from_password(m, "pencil", &salt, 4096));
+        creds.insert(
+            "user",
+            m,
+            ScramCredential::from_password(m, "pencil", &salt, 4096),
+        );
         let mut s = ScramServer::new(m);
         let first = s
             .step(
@@ -679,19 +711,29 @@ mod tests {
     fn sha512_round_trip_and_failures() {
         let m = Mechanism::ScramSha512;
         let mut creds = ScramCredentials::default();
-        creds.insert("a,b=c", m, ScramCredential::from_password(m, "pw", b"salty", 4096));
+        creds.insert(
+            "a,b=c",
+            m,
+            ScramCredential::from_password(m, "pw", b"salty", 4096),
+        );
         let bare = "n=a=2Cb=3Dc,r=abc";
         let mut s = ScramServer::new(m);
-        let sf = String::from_utf8(s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ").unwrap())
-            .unwrap();
+        let sf = String::from_utf8(
+            s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ")
+                .unwrap(),
+        )
+        .unwrap();
         let (cf, expected) = client_final(m, "pw", bare, &sf);
         assert_eq!(s.step(cf.as_bytes(), &creds, "XYZ").unwrap(), expected);
         assert_eq!(s.user(), Some("a,b=c"));
 
         // Wrong password.
         let mut s = ScramServer::new(m);
-        let sf = String::from_utf8(s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ").unwrap())
-            .unwrap();
+        let sf = String::from_utf8(
+            s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ")
+                .unwrap(),
+        )
+        .unwrap();
         let (cf, _) = client_final(m, "wrong", bare, &sf);
         assert!(s.step(cf.as_bytes(), &creds, "XYZ").is_err());
         assert_eq!(s.state, ScramState::Failed);
@@ -710,15 +752,23 @@ mod tests {
             assert!(s.step(first.as_bytes(), &creds, "XYZ").is_err(), "{first}");
         }
         let mut s = ScramServer::new(Mechanism::ScramSha256);
-        assert!(s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ").is_err());
+        assert!(s
+            .step(format!("n,,{bare}").as_bytes(), &creds, "XYZ")
+            .is_err());
         let mut s = ScramServer::new(m);
-        let sf = String::from_utf8(s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ").unwrap())
-            .unwrap();
+        let sf = String::from_utf8(
+            s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ")
+                .unwrap(),
+        )
+        .unwrap();
         let (cf, _) = client_final(m, "pw", bare, &sf);
-        assert!(s.step(cf.replace("XYZ", "XYW").as_bytes(), &creds, "XYZ").is_err());
+        assert!(s
+            .step(cf.replace("XYZ", "XYW").as_bytes(), &creds, "XYZ")
+            .is_err());
         for junk in [&b"\xff\xfe"[..], b"", b"c=biws", b"p=,r=,c="] {
             let mut s = ScramServer::new(m);
-            s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ").unwrap();
+            s.step(format!("n,,{bare}").as_bytes(), &creds, "XYZ")
+                .unwrap();
             assert!(s.step(junk, &creds, "XYZ").is_err());
         }
     }
@@ -764,19 +814,33 @@ mod tests {
         assert_eq!(codes, expected);
         assert_eq!(store.len(), 2);
         assert_eq!(
-            store.get("alice", Mechanism::ScramSha256).unwrap().iterations,
+            store
+                .get("alice", Mechanism::ScramSha256)
+                .unwrap()
+                .iterations,
             8192
         );
         let all = store.describe(None);
         assert_eq!(
-            all.iter().map(|d| (d.user.as_str(), d.credentials.clone())).collect::<Vec<_>>(),
+            all.iter()
+                .map(|d| (d.user.as_str(), d.credentials.clone()))
+                .collect::<Vec<_>>(),
             vec![("alice", vec![(1, 8192)]), ("bob", vec![(2, 4096)])]
         );
-        let named = store.describe(Some(&["bob".into(), "zed".into(), "alice".into(), "alice".into()]));
+        let named = store.describe(Some(&[
+            "bob".into(),
+            "zed".into(),
+            "alice".into(),
+            "alice".into(),
+        ]));
         let codes: Vec<(&str, i16)> = named.iter().map(|d| (d.user.as_str(), d.error)).collect();
         assert_eq!(
             codes,
-            vec![("alice", DUPLICATE_RESOURCE), ("bob", 0), ("zed", RESOURCE_NOT_FOUND)]
+            vec![
+                ("alice", DUPLICATE_RESOURCE),
+                ("bob", 0),
+                ("zed", RESOURCE_NOT_FOUND)
+            ]
         );
         // File round trip, then deletion.
         let text = store.to_file_text();

@@ -172,7 +172,13 @@ fn start_target(dir: &Path, extra: &str) -> (Target, Ports) {
             .status()
             .expect("run kafka-reference.sh start");
         assert!(status.success(), "Kafka 4.4 did not start");
-        return (Target::Kafka { dir: kdir, port: plain }, ports);
+        return (
+            Target::Kafka {
+                dir: kdir,
+                port: plain,
+            },
+            ports,
+        );
     }
     let config = dir.join("server.properties");
     std::fs::write(
@@ -205,7 +211,10 @@ fn python_client(python: &Path, request: Value) -> Value {
         .find_map(|l| l.strip_prefix("RESULT "))
         .unwrap_or_else(|| panic!("no RESULT line: {text}"));
     let result: Value = serde_json::from_str(line).expect("RESULT json");
-    eprintln!("{} {} -> {result}", request["action"], request["conf"]["sasl.username"]);
+    eprintln!(
+        "{} {} -> {result}",
+        request["action"], request["conf"]["sasl.username"]
+    );
     result
 }
 
@@ -271,7 +280,10 @@ fn auth_failed(r: &Value) -> bool {
 #[test]
 fn sasl_mechanisms_over_plaintext_and_tls() {
     let python = check_deps();
-    let tmp = tempfile::Builder::new().prefix("p18-sasl").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("p18-sasl")
+        .tempdir()
+        .unwrap();
     let dir = tmp.path();
     make_certificates(dir);
     let (target, ports) = start_target(dir, "");
@@ -283,7 +295,14 @@ fn sasl_mechanisms_over_plaintext_and_tls() {
 
     // kafka-configs adds SCRAM users (alice: both mechanisms, one per command: Kafka refuses a
     // user altered twice in one request, DUPLICATE_RESOURCE), librdkafka another (bob).
-    let admin_props = java_props(dir, "admin.properties", false, "PLAIN", "admin", "admin-secret");
+    let admin_props = java_props(
+        dir,
+        "admin.properties",
+        false,
+        "PLAIN",
+        "admin",
+        "admin-secret",
+    );
     let bootstrap = format!("127.0.0.1:{}", ports.saslp);
     let configs = |args: &[&str]| {
         let mut all = vec![
@@ -313,7 +332,10 @@ fn sasl_mechanisms_over_plaintext_and_tls() {
         "SCRAM-SHA-512=[password=alice-secret]",
     ] {
         let out = alter_alice(config);
-        assert!(out.contains("Completed updating config for user alice"), "{out}");
+        assert!(
+            out.contains("Completed updating config for user alice"),
+            "{out}"
+        );
     }
     let r = python_client(
         &python,
@@ -324,23 +346,47 @@ fn sasl_mechanisms_over_plaintext_and_tls() {
     let out = configs(&["--describe", "--entity-type", "users"]);
     let line = |user: &str| {
         out.lines()
-            .find(|l| l.contains(&format!("SCRAM credential configs for user-principal '{user}' are")))
+            .find(|l| {
+                l.contains(&format!(
+                    "SCRAM credential configs for user-principal '{user}' are"
+                ))
+            })
             .unwrap_or_else(|| panic!("no line for {user}: {out}"))
             .to_string()
     };
     let alice = line("alice");
     assert!(alice.contains("SCRAM-SHA-256=iterations=8192"), "{alice}");
     assert!(alice.contains("SCRAM-SHA-512=iterations=4096"), "{alice}");
-    assert!(line("bob").ends_with("are SCRAM-SHA-512=iterations=4096"), "{out}");
+    assert!(
+        line("bob").ends_with("are SCRAM-SHA-512=iterations=4096"),
+        "{out}"
+    );
     let r = python_client(
         &python,
         json!({"conf": admin, "action": "scram_describe", "users": ["alice", "nobody"]}),
     );
-    assert!(r.get("error").is_some() || r["described"].get("nobody").is_none(), "{r}");
+    assert!(
+        r.get("error").is_some() || r["described"].get("nobody").is_none(),
+        "{r}"
+    );
 
     // Every mechanism on both listeners: create, produce, Java produce, consume, share-consume.
-    let alice256 = sasl_conf(dir, ports.sasls, true, "SCRAM-SHA-256", "alice", "alice-secret");
-    let bob512 = sasl_conf(dir, ports.saslp, false, "SCRAM-SHA-512", "bob", "bob-secret");
+    let alice256 = sasl_conf(
+        dir,
+        ports.sasls,
+        true,
+        "SCRAM-SHA-256",
+        "alice",
+        "alice-secret",
+    );
+    let bob512 = sasl_conf(
+        dir,
+        ports.saslp,
+        false,
+        "SCRAM-SHA-512",
+        "bob",
+        "bob-secret",
+    );
     let carol_tls = sasl_conf(dir, ports.sasls, true, "PLAIN", "carol", "carol-secret");
     let topic = "p18-sasl-topic";
     let r = python_client(
@@ -353,7 +399,14 @@ fn sasl_mechanisms_over_plaintext_and_tls() {
         json!({"conf": bob512, "action": "produce", "topic": topic, "count": 300}),
     );
     assert_eq!(r["produced"], 300, "{r}");
-    let alice_props = java_props(dir, "alice.properties", true, "SCRAM-SHA-512", "alice", "alice-secret");
+    let alice_props = java_props(
+        dir,
+        "alice.properties",
+        true,
+        "SCRAM-SHA-512",
+        "alice",
+        "alice-secret",
+    );
     let out = java_tool(
         "org.apache.kafka.tools.ProducerPerformance",
         &[
@@ -372,7 +425,10 @@ fn sasl_mechanisms_over_plaintext_and_tls() {
             "acks=all",
         ],
     );
-    assert!(out.contains("200 records sent"), "Java SCRAM-SHA-512 over SASL_SSL: {out}");
+    assert!(
+        out.contains("200 records sent"),
+        "Java SCRAM-SHA-512 over SASL_SSL: {out}"
+    );
     let r = python_client(
         &python,
         json!({"conf": alice256, "action": "consume", "topic": topic, "partitions": 2, "count": 500}),
@@ -390,12 +446,29 @@ fn sasl_mechanisms_over_plaintext_and_tls() {
         sasl_conf(dir, ports.saslp, false, "PLAIN", "carol", "wrong"),
         sasl_conf(dir, ports.sasls, true, "SCRAM-SHA-256", "alice", "wrong"),
         sasl_conf(dir, ports.saslp, false, "SCRAM-SHA-512", "nobody", "x"),
-        sasl_conf(dir, ports.saslp, false, "SCRAM-SHA-256", "bob", "bob-secret"),
+        sasl_conf(
+            dir,
+            ports.saslp,
+            false,
+            "SCRAM-SHA-256",
+            "bob",
+            "bob-secret",
+        ),
     ] {
-        let r = python_client(&python, json!({"conf": conf, "action": "metadata", "timeout": 3}));
+        let r = python_client(
+            &python,
+            json!({"conf": conf, "action": "metadata", "timeout": 3}),
+        );
         assert!(auth_failed(&r), "expected an authentication failure: {r}");
     }
-    let wrong = java_props(dir, "wrong.properties", false, "SCRAM-SHA-512", "bob", "nope");
+    let wrong = java_props(
+        dir,
+        "wrong.properties",
+        false,
+        "SCRAM-SHA-512",
+        "bob",
+        "nope",
+    );
     let out = java_tool(
         "org.apache.kafka.tools.ConfigCommand",
         &[
@@ -482,7 +555,10 @@ fn error_code_after_correlation(frame: &[u8]) -> i16 {
 #[test]
 fn sasl_exchange_on_the_wire_and_fuzzed() {
     let python = check_deps();
-    let tmp = tempfile::Builder::new().prefix("p18-sasl-fuzz").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("p18-sasl-fuzz")
+        .tempdir()
+        .unwrap();
     let dir = tmp.path();
     make_certificates(dir);
     let (_target, ports) = start_target(dir, "");
@@ -491,10 +567,12 @@ fn sasl_exchange_on_the_wire_and_fuzzed() {
 
     // ApiVersions, then a Metadata request before authenticating: closed, no response.
     let mut s = connect(port);
-    s.write_all(&request(API_VERSIONS_V0.0, API_VERSIONS_V0.1, 1, &[])).unwrap();
+    s.write_all(&request(API_VERSIONS_V0.0, API_VERSIONS_V0.1, 1, &[]))
+        .unwrap();
     let r = read_frame(&mut s).expect("ApiVersions answered before authentication");
     assert_eq!(&r[..4], &1i32.to_be_bytes());
-    s.write_all(&request(METADATA_V1.0, METADATA_V1.1, 2, &all_topics)).unwrap();
+    s.write_all(&request(METADATA_V1.0, METADATA_V1.1, 2, &all_topics))
+        .unwrap();
     assert!(closed(&mut s), "Metadata before authentication must close");
 
     // Handshake v1 + SaslAuthenticate v1 (PLAIN), then Metadata works.
@@ -502,10 +580,12 @@ fn sasl_exchange_on_the_wire_and_fuzzed() {
     s.write_all(&request(17, 1, 1, &string("PLAIN"))).unwrap();
     let r = read_frame(&mut s).unwrap();
     assert_eq!(error_code_after_correlation(&r), 0);
-    s.write_all(&request(36, 1, 2, &bytes_field(b"\0admin\0admin-secret"))).unwrap();
+    s.write_all(&request(36, 1, 2, &bytes_field(b"\0admin\0admin-secret")))
+        .unwrap();
     let r = read_frame(&mut s).unwrap();
     assert_eq!(error_code_after_correlation(&r), 0, "{r:?}");
-    s.write_all(&request(METADATA_V1.0, METADATA_V1.1, 3, &all_topics)).unwrap();
+    s.write_all(&request(METADATA_V1.0, METADATA_V1.1, 3, &all_topics))
+        .unwrap();
     let r = read_frame(&mut s).expect("Metadata after authentication");
     assert_eq!(&r[..4], &3i32.to_be_bytes());
     // A second handshake after authentication: ILLEGAL_SASL_STATE.
@@ -520,14 +600,16 @@ fn sasl_exchange_on_the_wire_and_fuzzed() {
     assert_eq!(error_code_after_correlation(&r), 0);
     s.write_all(&bytes_field(b"\0carol\0carol-secret")).unwrap();
     assert_eq!(read_frame(&mut s).unwrap(), Vec::<u8>::new());
-    s.write_all(&request(METADATA_V1.0, METADATA_V1.1, 2, &all_topics)).unwrap();
+    s.write_all(&request(METADATA_V1.0, METADATA_V1.1, 2, &all_topics))
+        .unwrap();
     assert!(read_frame(&mut s).is_some(), "Metadata after a v0 exchange");
 
     // Wrong password: SASL_AUTHENTICATION_FAILED, then closed.
     let mut s = connect(port);
     s.write_all(&request(17, 1, 1, &string("PLAIN"))).unwrap();
     read_frame(&mut s).unwrap();
-    s.write_all(&request(36, 1, 2, &bytes_field(b"\0carol\0nope"))).unwrap();
+    s.write_all(&request(36, 1, 2, &bytes_field(b"\0carol\0nope")))
+        .unwrap();
     let r = read_frame(&mut s).unwrap();
     assert_eq!(error_code_after_correlation(&r), 58);
     assert!(closed(&mut s));
@@ -588,7 +670,10 @@ fn sasl_exchange_on_the_wire_and_fuzzed() {
     }
     let admin = sasl_conf(dir, ports.saslp, false, "PLAIN", "admin", "admin-secret");
     let md = python_client(&python, json!({"conf": admin, "action": "metadata"}));
-    assert!(md.get("brokers").is_some(), "the broker serves after the fuzzing: {md}");
+    assert!(
+        md.get("brokers").is_some(),
+        "the broker serves after the fuzzing: {md}"
+    );
     let tls = sasl_conf(dir, ports.sasls, true, "PLAIN", "admin", "admin-secret");
     let md = python_client(&python, json!({"conf": tls, "action": "metadata"}));
     assert!(md.get("brokers").is_some(), "{md}");
@@ -615,7 +700,10 @@ fn connection_limits_refuse_the_extra_connection() {
         eprintln!("connection limits: Lockstep only (Kafka delays rather than closes)");
         return;
     }
-    let tmp = tempfile::Builder::new().prefix("p18-limits").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("p18-limits")
+        .tempdir()
+        .unwrap();
     let dir = tmp.path();
     let (a, b, c) = (free_port(), free_port(), free_port());
     let config = dir.join("server.properties");
@@ -648,7 +736,10 @@ fn connection_limits_refuse_the_extra_connection() {
     let (ok4, c1) = served(c);
     let (ok5, c2) = served(c);
     assert!(ok4 && ok5);
-    assert!(!served(c).0, "listener C is at max.connection.creation.rate=2");
+    assert!(
+        !served(c).0,
+        "listener C is at max.connection.creation.rate=2"
+    );
     drop((c1, c2));
     std::thread::sleep(Duration::from_millis(1100));
     assert!(served(c).0, "the rate window has passed");

@@ -45,8 +45,8 @@ use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, parse_frame, Inbound, Request};
 use crate::protocol::framing::{frame_with_size, FrameDecoder};
 use crate::sasl::{Authenticators, Mechanism, PlainUsers, SaslConnection, Step};
-use crate::server::CredentialAdmin;
 use crate::server::dispatch::dispatch;
+use crate::server::CredentialAdmin;
 use crate::server::{ConnInfo, Outcome};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::channels::local_channel;
@@ -234,7 +234,13 @@ where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let Some(sasl) = &endpoint.sasl else {
-        return serve_frames(ctx, stream, conn, FrameDecoder::new(REQUEST_FRAME_BYTES_MAX)).await;
+        return serve_frames(
+            ctx,
+            stream,
+            conn,
+            FrameDecoder::new(REQUEST_FRAME_BYTES_MAX),
+        )
+        .await;
     };
     let exchange = futures_lite::future::or(
         async { Some(sasl_exchange(ctx, &mut stream, &conn, sasl).await) },
@@ -292,13 +298,14 @@ fn sasl_request(
     };
     match request.spec.key {
         apis::SASL_HANDSHAKE => {
-            let decoded: SaslHandshakeRequest =
-                decode_body(request).map_err(|e| e.to_string())?;
+            let decoded: SaslHandshakeRequest = decode_body(request).map_err(|e| e.to_string())?;
             match machine.on_handshake(decoded.mechanism.as_str(), request.api_version) {
                 Step::Handshake { error, mechanisms } => {
                     let body = SaslHandshakeResponse::default()
                         .with_error_code(error)
-                        .with_mechanisms(mechanisms.into_iter().map(StrBytes::from_string).collect());
+                        .with_mechanisms(
+                            mechanisms.into_iter().map(StrBytes::from_string).collect(),
+                        );
                     Ok((respond(crate::server::respond(request, &body))?, error != 0))
                 }
                 Step::Close(reason) => Err(reason),
@@ -327,7 +334,10 @@ fn sasl_request(
         key => match machine.on_other(key) {
             Step::Dispatch => {
                 debug_assert_eq!(key, apis::API_VERSIONS);
-                Ok((respond(crate::server::api_versions::handle(request))?, false))
+                Ok((
+                    respond(crate::server::api_versions::handle(request))?,
+                    false,
+                ))
             }
             Step::Close(reason) => Err(reason),
             other => unreachable!("another request answers {other:?}"),
@@ -425,7 +435,12 @@ where
 
 /// Serves Kafka frames on `stream` until it closes; returns whether it closed on an error.
 /// `decoder` may already hold bytes read (after a SASL exchange).
-async fn serve_frames<S>(ctx: &ShardHandle, stream: S, conn: ConnInfo, decoder: FrameDecoder) -> bool
+async fn serve_frames<S>(
+    ctx: &ShardHandle,
+    stream: S,
+    conn: ConnInfo,
+    decoder: FrameDecoder,
+) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {

@@ -127,7 +127,10 @@ pub trait Bus {
 pub trait CredentialAdmin: Send + Sync {
     fn snapshot(&self) -> Arc<crate::scram::ScramCredentials>;
     /// Runs `edit` on a copy, persists it, then installs it; on an error nothing changed.
-    fn update(&self, edit: &mut dyn FnMut(&mut crate::scram::ScramCredentials)) -> Result<(), String>;
+    fn update(
+        &self,
+        edit: &mut dyn FnMut(&mut crate::scram::ScramCredentials),
+    ) -> Result<(), String>;
 }
 
 /// Refuses a request that names more items than any legitimate one could (a small request
