@@ -85,6 +85,7 @@ fn main() {
         }
         c.tls = file.tls;
         c.broker_defaults = file.broker_defaults;
+        c.authorizer = file.authorizer;
         c
     })
     .and_then(|c| match &args.advertised {

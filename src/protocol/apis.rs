@@ -69,6 +69,9 @@ pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+pub const DESCRIBE_ACLS: i16 = 29;
+pub const CREATE_ACLS: i16 = 30;
+pub const DELETE_ACLS: i16 = 31;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
@@ -245,6 +248,27 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 2,
         max_version: 4,
         flexible_min: 4,
+    },
+    ApiSpec {
+        key: DESCRIBE_ACLS,
+        name: "DescribeAcls",
+        min_version: 1,
+        max_version: 3,
+        flexible_min: 2,
+    },
+    ApiSpec {
+        key: CREATE_ACLS,
+        name: "CreateAcls",
+        min_version: 1,
+        max_version: 3,
+        flexible_min: 2,
+    },
+    ApiSpec {
+        key: DELETE_ACLS,
+        name: "DeleteAcls",
+        min_version: 1,
+        max_version: 3,
+        flexible_min: 2,
     },
     ApiSpec {
         key: DESCRIBE_CONFIGS,

@@ -380,6 +380,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
                 (None, true) => return Err(format!("listener {} has no TLS settings", l.name)),
                 _ => None,
             },
+            authorizer: config.authorizer.clone().map(Arc::new),
         };
         listeners.push((bound, std::rc::Rc::new(endpoint)));
     }

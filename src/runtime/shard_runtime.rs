@@ -1333,6 +1333,8 @@ fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
         AdminOp::AlterConfigs { .. } => AdminReply::Altered(Vec::new()),
         AdminOp::AllocateProducerId => AdminReply::ProducerId(Err(code)),
         AdminOp::CreatePartitions { .. } => AdminReply::Grown(Vec::new()),
+        AdminOp::CreateAcls(acls) => AdminReply::AclsCreated(vec![Ok(()); acls.len()]),
+        AdminOp::DeleteAcls(filters) => AdminReply::AclsDeleted(vec![Ok(Vec::new()); filters.len()]),
     };
     fail_reply(empty, code, "the metadata controller is shutting down")
 }

@@ -6,7 +6,7 @@
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
 use super::{
-    admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
+    acl_api, admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
     group_admin, group_api, metadata, produce, share_admin, share_api, txn_api, Bus, ConnInfo,
     Outcome,
 };
@@ -48,6 +48,9 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
             consumer_group_api::handle_heartbeat(bus, conn, request).await
         }
         apis::CONSUMER_GROUP_DESCRIBE => consumer_group_api::handle_describe(bus, request).await,
+        apis::CREATE_ACLS => acl_api::handle_create_acls(bus, conn, request).await,
+        apis::DESCRIBE_ACLS => acl_api::handle_describe_acls(bus, conn, request).await,
+        apis::DELETE_ACLS => acl_api::handle_delete_acls(bus, conn, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
         apis::LIST_GROUPS => share_admin::handle_list_groups(bus, request).await,
         apis::SHARE_GROUP_DESCRIBE => share_admin::handle_share_group_describe(bus, request).await,

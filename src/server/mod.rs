@@ -23,6 +23,7 @@
 //! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch; state in `crate::group`),
 //! [`group_admin`] (DescribeGroups, OffsetDelete).
 
+pub mod acl_api;
 pub mod admin;
 pub mod api_versions;
 pub mod cluster_admin;
@@ -81,6 +82,9 @@ pub struct ConnInfo {
     /// Who the client is (Kafka's `KafkaPrincipal` as `User:NAME`): `User:ANONYMOUS` until a
     /// client certificate (mutual TLS) or SASL names it. Set by the connection (runtime).
     pub principal: Rc<RefCell<String>>,
+    /// The authorizer's settings when one is configured (`authorizer.class.name`); `None`:
+    /// every request is allowed. Set by the connection (runtime).
+    pub authorizer: Option<Arc<crate::authz::AuthorizerConfig>>,
 }
 
 impl ConnInfo {
@@ -92,6 +96,7 @@ impl ConnInfo {
             share_members: Rc::default(),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             principal: Rc::new(RefCell::new(ANONYMOUS_PRINCIPAL.to_string())),
+            authorizer: None,
         }
     }
 }
