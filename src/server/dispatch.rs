@@ -10,11 +10,21 @@ use super::{
     group_admin, group_api, metadata, produce, share_admin, share_api, txn_api, Bus, ConnInfo,
     Outcome,
 };
+use super::authorize::{self, Gate};
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
 
-/// Handles one request.
+/// Handles one request: authorizes it (`authorize::gate`: unchanged, refused, or run without
+/// its refused parts and merged), then routes it.
 pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
+    match authorize::gate(bus, conn, request) {
+        Gate::Pass => route(bus, conn, request).await,
+        Gate::Answer(outcome) => outcome,
+        Gate::Filtered(allowed, merge) => merge(route(bus, conn, &allowed).await),
+    }
+}
+
+async fn route<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     match request.spec.key {
         apis::API_VERSIONS => api_versions::handle(request),
         apis::METADATA => metadata::handle_metadata(bus, conn, request).await,

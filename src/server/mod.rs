@@ -26,6 +26,7 @@
 pub mod acl_api;
 pub mod admin;
 pub mod api_versions;
+pub mod authorize;
 pub mod cluster_admin;
 pub mod configs;
 pub mod consumer_group_api;
