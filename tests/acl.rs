@@ -6,8 +6,9 @@
 //! `kafka-acls` (org.apache.kafka.tools.AclCommand, through `tools/kafka-reference.sh class`) as the
 //! admin; clients are librdkafka (`tests/clients/python/acl_client.py`).
 //!
-//! Checked: without ACLs alice gets TOPIC_AUTHORIZATION_FAILED on produce and fetch and
-//! GROUP_AUTHORIZATION_FAILED on share-consume; after `--add` each works; a PREFIXED ACL lets bob
+//! Checked: without ACLs alice gets TOPIC_AUTHORIZATION_FAILED on produce and
+//! GROUP_AUTHORIZATION_FAILED on share-consume; with DESCRIBE only, TOPIC_AUTHORIZATION_FAILED on
+//! fetch and produce; after `--add` each works; a PREFIXED ACL lets bob
 //! write every topic under its prefix and nothing else; a DENY beats an ALLOW; `--list` shows the
 //! ACLs; they survive a restart; `--remove` takes one away.
 //!
@@ -328,16 +329,23 @@ fn acls_authorize_produce_fetch_and_share_consume() {
     assert!(errors(&r).contains("TOPIC_AUTHORIZATION_FAILED"), "{r}");
     let r = client(
         &python,
-        json!({"conf": alice, "action": "consume", "topic": t1, "partitions": 2, "count": 20, "seconds": 15}),
-    );
-    assert_eq!(r["consumed"], 0, "{r}");
-    assert!(errors(&r).contains("TOPIC_AUTHORIZATION_FAILED"), "{r}");
-    let r = client(
-        &python,
         json!({"conf": alice, "action": "share", "topic": t1, "group": group, "count": 20, "seconds": 15}),
     );
     assert_eq!(r["consumed"], 0, "{r}");
     assert!(errors(&r).contains("GROUP_AUTHORIZATION_FAILED"), "{r}");
+    // DESCRIBE only: Metadata names the topic's leader, but Fetch and Produce are refused.
+    broker.acls(&[
+        "--add", "--allow-principal", "User:CN=alice", "--operation", "Describe", "--topic", t1,
+    ]);
+    let r = client(
+        &python,
+        json!({"conf": alice, "action": "consume", "topic": t1, "partitions": 2, "count": 20, "seconds": 15}),
+    );
+    assert_eq!(r["consumed"], 0, "{r}");
+    assert!(errors(&r).contains("TOPIC_AUTHORIZATION_FAILED"), "{r}");
+    let r = client(&python, json!({"conf": alice, "action": "produce", "topic": t1, "count": 5}));
+    assert_eq!(r["produced"], 0, "{r}");
+    assert!(errors(&r).contains("TOPIC_AUTHORIZATION_FAILED"), "{r}");
 
     // ALLOW WRITE and READ on the topic: produce and fetch work.
     broker.acls(&[

@@ -645,7 +645,33 @@ fn offset_fetch(ctx: &Ctx<'_>, request: &Request) -> Result<Gate, ()> {
     if v < 8 {
         if !ctx.group(Describe, &r.group_id) {
             return Ok(answer(request, |resp: &mut OffsetFetchResponse| {
-                resp.error_code = GROUP_DENIED
+                if v >= 2 {
+                    resp.error_code = GROUP_DENIED;
+                } else {
+                    // v1 has no top-level error: every requested partition carries it.
+                    resp.topics = r
+                        .topics
+                        .iter()
+                        .flatten()
+                        .map(|t| {
+                            let mut out = offset_fetch_response::OffsetFetchResponseTopic::default();
+                            out.name = t.name.clone();
+                            out.partitions = t
+                                .partition_indexes
+                                .iter()
+                                .map(|p| {
+                                    let mut d =
+                                        offset_fetch_response::OffsetFetchResponsePartition::default();
+                                    d.partition_index = *p;
+                                    d.committed_offset = -1;
+                                    d.error_code = GROUP_DENIED;
+                                    d
+                                })
+                                .collect();
+                            out
+                        })
+                        .collect();
+                }
             }));
         }
         let hidden_all = r.topics.is_none();
@@ -766,3 +792,6 @@ fn offset_fetch(ctx: &Ctx<'_>, request: &Request) -> Result<Gate, ()> {
 }
 
 mod more;
+
+#[cfg(test)]
+mod tests;

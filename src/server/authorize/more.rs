@@ -564,7 +564,6 @@ pub(super) fn decide(ctx: &Ctx<'_>, request: &Request) -> Result<Gate, ()> {
                     out.error_code = TOPIC_DENIED;
                     out.num_partitions = -1;
                     out.replication_factor = -1;
-                    out.topic_config_error_code = TOPIC_DENIED;
                     out
                 })
                 .collect();
