@@ -226,7 +226,15 @@ fn metadata_hides_topics_of_an_all_topics_request_and_refuses_named_ones() {
 #[test]
 fn acl_apis_need_cluster_alter() {
     let mut body = CreateAclsRequest::default();
-    body.creations = vec![create_acls_request::AclCreation::default()];
+    let mut c = create_acls_request::AclCreation::default();
+    c.resource_type = 2;
+    c.resource_name = sb("a");
+    c.resource_pattern_type = 3;
+    c.principal = sb("User:bob");
+    c.host = sb("*");
+    c.operation = 3;
+    c.permission_type = 3;
+    body.creations = vec![c];
     let req = request(apis::CREATE_ACLS, 3, &body);
     let bus = RegistryBus(registry(vec![]));
     let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
