@@ -19,6 +19,16 @@
 //!    consumer joins), i.e. it drains what 1 produced, implicit acknowledgement, `--threads`
 //!    consumers. Its records/s include joining the group (the tool's own clock).
 //!
+//! 3. transactional produce (issue 17): `ProducerPerformance` as in 1, on a fresh topic of the
+//!    same shape, with `--transactional-id p17-bench-txn --transaction-duration-ms D` (the tool
+//!    begins a transaction, sends for D ms, then `commitTransaction`; default D = 100 ms,
+//!    `--transaction-duration-ms D` changes it, `--no-txn` skips the phase) and `--print-metrics`:
+//!    records/s and latencies as in 1, plus the producer's `txn-commit-time-ns-total` (time spent
+//!    in `commitTransaction`, which also waits for the transaction's last records) and
+//!    `txn-init-time-ns-total`. The tool counts no commits: the bench estimates them as
+//!    (send time − commit time) / D + 1, the send time being records / (the tool's records/s),
+//!    and prints the mean commit latency from that estimate (marked ≈).
+//!
 //! Around each phase the bench reads the broker's CPU (utime + stime of /proc/PID/stat, all
 //! threads) before the tool starts and after it exits, and divides by the records: CPU per record
 //! in µs. The tool's CPU (the JVM, all threads) comes from wait4(2)'s rusage, its peak RSS too;
@@ -47,7 +57,9 @@
 //! `--producer-throughput N` (records/s, default -1: unthrottled); `--threads N` (share
 //! consumers); `--kafka-fsync` (adds Kafka with
 //! `log.flush.interval.messages=1`, durable like Lockstep); `--raw` (and its options, see
-//! [`raw`]); `--json` (print the report as JSON on stdout after the table). Under `cargo test`
+//! [`raw`]); `--json` (print the report as JSON on stdout after the table); `--no-txn` /
+//! `--txn` (skip / add the transactional produce phase); `--transaction-duration-ms D`;
+//! `--help`. Under `cargo test`
 //! (no `--bench` argument) it runs quickly against Lockstep only: both tools on a few hundred
 //! records if the Kafka distribution is installed (`tools/install-test-deps.sh`), and the raw
 //! phases on a few requests.
@@ -68,10 +80,27 @@ use std::time::{Duration, Instant};
 
 const TOPIC: &str = "p14-bench-perf";
 const GROUP: &str = "p14-bench-share";
+/// The topic and transactional id of the transactional produce phase.
+const TXN_TOPIC: &str = "p17-bench-txn-perf";
+const TXN_ID: &str = "p17-bench-txn";
 const PRODUCER_TOOL: &str = "org.apache.kafka.tools.ProducerPerformance";
 const SHARE_CONSUMER_TOOL: &str = "org.apache.kafka.tools.ShareConsumerPerformance";
 /// Group commit probes: bytes written per fdatasync.
 const GROUP_COMMIT_BYTES: [usize; 3] = [64 << 10, 1 << 20, 8 << 20];
+
+const USAGE: &str = "cargo bench --bench broker -- [options]
+  Kafka 4.4's ProducerPerformance (plain and transactional) and ShareConsumerPerformance against
+  Lockstep and a Kafka 4.4 the bench starts; without --bench (cargo test) a smoke run on Lockstep.
+  --no-kafka                    Lockstep only
+  --kafka-fsync                 also Kafka with log.flush.interval.messages=1
+  --records N                   records per phase (default 500000)
+  --producer-throughput R       ProducerPerformance --throughput (default -1: unthrottled)
+  --threads N                   share consumers (default 1)
+  --no-txn | --txn              skip | add the transactional produce phase (default: on under
+                                cargo bench, off in the smoke run)
+  --transaction-duration-ms D   ProducerPerformance --transaction-duration-ms (default 100)
+  --raw                         add the raw-protocol generator's phases
+  --json                        print the report as JSON after the table";
 
 /// Sizes of one run: the full measurement, or the smoke run under `cargo test`.
 #[derive(Clone, Copy, Serialize)]
@@ -92,6 +121,10 @@ struct Plan {
     /// Each group-commit probe: at most this long, at most this many bytes.
     group_commit_seconds: f64,
     group_commit_total_bytes: usize,
+    /// Run the transactional produce phase (3).
+    transactions: bool,
+    /// ProducerPerformance `--transaction-duration-ms`.
+    transaction_duration_ms: u64,
 }
 
 const FULL: Plan = Plan {
@@ -105,6 +138,8 @@ const FULL: Plan = Plan {
     direct_write_bytes: 1 << 30,
     group_commit_seconds: 2.0,
     group_commit_total_bytes: 512 << 20,
+    transactions: true,
+    transaction_duration_ms: 100,
 };
 const SMOKE: Plan = Plan {
     records: 300,
@@ -117,6 +152,10 @@ const SMOKE: Plan = Plan {
     direct_write_bytes: 4 << 20,
     group_commit_seconds: 0.02,
     group_commit_total_bytes: 16 << 20,
+    // Off in the smoke run until Lockstep's transaction coordinator (issue 17) is on main;
+    // `cargo test --bench broker -- --txn` runs it.
+    transactions: false,
+    transaction_duration_ms: 20,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -162,6 +201,7 @@ struct BrokerResult {
     durable_acks: bool,
     produce: Option<ProduceFigures>,
     share_consume: Option<ConsumeFigures>,
+    txn_produce: Option<TxnProduceFigures>,
     /// Peak RSS of the broker over the whole session, MiB.
     broker_peak_rss_mib: Option<f64>,
     /// Lockstep only: it exited 0 after SIGTERM.
@@ -199,6 +239,22 @@ struct ProduceFigures {
     p99_ms: f64,
     p999_ms: f64,
     cost: Cost,
+}
+
+/// The transactional produce phase: the tool's figures and its producer's transaction metrics.
+#[derive(Serialize, Clone, Default)]
+struct TxnProduceFigures {
+    produce: ProduceFigures,
+    transaction_duration_ms: u64,
+    /// `txn-init-time-ns-total` (initTransactions: FindCoordinator + InitProducerId), ms.
+    init_ms: f64,
+    /// `txn-commit-time-ns-total`: time in commitTransaction (flush of the transaction's last
+    /// records, AddPartitionsToTxn, EndTxn, until the markers are written), ms.
+    commit_time_total_ms: f64,
+    /// Estimated: (send time − commit time) / duration + 1.
+    transactions_estimated: f64,
+    /// commit_time_total_ms / transactions_estimated.
+    commit_ms_avg_estimated: f64,
 }
 
 #[derive(Serialize, Clone, Default)]
@@ -246,6 +302,10 @@ fn progress(what: &str) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return;
+    }
     let full = args.iter().any(|a| a == "--bench");
     let mut plan = if full { FULL } else { SMOKE };
     let option = |name: &str| {
@@ -262,6 +322,19 @@ fn main() {
     }
     if let Some(v) = option("--threads") {
         plan.share_consumers = v.parse().expect("--threads N");
+    }
+    if let Some(v) = option("--transaction-duration-ms") {
+        plan.transaction_duration_ms = v.parse().expect("--transaction-duration-ms MS");
+        assert!(
+            plan.transaction_duration_ms > 0,
+            "--transaction-duration-ms > 0"
+        );
+    }
+    if args.iter().any(|a| a == "--txn") {
+        plan.transactions = true;
+    }
+    if args.iter().any(|a| a == "--no-txn") {
+        plan.transactions = false;
     }
     assert!(plan.records > 0 && plan.share_consumers > 0);
     let load_average_at_start = load_average();
@@ -402,6 +475,18 @@ fn main() {
                 assert_eq!(p.records, plan.records, "every record produced");
                 let c = l.share_consume.as_ref().expect("share-consume measured");
                 assert_eq!(c.records, plan.records, "every record share-consumed");
+                if plan.transactions {
+                    let t = l
+                        .txn_produce
+                        .as_ref()
+                        .expect("transactional produce measured");
+                    assert_eq!(t.produce.records, plan.records, "every record sent in txns");
+                    assert!(
+                        t.commit_time_total_ms > 0.0,
+                        "commits took time: {}",
+                        t.commit_time_total_ms
+                    );
+                }
                 assert_eq!(l.clean_exit, Some(true), "SIGTERM exits 0");
             }
         }
@@ -460,6 +545,22 @@ fn session(spec: &Spec, work: &Path, plan: Plan, result: &mut BrokerResult) -> R
                 plan.records
             ));
         }
+        if plan.transactions {
+            let label = format!("{name}: ProducerPerformance --transactional-id");
+            let run = run_tool(
+                &label,
+                PRODUCER_TOOL,
+                &txn_producer_args(&broker, plan),
+                &broker,
+                plan,
+            )?;
+            let txn = parse_txn_producer(&run, plan).map_err(|e| format!("{label}: {e}"))?;
+            let sent = txn.produce.records;
+            result.txn_produce = Some(txn);
+            if sent != plan.records {
+                return Err(format!("{label}: sent {sent} of {} records", plan.records));
+            }
+        }
         Ok(())
     })();
     result.broker_peak_rss_mib = common::proc_peak_rss_bytes(broker.pid()).map(mib);
@@ -489,20 +590,31 @@ fn session(spec: &Spec, work: &Path, plan: Plan, result: &mut BrokerResult) -> R
 /// share group's `share.auto.offset.reset=earliest`.
 fn prepare(broker: &Broker, plan: Plan) -> Result<(), String> {
     let mut admin = Admin::connect(&broker.bootstrap()).map_err(|e| format!("admin: {e}"))?;
-    admin
-        .create_topics(&[NewTopic::new(TOPIC, plan.partitions)])
-        .map_err(|e| format!("CreateTopics {TOPIC}: {e}"))?;
+    let topics: &[&str] = if plan.transactions {
+        &[TOPIC, TXN_TOPIC]
+    } else {
+        &[TOPIC]
+    };
+    for topic in topics {
+        admin
+            .create_topics(&[NewTopic::new(topic, plan.partitions)])
+            .map_err(|e| format!("CreateTopics {topic}: {e}"))?;
+    }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let metadata = admin
-            .metadata(Some(&[TOPIC][..]))
+            .metadata(Some(topics))
             .map_err(|e| format!("Metadata: {e}"))?;
-        let led = (0..plan.partitions).all(|p| metadata.leader(TOPIC, p).is_some_and(|l| l >= 0));
+        let led = topics
+            .iter()
+            .all(|t| (0..plan.partitions).all(|p| metadata.leader(t, p).is_some_and(|l| l >= 0)));
         if led {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("{TOPIC}: partitions without a leader after 60 s"));
+            return Err(format!(
+                "{topics:?}: partitions without a leader after 60 s"
+            ));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -533,6 +645,35 @@ fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
     .collect();
     args.push("acks=all".into());
     args.push("client.id=p14-bench-producer".into());
+    args
+}
+
+/// `producer_args` on the transactional topic, with a transactional id, the transaction
+/// duration and the producer's metrics at the end.
+fn txn_producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
+    let mut args = producer_args(broker, plan);
+    let topic = args.iter().position(|a| a == "--topic").expect("--topic") + 1;
+    args[topic] = TXN_TOPIC.into();
+    let client = args
+        .iter()
+        .position(|a| a.starts_with("client.id="))
+        .expect("client.id");
+    args[client] = "client.id=p17-bench-txn-producer".into();
+    let more = [
+        "--transactional-id",
+        TXN_ID,
+        "--transaction-duration-ms",
+        &plan.transaction_duration_ms.to_string(),
+        "--print-metrics",
+    ];
+    // Before `--command-property`, whose values run to the end.
+    let at = args
+        .iter()
+        .position(|a| a == "--command-property")
+        .expect("--command-property");
+    for (i, a) in more.iter().enumerate() {
+        args.insert(at + i, a.to_string());
+    }
     args
 }
 
@@ -774,6 +915,36 @@ fn parse_producer(run: &ToolRun) -> Result<ProduceFigures, String> {
     })
 }
 
+/// A `--print-metrics` line "group:name:{tags}   : value" of the producer.
+fn producer_metric(run: &ToolRun, group_and_name: &str) -> Result<f64, String> {
+    let prefix = format!("{group_and_name}:{{");
+    run.stdout
+        .iter()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.rsplit(" : ").next())
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no metric {group_and_name} in its --print-metrics output"))
+}
+
+/// The transactional run: the summary line as [`parse_producer`], the transaction metrics and
+/// the estimated number of commits (see the module's doc).
+fn parse_txn_producer(run: &ToolRun, plan: Plan) -> Result<TxnProduceFigures, String> {
+    let produce = parse_producer(run)?;
+    let init_ms = producer_metric(run, "producer-metrics:txn-init-time-ns-total")? / 1e6;
+    let commit_ms = producer_metric(run, "producer-metrics:txn-commit-time-ns-total")? / 1e6;
+    let send_ms = produce.records as f64 * 1e3 / produce.records_per_s.max(1e-9);
+    let duration = plan.transaction_duration_ms as f64;
+    let transactions = ((send_ms - commit_ms).max(0.0) / duration).floor() + 1.0;
+    Ok(TxnProduceFigures {
+        produce,
+        transaction_duration_ms: plan.transaction_duration_ms,
+        init_ms,
+        commit_time_total_ms: commit_ms,
+        transactions_estimated: transactions,
+        commit_ms_avg_estimated: commit_ms / transactions,
+    })
+}
+
 /// ShareConsumerPerformance's summary line (after its header "start.time, end.time,
 /// data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, fetch.time.ms"): the last line
 /// of seven comma-separated fields that is not a per-consumer line.
@@ -918,6 +1089,12 @@ fn print_table(report: &Report) {
          consumer(s); commit {}",
         p.records, p.record_bytes, p.partitions, p.share_consumers, report.commit
     );
+    if p.transactions {
+        println!(
+            "transactional produce: --transactional-id {TXN_ID} --transaction-duration-ms {}",
+            p.transaction_duration_ms
+        );
+    }
     println!(
         "machine: {} cpus ({}), load average {} at start, {} at the end",
         report.machine["cpus"],
@@ -1042,6 +1219,35 @@ fn print_table(report: &Report) {
                 .map(|b| b.share_consume.as_ref().and_then(|c| f(&c.cost)))
                 .collect(),
         );
+    }
+    if p.transactions {
+        type T = fn(&TxnProduceFigures) -> f64;
+        let txn: [(&str, T); 8] = [
+            ("txn produce records/s", |t| t.produce.records_per_s),
+            ("txn produce latency p50 ms", |t| t.produce.p50_ms),
+            ("txn produce latency p99 ms", |t| t.produce.p99_ms),
+            ("txn init ms", |t| t.init_ms),
+            ("txn commit time total ms", |t| t.commit_time_total_ms),
+            ("txn commits (≈)", |t| t.transactions_estimated),
+            ("txn commit latency avg ms (≈)", |t| {
+                t.commit_ms_avg_estimated
+            }),
+            ("txn produce records", |t| t.produce.records as f64),
+        ];
+        for (label, f) in txn {
+            row(
+                label,
+                ran.iter().map(|b| b.txn_produce.as_ref().map(f)).collect(),
+            );
+        }
+        for (label, f) in costs {
+            row(
+                &format!("txn produce: {label}"),
+                ran.iter()
+                    .map(|b| b.txn_produce.as_ref().and_then(|t| f(&t.produce.cost)))
+                    .collect(),
+            );
+        }
     }
     row(
         "broker peak RSS MiB (session)",

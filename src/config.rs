@@ -101,6 +101,10 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// TLS material of the SSL and SASL_SSL listeners.
     pub tls: Option<TlsSettings>,
+    /// SASL settings of the SASL listeners, by listener name.
+    pub sasl: BTreeMap<String, crate::config_file::ListenerSasl>,
+    /// Connection limits (`conn_limits`).
+    pub limits: crate::conn_limits::LimitsConfig,
     /// Static broker defaults from the configuration file (installed with
     /// [`set_static_broker_defaults`] when the broker starts).
     pub broker_defaults: BTreeMap<String, String>,
@@ -183,6 +187,8 @@ impl BrokerConfig {
                 advertised: None,
             }],
             tls: None,
+            sasl: BTreeMap::new(),
+            limits: Default::default(),
             broker_defaults: BTreeMap::new(),
             authorizer: None,
             test_fault: None,
@@ -588,7 +594,7 @@ pub const GROUP_CONFIGS: &[ConfigDef] = &[
         default: "read_uncommitted",
         rule: ConfigRule::Choice(&["read_committed", "read_uncommitted"]),
         synonym: None,
-        doc: "Which records share consumers read; the same here, because produce has no transactions.",
+        doc: "Which records share consumers read: read_committed acquires only below the last stable offset and never delivers the records of aborted transactions.",
     },
     ConfigDef {
         name: "share.record.lock.duration.ms",

@@ -18,11 +18,23 @@
 //! - The authorizer: `authorizer.class.name` (Kafka's StandardAuthorizer or AclAuthorizer name;
 //!   anything else is refused), `super.users` (`User:a;User:b`), `allow.everyone.if.no.acl.found`
 //!   (default false). Without `authorizer.class.name` every request is allowed.
+//! - SASL (SASL_PLAINTEXT / SASL_SSL listeners): `sasl.enabled.mechanisms` or
+//!   `listener.name.<l>.sasl.enabled.mechanisms` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; there
+//!   is no default: Kafka's GSSAPI is not supported), PLAIN's users from
+//!   `listener.name.<l>.plain.sasl.jaas.config` (or `plain.sasl.jaas.config` for every
+//!   listener): a PlainLoginModule entry's `user_NAME="password"` options. SCRAM users live in
+//!   the data directory (AlterUserScramCredentials); a ScramLoginModule entry is accepted.
+//!   An unprefixed `sasl.jaas.config` is ignored with a warning, as Kafka does.
+//! - Connection limits (`conn_limits`): `max.connections`, `listener.name.<l>.max.connections`,
+//!   `max.connections.per.ip`, `max.connections.per.ip.overrides`,
+//!   `max.connection.creation.rate`, `listener.name.<l>.max.connection.creation.rate`.
 //! - Keys of a Kafka KRaft file that mean nothing here (`node.id`, `process.roles`, ...) are
 //!   accepted silently; any other key is warned about and ignored. A bad value is refused,
 //!   naming the key and its line.
 
 use crate::config::{broker_config_def, ConfigError};
+use crate::conn_limits::LimitsConfig;
+use crate::sasl::{parse_jaas, Mechanism, PlainUsers};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -103,6 +115,15 @@ pub struct TlsSettings {
     pub truststore_pem: Option<String>,
 }
 
+/// The SASL side of one listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSasl {
+    /// `sasl.enabled.mechanisms` (or its `listener.name.<l>.` form), in the file's order.
+    pub mechanisms: Vec<Mechanism>,
+    /// PLAIN's users (`listener.name.<l>.plain.sasl.jaas.config`); empty without PLAIN.
+    pub plain: PlainUsers,
+}
+
 /// What a configuration file sets; flags override it (see `main.rs`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileConfig {
@@ -115,6 +136,11 @@ pub struct FileConfig {
     /// `authorizer.class.name` (with `super.users` and `allow.everyone.if.no.acl.found`);
     /// `None` when no authorizer is named.
     pub authorizer: Option<crate::authz::AuthorizerConfig>,
+    /// SASL settings of each SASL_PLAINTEXT / SASL_SSL listener, by listener name.
+    pub sasl: BTreeMap<String, ListenerSasl>,
+    /// `max.connections`, `max.connections.per.ip`, `max.connection.creation.rate` and their
+    /// per-listener and per-IP forms.
+    pub limits: LimitsConfig,
     /// Unknown or unsupported keys, one sentence each (the binary logs them).
     pub warnings: Vec<String>,
 }
@@ -183,6 +209,8 @@ const IGNORED_KEYS: &[&str] = &[
     "ssl.key.password",
     "ssl.truststore.password",
     "ssl.endpoint.identification.algorithm",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.mechanism.controller.protocol",
 ];
 
 /// Kafka's default `listener.security.protocol.map`: each protocol under its own name.
@@ -469,6 +497,31 @@ impl FileConfig {
             }
         }
 
+        // Producer transactions (issue 17): read when the broker starts.
+        used.push("transaction.max.timeout.ms");
+        if let Some(p) = get("transaction.max.timeout.ms") {
+            let n: i32 = p
+                .value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| bad(p, format!("{:?} is not a positive int", p.value)))?;
+            config
+                .broker_defaults
+                .insert("transaction.max.timeout.ms".to_string(), n.to_string());
+        }
+        used.push("transaction.two.phase.commit.enable");
+        if let Some(p) = get("transaction.two.phase.commit.enable") {
+            let v = p.value.trim().to_ascii_lowercase();
+            if v != "true" && v != "false" {
+                return Err(bad(p, format!("{:?} is not true or false", p.value)));
+            }
+            config
+                .broker_defaults
+                .insert("transaction.two.phase.commit.enable".to_string(), v);
+        }
+
         // TLS.
         config.tls = tls_settings(props, base, &mut used)?;
         let tls_listener = config.listeners.iter().find(|l| l.protocol.uses_tls());
@@ -483,6 +536,9 @@ impl FileConfig {
                 ),
             ));
         }
+
+        config.sasl = sasl_settings(props, &config.listeners, &mut used)?;
+        config.limits = limit_settings(props, &config.listeners, &mut used)?;
 
         for p in props {
             if used.contains(&p.key.as_str()) || IGNORED_KEYS.contains(&p.key.as_str()) {
@@ -531,6 +587,192 @@ fn parse_endpoints(text: &str, bind: bool) -> Result<Vec<(String, SocketAddr)>, 
         out.push((name.trim().to_ascii_uppercase(), addr));
     }
     Ok(out)
+}
+
+/// `listener.name.<l>.<suffix>` of listener `l` (Kafka writes the name in lower case; either
+/// case is accepted).
+fn listener_key<'a>(props: &'a [Property], listener: &str, suffix: &str) -> Option<&'a Property> {
+    let lower = format!("listener.name.{}.{suffix}", listener.to_ascii_lowercase());
+    let upper = format!("listener.name.{listener}.{suffix}");
+    props.iter().find(|p| p.key == lower || p.key == upper)
+}
+
+fn sasl_settings<'a>(
+    props: &'a [Property],
+    listeners: &[Listener],
+    used: &mut Vec<&'a str>,
+) -> Result<BTreeMap<String, ListenerSasl>, FileError> {
+    let bad = |p: &Property, reason: String| FileError::Value {
+        line: p.line,
+        key: p.key.clone(),
+        reason,
+    };
+    let get = |key: &str| props.iter().find(|p| p.key == key);
+    let mut out = BTreeMap::new();
+    let global = get("sasl.enabled.mechanisms");
+    if let Some(p) = global {
+        used.push(p.key.as_str());
+    }
+    // Kafka ignores an unprefixed `sasl.jaas.config` on a broker (with a warning).
+    for p in props.iter().filter(|p| p.key.starts_with("listener.name.")) {
+        if p.key.ends_with(".sasl.enabled.mechanisms") || p.key.ends_with(".sasl.jaas.config") {
+            let named = listeners.iter().any(|l| {
+                p.key.starts_with(&format!("listener.name.{}.", l.name.to_ascii_lowercase()))
+                    || p.key.starts_with(&format!("listener.name.{}.", l.name))
+            });
+            if !named {
+                return Err(bad(p, "names no listener of `listeners`".to_string()));
+            }
+        }
+    }
+    for l in listeners.iter().filter(|l| l.protocol.uses_sasl()) {
+        let p = listener_key(props, &l.name, "sasl.enabled.mechanisms")
+            .or(global)
+            .ok_or_else(|| FileError::Value {
+                line: 0,
+                key: "sasl.enabled.mechanisms".to_string(),
+                reason: format!(
+                    "listener {} is {}: name its mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default GSSAPI is not supported)",
+                    l.name,
+                    l.protocol.name()
+                ),
+            })?;
+        used.push(p.key.as_str());
+        let mut mechanisms = Vec::new();
+        for name in p.value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let m = Mechanism::parse(name).ok_or_else(|| {
+                bad(
+                    p,
+                    format!("{name}: supported mechanisms are PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"),
+                )
+            })?;
+            if !mechanisms.contains(&m) {
+                mechanisms.push(m);
+            }
+        }
+        if mechanisms.is_empty() {
+            return Err(bad(p, format!("listener {} enables no mechanism", l.name)));
+        }
+        let mut plain = PlainUsers::default();
+        for m in &mechanisms {
+            let suffix = format!("{}.sasl.jaas.config", m.name().to_ascii_lowercase());
+            let jaas = listener_key(props, &l.name, &suffix).or_else(|| get(&suffix));
+            let Some(jp) = jaas else {
+                if *m == Mechanism::Plain {
+                    return Err(bad(
+                        p,
+                        format!(
+                            "listener {} enables PLAIN but listener.name.{}.plain.sasl.jaas.config is not set",
+                            l.name,
+                            l.name.to_ascii_lowercase()
+                        ),
+                    ));
+                }
+                continue;
+            };
+            used.push(jp.key.as_str());
+            let entry = parse_jaas(&jp.value).map_err(|r| bad(jp, r))?;
+            match m {
+                Mechanism::Plain => plain = PlainUsers::from_jaas(&entry).map_err(|r| bad(jp, r))?,
+                _ if entry.module.ends_with("ScramLoginModule") => {}
+                _ => return Err(bad(jp, format!("{} is not a ScramLoginModule", entry.module))),
+            }
+        }
+        out.insert(l.name.clone(), ListenerSasl { mechanisms, plain });
+    }
+    // JAAS entries of listeners that are not SASL listeners are still read (and ignored).
+    for p in props.iter().filter(|p| p.key.ends_with(".sasl.jaas.config")) {
+        used.push(p.key.as_str());
+    }
+    for p in props.iter().filter(|p| p.key.ends_with(".sasl.enabled.mechanisms")) {
+        used.push(p.key.as_str());
+    }
+    Ok(out)
+}
+
+fn limit_settings<'a>(
+    props: &'a [Property],
+    listeners: &[Listener],
+    used: &mut Vec<&'a str>,
+) -> Result<LimitsConfig, FileError> {
+    let bad = |p: &Property, reason: String| FileError::Value {
+        line: p.line,
+        key: p.key.clone(),
+        reason,
+    };
+    let count = |p: &Property| -> Result<usize, FileError> {
+        p.value
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .map(|n| n as usize)
+            .ok_or_else(|| bad(p, format!("{:?} is not an integer between 0 and 2147483647", p.value)))
+    };
+    // Kafka's default for every limit is Int.MaxValue: no limit.
+    let limited = |n: usize| (n < i32::MAX as usize).then_some(n);
+    let get = |key: &str| props.iter().find(|p| p.key == key);
+    let mut c = LimitsConfig::default();
+    if let Some(p) = get("max.connections") {
+        used.push(p.key.as_str());
+        c.max_connections = limited(count(p)?);
+    }
+    if let Some(p) = get("max.connection.creation.rate") {
+        used.push(p.key.as_str());
+        c.max_creation_rate = limited(count(p)?);
+    }
+    let per_ip = get("max.connections.per.ip");
+    if let Some(p) = per_ip {
+        used.push(p.key.as_str());
+        c.max_connections_per_ip = limited(count(p)?);
+    }
+    if let Some(p) = get("max.connections.per.ip.overrides") {
+        used.push(p.key.as_str());
+        for entry in p.value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (host, n) = entry
+                .rsplit_once(':')
+                .ok_or_else(|| bad(p, format!("{entry:?} is not HOST:COUNT")))?;
+            let n: usize = n
+                .trim()
+                .parse()
+                .map_err(|_| bad(p, format!("{entry:?}: {n:?} is not a count")))?;
+            let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+            let ips: Vec<std::net::IpAddr> = match host.parse() {
+                Ok(ip) => vec![ip],
+                Err(_) => (host, 0)
+                    .to_socket_addrs()
+                    .map_err(|e| bad(p, format!("{host}: {e}")))?
+                    .map(|a| a.ip())
+                    .collect(),
+            };
+            for ip in ips {
+                c.per_ip_overrides.insert(ip, n);
+            }
+        }
+    }
+    if c.max_connections_per_ip == Some(0) && c.per_ip_overrides.is_empty() {
+        let p = per_ip.expect("set above");
+        return Err(bad(
+            p,
+            "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set"
+                .to_string(),
+        ));
+    }
+    for l in listeners {
+        if let Some(p) = listener_key(props, &l.name, "max.connections") {
+            used.push(p.key.as_str());
+            if let Some(n) = limited(count(p)?) {
+                c.listener_max_connections.insert(l.name.clone(), n);
+            }
+        }
+        if let Some(p) = listener_key(props, &l.name, "max.connection.creation.rate") {
+            used.push(p.key.as_str());
+            if let Some(n) = limited(count(p)?) {
+                c.listener_max_creation_rate.insert(l.name.clone(), n);
+            }
+        }
+    }
+    Ok(c)
 }
 
 fn tls_settings<'a>(
@@ -661,11 +903,57 @@ mod tests {
     }
 
     #[test]
+    fn sasl_and_limits() {
+        let base = "listeners=A://127.0.0.1:1,B://127.0.0.1:2,C://127.0.0.1:3\n\
+             listener.security.protocol.map=A:SASL_PLAINTEXT,B:SASL_PLAINTEXT,C:PLAINTEXT\n\
+             sasl.enabled.mechanisms=SCRAM-SHA-512\n";
+        let c = load(&format!(
+            "{base}listener.name.a.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n\
+             listener.name.a.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n\
+               user_alice=\"pw\";\n\
+             listener.name.b.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n\
+             sasl.jaas.config=x required;\n\
+             max.connections=10\nmax.connections.per.ip=2\nmax.connections.per.ip.overrides=127.0.0.1:5\n\
+             listener.name.c.max.connections=3\nmax.connection.creation.rate=100\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.sasl["A"].mechanisms,
+            vec![Mechanism::Plain, Mechanism::ScramSha256]
+        );
+        assert_eq!(c.sasl["A"].plain.authenticate(b"\0alice\0pw").unwrap(), "alice");
+        assert_eq!(c.sasl["B"].mechanisms, vec![Mechanism::ScramSha512]);
+        assert!(!c.sasl.contains_key("C"));
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("sasl.jaas.config"));
+        assert_eq!(c.limits.max_connections, Some(10));
+        assert_eq!(c.limits.max_connections_per_ip, Some(2));
+        assert_eq!(c.limits.per_ip_overrides[&"127.0.0.1".parse::<std::net::IpAddr>().unwrap()], 5);
+        assert_eq!(c.limits.listener_max_connections["C"], 3);
+        assert_eq!(c.limits.max_creation_rate, Some(100));
+
+        // Refusals: no mechanisms, GSSAPI, PLAIN without users, bad counts.
+        let no_mech = "listeners=A://127.0.0.1:1\nlistener.security.protocol.map=A:SASL_SSL\n\
+            ssl.keystore.certificate.chain=x\nssl.keystore.key=y\n";
+        assert!(load(no_mech).is_err());
+        assert!(load(&format!("{base}listener.name.a.sasl.enabled.mechanisms=GSSAPI\n")).is_err());
+        assert!(load(&format!("{base}listener.name.a.sasl.enabled.mechanisms=PLAIN\n")).is_err());
+        assert!(load(&format!("{base}max.connections=-1\n")).is_err());
+        assert!(load(&format!("{base}max.connections.per.ip=0\n")).is_err());
+        assert!(load(&format!("{base}listener.name.zz.sasl.enabled.mechanisms=PLAIN\n")).is_err());
+        assert!(load(&format!(
+            "{base}listener.name.b.scram-sha-512.sasl.jaas.config=x.PlainLoginModule required;\n"
+        ))
+        .is_err());
+    }
+
+    #[test]
     fn listeners_and_advertised() {
         let c = load(
             "listeners=PLAINTEXT://127.0.0.1:9092,CLIENT://:9093\n\
              listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT\n\
-             advertised.listeners=CLIENT://127.0.0.1:19093\n",
+             advertised.listeners=CLIENT://127.0.0.1:19093\n\
+             sasl.enabled.mechanisms=SCRAM-SHA-256\n",
         )
         .unwrap();
         assert_eq!(c.listeners.len(), 2);

@@ -32,6 +32,14 @@ pub const ENGINE_OPEN_FILES_MAX: usize = 256;
 
 /// Size of each preallocated journal segment.
 pub const JOURNAL_SEGMENT_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// A journal flush writes whole blocks of this size (`O_DIRECT`): the unsynced tail rounded
+/// out to block boundaries, the partially filled last block rewritten from memory.
+pub const JOURNAL_BLOCK_BYTES: u64 = LOG_BLOCK_BYTES;
+/// Durable pages of the journal's private mapping are handed back to the kernel in steps of
+/// this many bytes (one `madvise` per step, not per flush).
+pub const JOURNAL_RELEASE_BYTES: usize = 1024 * 1024;
+const _: () = assert!(JOURNAL_SEGMENT_BYTES_DEFAULT % JOURNAL_BLOCK_BYTES == 0);
+const _: () = assert!(JOURNAL_RELEASE_BYTES % 4096 == 0);
 
 const _: () = assert!(SEGMENT_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
 const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
@@ -56,6 +64,17 @@ pub const SHARDS_MAX: usize = 256;
 pub const REQUEST_FRAME_BYTES_MAX: usize = 100 * 1024 * 1024;
 /// Largest response frame the broker builds (fetch responses are capped to fit).
 pub const RESPONSE_FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Largest frame a connection may send before it has authenticated on a SASL listener
+/// (Kafka's `sasl.server.max.receive.size` default); a larger one closes the connection.
+pub const SASL_UNAUTHENTICATED_FRAME_BYTES_MAX: usize = 524_288;
+/// Longest a SASL exchange may take, from the connection (after TLS) to authentication;
+/// then the connection is closed (bounds what an unauthenticated client holds).
+pub const SASL_AUTHENTICATION_MS_MAX: u64 = 30_000;
+/// Delay before the answer to a failed authentication (Kafka's
+/// `connection.failed.authentication.delay.ms` default), to slow password guessing.
+pub const SASL_FAILED_AUTHENTICATION_DELAY_MS: u64 = 100;
+/// Users (or credentials) one Describe/AlterUserScramCredentials request may name.
+pub const SCRAM_REQUEST_USERS_MAX: usize = 10_000;
 /// Requests read from one connection whose responses have not been written yet.
 pub const CONNECTION_INFLIGHT_REQUESTS_MAX: usize = 32;
 /// Open client connections per shard; further connections are accepted and closed at once.
@@ -192,6 +211,24 @@ pub const SHARE_TRANSACTION_ID_BYTES_MAX: usize = 1_024;
 
 /// Longest a prepare waits for acknowledgements into its transaction that are in flight.
 pub const TXN_PREPARE_WAIT_MS: u64 = 30_000;
+/// `transaction.max.timeout.ms` default (Kafka's): the longest producer-transaction timeout a
+/// client may ask for.
+pub const TXN_MAX_TIMEOUT_MS_DEFAULT: i32 = 900_000;
+/// `transactional.id.expiration.ms` default (Kafka's, 7 days): an idle transactional id is
+/// forgotten after this long.
+pub const TXN_ID_EXPIRATION_MS_DEFAULT: i64 = 604_800_000;
+/// First delay before a producer-transaction marker is sent again to a participant that failed;
+/// doubles up to the max.
+pub const TXN_MARKER_RETRY_BACKOFF_MS: i64 = 100;
+pub const TXN_MARKER_RETRY_BACKOFF_MAX_MS: i64 = 5_000;
+/// How often a shard looks for producer transactions past their timeout (Kafka's
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s; shorter here).
+pub const TXN_TIMEOUT_CHECK_INTERVAL_MS: u64 = 1_000;
+/// Longest transactional id accepted, in bytes.
+pub const TXN_TRANSACTIONAL_ID_BYTES_MAX: usize = 1_024;
+const _: () = assert!(TXN_MARKER_RETRY_BACKOFF_MS > 0);
+const _: () = assert!(TXN_MARKER_RETRY_BACKOFF_MS <= TXN_MARKER_RETRY_BACKOFF_MAX_MS);
+
 /// How often a shard expires acquisition locks and share-member sessions.
 pub const SHARE_HOUSEKEEPING_INTERVAL_MS: u64 = 200;
 /// A shard writes a journal snapshot once this many entries follow the last one (then the

@@ -84,6 +84,8 @@ fn main() {
             c = c.with_listeners(file.listeners);
         }
         c.tls = file.tls;
+        c.sasl = file.sasl;
+        c.limits = file.limits;
         c.broker_defaults = file.broker_defaults;
         c.authorizer = file.authorizer;
         c

@@ -12,12 +12,17 @@
 //! | Start          | SaslHandshake, enabled mechanism | NONE + enabled mechanisms               | Authenticating |
 //! | Start          | SaslHandshake, other mechanism   | UNSUPPORTED_SASL_MECHANISM + enabled    | Closed         |
 //! | Authenticating | SaslAuthenticate, good PLAIN     | NONE                                    | Authenticated  |
+//! | Authenticating | SaslAuthenticate, SCRAM first    | NONE + server-first message             | Authenticating |
+//! | Authenticating | SaslAuthenticate, SCRAM final ok | NONE + server-final message             | Authenticated  |
 //! | Authenticating | SaslAuthenticate, bad            | SASL_AUTHENTICATION_FAILED + message    | Closed         |
 //! | Authenticated  | SaslHandshake / SaslAuthenticate | ILLEGAL_SASL_STATE                      | Authenticated  |
 //! | Authenticated  | anything else                    | dispatched as usual                     | Authenticated  |
 //!
-//! Not wired into `runtime::conn` yet (see the p18 report for the design).
+//! After a SaslHandshake v0 the client sends raw size-prefixed tokens instead of
+//! SaslAuthenticate requests (`Phase::Authenticating { headers: false }`); the connection
+//! (`runtime::conn`) frames them. SCRAM's exchange is [`crate::scram::ScramServer`].
 
+use crate::scram::{ScramCredentials, ScramServer};
 use std::collections::BTreeMap;
 
 /// SaslHandshake's API key.
@@ -161,15 +166,24 @@ impl PlainUsers {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The mechanism exchange under way.
+#[derive(Clone, Debug)]
+pub enum Exchange {
+    Plain,
+    Scram(ScramServer),
+}
+
 /// Where a connection is in its SASL exchange.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Phase {
     Start,
-    Authenticating(Mechanism),
+    /// `headers`: SaslAuthenticate requests carry the tokens (SaslHandshake v1); otherwise
+    /// (v0) the client sends raw size-prefixed tokens and gets raw ones back.
+    Authenticating { exchange: Exchange, headers: bool },
     /// `User:NAME`.
     Authenticated(String),
     Closed,
@@ -182,10 +196,23 @@ pub enum Step {
     Dispatch,
     /// Answer SaslHandshake with `error` and the enabled mechanisms.
     Handshake { error: i16, mechanisms: Vec<String> },
-    /// Answer SaslAuthenticate.
-    Authenticate { error: i16, message: Option<String> },
+    /// Answer SaslAuthenticate (or, after a v0 handshake, write `auth_bytes` raw); on an
+    /// error, close after the answer.
+    Authenticate {
+        error: i16,
+        message: Option<String>,
+        auth_bytes: Vec<u8>,
+    },
     /// Answer nothing; close the connection.
     Close(String),
+}
+
+/// What a SASL exchange checks credentials against.
+pub struct Authenticators<'a> {
+    pub plain: &'a PlainUsers,
+    pub scram: &'a ScramCredentials,
+    /// A fresh server nonce (used by SCRAM's first message).
+    pub server_nonce: &'a str,
 }
 
 /// The SASL exchange of one connection.
@@ -208,17 +235,36 @@ impl SaslConnection {
         matches!(self.phase, Phase::Authenticated(_))
     }
 
+    pub fn principal(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Authenticated(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// After a v0 handshake: the next frame is a raw token, not a Kafka request.
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(self.phase, Phase::Authenticating { headers: false, .. })
+    }
+
     fn mechanism_names(&self) -> Vec<String> {
         self.enabled.iter().map(|m| m.name().to_string()).collect()
     }
 
-    /// A SaslHandshake request for `mechanism`.
-    pub fn on_handshake(&mut self, mechanism: &str) -> Step {
+    /// A SaslHandshake request (of `version`) for `mechanism`.
+    pub fn on_handshake(&mut self, mechanism: &str, version: i16) -> Step {
         match self.phase {
             Phase::Start => {
                 match Mechanism::parse(mechanism).filter(|m| self.enabled.contains(m)) {
                     Some(m) => {
-                        self.phase = Phase::Authenticating(m);
+                        let exchange = match m {
+                            Mechanism::Plain => Exchange::Plain,
+                            scram => Exchange::Scram(ScramServer::new(scram)),
+                        };
+                        self.phase = Phase::Authenticating {
+                            exchange,
+                            headers: version >= 1,
+                        };
                         Step::Handshake {
                             error: 0,
                             mechanisms: self.mechanism_names(),
@@ -237,42 +283,69 @@ impl SaslConnection {
                 error: ILLEGAL_SASL_STATE,
                 mechanisms: self.mechanism_names(),
             },
-            Phase::Authenticating(_) | Phase::Closed => {
+            Phase::Authenticating { .. } | Phase::Closed => {
                 self.phase = Phase::Closed;
                 Step::Close("SaslHandshake out of order".to_string())
             }
         }
     }
 
-    /// A SaslAuthenticate request; `plain` checks PLAIN tokens.
-    pub fn on_authenticate(&mut self, token: &[u8], plain: &PlainUsers) -> Step {
-        match self.phase.clone() {
-            Phase::Authenticating(Mechanism::Plain) => match plain.authenticate(token) {
+    /// A SaslAuthenticate request's bytes (or a raw token after a v0 handshake).
+    pub fn on_authenticate(&mut self, token: &[u8], auth: &Authenticators<'_>) -> Step {
+        let failed = |message: String| Step::Authenticate {
+            error: SASL_AUTHENTICATION_FAILED,
+            message: Some(message),
+            auth_bytes: Vec::new(),
+        };
+        match std::mem::replace(&mut self.phase, Phase::Closed) {
+            Phase::Authenticating {
+                exchange: Exchange::Plain,
+                ..
+            } => match auth.plain.authenticate(token) {
                 Ok(user) => {
                     self.phase = Phase::Authenticated(format!("User:{user}"));
                     Step::Authenticate {
                         error: 0,
                         message: None,
+                        auth_bytes: Vec::new(),
                     }
                 }
-                Err(message) => {
-                    self.phase = Phase::Closed;
+                Err(message) => failed(message),
+            },
+            Phase::Authenticating {
+                exchange: Exchange::Scram(mut server),
+                headers,
+            } => match server.step(token, auth.scram, auth.server_nonce) {
+                Ok(answer) => {
+                    self.phase = match server.user() {
+                        Some(user) => Phase::Authenticated(format!("User:{user}")),
+                        None => Phase::Authenticating {
+                            exchange: Exchange::Scram(server),
+                            headers,
+                        },
+                    };
                     Step::Authenticate {
-                        error: SASL_AUTHENTICATION_FAILED,
-                        message: Some(message),
+                        error: 0,
+                        message: None,
+                        auth_bytes: answer,
                     }
                 }
+                Err(reason) => {
+                    tracing::debug!(%reason, "SCRAM authentication failed");
+                    failed(crate::scram::failed_message(server.mechanism))
+                }
             },
-            Phase::Authenticating(m) => {
-                self.phase = Phase::Closed;
-                Step::Close(format!("{} is not implemented", m.name()))
+            Phase::Authenticated(p) => {
+                self.phase = Phase::Authenticated(p);
+                Step::Authenticate {
+                    error: ILLEGAL_SASL_STATE,
+                    message: Some(
+                        "Unexpected SaslAuthenticate request; already authenticated".into(),
+                    ),
+                    auth_bytes: Vec::new(),
+                }
             }
-            Phase::Authenticated(_) => Step::Authenticate {
-                error: ILLEGAL_SASL_STATE,
-                message: Some("Unexpected SaslAuthenticate request; already authenticated".into()),
-            },
             Phase::Start | Phase::Closed => {
-                self.phase = Phase::Closed;
                 Step::Close("SaslAuthenticate before SaslHandshake".to_string())
             }
         }
@@ -332,57 +405,123 @@ mod tests {
         );
     }
 
+    fn auth<'a>(plain: &'a PlainUsers, scram: &'a ScramCredentials) -> Authenticators<'a> {
+        Authenticators {
+            plain,
+            scram,
+            server_nonce: "srv",
+        }
+    }
+
+    fn ok(bytes: &[u8]) -> Step {
+        Step::Authenticate {
+            error: 0,
+            message: None,
+            auth_bytes: bytes.to_vec(),
+        }
+    }
+
     #[test]
     fn transitions() {
         let u = users();
+        let none = ScramCredentials::default();
+        let a = auth(&u, &none);
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);
         assert_eq!(c.on_other(API_VERSIONS), Step::Dispatch);
         assert!(matches!(
-            c.on_handshake("PLAIN"),
+            c.on_handshake("PLAIN", 1),
             Step::Handshake { error: 0, .. }
         ));
-        assert_eq!(
-            c.on_authenticate(b"\0alice\0alice pw", &u),
-            Step::Authenticate {
-                error: 0,
-                message: None
-            }
-        );
-        assert_eq!(c.phase, Phase::Authenticated("User:alice".into()));
+        assert!(!c.expects_raw_token());
+        assert_eq!(c.on_authenticate(b"\0alice\0alice pw", &a), ok(b""));
+        assert_eq!(c.principal(), Some("User:alice"));
         assert_eq!(c.on_other(0), Step::Dispatch);
         assert!(matches!(
-            c.on_handshake("PLAIN"),
+            c.on_handshake("PLAIN", 1),
             Step::Handshake {
                 error: ILLEGAL_SASL_STATE,
                 ..
             }
         ));
+        assert!(matches!(
+            c.on_authenticate(b"", &a),
+            Step::Authenticate {
+                error: ILLEGAL_SASL_STATE,
+                ..
+            }
+        ));
+        assert!(c.is_authenticated());
 
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);
         assert!(matches!(c.on_other(3), Step::Close(_)));
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);
         assert_eq!(
-            c.on_handshake("SCRAM-SHA-256"),
+            c.on_handshake("SCRAM-SHA-256", 1),
             Step::Handshake {
                 error: UNSUPPORTED_SASL_MECHANISM,
                 mechanisms: vec!["PLAIN".into()]
             }
         );
-        assert_eq!(c.phase, Phase::Closed);
+        assert!(matches!(c.phase, Phase::Closed));
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);
-        c.on_handshake("PLAIN");
+        c.on_handshake("PLAIN", 1);
         assert_eq!(
-            c.on_authenticate(b"\0alice\0nope", &u),
+            c.on_authenticate(b"\0alice\0nope", &a),
             Step::Authenticate {
                 error: SASL_AUTHENTICATION_FAILED,
-                message: Some(PLAIN_FAILED_MESSAGE.into())
+                message: Some(PLAIN_FAILED_MESSAGE.into()),
+                auth_bytes: Vec::new(),
             }
         );
-        assert_eq!(c.phase, Phase::Closed);
+        assert!(matches!(c.phase, Phase::Closed));
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);
-        c.on_handshake("PLAIN");
+        c.on_handshake("PLAIN", 1);
         assert!(matches!(c.on_other(API_VERSIONS), Step::Close(_)));
         let mut c = SaslConnection::new(vec![Mechanism::Plain]);
-        assert!(matches!(c.on_authenticate(b"", &u), Step::Close(_)));
+        assert!(matches!(c.on_authenticate(b"", &a), Step::Close(_)));
+        // A v0 handshake: raw tokens follow.
+        let mut c = SaslConnection::new(vec![Mechanism::Plain]);
+        c.on_handshake("PLAIN", 0);
+        assert!(c.expects_raw_token());
+        assert_eq!(c.on_authenticate(b"\0admin\0admin-secret", &a), ok(b""));
+        assert!(!c.expects_raw_token());
+    }
+
+    #[test]
+    fn scram_exchange_through_the_connection() {
+        use crate::scram::ScramCredential;
+        let u = users();
+        let m = Mechanism::ScramSha256;
+        let mut creds = ScramCredentials::default();
+        creds.insert("bob", m, ScramCredential::from_password(m, "pw", b"salt", 4096));
+        let a = auth(&u, &creds);
+        let mut c = SaslConnection::new(vec![Mechanism::Plain, m, Mechanism::ScramSha512]);
+        assert_eq!(
+            c.on_handshake("SCRAM-SHA-256", 1),
+            Step::Handshake {
+                error: 0,
+                mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()]
+            }
+        );
+        let Step::Authenticate {
+            error: 0,
+            auth_bytes,
+            ..
+        } = c.on_authenticate(b"n,,n=bob,r=cli", &a)
+        else {
+            panic!("server-first expected")
+        };
+        assert!(auth_bytes.starts_with(b"r=clisrv,s="));
+        assert!(!c.is_authenticated());
+        // A bad final message fails with Kafka's generic message.
+        assert_eq!(
+            c.on_authenticate(b"c=biws,r=clisrv,p=AAAA", &a),
+            Step::Authenticate {
+                error: SASL_AUTHENTICATION_FAILED,
+                message: Some(crate::scram::failed_message(m)),
+                auth_bytes: Vec::new(),
+            }
+        );
+        assert!(matches!(c.phase, Phase::Closed));
     }
 }

@@ -12,7 +12,8 @@
 //! - malformed input (truncated, oversized, hostile array count, bad CRC) gets its defined
 //!   outcome while other connections keep working; an unknown key or version is answered with
 //!   UNSUPPORTED_VERSION and the connection kept;
-//! - SIGTERM exits 0; SIGKILL + restart keeps every acknowledged batch and the topic ids.
+//! - SIGTERM exits 0; SIGKILL + restart keeps every acknowledged batch and the topic ids, acks=1
+//!   batches too (the write-behind tail answers acks=1 once its block write is durable).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
@@ -177,6 +178,17 @@ fn make_batch(pid: i64, seq: i32, values: &[&str]) -> Vec<u8> {
 
 /// Produces one batch (acks=all) and returns (error code, base offset).
 fn produce(client: &mut Client, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+    produce_acks(client, topic, partition, records, -1)
+}
+
+/// Produces one batch with `acks` (-1 or 1) and returns (error code, base offset).
+fn produce_acks(
+    client: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: Vec<u8>,
+    acks: i16,
+) -> (i16, i64) {
     let mut data = produce_request::PartitionProduceData::default();
     data.index = partition;
     data.records = Some(Bytes::from(records));
@@ -184,7 +196,7 @@ fn produce(client: &mut Client, topic: &str, partition: i32, records: Vec<u8>) -
     t.name = TopicName(sb(topic));
     t.partition_data = vec![data];
     let mut request = ProduceRequest::default();
-    request.acks = -1;
+    request.acks = acks;
     request.timeout_ms = 10_000;
     request.topic_data = vec![t];
     let response: ProduceResponse = client.call(ApiKey::Produce, 9, &request);
@@ -734,4 +746,38 @@ fn sigkill_and_restart_keep_acknowledged_data_and_topic_ids() {
         .output()
         .unwrap();
     assert!(!second.status.success());
+}
+
+#[test]
+fn sigkill_right_after_acks_one_produce_keeps_the_batches() {
+    // Kafka answers acks=1 once the leader appended (its page cache survives a process kill);
+    // Lockstep writes its tail behind, so acks=1 waits for the block write that covers it. The
+    // broker is killed at once after the last answer: every answered batch must be there.
+    let mut broker = Broker::start();
+    let mut client = broker.client();
+    let id = create_topic(&mut client, "acks-one", 2);
+    let mut sent: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 2];
+    for i in 0..60 {
+        let partition = i % 2;
+        let b = make_batch(-1, -1, &[&format!("acks1-{i}"), &"x".repeat(3000)]);
+        assert_eq!(
+            produce_acks(&mut client, "acks-one", partition, b.clone(), 1).0,
+            0
+        );
+        sent[partition as usize].push(b);
+    }
+    broker.kill();
+    drop(client);
+    broker.spawn(&[]);
+    let mut client = broker.client();
+    for partition in 0..2 {
+        let got = fetch_all(&mut client, "acks-one", id, partition, 13);
+        let want = expected_log(&sent[partition as usize]);
+        assert!(
+            got == want,
+            "partition {partition}: {} bytes after the restart, {} answered",
+            got.len(),
+            want.len()
+        );
+    }
 }

@@ -112,6 +112,7 @@ fn random_snapshot(rng: &mut SmallRng) -> ShardSnapshot {
         transactions: vec![],
         transaction_locks: vec![],
         group_offsets: vec![],
+        producer_transactions: vec![],
     }
 }
 

@@ -98,7 +98,11 @@ impl Broker {
         let port = free_port();
         let shards = options.shards.unwrap_or_else(cores);
         let metrics_port = options.metrics.then(free_port);
-        let mut command = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+        // `LOCKSTEP_BROKER_BIN` runs another build (an A/B of two engines in one bench build).
+        let binary = std::env::var_os("LOCKSTEP_BROKER_BIN")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_lockstep").into());
+        let mut command = Command::new(&binary);
         command
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--shards", &shards.to_string()])
@@ -113,7 +117,7 @@ impl Broker {
         die_with_parent(&mut command);
         let mut child = command
             .spawn()
-            .map_err(|e| format!("starting {}: {e}", env!("CARGO_BIN_EXE_lockstep")))?;
+            .map_err(|e| format!("starting {}: {e}", binary.display()))?;
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

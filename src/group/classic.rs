@@ -1136,6 +1136,28 @@ impl ClassicGroup {
     }
 
     /// OffsetCommit's membership check (Kafka's `ClassicGroup.validateOffsetCommit`).
+    /// TxnOffsetCommit's check (Kafka's `validateOffsetCommit` with `isTransactional`): as an
+    /// OffsetCommit's, except that a commit without member id and generation is accepted from
+    /// a non-empty group (older TxnOffsetCommit versions carry neither) and a rebalance in
+    /// progress does not refuse it.
+    pub fn validate_txn_offset_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), ResponseError> {
+        if generation_id < 0 && self.state == ClassicState::Empty {
+            return Ok(());
+        }
+        if generation_id >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            self.validate_member(member_id, instance_id)?;
+            if generation_id != self.generation_id {
+                return Err(ResponseError::IllegalGeneration);
+            }
+        }
+        Ok(())
+    }
+
     pub fn validate_offset_commit(
         &self,
         member_id: &str,

@@ -17,12 +17,20 @@
 //!
 //! Replay ([`ConsumerGroups::restore`]): the snapshot's `group_offsets`, then every
 //! `GroupOffsetCommit` entry in order; the latest entry of (group, topic, partition) wins and a
-//! tombstone removes it.
+//! tombstone removes it. Entries with a producer id are pending transactional offsets
+//! ([`txn_offsets`]), replayed into [`txn_offsets::PendingTxnOffsets`] the same way.
+//!
+//! Transactional offsets (TxnOffsetCommit, issue 17): [`ConsumerGroups::txn_commit`] validates as
+//! Kafka's `validateTransactionalOffsetCommit` and keeps the offsets pending per producer;
+//! [`ConsumerGroups::txn_marker`] commits or drops them when the transaction ends. A commit
+//! overwrites the partition's committed offset even if a plain OffsetCommit came in between
+//! (Kafka keeps the later of the two by their position in its offsets log).
 
 pub mod classic;
 pub mod consumer;
 pub mod offsets;
 pub mod ops;
+pub mod txn_offsets;
 
 pub use classic::{ClassicGroup, ClassicState};
 pub use consumer::ConsumerMembership;
@@ -134,6 +142,8 @@ pub struct ListedGroup {
 #[derive(Debug)]
 pub struct ConsumerGroups {
     groups: BTreeMap<String, ConsumerGroup>,
+    /// Offsets committed inside producer transactions, until their marker.
+    pending: txn_offsets::PendingTxnOffsets,
     entries: Vec<Entry>,
     /// `group.initial.rebalance.delay.ms`.
     pub initial_rebalance_delay_ms: u64,
@@ -148,6 +158,7 @@ impl Default for ConsumerGroups {
     fn default() -> ConsumerGroups {
         ConsumerGroups {
             groups: BTreeMap::new(),
+            pending: txn_offsets::PendingTxnOffsets::default(),
             entries: Vec::new(),
             initial_rebalance_delay_ms: GROUP_INITIAL_REBALANCE_DELAY_MS,
             retention_ms: OFFSETS_RETENTION_MS,
@@ -267,6 +278,122 @@ impl ConsumerGroups {
             self.push(e);
         }
         Ok(codes)
+    }
+
+    /// TxnOffsetCommit: validates the group fields as Kafka's
+    /// `validateTransactionalOffsetCommit` (an unknown group: created as a simple group when
+    /// `generation_id < 0`, else ILLEGAL_GENERATION; a KIP-848 member's stale epoch is
+    /// ILLEGAL_GENERATION), then keeps each partition's offset pending for `producer_id`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn txn_commit(
+        &mut self,
+        group_id: &str,
+        producer_id: i64,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+        partitions: &[CommitPartition],
+        now_ms: u64,
+    ) -> Result<Vec<i16>, ResponseError> {
+        if producer_id < 0 {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        }
+        if !self.groups.contains_key(group_id) {
+            if generation_id >= 0 {
+                return Err(ResponseError::IllegalGeneration);
+            }
+            self.get_or_create(group_id, now_ms);
+        }
+        let group = self.groups.get_mut(group_id).expect("exists");
+        match &mut group.membership {
+            Membership::Classic(c) => {
+                c.tick(now_ms);
+                c.validate_txn_offset_commit(member_id, instance_id, generation_id)?
+            }
+            Membership::Consumer(c) => c
+                .validate_offset_commit(member_id, generation_id)
+                .map_err(|e| match e {
+                    ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration,
+                    other => other,
+                })?,
+        }
+        let mut codes = Vec::with_capacity(partitions.len());
+        let mut journal = Vec::new();
+        for p in partitions {
+            let metadata = p.metadata.clone().unwrap_or_default();
+            if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                codes.push(ResponseError::OffsetMetadataTooLarge.code());
+                continue;
+            }
+            if p.offset < 0 || p.partition < 0 {
+                codes.push(ResponseError::OffsetOutOfRange.code());
+                continue;
+            }
+            let offset = CommittedOffset {
+                offset: p.offset,
+                leader_epoch: p.leader_epoch.max(-1),
+                metadata,
+                commit_timestamp_ms: now_ms as i64,
+                expire_timestamp_ms: None,
+            };
+            journal.push(
+                self.pending
+                    .add(group_id, producer_id, &p.topic, p.partition, offset),
+            );
+            codes.push(0);
+        }
+        for e in journal {
+            self.push(e);
+        }
+        Ok(codes)
+    }
+
+    /// The end of `producer_id`'s transaction in `group_id` (GroupTxnMarker): its pending
+    /// offsets become committed (commit) or are dropped (abort). Idempotent: a producer with
+    /// nothing pending changes nothing. Returns how many offsets it resolved.
+    pub fn txn_marker(
+        &mut self,
+        group_id: &str,
+        producer_id: i64,
+        outcome: crate::ptxn::TxnOutcome,
+        now_ms: u64,
+    ) -> usize {
+        let (taken, removals) = self.pending.take(group_id, producer_id);
+        let resolved = taken.len();
+        if outcome == crate::ptxn::TxnOutcome::Commit && !taken.is_empty() {
+            let group = self.get_or_create(group_id, now_ms);
+            let committed: Vec<GroupOffsetCommit> = taken
+                .into_iter()
+                .map(|((topic, partition), offset)| {
+                    group.offsets.commit(group_id, &topic, partition, offset)
+                })
+                .collect();
+            for e in committed {
+                self.push(e);
+            }
+        }
+        for e in removals {
+            self.push(e);
+        }
+        resolved
+    }
+
+    /// OffsetFetch's `require_stable`: partitions with a pending transactional offset get
+    /// UNSTABLE_OFFSET_COMMIT and offset -1 (Kafka).
+    pub fn mark_unstable(&self, group_id: &str, fetched: &mut [FetchedOffset]) {
+        for f in fetched.iter_mut() {
+            if f.error_code == 0 && self.pending.has_pending(group_id, &f.topic, f.partition) {
+                f.error_code = ResponseError::UnstableOffsetCommit.code();
+                f.offset = -1;
+                f.leader_epoch = -1;
+                f.metadata = String::new();
+            }
+        }
+    }
+
+    /// Whether `group_id` has offsets pending in producer transactions.
+    pub fn has_pending_txn_offsets(&self, group_id: &str) -> bool {
+        self.pending.group_has_pending(group_id)
     }
 
     /// OffsetFetch of one group: the named partitions (`None`: every committed offset). An
@@ -461,10 +588,13 @@ impl ConsumerGroups {
 
     /// Every committed offset, for a journal snapshot. Call after [`Self::take_entries`].
     pub fn durable_offsets(&self) -> Vec<GroupOffsetCommit> {
-        self.groups
+        let mut out: Vec<GroupOffsetCommit> = self
+            .groups
             .values()
             .flat_map(|g| g.offsets.entries(&g.group_id))
-            .collect()
+            .collect();
+        out.extend(self.pending.entries());
+        out
     }
 
     /// Rebuilds the committed offsets from a recovered journal (membership starts empty).
@@ -482,6 +612,10 @@ impl ConsumerGroups {
             _ => None,
         });
         for o in snapshot.chain(entries) {
+            if o.producer_id >= 0 {
+                groups.pending.replay(o);
+                continue;
+            }
             groups.get_or_create(&o.group_id, now_ms).offsets.replay(o);
         }
         groups.groups.retain(|_, g| !g.offsets.is_empty());
@@ -491,6 +625,10 @@ impl ConsumerGroups {
     /// Replays entries directly (tests).
     pub fn replay(&mut self, entries: &[GroupOffsetCommit], now_ms: u64) {
         for o in entries {
+            if o.producer_id >= 0 {
+                self.pending.replay(o);
+                continue;
+            }
             self.get_or_create(&o.group_id, now_ms).offsets.replay(o);
         }
         self.groups

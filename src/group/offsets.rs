@@ -176,6 +176,7 @@ fn entry_of(
         metadata: committed.map_or(String::new(), |c| c.metadata.clone()),
         commit_timestamp_ms: committed.map_or(0, |c| c.commit_timestamp_ms),
         expire_timestamp_ms: committed.and_then(|c| c.expire_timestamp_ms).unwrap_or(-1),
+        producer_id: -1,
     }
 }
 

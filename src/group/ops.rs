@@ -51,11 +51,22 @@ pub enum GroupOp {
         api_version: i16,
         partitions: Vec<CommitPartition>,
     },
-    /// OffsetFetch (`topics: None`: every committed offset).
+    /// OffsetFetch (`topics: None`: every committed offset). `require_stable` (v7+): a
+    /// partition with an offset pending in a producer transaction is UNSTABLE_OFFSET_COMMIT.
     Fetch {
         group_id: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
         member: Option<(String, i32)>,
+        require_stable: bool,
+    },
+    /// TxnOffsetCommit: offsets pending in `producer_id`'s transaction until its marker.
+    TxnCommit {
+        group_id: String,
+        producer_id: i64,
+        member_id: String,
+        group_instance_id: Option<String>,
+        generation_id: i32,
+        partitions: Vec<CommitPartition>,
     },
     /// OffsetDelete.
     DeleteOffsets {
@@ -261,12 +272,39 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             group_id,
             topics,
             member,
+            require_stable,
         } => GroupReply::Fetched(
             groups
                 .fetch(
                     &group_id,
                     topics.as_deref(),
                     member.as_ref().map(|(m, e)| (m.as_str(), *e)),
+                    now_ms,
+                )
+                .map(|mut fetched| {
+                    if require_stable {
+                        groups.mark_unstable(&group_id, &mut fetched);
+                    }
+                    fetched
+                })
+                .map_err(|e| e.code()),
+        ),
+        GroupOp::TxnCommit {
+            group_id,
+            producer_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            partitions,
+        } => GroupReply::Committed(
+            groups
+                .txn_commit(
+                    &group_id,
+                    producer_id,
+                    &member_id,
+                    group_instance_id.as_deref(),
+                    generation_id,
+                    &partitions,
                     now_ms,
                 )
                 .map_err(|e| e.code()),

@@ -180,3 +180,72 @@ fn deleting_an_empty_group_writes_tombstones() {
         Err(ResponseError::GroupIdNotFound)
     );
 }
+
+/// TxnOffsetCommit (issue 17): validated as Kafka's transactional commit, pending (invisible,
+/// UNSTABLE_OFFSET_COMMIT with require_stable) until the marker; commit makes the offsets
+/// committed, abort drops them, a repeated marker changes nothing; the journal replays to the
+/// same committed and pending state.
+#[test]
+fn transactional_offsets_are_pending_until_the_marker() {
+    use crate::ptxn::TxnOutcome::{Abort, Commit};
+    let mut groups = ConsumerGroups::new();
+    // Unknown group with a generation: ILLEGAL_GENERATION; a simple one is created.
+    assert_eq!(
+        groups.txn_commit("g", 7, "m", None, 1, &commit_at(5), 1),
+        Err(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(groups.txn_commit("g", 7, "", None, -1, &commit_at(5), 1), Ok(vec![0]));
+    let (member, generation) = stable_member(&mut groups, 2);
+    // Unlike OffsetCommit, no member id and generation is accepted from a non-empty group.
+    assert_eq!(groups.txn_commit("g", 8, "", None, -1, &commit_at(6), 3), Ok(vec![0]));
+    assert_eq!(
+        groups.txn_commit("g", 8, &member, Some("i"), generation + 1, &commit_at(6), 3),
+        Err(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        groups.txn_commit("g", 8, "nobody", None, generation, &commit_at(6), 3),
+        Err(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        groups.txn_commit("g", 8, &member, Some("i"), generation, &commit_at(9), 3),
+        Ok(vec![0])
+    );
+    let parts = [("t".to_string(), vec![0])];
+    let fetch = |groups: &mut ConsumerGroups, stable: bool| {
+        let mut f = groups.fetch("g", Some(&parts), None, 4).unwrap();
+        if stable {
+            groups.mark_unstable("g", &mut f);
+        }
+        (f[0].offset, f[0].error_code)
+    };
+    assert_eq!(fetch(&mut groups, false), (-1, 0), "pending offsets are invisible");
+    assert_eq!(fetch(&mut groups, true), (-1, ResponseError::UnstableOffsetCommit.code()));
+    assert_eq!(groups.txn_marker("g", 7, Abort, 4), 1);
+    assert_eq!(fetch(&mut groups, false), (-1, 0), "aborted: dropped");
+    assert_eq!(fetch(&mut groups, true).1, ResponseError::UnstableOffsetCommit.code(), "8 still pending");
+    let before_replay = groups.take_entries();
+    assert_eq!(groups.txn_marker("g", 8, Commit, 5), 1);
+    assert_eq!(fetch(&mut groups, true), (9, 0));
+    assert_eq!(groups.txn_marker("g", 8, Commit, 6), 0, "idempotent");
+    assert!(!groups.has_pending_txn_offsets("g"));
+    // A pending offset of another producer survives a replay (from entries and from a snapshot).
+    assert_eq!(groups.txn_commit("g", 9, "", None, -1, &commit_at(11), 7), Ok(vec![0]));
+    let journal: Vec<GroupOffsetCommit> = before_replay
+        .into_iter()
+        .chain(groups.take_entries())
+        .map(|e| match e {
+            Entry::GroupOffsetCommit(o) => o,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let mut replayed = ConsumerGroups::new();
+    replayed.replay(&journal, 8);
+    assert_eq!(replayed.durable_offsets(), groups.durable_offsets());
+    assert!(replayed.has_pending_txn_offsets("g"));
+    let mut from_snapshot = ConsumerGroups::new();
+    from_snapshot.replay(&groups.durable_offsets(), 8);
+    assert_eq!(from_snapshot.durable_offsets(), groups.durable_offsets());
+    assert_eq!(from_snapshot.txn_marker("g", 9, Commit, 9), 1);
+    let f = from_snapshot.fetch("g", Some(&parts), None, 9).unwrap();
+    assert_eq!(f[0].offset, 11);
+}

@@ -53,10 +53,11 @@ pub enum EntryKind {
     TransactionRecord = 32,
     TransactionLocks = 33,
     GroupOffsetCommit = 48,
+    ProducerTransaction = 64,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 8] = [
+    pub const ALL: [EntryKind; 9] = [
         EntryKind::SnapshotBegin,
         EntryKind::SnapshotChunk,
         EntryKind::SnapshotEnd,
@@ -65,6 +66,7 @@ impl EntryKind {
         EntryKind::TransactionRecord,
         EntryKind::TransactionLocks,
         EntryKind::GroupOffsetCommit,
+        EntryKind::ProducerTransaction,
     ];
 
     pub const fn code(self) -> u16 {
@@ -86,6 +88,7 @@ impl EntryKind {
             EntryKind::TransactionRecord => "TransactionRecord",
             EntryKind::TransactionLocks => "TransactionLocks",
             EntryKind::GroupOffsetCommit => "GroupOffsetCommit",
+            EntryKind::ProducerTransaction => "ProducerTransaction",
         }
     }
 
@@ -280,6 +283,29 @@ pub struct GroupOffsetCommit {
     pub commit_timestamp_ms: i64,
     /// -1: none (the broker's `offsets.retention.minutes` applies).
     pub expire_timestamp_ms: i64,
+    /// -1: a committed offset; otherwise a pending transactional offset of this producer
+    /// (TxnOffsetCommit, issue 17), which `offset: None` removes (version 2).
+    pub producer_id: i64,
+}
+
+/// A producer transaction coordinator's record of one transactional id (`ProducerTransaction`,
+/// issue 17; `ptxn::coordinator::TxnMetadata`): the latest record of an id replaces the earlier
+/// ones; state 6 (Dead) is a tombstone. States are Kafka's ids (0 Empty .. 7 PrepareEpochFence).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProducerTransaction {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_producer_id: i64,
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: u8,
+    /// (topic name, partition), sorted.
+    pub partitions: Vec<(String, i32)>,
+    pub groups: Vec<String>,
+    pub start_time_ms: i64,
+    pub update_time_ms: i64,
+    pub two_phase: bool,
 }
 
 /// The payload of a journal snapshot: the shard's whole durable state.
@@ -290,6 +316,8 @@ pub struct ShardSnapshot {
     pub transaction_locks: Vec<TransactionLocks>,
     /// Committed offsets of the consumer groups coordinated by the shard (ShardSnapshot v2).
     pub group_offsets: Vec<GroupOffsetCommit>,
+    /// Transactional ids coordinated by the shard (ShardSnapshot v3).
+    pub producer_transactions: Vec<ProducerTransaction>,
 }
 
 /// First entry of a snapshot.
@@ -329,6 +357,7 @@ pub enum Entry {
     TransactionRecord(TransactionRecord),
     TransactionLocks(TransactionLocks),
     GroupOffsetCommit(GroupOffsetCommit),
+    ProducerTransaction(ProducerTransaction),
 }
 
 fn serialize_topic_id<S: serde::Serializer>(id: &TopicId, s: S) -> Result<S::Ok, S::Error> {
@@ -717,7 +746,7 @@ fb_table!(TransactionLocksFb, locks_slots, version 1, fbs ["TransactionLocks"] {
     5 ranges: ForwardsUOffset<Vector<'a, LockedRangeFb>> = "[LockedRange]", "", false;
 });
 
-fb_table!(GroupOffsetCommitFb, offset_slots, version 1, fbs ["GroupOffsetCommit"] {
+fb_table!(GroupOffsetCommitFb, offset_slots, version 2, fbs ["GroupOffsetCommit"] {
     0 version: u16 = "ushort", "0", false;
     1 group_id: ForwardsUOffset<&'a str> = "string", "", true;
     2 topic: ForwardsUOffset<&'a str> = "string", "", true;
@@ -727,9 +756,28 @@ fb_table!(GroupOffsetCommitFb, offset_slots, version 1, fbs ["GroupOffsetCommit"
     6 metadata: ForwardsUOffset<&'a str> = "string", "", false;
     7 commit_timestamp_ms: i64 = "long", "0", false;
     8 expire_timestamp_ms: i64 = "long", "-1", false;
+    9 producer_id: i64 = "long", "-1", false;
 });
 
-fb_table!(ShardSnapshotFb, shard_slots, version 2, fbs ["ShardSnapshot"] {
+fb_table!(ProducerTransactionFb, ptxn_slots, version 1, fbs ["ProducerTransaction"] {
+    0 version: u16 = "ushort", "0", false;
+    1 transactional_id: ForwardsUOffset<&'a str> = "string", "", true;
+    2 producer_id: i64 = "long", "-1", false;
+    3 producer_epoch: i16 = "short", "-1", false;
+    4 last_producer_id: i64 = "long", "-1", false;
+    5 last_producer_epoch: i16 = "short", "-1", false;
+    6 timeout_ms: i32 = "int", "0", false;
+    7 state: u8 = "ubyte", "0", false;
+    8 partition_topics: ForwardsUOffset<Vector<'a, ForwardsUOffset<&'a str>>> = "[string]", "",
+        false;
+    9 partition_indexes: ForwardsUOffset<Vector<'a, i32>> = "[int]", "", false;
+    10 groups: ForwardsUOffset<Vector<'a, ForwardsUOffset<&'a str>>> = "[string]", "", false;
+    11 start_time_ms: i64 = "long", "-1", false;
+    12 update_time_ms: i64 = "long", "0", false;
+    13 two_phase: bool = "bool", "0", false;
+});
+
+fb_table!(ShardSnapshotFb, shard_slots, version 3, fbs ["ShardSnapshot"] {
     0 version: u16 = "ushort", "0", false;
     1 share_partitions: ForwardsUOffset<Vector<'a, ForwardsUOffset<SharePartitionFb<'a>>>>
         = "[SharePartitionSnapshot]", "", false;
@@ -739,6 +787,8 @@ fb_table!(ShardSnapshotFb, shard_slots, version 2, fbs ["ShardSnapshot"] {
         = "[TransactionLocks]", "", false;
     4 group_offsets: ForwardsUOffset<Vector<'a, ForwardsUOffset<GroupOffsetCommitFb<'a>>>>
         = "[GroupOffsetCommit]", "", false;
+    5 producer_transactions: ForwardsUOffset<Vector<'a, ForwardsUOffset<ProducerTransactionFb<'a>>>>
+        = "[ProducerTransaction]", "", false;
 });
 
 /// Every table layout, for the schema test.
@@ -750,6 +800,7 @@ pub const TABLES: &[TableSchema] = &[
     TransactionRecordFb::SCHEMA,
     TransactionLocksFb::SCHEMA,
     GroupOffsetCommitFb::SCHEMA,
+    ProducerTransactionFb::SCHEMA,
     ShardSnapshotFb::SCHEMA,
 ];
 
@@ -952,6 +1003,58 @@ fn decode_group_offset(view: GroupOffsetCommitFb<'_>) -> Result<GroupOffsetCommi
         metadata: view.metadata().unwrap_or("").to_string(),
         commit_timestamp_ms: view.commit_timestamp_ms().unwrap_or(0),
         expire_timestamp_ms: view.expire_timestamp_ms().unwrap_or(-1),
+        producer_id: view.producer_id().unwrap_or(-1).max(-1),
+    })
+}
+
+fn decode_producer_transaction(
+    view: ProducerTransactionFb<'_>,
+) -> Result<ProducerTransaction, EntryError> {
+    const T: &str = "ProducerTransaction";
+    check_version(T, view.version(), ProducerTransactionFb::SCHEMA.version_current)?;
+    let state = view.state().unwrap_or(0);
+    if state > 7 {
+        return Err(field_error(T, "state", format!("unknown state {state}")));
+    }
+    let topics: Vec<String> = view
+        .partition_topics()
+        .map(|v| v.iter().map(str::to_string).collect())
+        .unwrap_or_default();
+    let indexes: Vec<i32> = view
+        .partition_indexes()
+        .map(|v| v.iter().collect())
+        .unwrap_or_default();
+    if topics.len() != indexes.len() {
+        return Err(field_error(
+            T,
+            "partition_indexes",
+            format!("{} topics but {} partition indexes", topics.len(), indexes.len()),
+        ));
+    }
+    let mut partitions = Vec::with_capacity(topics.len());
+    for (topic, index) in topics.into_iter().zip(indexes) {
+        partitions.push((topic, check_partition(T, index)?));
+    }
+    let producer_epoch = view.producer_epoch().unwrap_or(-1);
+    if producer_epoch < -1 {
+        return Err(field_error(T, "producer_epoch", format!("invalid epoch {producer_epoch}")));
+    }
+    Ok(ProducerTransaction {
+        transactional_id: required(T, "transactional_id", view.transactional_id())?.to_string(),
+        producer_id: view.producer_id().unwrap_or(-1),
+        producer_epoch,
+        last_producer_id: view.last_producer_id().unwrap_or(-1),
+        last_producer_epoch: view.last_producer_epoch().unwrap_or(-1),
+        timeout_ms: view.timeout_ms().unwrap_or(0),
+        state,
+        partitions,
+        groups: view
+            .groups()
+            .map(|v| v.iter().map(str::to_string).collect())
+            .unwrap_or_default(),
+        start_time_ms: view.start_time_ms().unwrap_or(-1),
+        update_time_ms: view.update_time_ms().unwrap_or(0),
+        two_phase: view.two_phase().unwrap_or(false),
     })
 }
 
@@ -1047,6 +1150,14 @@ fn decode_shard_snapshot(view: ShardSnapshotFb<'_>) -> Result<ShardSnapshot, Ent
         snapshot.group_offsets.reserve(vector.len());
         for offset in vector.iter() {
             snapshot.group_offsets.push(decode_group_offset(offset)?);
+        }
+    }
+    if let Some(vector) = view.producer_transactions() {
+        snapshot.producer_transactions.reserve(vector.len());
+        for txn in vector.iter() {
+            snapshot
+                .producer_transactions
+                .push(decode_producer_transaction(txn)?);
         }
     }
     Ok(snapshot)
@@ -1190,6 +1301,7 @@ fn build_group_offset(fbb: &mut FlatBufferBuilder<'_>, commit: &GroupOffsetCommi
     fbb.push_slot::<i64>(s::offset, offset_or_unset(commit.offset), -1);
     fbb.push_slot::<i64>(s::commit_timestamp_ms, commit.commit_timestamp_ms, 0);
     fbb.push_slot::<i64>(s::expire_timestamp_ms, commit.expire_timestamp_ms, -1);
+    fbb.push_slot::<i64>(s::producer_id, commit.producer_id, -1);
     fbb.push_slot_always(s::group_id, group_id);
     fbb.push_slot_always(s::topic, topic);
     fbb.push_slot_always(s::metadata, metadata);
@@ -1199,6 +1311,44 @@ fn build_group_offset(fbb: &mut FlatBufferBuilder<'_>, commit: &GroupOffsetCommi
     let table = fbb.end_table(table);
     fbb.required(table, s::group_id, "group_id");
     fbb.required(table, s::topic, "topic");
+    table
+}
+
+fn build_producer_transaction(
+    fbb: &mut FlatBufferBuilder<'_>,
+    txn: &ProducerTransaction,
+) -> Finished {
+    use ptxn_slots as s;
+    assert!(txn.state <= 7, "unknown producer transaction state {}", txn.state);
+    assert!(txn.partitions.iter().all(|(_, p)| *p >= 0), "negative partition");
+    let id = fbb.create_string(&txn.transactional_id);
+    let topics: Vec<_> = txn
+        .partitions
+        .iter()
+        .map(|(t, _)| fbb.create_string(t))
+        .collect();
+    let topics = fbb.create_vector(&topics);
+    let indexes: Vec<i32> = txn.partitions.iter().map(|(_, p)| *p).collect();
+    let indexes = fbb.create_vector(&indexes);
+    let groups: Vec<_> = txn.groups.iter().map(|g| fbb.create_string(g)).collect();
+    let groups = fbb.create_vector(&groups);
+    let table = fbb.start_table();
+    fbb.push_slot::<i64>(s::producer_id, txn.producer_id, -1);
+    fbb.push_slot::<i64>(s::last_producer_id, txn.last_producer_id, -1);
+    fbb.push_slot::<i64>(s::start_time_ms, txn.start_time_ms, -1);
+    fbb.push_slot::<i64>(s::update_time_ms, txn.update_time_ms, 0);
+    fbb.push_slot_always(s::transactional_id, id);
+    fbb.push_slot_always(s::partition_topics, topics);
+    fbb.push_slot_always(s::partition_indexes, indexes);
+    fbb.push_slot_always(s::groups, groups);
+    fbb.push_slot::<i32>(s::timeout_ms, txn.timeout_ms, 0);
+    fbb.push_slot::<i16>(s::producer_epoch, txn.producer_epoch, -1);
+    fbb.push_slot::<i16>(s::last_producer_epoch, txn.last_producer_epoch, -1);
+    fbb.push_slot::<u16>(s::version, ProducerTransactionFb::SCHEMA.version_current, 0);
+    fbb.push_slot::<u8>(s::state, txn.state, 0);
+    fbb.push_slot::<bool>(s::two_phase, txn.two_phase, false);
+    let table = fbb.end_table(table);
+    fbb.required(table, s::transactional_id, "transactional_id");
     table
 }
 
@@ -1281,11 +1431,18 @@ fn build_shard_snapshot(fbb: &mut FlatBufferBuilder<'_>, snapshot: &ShardSnapsho
         .map(|o| build_group_offset(fbb, o))
         .collect();
     let offsets = fbb.create_vector(&offsets);
+    let ptxns: Vec<Finished> = snapshot
+        .producer_transactions
+        .iter()
+        .map(|t| build_producer_transaction(fbb, t))
+        .collect();
+    let ptxns = fbb.create_vector(&ptxns);
     let table = fbb.start_table();
     fbb.push_slot_always(s::share_partitions, partitions);
     fbb.push_slot_always(s::transactions, transactions);
     fbb.push_slot_always(s::transaction_locks, locks);
     fbb.push_slot_always(s::group_offsets, offsets);
+    fbb.push_slot_always(s::producer_transactions, ptxns);
     fbb.push_slot::<u16>(s::version, ShardSnapshotFb::SCHEMA.version_current, 0);
     fbb.end_table(table)
 }
@@ -1303,6 +1460,7 @@ impl Entry {
             Entry::TransactionRecord(_) => EntryKind::TransactionRecord,
             Entry::TransactionLocks(_) => EntryKind::TransactionLocks,
             Entry::GroupOffsetCommit(_) => EntryKind::GroupOffsetCommit,
+            Entry::ProducerTransaction(_) => EntryKind::ProducerTransaction,
         }
     }
 
@@ -1321,6 +1479,7 @@ impl Entry {
             Entry::TransactionRecord(t) => build_transaction_record(fbb, t),
             Entry::TransactionLocks(l) => build_transaction_locks(fbb, l),
             Entry::GroupOffsetCommit(o) => build_group_offset(fbb, o),
+            Entry::ProducerTransaction(t) => build_producer_transaction(fbb, t),
         };
         fbb.finish_minimal(root);
         fbb.finished_data()
@@ -1359,6 +1518,9 @@ impl Entry {
             EntryKind::GroupOffsetCommit => {
                 Entry::GroupOffsetCommit(decode_group_offset(verified_root(table, payload)?)?)
             }
+            EntryKind::ProducerTransaction => Entry::ProducerTransaction(
+                decode_producer_transaction(verified_root(table, payload)?)?,
+            ),
         })
     }
 

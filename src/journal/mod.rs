@@ -20,9 +20,13 @@
 //! # Durability and group commit
 //! Flush state is the partition log's [`GroupCommit`]: at most one flush in flight, covering
 //! every entry appended before it began; entries appended meanwhile share the next one.
-//! [`Journal::begin_flush`] hands out a [`FlushTicket`] (the file to `fdatasync`, the byte
-//! range, the last sequence number it covers); the runtime syncs it through io_uring and calls
-//! [`Journal::complete_flush`]. [`Journal::flush`] does the same synchronously (`msync`). A
+//! [`Journal::begin_flush`] hands out a [`FlushTicket`] (the byte range, the blocks that cover
+//! it copied from the segment, the last sequence number it covers); the runtime writes the
+//! blocks through its io_uring engine (`O_DIRECT`, `O_DSYNC`: one durable write per flush, no
+//! file metadata changed since segments are preallocated) and calls
+//! [`Journal::complete_flush`]. [`Journal::flush`] does the same synchronously (`pwrite` of the
+//! range, `fdatasync`). The segment is mapped private ([`MmapRegion`]): an append is a
+//! `memcpy` that reaches the file only through a flush (or when the region is dropped). A
 //! failed flush poisons the journal: every later call fails with the original error, because
 //! after a failed `fsync` the page cache no longer says what is on disk. Restart to recover.
 //!
@@ -43,8 +47,10 @@
 //! Replay ([`Recovered`]) is the latest complete snapshot, then every other entry after it, in
 //! sequence order. Recovery syncs what it read, so everything replayed is durable.
 //!
-//! Known limit: a power loss can write back unsynced pages of the last segment out of order,
-//! leaving a zero hole before surviving frames. No entry there was durable, but recovery
+//! Known limit: a power loss during a flush can tear its block write out of order (sectors of
+//! one write land independently), leaving a zero hole before surviving frames inside that
+//! write's blocks (nothing else of the file is written unsynced: the map is private). No entry
+//! there was durable, but recovery
 //! cannot tell that hole from corruption of durable data, so it refuses to start and names the
 //! position (never silent loss); `lockstep-inspect journal` shows the damage.
 //!
@@ -53,6 +59,7 @@
 //! synchronous and I/O-generic ([`RegionDir`]): real maps in production, [`MemDir`] in tests.
 //!
 //! [`MemDir`]: crate::storage::mmap::MemDir
+//! [`MmapRegion`]: crate::storage::mmap::MmapRegion
 
 pub mod entries;
 mod error;
@@ -67,12 +74,14 @@ use std::sync::Arc;
 use flatbuffers::FlatBufferBuilder;
 
 use crate::constants::{
-    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, JOURNAL_ENTRY_BYTES_MAX, JOURNAL_SEGMENT_BYTES_DEFAULT,
-    JOURNAL_SEGMENT_BYTES_MAX, JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SNAPSHOT_BYTES_MAX,
-    JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT, JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
-    JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX, SEGMENT_HEADER_BYTES,
+    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, JOURNAL_BLOCK_BYTES, JOURNAL_ENTRY_BYTES_MAX,
+    JOURNAL_SEGMENT_BYTES_DEFAULT, JOURNAL_SEGMENT_BYTES_MAX, JOURNAL_SEGMENT_BYTES_MIN,
+    JOURNAL_SNAPSHOT_BYTES_MAX, JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT,
+    JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN, JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::log::group_commit::GroupCommit;
+use crate::log::BlockWrite;
 use crate::storage::frame::{
     self, encode_frame, frame_total_bytes, FrameError, FrameMeta, ScanEnd, SegmentHeader,
     SegmentKind,
@@ -215,17 +224,22 @@ pub struct Recovered {
     pub report: RecoveryReport,
 }
 
-/// A flush handed out by [`Journal::begin_flush`]: `fdatasync` `path` (or `msync` the byte
-/// range), then give the ticket back to [`Journal::complete_flush`] with the result.
+/// A flush handed out by [`Journal::begin_flush`]: perform `write` durably (the storage
+/// engine: one `O_DIRECT` + `O_DSYNC` write), then give the ticket back to
+/// [`Journal::complete_flush`] with the result.
 #[derive(Debug)]
 pub struct FlushTicket {
     flight_id: u64,
     segment_first_seq: u64,
-    /// The segment file to sync.
+    /// The segment file.
     pub path: PathBuf,
     /// Unsynced bytes of that file, `[offset, offset + len)`.
     pub offset: usize,
     pub len: usize,
+    /// The blocks that cover the unsynced bytes, as the segment holds them (zeros past the
+    /// last entry): block-aligned and a whole number of [`JOURNAL_BLOCK_BYTES`] unless the
+    /// segment's size is not (then it ends at the segment's end).
+    pub write: BlockWrite,
     /// Every entry up to and including this one is durable once the sync succeeds.
     pub upto_seq: u64,
 }
@@ -813,12 +827,24 @@ impl<D: RegionDir> Journal<D> {
             "unsynced entries lie in the active segment"
         );
         self.in_flight_segment = Some(a.first_seq);
+        let block = JOURNAL_BLOCK_BYTES as usize;
+        let lo = a.durable_pos / block * block;
+        let hi = a
+            .write_pos
+            .div_ceil(block)
+            .saturating_mul(block)
+            .min(a.region.len());
         Ok(Some(FlushTicket {
             flight_id: flight.id,
             segment_first_seq: a.first_seq,
             path: a.path.clone(),
             offset: a.durable_pos,
             len: a.write_pos - a.durable_pos,
+            write: BlockWrite {
+                path: a.path.clone(),
+                position: lo as u64,
+                data: a.region.bytes()[lo..hi].to_vec(),
+            },
             upto_seq: flight.target - 1,
         }))
     }

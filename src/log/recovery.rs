@@ -297,7 +297,16 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<Option<Segment<S::File>>, LogError> {
         let path = dir.join(segment_file_name(base));
         let file = storage.open(&path).map_err(io_err("open", &path))?;
-        let bytes = file.read_all().map_err(io_err("read", &path))?;
+        // Only up to the end of the written data: the preallocated rest was never written
+        // (zeros, a clean end), so recovery does not read it (FORMAT.md §5). A frame that
+        // reaches past the written data was never covered by a completed block write: a tail.
+        let len = file.len().map_err(io_err("stat", &path))?;
+        let data_end = file
+            .data_end()
+            .map_err(io_err("seek data", &path))?
+            .min(len);
+        let mut bytes = vec![0u8; usize::try_from(data_end).expect("segment fits memory")];
+        file.read_at(&mut bytes, 0).map_err(io_err("read", &path))?;
         let corrupt = |position: u64, reason: String| LogError::Corrupt {
             path: path.clone(),
             position,
@@ -334,7 +343,6 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, durable);
-        let len = bytes.len() as u64;
         let allocated = match &outcome {
             ScanOutcome::Torn { valid_end, .. } => *valid_end,
             _ => len,

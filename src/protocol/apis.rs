@@ -63,6 +63,7 @@ pub const LEAVE_GROUP: i16 = 13;
 pub const SYNC_GROUP: i16 = 14;
 pub const DESCRIBE_GROUPS: i16 = 15;
 pub const LIST_GROUPS: i16 = 16;
+pub const SASL_HANDSHAKE: i16 = 17;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
@@ -72,13 +73,23 @@ pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 pub const DESCRIBE_ACLS: i16 = 29;
 pub const CREATE_ACLS: i16 = 30;
 pub const DELETE_ACLS: i16 = 31;
+pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
+pub const ADD_OFFSETS_TO_TXN: i16 = 25;
+pub const END_TXN: i16 = 26;
+pub const TXN_OFFSET_COMMIT: i16 = 28;
 pub const DESCRIBE_CONFIGS: i16 = 32;
+pub const SASL_AUTHENTICATE: i16 = 36;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const OFFSET_DELETE: i16 = 47;
+pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
+pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
+pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+pub const DESCRIBE_TRANSACTIONS: i16 = 65;
+pub const LIST_TRANSACTIONS: i16 = 66;
 pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
 pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
@@ -206,6 +217,15 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 3,
     },
+    // SASL (issue 18): served by the connection before authentication (runtime::conn), and
+    // answered ILLEGAL_SASL_STATE afterwards or on a listener without SASL (as Kafka does).
+    ApiSpec {
+        key: SASL_HANDSHAKE,
+        name: "SaslHandshake",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: i16::MAX,
+    },
     ApiSpec {
         key: API_VERSIONS,
         name: "ApiVersions",
@@ -249,6 +269,36 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 4,
         flexible_min: 4,
     },
+    // Producer transactions (issue 17): Kafka 4.4's ranges.
+    ApiSpec {
+        key: ADD_PARTITIONS_TO_TXN,
+        name: "AddPartitionsToTxn",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 3,
+    },
+    ApiSpec {
+        key: ADD_OFFSETS_TO_TXN,
+        name: "AddOffsetsToTxn",
+        min_version: 0,
+        max_version: 4,
+        flexible_min: 3,
+    },
+    ApiSpec {
+        key: END_TXN,
+        name: "EndTxn",
+        min_version: 0,
+        max_version: 5,
+        flexible_min: 3,
+    },
+    // TxnOffsetCommit v0–4 (issue 17); v5 (transaction version 2) and v6 (topic ids) not served.
+    ApiSpec {
+        key: TXN_OFFSET_COMMIT,
+        name: "TxnOffsetCommit",
+        min_version: 0,
+        max_version: 4,
+        flexible_min: 3,
+    },
     ApiSpec {
         key: DESCRIBE_ACLS,
         name: "DescribeAcls",
@@ -276,6 +326,13 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 1,
         max_version: 4,
         flexible_min: 4,
+    },
+    ApiSpec {
+        key: SASL_AUTHENTICATE,
+        name: "SaslAuthenticate",
+        min_version: 0,
+        max_version: 2,
+        flexible_min: 2,
     },
     ApiSpec {
         key: CREATE_PARTITIONS,
@@ -307,6 +364,30 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 0,
         flexible_min: i16::MAX,
     },
+    // Client quotas: Lockstep has none, so every filter matches nothing (kafka-configs
+    // --describe --entity-type users asks before it describes SCRAM credentials).
+    ApiSpec {
+        key: DESCRIBE_CLIENT_QUOTAS,
+        name: "DescribeClientQuotas",
+        min_version: 0,
+        max_version: 1,
+        flexible_min: 1,
+    },
+    // SCRAM credentials (issue 18), Kafka 4.4's v0 (flexible).
+    ApiSpec {
+        key: DESCRIBE_USER_SCRAM_CREDENTIALS,
+        name: "DescribeUserScramCredentials",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    ApiSpec {
+        key: ALTER_USER_SCRAM_CREDENTIALS,
+        name: "AlterUserScramCredentials",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
     // Kafka 4.4's ranges: DescribeCluster v0–2, DescribeProducers v0 (both flexible from 0).
     ApiSpec {
         key: DESCRIBE_CLUSTER,
@@ -320,6 +401,22 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         name: "DescribeProducers",
         min_version: 0,
         max_version: 0,
+        flexible_min: 0,
+    },
+    // Producer transactions (issue 17).
+    ApiSpec {
+        key: DESCRIBE_TRANSACTIONS,
+        name: "DescribeTransactions",
+        min_version: 0,
+        max_version: 0,
+        flexible_min: 0,
+    },
+    // v0–1: v2's TransactionalIdPattern (a Java regular expression) is not served.
+    ApiSpec {
+        key: LIST_TRANSACTIONS,
+        name: "ListTransactions",
+        min_version: 0,
+        max_version: 1,
         flexible_min: 0,
     },
     // KIP-848 (`group.protocol=consumer`), Kafka 4.4's versions (flexible from 0); v1 adds the

@@ -58,6 +58,12 @@ impl FrameDecoder {
         }
     }
 
+    /// Changes the largest frame accepted from now on (bytes already buffered are kept).
+    pub fn set_frame_bytes_max(&mut self, frame_bytes_max: usize) {
+        assert!(frame_bytes_max > 0 && frame_bytes_max <= i32::MAX as usize);
+        self.frame_bytes_max = frame_bytes_max;
+    }
+
     /// Appends bytes read from the socket.
     pub fn extend(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);

@@ -38,6 +38,8 @@ enum Ty {
     ArrI8,
     /// Array of int32.
     ArrI32,
+    /// Array of int64.
+    ArrI64,
     /// Array of strings.
     ArrStr,
 }
@@ -156,6 +158,28 @@ const DELETE_GROUPS: &[Field] = &[f(0, ArrStr)];
 
 // InitProducerId v0–5 (flexible from 2).
 const INIT_PRODUCER_ID: &[Field] = &[f(0, Str), f(0, I32), f(3, I64), f(3, I16)];
+
+// AddPartitionsToTxn v0–5 (flexible from 3; batched from 4), AddOffsetsToTxn v0–4 and EndTxn
+// v0–5 (flexible from 3), DescribeTransactions v0 and ListTransactions v0–1 (flexible from 0).
+const ADD_PARTITIONS_TO_TXN_TOPIC: &[Field] = &[f(0, Str), f(0, ArrI32)];
+const ADD_PARTITIONS_TO_TXN_TRANSACTION: &[Field] = &[
+    f(0, Str),
+    f(0, I64),
+    f(0, I16),
+    f(0, Bool),
+    f(0, Arr(ADD_PARTITIONS_TO_TXN_TOPIC)),
+];
+const ADD_PARTITIONS_TO_TXN: &[Field] = &[
+    f(4, Arr(ADD_PARTITIONS_TO_TXN_TRANSACTION)),
+    fr(0, 3, Str),
+    fr(0, 3, I64),
+    fr(0, 3, I16),
+    fr(0, 3, Arr(ADD_PARTITIONS_TO_TXN_TOPIC)),
+];
+const ADD_OFFSETS_TO_TXN: &[Field] = &[f(0, Str), f(0, I64), f(0, I16), f(0, Str)];
+const END_TXN: &[Field] = &[f(0, Str), f(0, I64), f(0, I16), f(0, Bool)];
+const DESCRIBE_TRANSACTIONS: &[Field] = &[f(0, ArrStr)];
+const LIST_TRANSACTIONS_FIELDS: &[Field] = &[f(0, ArrStr), f(0, ArrI64), f(1, I64)];
 
 // OffsetForLeaderEpoch v2–4 (flexible from 4).
 const OFFSET_FOR_LEADER_EPOCH_PARTITION: &[Field] = &[f(0, I32), f(2, I32), f(0, I32)];
@@ -313,6 +337,34 @@ const OFFSET_DELETE_PARTITION: &[Field] = &[f(0, I32)];
 const OFFSET_DELETE_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_PARTITION))];
 const OFFSET_DELETE: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_TOPIC))];
 
+// SASL and SCRAM credentials (issue 18): SaslHandshake v0–1, SaslAuthenticate v0–2 (flexible
+// from 2), DescribeClientQuotas v0–1 (flexible from 1), Describe/AlterUserScramCredentials v0
+// (flexible).
+const SASL_HANDSHAKE: &[Field] = &[f(0, Str)];
+const SASL_AUTHENTICATE: &[Field] = &[f(0, Bytes)];
+const QUOTA_COMPONENT: &[Field] = &[f(0, Str), f(0, I8), f(0, Str)];
+const DESCRIBE_CLIENT_QUOTAS: &[Field] = &[f(0, Arr(QUOTA_COMPONENT)), f(0, Bool)];
+const SCRAM_USER: &[Field] = &[f(0, Str)];
+const DESCRIBE_USER_SCRAM_CREDENTIALS: &[Field] = &[f(0, Arr(SCRAM_USER))];
+const SCRAM_DELETION: &[Field] = &[f(0, Str), f(0, I8)];
+const SCRAM_UPSERTION: &[Field] = &[f(0, Str), f(0, I8), f(0, I32), f(0, Bytes), f(0, Bytes)];
+const ALTER_USER_SCRAM_CREDENTIALS: &[Field] =
+    &[f(0, Arr(SCRAM_DELETION)), f(0, Arr(SCRAM_UPSERTION))];
+
+// TxnOffsetCommit v0–4 (flexible from 3).
+const TXN_OFFSET_COMMIT_PARTITION: &[Field] = &[f(0, I32), f(0, I64), f(2, I32), f(0, Str)];
+const TXN_OFFSET_COMMIT_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(TXN_OFFSET_COMMIT_PARTITION))];
+const TXN_OFFSET_COMMIT: &[Field] = &[
+    f(0, Str),
+    f(0, Str),
+    f(0, I64),
+    f(0, I16),
+    f(3, I32),
+    f(3, Str),
+    f(3, Str),
+    f(0, Arr(TXN_OFFSET_COMMIT_TOPIC)),
+];
+
 fn schema(api_key: i16) -> Option<&'static [Field]> {
     Some(match api_key {
         apis::PRODUCE => PRODUCE,
@@ -328,6 +380,7 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::LEAVE_GROUP => LEAVE_GROUP,
         apis::DESCRIBE_GROUPS => DESCRIBE_GROUPS,
         apis::OFFSET_DELETE => OFFSET_DELETE,
+        apis::TXN_OFFSET_COMMIT => TXN_OFFSET_COMMIT,
         apis::API_VERSIONS => API_VERSIONS,
         apis::CREATE_TOPICS => CREATE_TOPICS,
         apis::DELETE_TOPICS => DELETE_TOPICS,
@@ -335,6 +388,11 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::CREATE_PARTITIONS => CREATE_PARTITIONS,
         apis::DELETE_GROUPS => DELETE_GROUPS,
         apis::INIT_PRODUCER_ID => INIT_PRODUCER_ID,
+        apis::ADD_PARTITIONS_TO_TXN => ADD_PARTITIONS_TO_TXN,
+        apis::ADD_OFFSETS_TO_TXN => ADD_OFFSETS_TO_TXN,
+        apis::END_TXN => END_TXN,
+        apis::DESCRIBE_TRANSACTIONS => DESCRIBE_TRANSACTIONS,
+        apis::LIST_TRANSACTIONS => LIST_TRANSACTIONS_FIELDS,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
         apis::CREATE_ACLS => CREATE_ACLS,
         apis::DESCRIBE_ACLS => ACL_FIELDS,
@@ -359,6 +417,11 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         | apis::SHARE_COMMIT_TRANSACTION
         | apis::SHARE_ABORT_TRANSACTION => SHARE_TRANSACTION_OUTCOME,
         apis::SHARE_LIST_TRANSACTIONS => SHARE_LIST_TRANSACTIONS,
+        apis::SASL_HANDSHAKE => SASL_HANDSHAKE,
+        apis::SASL_AUTHENTICATE => SASL_AUTHENTICATE,
+        apis::DESCRIBE_CLIENT_QUOTAS => DESCRIBE_CLIENT_QUOTAS,
+        apis::DESCRIBE_USER_SCRAM_CREDENTIALS => DESCRIBE_USER_SCRAM_CREDENTIALS,
+        apis::ALTER_USER_SCRAM_CREDENTIALS => ALTER_USER_SCRAM_CREDENTIALS,
         _ => return None,
     })
 }
@@ -527,6 +590,10 @@ impl<'a> Cursor<'a> {
                 ArrI32 => {
                     let count = self.array_count(flexible)?;
                     self.skip(usize::try_from(count * 4).unwrap_or(usize::MAX))?;
+                }
+                ArrI64 => {
+                    let count = self.array_count(flexible)?;
+                    self.skip(usize::try_from(count * 8).unwrap_or(usize::MAX))?;
                 }
                 ArrStr => {
                     for _ in 0..self.array_count(flexible)? {
@@ -785,6 +852,55 @@ mod tests {
                 t.partition_indexes = vec![0, 1];
                 let mut r = DescribeProducersRequest::default();
                 r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::ADD_PARTITIONS_TO_TXN => {
+                let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![0, 1];
+                let mut r = AddPartitionsToTxnRequest::default();
+                if version >= 4 {
+                    let mut x = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                    x.transactional_id = s("tx").into();
+                    x.producer_id = 7.into();
+                    x.producer_epoch = 1;
+                    x.verify_only = true;
+                    x.topics = vec![t.clone(), t];
+                    r.transactions = vec![x.clone(), x];
+                } else {
+                    r.v3_and_below_transactional_id = s("tx").into();
+                    r.v3_and_below_producer_id = 7.into();
+                    r.v3_and_below_producer_epoch = 1;
+                    r.v3_and_below_topics = vec![t.clone(), t];
+                }
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::ADD_OFFSETS_TO_TXN => {
+                let mut r = AddOffsetsToTxnRequest::default();
+                r.transactional_id = s("tx").into();
+                r.producer_id = 7.into();
+                r.group_id = GroupId(s("g"));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::END_TXN => {
+                let mut r = EndTxnRequest::default();
+                r.transactional_id = s("tx").into();
+                r.producer_id = 7.into();
+                r.committed = true;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_TRANSACTIONS => {
+                let mut r = DescribeTransactionsRequest::default();
+                r.transactional_ids = vec![s("a").into(), s("b").into()];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::LIST_TRANSACTIONS => {
+                let mut r = ListTransactionsRequest::default();
+                r.state_filters = vec![s("Ongoing")];
+                r.producer_id_filters = vec![1.into(), 2.into()];
+                if version >= 1 {
+                    r.duration_filter = 5;
+                }
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::INIT_PRODUCER_ID => {
@@ -1069,6 +1185,66 @@ mod tests {
                 t.partitions = vec![p.clone(), p];
                 let mut r = OffsetDeleteRequest::default();
                 r.group_id = GroupId(s("g"));
+                r.topics = vec![t.clone(), t];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SASL_HANDSHAKE => {
+                let r = SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-256"));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::SASL_AUTHENTICATE => {
+                let r = SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::from_static(b"n,,n=u,r=abc"));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_CLIENT_QUOTAS => {
+                let c = describe_client_quotas_request::ComponentData::default()
+                    .with_entity_type(s("user"))
+                    .with_match_type(0)
+                    .with_match(Some(s("alice")));
+                let r = DescribeClientQuotasRequest::default()
+                    .with_components(vec![c.clone(), c])
+                    .with_strict(true);
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_USER_SCRAM_CREDENTIALS => {
+                let u = describe_user_scram_credentials_request::UserName::default()
+                    .with_name(s("alice"));
+                let r = DescribeUserScramCredentialsRequest::default()
+                    .with_users(Some(vec![u.clone(), u]));
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::ALTER_USER_SCRAM_CREDENTIALS => {
+                let d = alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                    .with_name(s("bob"))
+                    .with_mechanism(2);
+                let u = alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(s("alice"))
+                    .with_mechanism(1)
+                    .with_iterations(8192)
+                    .with_salt(Bytes::from_static(b"salt"))
+                    .with_salted_password(Bytes::from_static(b"salted"));
+                let r = AlterUserScramCredentialsRequest::default()
+                    .with_deletions(vec![d.clone(), d])
+                    .with_upsertions(vec![u.clone(), u]);
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::TXN_OFFSET_COMMIT => {
+                let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+                p.partition_index = 2;
+                p.committed_offset = 42;
+                p.committed_metadata = Some(s("meta"));
+                let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+                t.name = topic("orders");
+                t.partitions = vec![p.clone(), p];
+                let mut r = TxnOffsetCommitRequest::default();
+                r.transactional_id = s("tx").into();
+                r.group_id = GroupId(s("g"));
+                r.producer_id = 7.into();
+                if version >= 3 {
+                    r.member_id = s("m");
+                    r.group_instance_id = Some(s("i"));
+                }
                 r.topics = vec![t.clone(), t];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }

@@ -137,6 +137,7 @@ fn typed_body(api_key: i16, version: i16) -> Option<BytesMut> {
         k if k == m::ApiKey::SyncGroup as i16 => with_error!(m::SyncGroupResponse),
         k if k == m::ApiKey::DescribeGroups as i16 => plain!(m::DescribeGroupsResponse),
         k if k == m::ApiKey::OffsetDelete as i16 => with_error!(m::OffsetDeleteResponse),
+        k if k == m::ApiKey::TxnOffsetCommit as i16 => plain!(m::TxnOffsetCommitResponse),
         k if k == m::ApiKey::ConsumerGroupHeartbeat as i16 => {
             with_error!(m::ConsumerGroupHeartbeatResponse)
         }

@@ -17,6 +17,10 @@
 //! the coordinator retries until every participant has answered, so applying a marker twice
 //! must be harmless (idempotent by producer id and epoch).
 
+pub mod coordinator;
+pub mod partition;
+pub mod share_side;
+
 /// How a producer transaction ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TxnOutcome {

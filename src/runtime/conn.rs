@@ -18,18 +18,34 @@
 //! - frames above `REQUEST_FRAME_BYTES_MAX` close the connection before their body is read;
 //! - at most `SHARD_CONNECTIONS_MAX` connections per shard.
 //!
+//! A SASL listener (SASL_PLAINTEXT, SASL_SSL) runs the SASL exchange next (`sasl`'s state
+//! machine; Kafka's `SaslServerAuthenticator`): one request at a time, frames of at most
+//! `SASL_UNAUTHENTICATED_FRAME_BYTES_MAX`, only ApiVersions / SaslHandshake /
+//! SaslAuthenticate (anything else closes the connection), raw size-prefixed tokens after a
+//! SaslHandshake v0, at most `SASL_AUTHENTICATION_MS_MAX` in all; a failed authentication is
+//! answered after `SASL_FAILED_AUTHENTICATION_DELAY_MS` and the connection closed. Once
+//! authenticated the principal (`User:NAME`) is set and frames are served as usual.
+//!
+//! Before any of that, the broker-wide connection limits (`conn_limits`: `max.connections`,
+//! per listener, per IP, creation rate) may refuse the connection: it is closed at once.
+//!
 //! A malformed frame, unknown API key or unsupported version gets no response: the connection
 //! is closed after the responses to earlier requests are written (Kafka's behaviour). Other
 //! connections are unaffected.
 
 use super::shard_runtime::ShardHandle;
 use crate::config_file::SecurityProtocol;
+use crate::conn_limits::ConnectionLimits;
 use crate::constants::{
-    CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SHARD_CONNECTIONS_MAX,
-    SOCKET_READ_CHUNK_BYTES, TLS_HANDSHAKE_MS_MAX,
+    CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SASL_AUTHENTICATION_MS_MAX,
+    SASL_FAILED_AUTHENTICATION_DELAY_MS, SASL_UNAUTHENTICATED_FRAME_BYTES_MAX,
+    SHARD_CONNECTIONS_MAX, SOCKET_READ_CHUNK_BYTES, TLS_HANDSHAKE_MS_MAX,
 };
-use crate::protocol::codec::{parse_frame, Inbound};
-use crate::protocol::framing::FrameDecoder;
+use crate::protocol::apis;
+use crate::protocol::codec::{decode_body, parse_frame, Inbound, Request};
+use crate::protocol::framing::{frame_with_size, FrameDecoder};
+use crate::sasl::{Authenticators, Mechanism, PlainUsers, SaslConnection, Step};
+use crate::server::CredentialAdmin;
 use crate::server::dispatch::dispatch;
 use crate::server::{ConnInfo, Outcome};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -39,7 +55,15 @@ use glommio::sync::StaticPermit;
 use glommio::Task;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The SASL side of a SASL_PLAINTEXT / SASL_SSL listener.
+pub struct SaslEndpoint {
+    pub mechanisms: Vec<Mechanism>,
+    pub plain: PlainUsers,
+    pub credentials: Arc<super::credentials::SharedCredentials>,
+}
 
 /// One listener as its shard serves it.
 pub struct Endpoint {
@@ -53,6 +77,32 @@ pub struct Endpoint {
     /// The authorizer's settings, if one is configured (every connection's requests are
     /// authorized against them and the registry's ACLs).
     pub authorizer: Option<std::sync::Arc<crate::authz::AuthorizerConfig>>,
+    /// Set for SASL_PLAINTEXT and SASL_SSL listeners.
+    pub sasl: Option<SaslEndpoint>,
+    /// The broker-wide connection limits (one instance for every shard and listener).
+    pub limits: Arc<Mutex<ConnectionLimits>>,
+}
+
+/// A connection counted by the limits; uncounted when dropped.
+struct LimitSlot {
+    endpoint: Rc<Endpoint>,
+    ip: std::net::IpAddr,
+}
+
+impl Drop for LimitSlot {
+    fn drop(&mut self) {
+        self.endpoint
+            .limits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .close(&self.endpoint.name, self.ip);
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A request whose response the writer still has to write.
@@ -82,9 +132,28 @@ pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, endpoint: Rc<E
                     drop(stream);
                     continue;
                 }
+                let Ok(peer) = stream.peer_addr() else {
+                    continue;
+                };
+                let admitted = endpoint
+                    .limits
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .try_open(&endpoint.name, peer.ip(), now_ms());
+                if let Err(refusal) = admitted {
+                    tracing::info!(shard = %ctx.id, peer = %peer, listener = %endpoint.name, %refusal, "connection refused");
+                    ctx.with_metrics(|m| m.connections_closed_on_error += 1);
+                    drop(stream);
+                    continue;
+                }
+                let slot = LimitSlot {
+                    endpoint: endpoint.clone(),
+                    ip: peer.ip(),
+                };
                 let conn_ctx = ctx.clone();
                 let conn_endpoint = endpoint.clone();
                 glommio::spawn_local(async move {
+                    let _slot = slot;
                     serve_connection(conn_ctx, stream, conn_endpoint).await
                 })
                 .detach();
@@ -112,7 +181,7 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
     let mut conn = ConnInfo::new(endpoint.advertised.unwrap_or(local_addr), peer_addr);
     conn.authorizer = endpoint.authorizer.clone();
     let closed_on_error = match &endpoint.tls {
-        None => serve_frames(&ctx, stream, conn).await,
+        None => serve_authenticated(&ctx, stream, conn, &endpoint).await,
         Some(acceptor) => {
             let handshake =
                 futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
@@ -135,7 +204,7 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
                             }
                         }
                     }
-                    serve_frames(&ctx, tls, conn).await
+                    serve_authenticated(&ctx, tls, conn, &endpoint).await
                 }
                 Some(Err(e)) => {
                     tracing::debug!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, error = %e, "TLS handshake failed");
@@ -157,8 +226,210 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
     });
 }
 
+/// Runs the SASL exchange if the listener has SASL, then serves frames; returns whether the
+/// connection closed on an error.
+async fn serve_authenticated<S>(
+    ctx: &ShardHandle,
+    mut stream: S,
+    conn: ConnInfo,
+    endpoint: &Endpoint,
+) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let Some(sasl) = &endpoint.sasl else {
+        return serve_frames(ctx, stream, conn, FrameDecoder::new(REQUEST_FRAME_BYTES_MAX)).await;
+    };
+    let exchange = futures_lite::future::or(
+        async { Some(sasl_exchange(ctx, &mut stream, &conn, sasl).await) },
+        async {
+            futures_lite::future::or(
+                glommio::timer::sleep(Duration::from_millis(SASL_AUTHENTICATION_MS_MAX)),
+                ctx.shutdown.wait(),
+            )
+            .await;
+            None
+        },
+    )
+    .await;
+    match exchange {
+        Some(Ok(decoder)) => serve_frames(ctx, stream, conn, decoder).await,
+        Some(Err(reason)) => {
+            tracing::info!(shard = %ctx.id, peer = %conn.peer_addr, listener = %endpoint.name, %reason, "SASL authentication ended the connection");
+            let _ = stream.close().await;
+            true
+        }
+        None => {
+            tracing::info!(shard = %ctx.id, peer = %conn.peer_addr, listener = %endpoint.name, "SASL authentication timed out");
+            let _ = stream.close().await;
+            true
+        }
+    }
+}
+
+/// A fresh SCRAM server nonce: 18 random bytes, base64 (printable, no ',').
+fn server_nonce() -> String {
+    use base64::Engine;
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 18];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system's random source works");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// One request of the SASL exchange: the frame to answer with, and whether to close after it.
+fn sasl_request(
+    machine: &mut SaslConnection,
+    request: &Request,
+    auth: &Authenticators<'_>,
+) -> Result<(bytes::Bytes, bool), String> {
+    use kafka_protocol::messages::{
+        SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let respond = |outcome: Outcome| match outcome {
+        Outcome::Respond(frame) => Ok(frame),
+        Outcome::Close(reason) => Err(reason),
+        Outcome::NoResponse => Err("no response".to_string()),
+    };
+    match request.spec.key {
+        apis::SASL_HANDSHAKE => {
+            let decoded: SaslHandshakeRequest =
+                decode_body(request).map_err(|e| e.to_string())?;
+            match machine.on_handshake(decoded.mechanism.as_str(), request.api_version) {
+                Step::Handshake { error, mechanisms } => {
+                    let body = SaslHandshakeResponse::default()
+                        .with_error_code(error)
+                        .with_mechanisms(mechanisms.into_iter().map(StrBytes::from_string).collect());
+                    Ok((respond(crate::server::respond(request, &body))?, error != 0))
+                }
+                Step::Close(reason) => Err(reason),
+                other => unreachable!("a handshake answers {other:?}"),
+            }
+        }
+        apis::SASL_AUTHENTICATE => {
+            let decoded: SaslAuthenticateRequest =
+                decode_body(request).map_err(|e| e.to_string())?;
+            match machine.on_authenticate(&decoded.auth_bytes, auth) {
+                Step::Authenticate {
+                    error,
+                    message,
+                    auth_bytes,
+                } => {
+                    let body = SaslAuthenticateResponse::default()
+                        .with_error_code(error)
+                        .with_error_message(message.map(StrBytes::from_string))
+                        .with_auth_bytes(auth_bytes.into());
+                    Ok((respond(crate::server::respond(request, &body))?, error != 0))
+                }
+                Step::Close(reason) => Err(reason),
+                other => unreachable!("an authentication answers {other:?}"),
+            }
+        }
+        key => match machine.on_other(key) {
+            Step::Dispatch => {
+                debug_assert_eq!(key, apis::API_VERSIONS);
+                Ok((respond(crate::server::api_versions::handle(request))?, false))
+            }
+            Step::Close(reason) => Err(reason),
+            other => unreachable!("another request answers {other:?}"),
+        },
+    }
+}
+
+/// The SASL exchange of one connection, one frame at a time. Returns the decoder (which may
+/// already hold the client's next requests) once the client is authenticated and its
+/// principal set; an error (with the reason) when the connection must close.
+async fn sasl_exchange<S>(
+    ctx: &ShardHandle,
+    stream: &mut S,
+    conn: &ConnInfo,
+    sasl: &SaslEndpoint,
+) -> Result<FrameDecoder, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut machine = SaslConnection::new(sasl.mechanisms.clone());
+    let mut decoder = FrameDecoder::new(SASL_UNAUTHENTICATED_FRAME_BYTES_MAX);
+    let mut chunk = vec![0u8; SOCKET_READ_CHUNK_BYTES];
+    loop {
+        while let Some(frame) = decoder.next_frame().map_err(|e| e.to_string())? {
+            let scram = sasl.credentials.snapshot();
+            let nonce = server_nonce();
+            let auth = Authenticators {
+                plain: &sasl.plain,
+                scram: &scram,
+                server_nonce: &nonce,
+            };
+            let (answer, close_after) = if machine.expects_raw_token() {
+                // After a SaslHandshake v0: a raw token in, a raw token out; a failure
+                // closes the connection without an answer (Kafka's behaviour).
+                match machine.on_authenticate(&frame, &auth) {
+                    Step::Authenticate {
+                        error: 0,
+                        auth_bytes,
+                        ..
+                    } => (bytes::Bytes::from(frame_with_size(&auth_bytes)), false),
+                    Step::Authenticate { message, .. } => {
+                        return Err(message.unwrap_or_else(|| "authentication failed".into()))
+                    }
+                    Step::Close(reason) => return Err(reason),
+                    other => unreachable!("a raw token answers {other:?}"),
+                }
+            } else {
+                match parse_frame(frame) {
+                    Inbound::Request(request) => sasl_request(&mut machine, &request, &auth)?,
+                    Inbound::Unsupported {
+                        api_key,
+                        api_version,
+                        correlation_id,
+                    } if api_key == apis::API_VERSIONS && !machine.is_authenticated() => (
+                        Inbound::unsupported_frame(api_key, api_version, correlation_id),
+                        false,
+                    ),
+                    Inbound::Unsupported {
+                        api_key,
+                        api_version,
+                        ..
+                    } => {
+                        return Err(format!(
+                            "unsupported request (key {api_key} v{api_version}) during SASL authentication"
+                        ))
+                    }
+                    Inbound::Reject(reject) => return Err(reject.to_string()),
+                }
+            };
+            if close_after {
+                glommio::timer::sleep(Duration::from_millis(SASL_FAILED_AUTHENTICATION_DELAY_MS))
+                    .await;
+            }
+            stream.write_all(&answer).await.map_err(|e| e.to_string())?;
+            stream.flush().await.map_err(|e| e.to_string())?;
+            ctx.with_metrics(|m| m.bytes_out += answer.len() as u64);
+            if close_after {
+                return Err("authentication failed".to_string());
+            }
+            if let Some(principal) = machine.principal() {
+                *conn.principal.borrow_mut() = principal.to_string();
+                tracing::debug!(shard = %ctx.id, peer = %conn.peer_addr, %principal, "SASL authenticated");
+                decoder.set_frame_bytes_max(REQUEST_FRAME_BYTES_MAX);
+                return Ok(decoder);
+            }
+        }
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("closed by the client".to_string());
+        }
+        decoder.extend(&chunk[..n]);
+        ctx.with_metrics(|m| m.bytes_in += n as u64);
+    }
+}
+
 /// Serves Kafka frames on `stream` until it closes; returns whether it closed on an error.
-async fn serve_frames<S>(ctx: &ShardHandle, stream: S, conn: ConnInfo) -> bool
+/// `decoder` may already hold bytes read (after a SASL exchange).
+async fn serve_frames<S>(ctx: &ShardHandle, stream: S, conn: ConnInfo, decoder: FrameDecoder) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
@@ -213,7 +484,7 @@ where
         closed_on_error
     });
 
-    let mut decoder = FrameDecoder::new(REQUEST_FRAME_BYTES_MAX);
+    let mut decoder = decoder;
     let mut chunk = vec![0u8; SOCKET_READ_CHUNK_BYTES];
     // The permit for the frame being assembled, reserved once its size is known.
     let mut reserved: Option<StaticPermit> = None;

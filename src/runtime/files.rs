@@ -1,7 +1,7 @@
 //! The shard's storage engine on io_uring: the block writes and the durable flushes a
-//! [`FlushTicket`] names.
+//! [`FlushTicket`] names, and the state journal's flushes (one [`BlockWrite`] each).
 //!
-//! - Block writes (segment tails, block-aligned) go through glommio DMA files: `O_DIRECT`
+//! - Block writes (segment tails, journal tails, block-aligned) go through glommio DMA files: `O_DIRECT`
 //!   writes from aligned buffers (`DmaFile::alloc_dma_buffer`: the shard's registered io memory
 //!   while it lasts, aligned heap memory beyond). Durability per [`SyncMode`]: `O_DSYNC` on
 //!   the handle (the write completes once durable: FUA or a device flush, and no file
@@ -10,15 +10,16 @@
 //!   closes the handles of that directory's other segments: a roll seals the old one; at most
 //!   [`ENGINE_OPEN_FILES_MAX`] handles, least recently written closed first; on every open,
 //!   handles of files that no longer exist are closed, so a deleted segment's space is freed).
-//! - `fdatasync` of the files (log-start checkpoints, journal segments) and `fsync` of the
+//!   A write that is not block-aligned is written buffered and `fdatasync`ed instead.
+//! - `fdatasync` of the files (log-start checkpoints) and `fsync` of the
 //!   directories a ticket names, using glommio file handles opened on the same paths
-//!   (`fdatasync` acts on the inode, so a second descriptor flushes what the log or the
-//!   journal's mapping wrote); file handles are cached the same way, in their own map.
+//!   (`fdatasync` acts on the inode, so a second descriptor flushes what the log
+//!   wrote); file handles are cached the same way, in their own map.
 //!
 //! Everything of one ticket runs concurrently; the first error is returned with its path.
 //! A file system without `O_DIRECT` (tmpfs) gets buffered writes and `fdatasync` instead.
 
-use crate::constants::ENGINE_OPEN_FILES_MAX;
+use crate::constants::{ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES};
 use crate::log::{BlockWrite, FlushTicket};
 use crate::server::join::join_all;
 use glommio::io::{BufferedFile, Directory, DmaFile, OpenOptions};
@@ -52,6 +53,37 @@ fn sync_mode() -> SyncMode {
         Ok("fdatasync") => SyncMode::Fdatasync,
         Ok("dsync") => SyncMode::Dsync,
         _ => SYNC_MODE_DEFAULT,
+    }
+}
+
+/// How the state journal is flushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JournalFlush {
+    /// The default: the segment is mapped private and each flush is one block write
+    /// ([`write_block`], `O_DIRECT` with the [`SyncMode`]).
+    Blocks,
+    /// `LOCKSTEP_JOURNAL_FLUSH=fdatasync`: the segment is mapped shared and each flush is an
+    /// `fdatasync` of the file through io_uring (the page cache's writeback; before issue 14's
+    /// second cut). For measuring one against the other.
+    Fdatasync,
+}
+
+/// The journal's [`JournalFlush`] (from the environment, read once per process).
+pub fn journal_flush() -> JournalFlush {
+    static MODE: std::sync::OnceLock<JournalFlush> = std::sync::OnceLock::new();
+    *MODE.get_or_init(
+        || match std::env::var("LOCKSTEP_JOURNAL_FLUSH").as_deref() {
+            Ok("fdatasync") => JournalFlush::Fdatasync,
+            _ => JournalFlush::Blocks,
+        },
+    )
+}
+
+/// One durable flush of the state journal, as [`journal_flush`] says.
+pub async fn flush_journal(ticket: &crate::journal::FlushTicket) -> io::Result<()> {
+    match journal_flush() {
+        JournalFlush::Blocks => write_block(&ticket.write).await,
+        JournalFlush::Fdatasync => sync_file(&ticket.path).await,
     }
 }
 
@@ -198,12 +230,44 @@ async fn sync_handle(path: &Path) -> io::Result<Rc<BufferedFile>> {
     Ok(file)
 }
 
+/// A write `O_DIRECT` cannot take (not block-aligned: a journal segment whose size is not a
+/// whole number of blocks): buffered, then `fdatasync`, on a handle of its own.
+async fn write_unaligned(write: &BlockWrite) -> io::Result<()> {
+    let path = &write.path;
+    let file = OpenOptions::new()
+        .write(true)
+        .buffered_open(path)
+        .await
+        .map_err(|e| with_path(path, e))?;
+    let len = write.data.len();
+    let written = file
+        .write_at(write.data.clone(), write.position)
+        .await
+        .map_err(|e| with_path(path, e))?;
+    let result = if written != len {
+        Err(with_path(
+            path,
+            format!("short write: {written} of {len} bytes"),
+        ))
+    } else {
+        file.fdatasync().await.map_err(|e| with_path(path, e))
+    };
+    let closed = file.close().await.map_err(|e| with_path(path, e));
+    result.and(closed)
+}
+
+fn block_aligned(write: &BlockWrite) -> bool {
+    let block = LOG_BLOCK_BYTES;
+    write.position % block == 0 && (write.data.len() as u64) % block == 0
+}
+
 /// One block write, durable on return.
 pub async fn write_block(write: &BlockWrite) -> io::Result<()> {
     let path = &write.path;
     let (handle, mode) = handle(path).await?;
     let len = write.data.len();
     let result = match &handle {
+        Handle::Dma(_) if !block_aligned(write) => write_unaligned(write).await,
         Handle::Dma(file) => {
             let mut buffer = file.alloc_dma_buffer(len);
             buffer.as_bytes_mut()[..len].copy_from_slice(&write.data);
@@ -243,8 +307,7 @@ pub async fn write_block(write: &BlockWrite) -> io::Result<()> {
     result
 }
 
-/// `fdatasync` of one file (the journal's memory-mapped segment: a shared mapping's dirty
-/// pages are the file's page cache, so this makes them durable).
+/// `fdatasync` of one file (a log-start checkpoint written with `pwrite`).
 pub async fn sync_file(path: &Path) -> io::Result<()> {
     let file = sync_handle(path).await?;
     let result = file.fdatasync().await.map_err(|e| with_path(path, e));

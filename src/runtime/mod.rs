@@ -16,14 +16,16 @@
 //! - [`conn`]: the listener and client connections.
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
-//! - [`files`]: io_uring fdatasync of flush tickets.
+//! - [`files`]: the io_uring storage engine: block writes and syncs of flush tickets, journal flushes.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
 //! - [`tls`]: the rustls configuration of TLS listeners, certificate principals.
+//! - [`credentials`]: the SCRAM credentials file, shared by every shard.
 //!
 //! Every shard binds every listener of the configuration (each with SO_REUSEPORT).
 
 pub mod bench;
 pub mod conn;
+pub mod credentials;
 pub mod fatal;
 pub mod files;
 pub mod shard_runtime;
@@ -179,14 +181,22 @@ struct ShardSetup {
     share_sessions: SessionBudget,
     /// The TLS listeners' configuration (built once, shared by every shard).
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// The SCRAM credentials (one store for every shard).
+    credentials: Arc<credentials::SharedCredentials>,
+    /// The connection limits (one count for every shard and listener).
+    limits: Arc<Mutex<crate::conn_limits::ConnectionLimits>>,
 }
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
 pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
     fatal::install_panic_hook();
-    if let Some(l) = config.listeners.iter().find(|l| l.protocol.uses_sasl()) {
+    if let Some(l) = config
+        .listeners
+        .iter()
+        .find(|l| l.protocol.uses_sasl() && !config.sasl.contains_key(&l.name))
+    {
         return Err(RuntimeError::Listeners(format!(
-            "listener {} is {}: SASL is not supported yet",
+            "listener {} is {} but names no SASL mechanisms (sasl.enabled.mechanisms)",
             l.name,
             l.protocol.name()
         )));
@@ -203,6 +213,17 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
         error,
     })?;
     let _lock = lock_data_dir(&config)?;
+    let credentials = Arc::new(
+        credentials::SharedCredentials::load(&config.data_dir).map_err(|error| {
+            RuntimeError::DataDir {
+                path: config.data_dir.display().to_string(),
+                error: std::io::Error::other(error),
+            }
+        })?,
+    );
+    let limits = Arc::new(Mutex::new(crate::conn_limits::ConnectionLimits::new(
+        config.limits.clone(),
+    )));
     let registry = load_or_create_registry(&config)?;
     let removed =
         remove_orphan_logs(&config.data_dir, &registry).map_err(|error| RuntimeError::DataDir {
@@ -256,6 +277,8 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             drained: drained.clone(),
             share_sessions: share_sessions.clone(),
             tls: tls.clone(),
+            credentials: credentials.clone(),
+            limits: limits.clone(),
         };
         let placement = match cpus.get(index % cpus.len().max(1)) {
             Some(&cpu) if config.shards <= cpus.len() => Placement::Fixed(cpu),
@@ -336,7 +359,10 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let jdir = journal_dir(&config.data_dir, ShardId(id as u16));
-    let region_dir = MmapDir::open(&jdir).map_err(|e| format!("{}: {e}", jdir.display()))?;
+    let mut region_dir = MmapDir::open(&jdir).map_err(|e| format!("{}: {e}", jdir.display()))?;
+    if files::journal_flush() == files::JournalFlush::Fdatasync {
+        region_dir = region_dir.with_shared_maps();
+    }
     let (journal, recovered) = Journal::open(region_dir, JournalConfig::default())
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     if let Some(cut) = &recovered.report.truncated {
@@ -352,6 +378,10 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     state.share.retain_topics(&registry);
     state.groups = crate::group::ConsumerGroups::restore(&recovered, wall_ms() as u64);
     state.groups.retain_topics(&|t| registry.topic(t).is_some());
+    state.ptxn = crate::ptxn::coordinator::TxnCoordinator::restore(
+        &recovered,
+        crate::ptxn::coordinator::CoordConfig::from_broker_defaults(&config.broker_defaults),
+    );
     // The log start is not journalled with the share state: archive what lies below it again.
     state.share_apply_log_starts();
     state.share.sessions = ShareSessions::with_budget(setup.share_sessions.clone());
@@ -381,6 +411,16 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
                 _ => None,
             },
             authorizer: config.authorizer.clone().map(Arc::new),
+            sasl: match (config.sasl.get(&l.name), l.protocol.uses_sasl()) {
+                (Some(sasl), true) => Some(conn::SaslEndpoint {
+                    mechanisms: sasl.mechanisms.clone(),
+                    plain: sasl.plain.clone(),
+                    credentials: setup.credentials.clone(),
+                }),
+                (None, true) => return Err(format!("listener {} has no SASL settings", l.name)),
+                _ => None,
+            },
+            limits: setup.limits.clone(),
         };
         listeners.push((bound, std::rc::Rc::new(endpoint)));
     }
@@ -392,6 +432,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         metrics,
         SHARD_INFLIGHT_REQUEST_BYTES_MAX,
     );
+    *ctx.credentials.borrow_mut() = Some(setup.credentials.clone());
     for (_peer, receiver) in receivers.streams() {
         let c = ctx.clone();
         glommio::spawn_local(async move {
@@ -404,6 +445,10 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     // Entries recovery queued (transactions found ONGOING are aborted) go to the journal.
     ctx.share_housekeeping();
     ctx.resolve_locked_transactions();
+    ctx.ptxn_recover();
+    spawn_periodic(&ctx, crate::constants::TXN_MARKER_RETRY_BACKOFF_MS as u64, |c| {
+        c.ptxn_tick()
+    });
     spawn_periodic(&ctx, LOG_HOUSEKEEPING_INTERVAL_MS, |c| c.housekeeping());
     spawn_periodic(&ctx, SHARE_HOUSEKEEPING_INTERVAL_MS, |c| {
         c.share_housekeeping()

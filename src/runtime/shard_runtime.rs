@@ -52,6 +52,8 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod ptxn;
+
 /// What travels over the mesh.
 pub enum MeshMsg {
     Request { from: usize, id: u64, op: ShardOp },
@@ -100,6 +102,8 @@ pub struct ShardRuntime {
     /// Request bytes read and not yet answered, over all connections of this shard.
     pub request_bytes: Rc<Semaphore>,
     pub connections_active: Cell<usize>,
+    /// The broker's SCRAM credentials (set once the shard starts).
+    pub credentials: RefCell<Option<Arc<super::credentials::SharedCredentials>>>,
 }
 
 /// A cheap handle to the shard runtime; implements [`Bus`].
@@ -140,6 +144,7 @@ impl ShardHandle {
             shutdown: Event::new(),
             request_bytes: Rc::new(Semaphore::new(request_bytes_max)),
             connections_active: Cell::new(0),
+            credentials: RefCell::new(None),
         }))
     }
 
@@ -334,16 +339,136 @@ impl ShardHandle {
                 timeout_ms,
             } => ShardReply::RecordsDeleted(self.delete_records(&partitions, timeout_ms).await),
             ShardOp::Group(op) => self.group_op(op).await,
-            // Producer transactions are not served yet (issue 17): every participant refuses
-            // the marker, so no coordinator can end a transaction against this broker.
-            ShardOp::WriteTxnMarkers { partitions, .. } => ShardReply::TxnMarkersWritten(
-                partitions
-                    .iter()
-                    .map(|_| Err(kafka_protocol::ResponseError::UnsupportedVersion.code()))
-                    .collect(),
-            ),
-            ShardOp::GroupTxnMarker { .. } => ShardReply::GroupTxnMarkerWritten(Err(
-                kafka_protocol::ResponseError::UnsupportedVersion.code(),
+            ShardOp::ProducerTxn(op) => self.ptxn_op(op).await,
+            ShardOp::WriteTxnMarkers { marker, partitions } => {
+                ShardReply::TxnMarkersWritten(self.write_txn_markers(marker, &partitions).await)
+            }
+            ShardOp::GroupTxnMarker { marker, group_id } => {
+                // The group's pending transactional offsets become committed or are dropped;
+                // answered once the journal entries that say so are durable.
+                let resolved = self.state.borrow_mut().groups.txn_marker(
+                    &group_id,
+                    marker.producer_id,
+                    marker.outcome,
+                    wall_ms() as u64,
+                );
+                let durable = match self.append_share_entries() {
+                    Some(seq) => self.wait_journal(seq).await,
+                    None => Ok(()),
+                };
+                match durable {
+                    Ok(()) => {
+                        tracing::debug!(shard = %self.id, group_id, resolved, "group transaction marker applied");
+                        ShardReply::GroupTxnMarkerWritten(Ok(()))
+                    }
+                    Err(e) => {
+                        tracing::error!(shard = %self.id, error = %e, "group transaction marker not durable");
+                        ShardReply::GroupTxnMarkerWritten(Err(ResponseError::KafkaStorageError.code()))
+                    }
+                }
+            }
+        }
+    }
+
+    /// WriteTxnMarkers on this shard: ends the transaction in each partition (a control batch
+    /// when [`crate::ptxn::partition::TxnPartition::marker_action`] says so, and the share
+    /// records the transaction LOCKED there, through the share side's hook), then answers once
+    /// every marker and the share state it changed are durable. One result per partition.
+    async fn write_txn_markers(
+        &self,
+        marker: crate::ptxn::TxnMarker,
+        partitions: &[PartitionRef],
+    ) -> Vec<Result<(), i16>> {
+        let now = wall_ms() as u64;
+        let mut targets: Vec<Option<(TopicPartition, u64)>> = Vec::with_capacity(partitions.len());
+        let mut results: Vec<Result<(), i16>> = {
+            let mut state = self.state.borrow_mut();
+            partitions
+                .iter()
+                .map(|r| match state.write_txn_marker(&marker, r, now) {
+                    Ok(target) => {
+                        state.share.producer_txn_ended(&marker, r.key());
+                        targets.push(target);
+                        Ok(())
+                    }
+                    Err(code) => {
+                        targets.push(None);
+                        Err(code)
+                    }
+                })
+                .collect()
+        };
+        for r in partitions {
+            let poison = self.state.borrow().log_poison(&r.key());
+            if let Some(cause) = poison {
+                fatal::exit(
+                    Some(self.id),
+                    Fatal::LogPoisoned,
+                    &format!("{}-{}: {cause}", r.topic, r.partition),
+                );
+            }
+        }
+        let journal = match self.append_share_entries() {
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
+        };
+        if journal.is_err() {
+            for result in results.iter_mut().filter(|r| r.is_ok()) {
+                *result = Err(ResponseError::KafkaStorageError.code());
+            }
+        }
+        for (result, target) in results.iter_mut().zip(targets) {
+            let Some((key, end)) = target.filter(|_| result.is_ok()) else {
+                continue;
+            };
+            self.ensure_flush(key);
+            if let Err((code, cause)) = self
+                .wait_durable(key, end, crate::constants::PRODUCE_TIMEOUT_MS_MAX)
+                .await
+            {
+                tracing::warn!(shard = %self.id, partition = ?key, cause = %cause, "transaction marker not durable");
+                *result = Err(code);
+            }
+        }
+        results
+    }
+
+    /// Completes once partition `key` is durable up to `target` (an error code and cause if
+    /// its log cannot be made durable or `timeout_ms` passes). The caller started a flush.
+    async fn wait_durable(
+        &self,
+        key: TopicPartition,
+        target: u64,
+        timeout_ms: u64,
+    ) -> Result<(), (i16, String)> {
+        let storage_error = |cause: &str| (ResponseError::KafkaStorageError.code(), cause.to_string());
+        match self.state.borrow().durability(&key) {
+            Some((durable, _)) if durable >= target => return Ok(()),
+            Some((_, true)) | None => {
+                return Err(storage_error("the partition log cannot be made durable"))
+            }
+            Some(_) => {}
+        }
+        let (tx, rx) = oneshot();
+        self.syncs
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .waiters
+            .park(target, tx);
+        let timeout = Duration::from_millis(timeout_ms.max(1));
+        let outcome = futures_lite::future::or(async { Some(rx.await) }, async {
+            glommio::timer::sleep(timeout).await;
+            None
+        })
+        .await;
+        match outcome {
+            Some(Some(Ok(()))) => Ok(()),
+            Some(Some(Err(cause))) => Err(storage_error(&cause)),
+            Some(None) => Err(storage_error("the flush was abandoned")),
+            None => Err((
+                ResponseError::RequestTimedOut.code(),
+                "appended but not made durable within the timeout".into(),
             )),
         }
     }
@@ -895,6 +1020,7 @@ impl ShardHandle {
             let mut state = self.state.borrow_mut();
             let mut entries = state.share.take_entries();
             entries.extend(state.groups.take_entries());
+            entries.extend(state.ptxn.take_entries());
             entries
         };
         if entries.is_empty() {
@@ -949,7 +1075,8 @@ impl ShardHandle {
                 Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
             };
             let started = Instant::now();
-            let result = files::sync_file(&ticket.path).await;
+            // One O_DIRECT + O_DSYNC write of the tail's blocks (src/runtime/files.rs).
+            let result = files::flush_journal(&ticket).await;
             let micros = started.elapsed().as_micros() as u64;
             self.with_metrics(|m| m.fsync.record(micros));
             let completed = self.journal.borrow_mut().complete_flush(ticket, result);
@@ -1016,6 +1143,7 @@ impl ShardHandle {
                 let mut state = self.state.borrow_mut();
                 let mut snapshot = state.share.durable_snapshot(wall_ms() as u64);
                 snapshot.group_offsets = state.groups.durable_offsets();
+                snapshot.producer_transactions = state.ptxn.durable_records();
                 snapshot
             };
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
@@ -1088,7 +1216,11 @@ impl ShardHandle {
             return ShardReply::Produce(applied.result);
         };
         self.ensure_flush(key);
-        if op.acks != -1 {
+        // acks=1 waits for the block write too: the tail is written behind, so an answer
+        // before it would be lost to a process kill (Kafka's page cache keeps it). With the
+        // engine's O_DSYNC writes that write is also the sync, so acks=1 costs what acks=all
+        // does. acks=0 is never answered; its batch is covered by the flush just started.
+        if op.acks == 0 {
             return ShardReply::Produce(applied.result);
         }
         match self.state.borrow().durability(&key) {
@@ -1199,7 +1331,7 @@ impl ShardHandle {
     }
 
     async fn wait_for_data(&self, op: WaitOp) -> ShardReply {
-        if self.state.borrow().has_data(&op.partitions) {
+        if self.state.borrow().has_data(&op.partitions, op.read_committed) {
             return ShardReply::Waited(true);
         }
         let remaining = op.deadline_ms - wall_ms();
@@ -1386,5 +1518,176 @@ impl Bus for ShardHandle {
 
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> {
         glommio::timer::sleep(Duration::from_millis(ms))
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn crate::server::CredentialAdmin>> {
+        let store = self.0.credentials.borrow().clone()?;
+        Some(store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The partition and group sides of producer transactions through the runtime's ops, on a
+    //! real data dir: a transactional produce (acks=all), a read_committed fetch held at the
+    //! LSO, WriteTxnMarkers answered once durable (idempotent), the aborted transaction
+    //! reported; TxnOffsetCommit pending until GroupTxnMarker commits it.
+    use super::*;
+    use crate::group::ops::{GroupOp, GroupReply};
+    use crate::group::CommitPartition;
+    use crate::journal::JournalConfig;
+    use crate::log::batch::BatchBuilder;
+    use crate::ptxn::{TxnMarker, TxnOutcome};
+    use crate::server::ops::{FetchOp, FetchPartitionOp};
+    use bytes::Bytes;
+
+    fn txn_batch(pid: i64, seq: i32, n: usize) -> Bytes {
+        let mut b = BatchBuilder::new(1_000);
+        b.producer_id = pid;
+        b.producer_epoch = 0;
+        b.base_sequence = seq;
+        b.attributes = 0x10;
+        for _ in 0..n {
+            b.record(1_000, None, Some(b"v"));
+        }
+        Bytes::from(b.build())
+    }
+
+    #[test]
+    fn markers_end_transactions_in_partitions_and_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .spawn(move || async move {
+                let mut reg = TopicRegistry::new("c".into());
+                let topic_id = uuid::Uuid::from_u128(5);
+                reg.create_topic("t", topic_id, 1, &[]).unwrap();
+                let (state, _) =
+                    ShardState::open(ShardId(0), 1, &data, FsStorage, Arc::new(reg), 0).unwrap();
+                let journal_dir = crate::server::shard_state::journal_dir(&data, ShardId(0));
+                let (journal, _) = Journal::open(
+                    MmapDir::open(&journal_dir).unwrap(),
+                    JournalConfig::default(),
+                )
+                .unwrap();
+                let shard = ShardHandle::new(
+                    state,
+                    journal,
+                    None,
+                    Arc::new(Mutex::new(Default::default())),
+                    1 << 20,
+                );
+                let r = PartitionRef {
+                    topic: "t".into(),
+                    topic_id,
+                    partition: 0,
+                };
+                let produce = |records| {
+                    ShardOp::Produce(ProduceOp {
+                        partition: r.clone(),
+                        records,
+                        acks: -1,
+                        timeout_ms: 10_000,
+                    })
+                };
+                let fetch = || {
+                    ShardOp::Fetch(FetchOp {
+                        partitions: vec![FetchPartitionOp {
+                            partition: r.clone(),
+                            fetch_offset: 0,
+                            max_bytes: 1 << 20,
+                        }],
+                        max_bytes: 1 << 20,
+                        read_committed: true,
+                    })
+                };
+                let fetched = |reply| match reply {
+                    ShardReply::Fetch(mut parts) => parts.remove(0),
+                    other => panic!("{other:?}"),
+                };
+                for (pid, seq, n) in [(7, 0, 2), (8, 0, 1), (7, 2, 1)] {
+                    match shard.execute(produce(txn_batch(pid, seq, n))).await {
+                        ShardReply::Produce(p) => assert_eq!(p.error_code, 0, "{p:?}"),
+                        other => panic!("{other:?}"),
+                    }
+                }
+                let p = fetched(shard.execute(fetch()).await);
+                assert_eq!((p.high_watermark, p.last_stable_offset), (4, 0));
+                assert!(p.records.is_empty());
+                let marker = |pid, outcome| ShardOp::WriteTxnMarkers {
+                    marker: TxnMarker {
+                        producer_id: pid,
+                        producer_epoch: 0,
+                        outcome,
+                        coordinator_epoch: 0,
+                    },
+                    partitions: vec![r.clone()],
+                };
+                for _ in 0..2 {
+                    match shard.execute(marker(7, TxnOutcome::Abort)).await {
+                        ShardReply::TxnMarkersWritten(results) => assert_eq!(results, vec![Ok(())]),
+                        other => panic!("{other:?}"),
+                    }
+                }
+                let p = fetched(shard.execute(fetch()).await);
+                assert_eq!((p.high_watermark, p.last_stable_offset), (5, 2), "8 still open");
+                shard.execute(marker(8, TxnOutcome::Commit)).await;
+                let p = fetched(shard.execute(fetch()).await);
+                assert_eq!((p.high_watermark, p.last_stable_offset), (6, 6));
+                let aborted: Vec<(i64, i64)> =
+                    p.aborted.iter().map(|a| (a.producer_id, a.first_offset)).collect();
+                assert_eq!(aborted, vec![(7, 0)]);
+
+                // The group side.
+                let sh = &shard;
+                let group = |op| async move {
+                    match sh.execute(ShardOp::Group(op)).await {
+                        ShardReply::Group(reply) => reply,
+                        other => panic!("{other:?}"),
+                    }
+                };
+                let offsets = || GroupOp::Fetch {
+                    group_id: "g".into(),
+                    topics: Some(vec![("t".into(), vec![0])]),
+                    member: None,
+                    require_stable: true,
+                };
+                let committed = group(GroupOp::TxnCommit {
+                    group_id: "g".into(),
+                    producer_id: 8,
+                    member_id: String::new(),
+                    group_instance_id: None,
+                    generation_id: -1,
+                    partitions: vec![CommitPartition {
+                        topic: "t".into(),
+                        partition: 0,
+                        offset: 6,
+                        leader_epoch: -1,
+                        metadata: None,
+                        retention_time_ms: -1,
+                    }],
+                })
+                .await;
+                assert!(matches!(committed, GroupReply::Committed(Ok(ref c)) if c == &vec![0]));
+                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else { panic!() };
+                assert_eq!((f[0].offset, f[0].error_code), (-1, 88));
+                let reply = shard
+                    .execute(ShardOp::GroupTxnMarker {
+                        marker: TxnMarker {
+                            producer_id: 8,
+                            producer_epoch: 0,
+                            outcome: TxnOutcome::Commit,
+                            coordinator_epoch: 0,
+                        },
+                        group_id: "g".into(),
+                    })
+                    .await;
+                assert!(matches!(reply, ShardReply::GroupTxnMarkerWritten(Ok(()))));
+                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else { panic!() };
+                assert_eq!((f[0].offset, f[0].error_code), (6, 0));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }

@@ -10,7 +10,8 @@
 //!   MISMATCHED_ENDPOINT_TYPE.
 //! - DescribeProducers reports each partition's idempotent producers from its producer state
 //!   (`producer_state`): producer id, epoch, last sequence and the max timestamp of its last
-//!   batch; coordinator epoch and transaction start offset are -1 (no Kafka transactions).
+//!   batch, and the first offset of its transaction open in the partition (issue 17; -1 if
+//!   none); the coordinator epoch is -1 (not tracked per producer).
 //! - OffsetForLeaderEpoch answers epoch 0 with the partition's end offset (its high watermark,
 //!   from the partitions' shard, as ListOffsets latest) and any other epoch with Kafka's
 //!   "undefined" (-1, -1); a current leader epoch above 0 is UNKNOWN_LEADER_EPOCH, one below 0
@@ -139,7 +140,7 @@ fn producer_state(p: &ProducerSnapshot) -> describe_producers_response::Producer
     out.last_sequence = p.last_sequence;
     out.last_timestamp = p.last_timestamp;
     out.coordinator_epoch = -1;
-    out.current_txn_start_offset = -1;
+    out.current_txn_start_offset = p.current_txn_start_offset;
     out
 }
 
@@ -278,7 +279,10 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
                 .iter()
                 .map(|(_, r)| (r.clone(), crate::server::shard_state::LATEST_TIMESTAMP))
                 .collect();
-            bus.call(*shard, ShardOp::ListOffsets(ListOffsetsOp { partitions }))
+            bus.call(*shard, ShardOp::ListOffsets(ListOffsetsOp {
+                    partitions,
+                    read_committed: false,
+                }))
         })
         .collect();
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {

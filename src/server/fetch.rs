@@ -8,7 +8,10 @@
 //! partition's `partition_max_bytes`. Fetch sessions (KIP-227) are not created: the broker
 //! answers session id 0, which tells clients to keep sending full fetch requests.
 //!
-//! Only durable data is returned: the high watermark is the durable end offset.
+//! Only durable data is returned: the high watermark is the durable end offset. With
+//! isolation_level 1 (read_committed) data is returned only below the last stable offset, with
+//! the aborted transactions that overlap it (`crate::ptxn::partition`); control batches are
+//! returned as stored, and clients skip them. ListOffsets read_committed answers latest = LSO.
 
 use super::join::{first_of, join_all};
 use super::ops::{
@@ -92,6 +95,7 @@ async fn read_round<B: Bus>(
     bus: &B,
     wanted: &[Wanted],
     max_bytes: usize,
+    read_committed: bool,
 ) -> Vec<Option<FetchedPartition>> {
     let mut by_shard: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
     for (i, w) in wanted.iter().enumerate() {
@@ -115,6 +119,7 @@ async fn read_round<B: Bus>(
                 ShardOp::Fetch(FetchOp {
                     partitions,
                     max_bytes,
+                    read_committed,
                 }),
             )
         })
@@ -141,7 +146,13 @@ async fn read_round<B: Bus>(
 }
 
 /// Waits until any shard reports new data for its partitions, or `wait_ms` passes.
-async fn wait_for_data<B: Bus>(bus: &B, wanted: &[Wanted], deadline_ms: i64, wait_ms: u64) {
+async fn wait_for_data<B: Bus>(
+    bus: &B,
+    wanted: &[Wanted],
+    deadline_ms: i64,
+    wait_ms: u64,
+    read_committed: bool,
+) {
     let mut by_shard: BTreeMap<ShardId, Vec<(PartitionRef, i64)>> = BTreeMap::new();
     for w in wanted {
         if let Ok((shard, op)) = &w.target {
@@ -159,6 +170,7 @@ async fn wait_for_data<B: Bus>(bus: &B, wanted: &[Wanted], deadline_ms: i64, wai
                 ShardOp::WaitForData(WaitOp {
                     partitions,
                     deadline_ms,
+                    read_committed,
                 }),
             )
         })
@@ -188,6 +200,7 @@ fn apply_budget(parts: &mut [Option<FetchedPartition>], max_bytes: usize) {
             used += len;
         } else {
             part.records = Bytes::new();
+            part.aborted.clear();
         }
     }
 }
@@ -228,8 +241,9 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         .unwrap_or(0)
         .min(FETCH_WAIT_MS_MAX);
     let deadline_ms = bus.now_ms() + wait_ms as i64;
+    let read_committed = version >= 4 && decoded.isolation_level == 1;
     let mut parts = loop {
-        let parts = read_round(bus, &wanted, max_bytes).await;
+        let parts = read_round(bus, &wanted, max_bytes, read_committed).await;
         let total: usize = parts.iter().flatten().map(|p| p.records.len()).sum();
         let any_error = parts.iter().flatten().any(|p| p.error_code != 0);
         let now = bus.now_ms();
@@ -241,9 +255,16 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         {
             break parts;
         }
-        wait_for_data(bus, &wanted, deadline_ms, (deadline_ms - now) as u64).await;
+        wait_for_data(
+            bus,
+            &wanted,
+            deadline_ms,
+            (deadline_ms - now) as u64,
+            read_committed,
+        )
+        .await;
         if bus.now_ms() >= deadline_ms {
-            break read_round(bus, &wanted, max_bytes).await;
+            break read_round(bus, &wanted, max_bytes, read_committed).await;
         }
     };
     apply_budget(&mut parts, max_bytes);
@@ -271,11 +292,23 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         p.partition_index = w.partition;
         p.error_code = part.error_code;
         p.high_watermark = part.high_watermark;
-        p.last_stable_offset = part.high_watermark;
+        p.last_stable_offset = part.last_stable_offset;
         if version >= 5 {
             p.log_start_offset = part.log_start_offset;
         }
-        p.aborted_transactions = Some(Vec::new());
+        // As Kafka 4.4: null for read_uncommitted, the overlapping aborted transactions for
+        // read_committed.
+        p.aborted_transactions = read_committed.then(|| {
+            part.aborted
+                .iter()
+                .map(|a| {
+                    let mut t = fetch_response::AbortedTransaction::default();
+                    t.producer_id = a.producer_id.into();
+                    t.first_offset = a.first_offset;
+                    t
+                })
+                .collect()
+        });
         p.records = Some(part.records);
         topics[w.topic_index].partitions.push(p);
     }
@@ -298,6 +331,7 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
     }
     let version = request.api_version;
     let registry = bus.registry();
+    let read_committed = version >= 2 && decoded.isolation_level == 1;
     let mut answers: Vec<Vec<ListedOffset>> = Vec::new();
     let mut by_shard: BTreeMap<ShardId, Vec<ListItem>> = BTreeMap::new();
     for (ti, topic) in decoded.topics.iter().enumerate() {
@@ -332,7 +366,13 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
         .iter()
         .map(|(shard, items)| {
             let partitions = items.iter().map(|(_, item)| item.clone()).collect();
-            bus.call(*shard, ShardOp::ListOffsets(ListOffsetsOp { partitions }))
+            bus.call(
+                *shard,
+                ShardOp::ListOffsets(ListOffsetsOp {
+                    partitions,
+                    read_committed,
+                }),
+            )
         })
         .collect();
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {
@@ -389,8 +429,10 @@ mod tests {
         Some(FetchedPartition {
             error_code: 0,
             high_watermark: 10,
+            last_stable_offset: 10,
             log_start_offset: 0,
             records: Bytes::from(vec![0u8; len]),
+            aborted: Vec::new(),
         })
     }
 

@@ -434,6 +434,8 @@ struct FetchGroup {
     group_id: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
     member: Option<(String, i32)>,
+    /// OffsetFetch v7+: UNSTABLE_OFFSET_COMMIT for offsets pending in a producer transaction.
+    require_stable: bool,
 }
 
 /// The group's offsets, or its error code.
@@ -445,6 +447,7 @@ async fn fetch_group<B: Bus>(bus: &B, g: &FetchGroup) -> Result<Vec<FetchedOffse
         group_id: g.group_id.clone(),
         topics: g.topics.clone(),
         member: g.member.clone(),
+        require_stable: g.require_stable,
     };
     match call_group(bus, &g.group_id, op).await {
         Ok(GroupReply::Fetched(result)) => result,
@@ -514,6 +517,7 @@ pub async fn handle_offset_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome 
                     .collect()
             }),
             member: None,
+            require_stable: v >= 7 && r.require_stable,
         };
         match fetch_group(bus, &g).await {
             Ok(offsets) => {
@@ -583,6 +587,7 @@ pub async fn handle_offset_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome 
                 .member_id
                 .as_ref()
                 .map(|m| (m.to_string(), g.member_epoch)),
+            require_stable: r.require_stable,
         };
         let mut out = offset_fetch_response::OffsetFetchResponseGroup::default();
         out.group_id = GroupId(sb(&fg.group_id));

@@ -1,5 +1,5 @@
 //! Metadata v0–13 (topic ids from v10) and FindCoordinator v0–6 (batched from v4): groups of
-//! every type (key type 0) are coordinated here; transactional ids (1) and share-state keys (2) are
+//! every type (key type 0) and transactional ids (1) are coordinated here; share-state keys (2) are
 //! refused (see [`find_coordinator_response`]).
 //!
 //! Answered from the local shard's registry snapshot: no other shard is asked. This broker is
@@ -174,13 +174,9 @@ pub fn find_coordinator_response(
     // here; an unknown key type is INVALID_REQUEST with Kafka's message.
     let check = |_key: &str| -> Result<(), (i16, String)> {
         match request.key_type {
-            KEY_TYPE_GROUP => Ok(()),
-            // No Kafka transactions: refused as InitProducerId refuses a transactional id, so a
-            // transactional producer fails at once instead of retrying COORDINATOR_NOT_AVAILABLE.
-            KEY_TYPE_TRANSACTION => Err((
-                ResponseError::TransactionalIdAuthorizationFailed.code(),
-                "Kafka transactions are not supported by this broker".to_string(),
-            )),
+            // Groups and transactional ids: this broker coordinates every one (on the shard
+            // the key hashes to, `model::group_shard`).
+            KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION => Ok(()),
             KEY_TYPE_SHARE => Err((
                 ResponseError::InvalidRequest.code(),
                 "share-partition state coordinators are not served (no broker-to-broker share state)"
@@ -387,7 +383,8 @@ mod tests {
         let mut txn = FindCoordinatorRequest::default();
         txn.key = sb("t");
         txn.key_type = 1;
-        assert_eq!(find_coordinator_response(&txn, 2, &conn()).error_code, 53);
+        let back = find_coordinator_response(&txn, 2, &conn());
+        assert_eq!((back.error_code, back.port), (0, 19092), "transactional ids are coordinated");
         txn.key_type = 2;
         assert_eq!(find_coordinator_response(&txn, 2, &conn()).error_code, 42);
         txn.key_type = 5;

@@ -21,7 +21,8 @@
 //! ShareAcknowledge), [`share_admin`] (ListGroups, ShareGroupDescribe, and describing,
 //! altering and deleting share-group offsets), [`group_api`] (consumer groups: JoinGroup,
 //! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch; state in `crate::group`),
-//! [`group_admin`] (DescribeGroups, OffsetDelete).
+//! [`group_admin`] (DescribeGroups, OffsetDelete), [`scram_api`] (Describe/AlterUserScramCredentials,
+//! SaslHandshake / SaslAuthenticate outside the SASL exchange).
 
 pub mod acl_api;
 pub mod admin;
@@ -39,8 +40,10 @@ pub mod join;
 pub mod metadata;
 pub mod ops;
 pub mod produce;
+pub mod ptxn_api;
 pub mod producer_state;
 pub mod registry;
+pub mod scram_api;
 pub mod shard_state;
 pub mod share;
 pub mod share_admin;
@@ -51,6 +54,7 @@ pub mod share_group;
 pub mod share_session;
 pub mod transactions;
 pub mod txn_api;
+pub mod txn_offset_api;
 
 use crate::model::ShardId;
 use std::cell::RefCell;
@@ -116,6 +120,18 @@ pub trait Bus {
     fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply>;
     /// Completes after `ms` milliseconds.
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
+    /// The broker's SCRAM credentials (`None`: a test double without them).
+    fn credentials(&self) -> Option<Arc<dyn CredentialAdmin>> {
+        None
+    }
+}
+
+/// The broker's SCRAM credentials, shared by every shard: read them, or change them (the
+/// change is durable before `update` returns `Ok`, and visible to every shard at once).
+pub trait CredentialAdmin: Send + Sync {
+    fn snapshot(&self) -> Arc<crate::scram::ScramCredentials>;
+    /// Runs `edit` on a copy, persists it, then installs it; on an error nothing changed.
+    fn update(&self, edit: &mut dyn FnMut(&mut crate::scram::ScramCredentials)) -> Result<(), String>;
 }
 
 /// Refuses a request that names more items than any legitimate one could (a small request

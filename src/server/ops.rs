@@ -82,6 +82,9 @@ pub struct FetchPartitionOp {
 pub struct FetchOp {
     pub partitions: Vec<FetchPartitionOp>,
     pub max_bytes: usize,
+    /// isolation_level 1: read only below the last stable offset, and report the aborted
+    /// transactions of what is returned.
+    pub read_committed: bool,
 }
 
 /// What one partition returned.
@@ -89,8 +92,11 @@ pub struct FetchOp {
 pub struct FetchedPartition {
     pub error_code: i16,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub records: Bytes,
+    /// For read_committed: the aborted transactions overlapping the returned records.
+    pub aborted: Vec<crate::ptxn::partition::AbortedTxn>,
 }
 
 impl FetchedPartition {
@@ -98,8 +104,10 @@ impl FetchedPartition {
         FetchedPartition {
             error_code,
             high_watermark: -1,
+            last_stable_offset: -1,
             log_start_offset: -1,
             records: Bytes::new(),
+            aborted: Vec::new(),
         }
     }
 }
@@ -108,6 +116,8 @@ impl FetchedPartition {
 #[derive(Clone, Debug)]
 pub struct ListOffsetsOp {
     pub partitions: Vec<(PartitionRef, i64)>,
+    /// isolation_level 1: latest is the last stable offset, and nothing at or past it is found.
+    pub read_committed: bool,
 }
 
 /// One ListOffsets answer.
@@ -123,6 +133,8 @@ pub struct ListedOffset {
 pub struct WaitOp {
     pub partitions: Vec<(PartitionRef, i64)>,
     pub deadline_ms: i64,
+    /// Wait for the last stable offset (not the high watermark) to pass the offsets.
+    pub read_committed: bool,
 }
 
 /// A topic to create.
@@ -479,6 +491,56 @@ pub struct ShareOffset {
     pub lag: i64,
 }
 
+/// Producer-transaction coordinator work (issue 17), on the transactional id's shard
+/// (`model::group_shard` of the id); answered once the records it produced are durable.
+#[derive(Clone, Debug)]
+pub enum PtxnOp {
+    /// InitProducerId with a transactional id.
+    Init(crate::ptxn::coordinator::InitRequest),
+    /// AddPartitionsToTxn (client form, or v4+ without verifyOnly) and AddOffsetsToTxn.
+    AddParticipants {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<(String, i32)>,
+        groups: Vec<String>,
+    },
+    /// AddPartitionsToTxn v4+ verifyOnly.
+    Verify {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<(String, i32)>,
+    },
+    /// EndTxn.
+    End {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        outcome: crate::ptxn::TxnOutcome,
+    },
+    /// DescribeTransactions of ids this shard coordinates.
+    Describe { transactional_ids: Vec<String> },
+    /// ListTransactions (every shard is asked).
+    List(crate::ptxn::coordinator::ListFilter),
+}
+
+/// Replies to [`PtxnOp`]s.
+#[derive(Clone, Debug)]
+pub enum PtxnReply {
+    Init(Result<crate::ptxn::coordinator::InitAnswer, crate::ptxn::coordinator::CoordError>),
+    Done(Result<(), crate::ptxn::coordinator::CoordError>),
+    Verified(
+        Result<
+            Vec<Result<(), crate::ptxn::coordinator::CoordError>>,
+            crate::ptxn::coordinator::CoordError,
+        >,
+    ),
+    /// One per requested id, in order; `None`: unknown here.
+    Described(Vec<Option<crate::ptxn::coordinator::TxnMetadata>>),
+    Listed(Vec<crate::ptxn::coordinator::TxnMetadata>),
+}
+
 /// Work for the shard that owns the state.
 #[derive(Clone, Debug)]
 pub enum ShardOp {
@@ -567,6 +629,8 @@ pub enum ShardOp {
         marker: crate::ptxn::TxnMarker,
         group_id: String,
     },
+    /// On the transactional id's shard: the producer-transaction coordinator.
+    ProducerTxn(PtxnOp),
 }
 
 /// What one shard knows of share groups (the reply to [`ShardOp::ShareListGroups`]).
@@ -617,6 +681,7 @@ pub enum ShardReply {
     TxnMarkersWritten(Vec<Result<(), i16>>),
     /// The result of [`ShardOp::GroupTxnMarker`]; `Err`: a Kafka error code.
     GroupTxnMarkerWritten(Result<(), i16>),
+    ProducerTxn(PtxnReply),
     /// The shard could not run the operation; typed, the caller chooses the Kafka code.
     Failed(CallError),
 }

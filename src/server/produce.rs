@@ -3,8 +3,9 @@
 //! The handler resolves each partition against the local registry snapshot, sends one
 //! [`ProduceOp`] per partition to the owning shard (all concurrently), and assembles the
 //! answers in request order. The owning shard validates the batch (magic v2, length,
-//! CRC-32C, counts; no control or transactional batches), applies the idempotent-producer
-//! rules, appends, and — for acks=all — answers only once the batch is durable. With acks=0
+//! CRC-32C, counts; no control batches from clients; transactional batches open or extend the
+//! producer's transaction in the partition, `crate::ptxn::partition`), applies the
+//! idempotent-producer rules, appends, and — for acks=all — answers only once the batch is durable. With acks=0
 //! no response is written at all, as Kafka does.
 
 use super::join::join_all;
@@ -28,6 +29,12 @@ enum Slot<F> {
     Pending(F),
 }
 
+/// Whether the first batch of `records` has the transactional attribute (bit 4; control batches
+/// have it too).
+fn is_transactional(records: &[u8]) -> bool {
+    crate::log::batch::parse_header(records).is_ok_and(|h| h.is_transactional())
+}
+
 /// Produce.
 pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let decoded: ProduceRequest = match decode_body(request) {
@@ -48,6 +55,14 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let version = request.api_version;
     let registry = bus.registry();
     let acks = decoded.acks;
+    // As Kafka 4.4: a request with transactional batches must name its transactional id, or
+    // every partition is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+    let refused_transactional = decoded.transactional_id.is_none()
+        && decoded.topic_data.iter().any(|t| {
+            t.partition_data
+                .iter()
+                .any(|p| p.records.as_ref().is_some_and(|r| is_transactional(r)))
+        });
     let acks_valid = matches!(acks, -1..=1);
     let timeout_ms = u64::try_from(decoded.timeout_ms)
         .unwrap_or(0)
@@ -64,7 +79,12 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
         };
         let mut slots = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
-            let slot = if !acks_valid {
+            let slot = if refused_transactional {
+                Slot::Ready(ProduceResult::error(
+                    ResponseError::TransactionalIdAuthorizationFailed.code(),
+                    "transactional batches need the request's transactional id".to_string(),
+                ))
+            } else if !acks_valid {
                 Slot::Ready(ProduceResult::error(
                     ResponseError::InvalidRequiredAcks.code(),
                     format!("acks must be -1, 0 or 1, not {acks}"),

@@ -46,6 +46,9 @@ pub struct ProducerSnapshot {
     pub last_sequence: i32,
     /// Max timestamp of its last batch (-1 if none is remembered).
     pub last_timestamp: i64,
+    /// First offset of its transaction open in the partition (-1 if none); filled by the
+    /// shard from the partition's [`crate::ptxn::partition::TxnPartition`].
+    pub current_txn_start_offset: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,6 +161,7 @@ impl ProducerStates {
                     epoch: entry.epoch,
                     last_sequence: last.map_or(-1, |b| b.last_sequence),
                     last_timestamp: last.map_or(-1, |b| b.max_timestamp),
+                    current_txn_start_offset: -1,
                 }
             })
             .collect();
@@ -266,6 +270,35 @@ impl ProducerStates {
         assert!(self.producers.len() <= PRODUCERS_PER_PARTITION_MAX);
     }
 
+    /// Records an appended transaction marker of `producer_id` at `epoch` (live, or replayed):
+    /// a newer epoch becomes the producer's epoch (older ones are fenced) and its sequences
+    /// start again at 0, as after any epoch change; the same epoch keeps its sequences.
+    pub fn record_marker(&mut self, producer_id: i64, epoch: i16) {
+        if producer_id < 0 {
+            return;
+        }
+        self.clock += 1;
+        let clock = self.clock;
+        if !self.producers.contains_key(&producer_id)
+            && self.producers.len() >= PRODUCERS_PER_PARTITION_MAX
+        {
+            self.evict_least_recent();
+        }
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch,
+                batches: VecDeque::new(),
+                last_touch: clock,
+            });
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.last_touch = clock;
+    }
+
     fn evict_least_recent(&mut self) {
         if let Some((&victim, _)) = self.producers.iter().min_by_key(|(_, e)| e.last_touch) {
             self.producers.remove(&victim);
@@ -301,13 +334,15 @@ mod tests {
                     producer_id: 7,
                     epoch: 0,
                     last_sequence: 5,
-                    last_timestamp: 1_003
+                    last_timestamp: 1_003,
+                    current_txn_start_offset: -1,
                 },
                 ProducerSnapshot {
                     producer_id: 9,
                     epoch: 1,
                     last_sequence: 4,
-                    last_timestamp: 1_010
+                    last_timestamp: 1_010,
+                    current_txn_start_offset: -1,
                 },
             ]
         );
@@ -360,6 +395,20 @@ mod tests {
         assert_eq!(s.epoch(7), Some(1));
         assert!(s.check(7, 0, 10, 10).is_err(), "old epoch is fenced");
         assert_eq!(s.check(7, 1, 1, 1), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_sequences() {
+        let mut s = ProducerStates::new();
+        s.record(7, 0, rec(0, 4, 0));
+        s.record_marker(7, 0);
+        assert_eq!(s.check(7, 0, 5, 5), Ok(SequenceCheck::Append), "same epoch continues");
+        s.record_marker(7, 1);
+        assert_eq!(s.epoch(7), Some(1));
+        assert_eq!(s.check(7, 0, 5, 5).unwrap_err().kafka_error_code(), 47);
+        assert_eq!(s.check(7, 1, 0, 0), Ok(SequenceCheck::Append));
+        s.record_marker(8, 3);
+        assert_eq!(s.epoch(8), Some(3));
     }
 
     #[test]

@@ -25,6 +25,8 @@ use crate::config::TopicSettings;
 use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
 use crate::model::{partition_shard, ShardId, TopicPartition};
+use crate::ptxn::partition::{control_record, control_type, marker_outcome, MarkerAction, TxnPartition};
+use crate::ptxn::TxnMarker;
 use crate::storage::file::Storage;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -87,6 +89,23 @@ pub fn check_journal_shards(data_dir: &Path, shards: usize) -> io::Result<()> {
         Err(e) => Err(e),
     }
 }
+/// Attributes of a transaction marker batch: transactional (bit 4) and control (bit 5).
+const CONTROL_BATCH_ATTRIBUTES: i16 = 0x30;
+
+/// The offset after the last whole batch of `records` (`None` if there is none).
+fn last_batch_end(records: &[u8]) -> Option<i64> {
+    let mut at = 0;
+    let mut end = None;
+    while at + BATCH_HEADER_BYTES <= records.len() {
+        let Ok(header) = batch::parse_header(&records[at..]) else {
+            break;
+        };
+        end = Some(header.base_offset + i64::from(header.last_offset_delta) + 1);
+        at += header.total_bytes();
+    }
+    end
+}
+
 /// Bytes read at a time while rebuilding producer state from a log.
 const REBUILD_READ_BYTES: usize = 4 * 1024 * 1024;
 
@@ -167,6 +186,8 @@ pub struct Partition<S: Storage> {
     pub partition: i32,
     pub log: PartitionLog<S>,
     pub producers: ProducerStates,
+    /// Open transactions, last stable offset and aborted-transaction index (`crate::ptxn`).
+    pub txns: TxnPartition,
     pub settings: TopicSettings,
 }
 
@@ -174,6 +195,21 @@ impl<S: Storage> Partition<S> {
     /// The offset below which records are durable and visible to consumers.
     pub fn high_watermark(&self) -> i64 {
         self.log.durable_end_offset() as i64
+    }
+
+    /// The offset below which records are durable and no transaction is undecided: what a
+    /// read_committed consumer may read.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.txns.last_stable_offset(self.high_watermark())
+    }
+
+    /// The end of what a reader of the given isolation may read.
+    pub fn readable_end(&self, read_committed: bool) -> i64 {
+        if read_committed {
+            self.last_stable_offset()
+        } else {
+            self.high_watermark()
+        }
     }
 }
 
@@ -216,6 +252,8 @@ pub struct ShardState<S: Storage + Clone> {
     pub share: ShareState,
     /// Consumer groups coordinated here and their committed offsets (`crate::group`).
     pub groups: crate::group::ConsumerGroups,
+    /// The producer-transaction coordinator of the transactional ids this shard owns.
+    pub ptxn: crate::ptxn::coordinator::TxnCoordinator,
 }
 
 fn log_config(settings: &TopicSettings) -> LogConfig {
@@ -228,9 +266,13 @@ fn log_config(settings: &TopicSettings) -> LogConfig {
     }
 }
 
-/// Replays the batch headers of a log into producer state.
-fn rebuild_producers<S: Storage>(log: &PartitionLog<S>) -> Result<ProducerStates, LogError> {
+/// Replays the batch headers of a log into producer state and transaction state (for a
+/// control batch, its one record's type too).
+fn rebuild_producers<S: Storage>(
+    log: &PartitionLog<S>,
+) -> Result<(ProducerStates, TxnPartition), LogError> {
     let mut states = ProducerStates::new();
+    let mut txns = TxnPartition::new();
     let mut offset = log.log_start_offset();
     let end = log.log_end_offset();
     while offset < end {
@@ -250,6 +292,20 @@ fn rebuild_producers<S: Storage>(log: &PartitionLog<S>) -> Result<ProducerStates
                 position: offset,
                 reason: e.to_string(),
             })?;
+            if header.is_control() {
+                let outcome = control_type(bytes).and_then(marker_outcome);
+                if let Some(outcome) = outcome.filter(|_| header.producer_id >= 0) {
+                    states.record_marker(header.producer_id, header.producer_epoch);
+                    txns.record_marker(header.producer_id, outcome, header.base_offset);
+                }
+                continue;
+            }
+            txns.record_data(
+                header.producer_id,
+                header.producer_epoch,
+                header.is_transactional(),
+                header.base_offset,
+            );
             if header.producer_id >= 0 && header.base_sequence >= 0 {
                 let base = header.base_offset;
                 states.record(
@@ -270,7 +326,8 @@ fn rebuild_producers<S: Storage>(log: &PartitionLog<S>) -> Result<ProducerStates
         }
         offset = read.next_offset;
     }
-    Ok(states)
+    txns.advance(log.durable_end_offset() as i64);
+    Ok((states, txns))
 }
 
 /// `base + delta` in Kafka's wrapping sequence space.
@@ -300,6 +357,7 @@ impl<S: Storage + Clone> ShardState<S> {
             partitions: HashMap::new(),
             share: ShareState::default(),
             groups: crate::group::ConsumerGroups::default(),
+            ptxn: crate::ptxn::coordinator::TxnCoordinator::default(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
         match failures.is_empty() {
@@ -350,7 +408,7 @@ impl<S: Storage + Clone> ShardState<S> {
         let (log, report) =
             PartitionLog::open(self.storage.clone(), &dir, log_config(&settings), now_ms)
                 .map_err(wrap)?;
-        let producers = rebuild_producers(&log).map_err(wrap)?;
+        let (producers, txns) = rebuild_producers(&log).map_err(wrap)?;
         Ok((
             Partition {
                 topic: topic.to_string(),
@@ -358,6 +416,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 partition,
                 log,
                 producers,
+                txns,
                 settings,
             },
             report,
@@ -505,11 +564,17 @@ impl<S: Storage + Clone> ShardState<S> {
                 "clients may not write control batches".into(),
             );
         }
-        if header.is_transactional() {
+        if header.is_transactional() && header.producer_id < 0 {
             return fail(
-                ResponseError::InvalidTxnState.code(),
-                "transactional produce is not served by this broker".into(),
+                ResponseError::InvalidRecord.code(),
+                "a transactional batch needs a producer id".into(),
             );
+        }
+        if let Err(e) = partition
+            .txns
+            .check_data(header.producer_id, header.is_transactional())
+        {
+            return fail(e.code(), e.to_string());
         }
         let last_sequence = wrap_sequence(header.base_sequence, header.last_offset_delta);
         let idempotent = header.producer_id >= 0;
@@ -558,6 +623,12 @@ impl<S: Storage + Clone> ShardState<S> {
                 max_timestamp: header.max_timestamp,
             },
         );
+        partition.txns.record_data(
+            header.producer_id,
+            header.producer_epoch,
+            header.is_transactional(),
+            info.base_offset as i64,
+        );
         ProduceApplied {
             result: ProduceResult {
                 error_code: 0,
@@ -582,26 +653,36 @@ impl<S: Storage + Clone> ShardState<S> {
                     Err(code) => return FetchedPartition::error(code),
                 };
                 let hw = partition.high_watermark();
+                let lso = partition.last_stable_offset();
+                // What this reader may see: below the high watermark, or the LSO.
+                let end = if op.read_committed { lso } else { hw };
                 let start = partition.log.log_start_offset() as i64;
                 let mut out = FetchedPartition {
                     error_code: 0,
                     high_watermark: hw,
+                    last_stable_offset: lso,
                     log_start_offset: start,
                     records: Bytes::new(),
+                    aborted: Vec::new(),
                 };
                 if want.fetch_offset < start || want.fetch_offset > hw {
                     out.error_code = ResponseError::OffsetOutOfRange.code();
                     return out;
                 }
                 let limit = want.max_bytes.min(budget);
-                if want.fetch_offset == hw || (limit == 0 && any_records) {
+                if want.fetch_offset >= end || (limit == 0 && any_records) {
                     return out;
                 }
                 // With nothing returned yet, read at least one batch even past the budget.
                 let ask = if any_records { limit } else { limit.max(1) };
                 match partition.log.read(want.fetch_offset as u64, ask) {
                     Ok(read) => {
-                        let len = trim_to(&read.records, hw).len();
+                        let kept = trim_to(&read.records, end);
+                        let len = kept.len();
+                        if op.read_committed && len > 0 {
+                            let upper = last_batch_end(kept).unwrap_or(want.fetch_offset);
+                            out.aborted = partition.txns.aborted_in(want.fetch_offset, upper);
+                        }
                         budget = budget.saturating_sub(len);
                         any_records |= len > 0;
                         let mut records = Bytes::from(read.records);
@@ -620,11 +701,13 @@ impl<S: Storage + Clone> ShardState<S> {
 
     /// Whether any of the partitions has durable data at or past the given offset (or an
     /// error a fetch would report at once).
-    pub fn has_data(&self, partitions: &[(PartitionRef, i64)]) -> bool {
+    pub fn has_data(&self, partitions: &[(PartitionRef, i64)], read_committed: bool) -> bool {
         partitions.iter().any(|(r, offset)| match self.lookup(r) {
             Ok(p) => {
                 let hw = p.high_watermark();
-                hw > *offset || *offset > hw || *offset < p.log.log_start_offset() as i64
+                p.readable_end(read_committed) > *offset
+                    || *offset > hw
+                    || *offset < p.log.log_start_offset() as i64
             }
             Err(_) => true,
         })
@@ -644,7 +727,8 @@ impl<S: Storage + Clone> ShardState<S> {
                     Ok(p) => p,
                     Err(code) => return fail(code),
                 };
-                let hw = partition.high_watermark();
+                // read_committed: nothing at or past the last stable offset is found.
+                let hw = partition.readable_end(op.read_committed);
                 let start = partition.log.log_start_offset() as i64;
                 let found = |offset: i64, timestamp: i64| ListedOffset {
                     error_code: 0,
@@ -680,8 +764,73 @@ impl<S: Storage + Clone> ShardState<S> {
     ) -> Vec<Result<Vec<ProducerSnapshot>, i16>> {
         partitions
             .iter()
-            .map(|r| self.lookup(r).map(|p| p.producers.snapshot()))
+            .map(|r| {
+                self.lookup(r).map(|p| {
+                    let mut producers = p.producers.snapshot();
+                    for producer in &mut producers {
+                        producer.current_txn_start_offset =
+                            p.txns.open_txn_start(producer.producer_id).unwrap_or(-1);
+                    }
+                    producers
+                })
+            })
             .collect()
+    }
+
+    /// Ends `marker`'s transaction in partition `r` (WriteTxnMarkers): appends the control
+    /// batch when [`TxnPartition::marker_action`] says so and updates the producer and
+    /// transaction state. Returns the durable end offset that covers the marker (`None`:
+    /// nothing written), or the Kafka error code.
+    pub fn write_txn_marker(
+        &mut self,
+        marker: &TxnMarker,
+        r: &PartitionRef,
+        now_ms: u64,
+    ) -> Result<Option<(TopicPartition, u64)>, i16> {
+        let key = r.key();
+        let missing = self.missing_code(r);
+        let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == r.topic) else {
+            return Err(missing);
+        };
+        let hw = partition.high_watermark();
+        partition.txns.advance(hw);
+        // Aborted entries wholly below the log start (retention, DeleteRecords) are forgotten
+        // here, where entries are added, so the index stays bounded by the retained log.
+        partition
+            .txns
+            .move_log_start(partition.log.log_start_offset() as i64);
+        let known = partition.producers.epoch(marker.producer_id);
+        let action = partition
+            .txns
+            .marker_action(marker.producer_id, marker.producer_epoch, known)
+            .map_err(|e| {
+                tracing::warn!(topic = %r.topic, partition = r.partition, error = %e, "transaction marker refused");
+                e.code()
+            })?;
+        if action == MarkerAction::Skip {
+            return Ok(None);
+        }
+        let (key_bytes, value_bytes) = control_record(marker.outcome, marker.coordinator_epoch);
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        let mut builder = batch::BatchBuilder::new(now);
+        builder.producer_id = marker.producer_id;
+        builder.producer_epoch = marker.producer_epoch;
+        builder.attributes = CONTROL_BATCH_ATTRIBUTES;
+        builder.record(now, Some(&key_bytes), Some(&value_bytes));
+        let bytes = builder.build();
+        let info = partition
+            .log
+            .append(&bytes, now_ms)
+            .map_err(|e| log_error_code(&e))?;
+        partition
+            .producers
+            .record_marker(marker.producer_id, marker.producer_epoch);
+        partition.txns.record_marker(
+            marker.producer_id,
+            marker.outcome,
+            info.base_offset as i64,
+        );
+        Ok(Some((key, info.last_offset + 1)))
     }
 
     /// DeleteRecords on one partition this shard owns: moves the log start to `offset` (-1: the
@@ -967,6 +1116,122 @@ mod tests {
         .0
     }
 
+    fn txn_batch(pid: i64, epoch: i16, seq: i32, values: &[&[u8]]) -> Bytes {
+        let mut b = BatchBuilder::new(1_000);
+        b.producer_id = pid;
+        b.producer_epoch = epoch;
+        b.base_sequence = seq;
+        b.attributes = 0x10;
+        for v in values {
+            b.record(1_000, None, Some(v));
+        }
+        Bytes::from(b.build())
+    }
+
+    fn read(s: &ShardState<SimStorage>, r: &PartitionRef, read_committed: bool) -> FetchedPartition {
+        s.fetch(&FetchOp {
+            partitions: vec![FetchPartitionOp {
+                partition: r.clone(),
+                fetch_offset: 0,
+                max_bytes: 1 << 20,
+            }],
+            max_bytes: 1 << 20,
+            read_committed,
+        })
+        .remove(0)
+    }
+
+    fn marker(pid: i64, epoch: i16, outcome: crate::ptxn::TxnOutcome) -> TxnMarker {
+        TxnMarker {
+            producer_id: pid,
+            producer_epoch: epoch,
+            outcome,
+            coordinator_epoch: 3,
+        }
+    }
+
+    /// Transactional produce, markers, read_committed reads and ListOffsets, DescribeProducers'
+    /// open transaction, and the same state rebuilt from the log after a reopen.
+    #[test]
+    fn transactions_hold_the_lso_and_aborted_ones_are_reported() {
+        use crate::ptxn::TxnOutcome::{Abort, Commit};
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 1)]);
+        let mut s = open(&storage, reg.clone(), 1, 0);
+        let r = pref("t", 1, 0);
+        let key = r.key();
+        assert_eq!(produce(&mut s, &r, txn_batch(7, 0, 0, &[b"a", b"b"])).result.error_code, 0);
+        assert_eq!(produce(&mut s, &r, batch(-1, -1, -1, &[b"p"])).result.error_code, 0);
+        assert_eq!(produce(&mut s, &r, txn_batch(8, 0, 0, &[b"c"])).result.error_code, 0);
+        // A non-transactional batch of a producer inside a transaction: INVALID_TXN_STATE.
+        assert_eq!(produce(&mut s, &r, batch(7, 0, 2, &[b"x"])).result.error_code, 48);
+        // Control batches from clients: INVALID_RECORD.
+        let mut control = BatchBuilder::new(1_000);
+        control.attributes = 0x30;
+        control.producer_id = 7;
+        control.producer_epoch = 0;
+        control.record(1_000, Some(&[0, 0, 0, 1]), Some(&[0, 0, 0, 0, 0, 0]));
+        assert_eq!(produce(&mut s, &r, Bytes::from(control.build())).result.error_code, 87);
+        flush(&mut s, &key);
+        let p = read(&s, &r, true);
+        assert_eq!((p.high_watermark, p.last_stable_offset), (4, 0));
+        assert!(p.records.is_empty());
+        assert_eq!(read(&s, &r, false).records.len() > 0, true);
+        let producers = &s.describe_producers(std::slice::from_ref(&r))[0].as_ref().unwrap().clone();
+        assert_eq!(
+            producers.iter().map(|p| (p.producer_id, p.current_txn_start_offset)).collect::<Vec<_>>(),
+            vec![(7, 0), (8, 3)]
+        );
+
+        // Commit 7 (marker at 4), abort 8 (marker at 5): the LSO follows once durable.
+        assert_eq!(s.write_txn_marker(&marker(7, 0, Commit), &r, 2_000), Ok(Some((key, 5))));
+        assert_eq!(s.write_txn_marker(&marker(7, 0, Commit), &r, 2_000), Ok(None), "idempotent");
+        assert_eq!(read(&s, &r, true).last_stable_offset, 0, "marker not durable yet");
+        flush(&mut s, &key);
+        assert_eq!(read(&s, &r, true).last_stable_offset, 3);
+        assert_eq!(s.write_txn_marker(&marker(8, 0, Abort), &r, 2_000), Ok(Some((key, 6))));
+        // A stale marker for a producer with an open transaction is refused.
+        assert_eq!(produce(&mut s, &r, txn_batch(9, 2, 0, &[b"d"])).result.error_code, 0);
+        assert_eq!(s.write_txn_marker(&marker(9, 1, Commit), &r, 2_000), Err(47));
+        flush(&mut s, &key);
+        let p = read(&s, &r, true);
+        assert_eq!((p.high_watermark, p.last_stable_offset), (7, 6));
+        let aborted: Vec<(i64, i64)> = p.aborted.iter().map(|a| (a.producer_id, a.first_offset)).collect();
+        assert_eq!(aborted, vec![(8, 3)]);
+        let headers: Vec<(i64, bool)> = batch::split_batches(&p.records)
+            .unwrap()
+            .into_iter()
+            .map(|b| {
+                let h = batch::parse_header(b).unwrap();
+                (h.base_offset, h.is_control())
+            })
+            .collect();
+        assert_eq!(headers, vec![(0, false), (2, false), (3, false), (4, true), (5, true)]);
+        let latest = |s: &ShardState<SimStorage>, read_committed| {
+            s.list_offsets(&ListOffsetsOp {
+                partitions: vec![(r.clone(), LATEST_TIMESTAMP)],
+                read_committed,
+            })[0]
+                .offset
+        };
+        assert_eq!((latest(&s, true), latest(&s, false)), (6, 7));
+        assert!(!s.has_data(&[(r.clone(), 6)], true));
+        assert!(s.has_data(&[(r.clone(), 6)], false));
+        // The marker's epoch fenced nothing (same epoch); a newer epoch marker fences epoch 2.
+        assert_eq!(s.write_txn_marker(&marker(9, 3, Abort), &r, 2_000), Ok(Some((key, 8))));
+        assert_eq!(produce(&mut s, &r, txn_batch(9, 2, 1, &[b"z"])).result.error_code, 47);
+        flush(&mut s, &key);
+
+        // Reopen: the same state, rebuilt from the log.
+        drop(s);
+        let s = open(&storage, reg, 1, 0);
+        let p = read(&s, &r, true);
+        assert_eq!((p.high_watermark, p.last_stable_offset), (8, 8));
+        let aborted: Vec<(i64, i64)> = p.aborted.iter().map(|a| (a.producer_id, a.first_offset)).collect();
+        assert_eq!(aborted, vec![(8, 3), (9, 6)]);
+        assert_eq!(s.partition(&key).unwrap().producers.epoch(9), Some(3));
+    }
+
     /// Share-group admin on the partition's shard: alter journals a reset, describe reports the
     /// start offset and high watermark, delete journals a tombstone that replay honours.
     #[test]
@@ -1242,11 +1507,12 @@ mod tests {
                 max_bytes: 1 << 20,
             }],
             max_bytes: 1 << 20,
+            read_committed: false,
         };
         let before = &s.fetch(&fetch)[0];
         assert_eq!(before.high_watermark, 0);
         assert!(before.records.is_empty());
-        assert!(!s.has_data(&[(r.clone(), 0)]));
+        assert!(!s.has_data(&[(r.clone(), 0)], false));
         flush(&mut s, &key);
         let after = &s.fetch(&fetch)[0];
         assert_eq!(after.high_watermark, 2);
@@ -1254,12 +1520,13 @@ mod tests {
             batch::parse_header(&after.records).unwrap().records_count,
             2
         );
-        assert!(s.has_data(&[(r.clone(), 0)]));
+        assert!(s.has_data(&[(r.clone(), 0)], false));
         let listed = s.list_offsets(&ListOffsetsOp {
             partitions: vec![
                 (r.clone(), LATEST_TIMESTAMP),
                 (r.clone(), EARLIEST_TIMESTAMP),
             ],
+            read_committed: false,
         });
         assert_eq!((listed[0].offset, listed[1].offset), (2, 0));
     }
@@ -1376,12 +1643,14 @@ mod tests {
         let got = s.fetch(&FetchOp {
             partitions: vec![part(&r0, 0), part(&r1, 0)],
             max_bytes: 1,
+            read_committed: false,
         });
         assert_eq!(batch::split_batches(&got[0].records).unwrap().len(), 1);
         assert!(got[1].records.is_empty());
         let got = s.fetch(&FetchOp {
             partitions: vec![part(&r0, 4), part(&r0, 3), part(&r1, 1)],
             max_bytes: 1 << 20,
+            read_committed: false,
         });
         assert_eq!(got[0].error_code, 1);
         assert!(got[1].records.is_empty() && got[1].error_code == 0);

@@ -386,6 +386,7 @@ impl ShareState {
             transactions,
             transaction_locks,
             group_offsets: Vec::new(),
+            producer_transactions: Vec::new(),
         }
     }
 
@@ -682,6 +683,7 @@ impl<S: Storage + Clone> ShardState<S> {
         r: &PartitionRef,
         ask: usize,
         min_one_batch: bool,
+        read_committed: bool,
     ) -> (Result<Vec<u8>, (i16, Option<String>)>, i64) {
         let mut hw = 0;
         let read = match self.lookup(r) {
@@ -691,7 +693,8 @@ impl<S: Storage + Clone> ShardState<S> {
                 // Normally applied when the log start moved (`share_log_start_moved`); a
                 // partition created or restored since learns it here.
                 sp.move_log_start(start);
-                hw = partition.high_watermark();
+                // share.isolation.level=read_committed: only below the last stable offset.
+                hw = partition.readable_end(read_committed);
                 let from = sp.next_fetch_offset().max(start);
                 let capped = sp.in_flight_records()
                     >= u64::from(sp.config().partition_max_record_locks)
@@ -736,6 +739,7 @@ impl<S: Storage + Clone> ShardState<S> {
     pub fn share_fetch(&mut self, op: &ShareFetchOp, now_ms: u64) -> Vec<ShareFetchedPartition> {
         let mut records_left = u64::from(op.max_records);
         let mut min_one_batch = op.min_one_batch;
+        let read_committed = self.registry().group_config(&op.group_id).read_committed;
         let mut out = Vec::with_capacity(op.partitions.len());
         for r in &op.partitions {
             let key = ShareKey {
@@ -765,7 +769,8 @@ impl<S: Storage + Clone> ShardState<S> {
             } else {
                 op.partition_max_bytes
             };
-            let (read, wait_offset) = self.share_read(&mut sp, r, ask, min_one_batch);
+            let (read, wait_offset) =
+                self.share_read(&mut sp, r, ask, min_one_batch, read_committed);
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
                     let budget = u32::try_from(records_left).expect("budget from a u32");
@@ -776,6 +781,17 @@ impl<S: Storage + Clone> ShardState<S> {
                         budget,
                         op.batch_size,
                         op.record_limit,
+                        now_ms,
+                    );
+                    // Markers are never delivered, nor aborted data under read_committed.
+                    let unreadable = self.lookup(r).map_or(Vec::new(), |p| {
+                        crate::ptxn::share_side::unreadable_ranges(&bytes, &p.txns, read_committed)
+                    });
+                    let fetched = crate::ptxn::share_side::archive_unreadable(
+                        &mut sp,
+                        &op.member_id,
+                        fetched,
+                        &unreadable,
                         now_ms,
                     );
                     records_left = records_left.saturating_sub(fetched.count);
@@ -818,8 +834,15 @@ impl<S: Storage + Clone> ShardState<S> {
                 match self.take_share(&key, r, now_ms) {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
-                        let (read, wait_offset) =
-                            self.share_read(&mut sp, r, op.partition_max_bytes, true);
+                        let read_committed =
+                            self.registry().group_config(&op.group_id).read_committed;
+                        let (read, wait_offset) = self.share_read(
+                            &mut sp,
+                            r,
+                            op.partition_max_bytes,
+                            true,
+                            read_committed,
+                        );
                         match read {
                             Ok(bytes) => probed.available_bytes = bytes.len(),
                             Err((code, _)) => probed.error_code = code,

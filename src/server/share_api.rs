@@ -526,7 +526,12 @@ async fn min_bytes_reached<B: Bus>(
 }
 
 /// Waits until one of the partitions has data past its offset, or `until`.
-async fn wait_for_data<B: Bus>(bus: &B, waits: Vec<(ShardId, PartitionRef, i64)>, until: i64) {
+async fn wait_for_data<B: Bus>(
+    bus: &B,
+    waits: Vec<(ShardId, PartitionRef, i64)>,
+    until: i64,
+    read_committed: bool,
+) {
     let now = bus.now_ms();
     let mut by_shard: BTreeMap<ShardId, Vec<(PartitionRef, i64)>> = BTreeMap::new();
     for (shard, r, offset) in waits {
@@ -540,6 +545,7 @@ async fn wait_for_data<B: Bus>(bus: &B, waits: Vec<(ShardId, PartitionRef, i64)>
                 ShardOp::WaitForData(WaitOp {
                     partitions,
                     deadline_ms: until,
+                    read_committed,
                 }),
             )
         })
@@ -754,7 +760,8 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             break;
         }
         let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);
-        wait_for_data(bus, waits.unwrap_or_default(), until).await;
+        let read_committed = bus.registry().group_config(&group_id).read_committed;
+        wait_for_data(bus, waits.unwrap_or_default(), until, read_committed).await;
     }
 
     // The response: every fetched partition, every acknowledged one, every unresolved one.

@@ -84,6 +84,9 @@ pub struct ShareGroupConfig {
     /// `errors.deadletterqueue.copy.record.enable`: copy the original key and value too
     /// (otherwise a DLQ record carries only the context headers).
     pub dlq_copy_record: bool,
+    /// `share.isolation.level=read_committed`: acquire only below the last stable offset and
+    /// archive the records of aborted transactions (`ShardState::share_fetch`).
+    pub read_committed: bool,
     /// The explicitly set values, by name, canonical (what DescribeConfigs reports as dynamic).
     pub explicit: BTreeMap<String, String>,
 }
@@ -100,6 +103,7 @@ impl Default for ShareGroupConfig {
             heartbeat_interval_ms: SHARE_HEARTBEAT_INTERVAL_MS_DEFAULT,
             dlq_topic: None,
             dlq_copy_record: false,
+            read_committed: false,
             explicit: BTreeMap::new(),
         }
     }
@@ -152,6 +156,7 @@ impl ShareGroupConfig {
                 "errors.deadletterqueue.copy.record.enable" => {
                     out.dlq_copy_record = canonical == "true"
                 }
+                "share.isolation.level" => out.read_committed = canonical == "read_committed",
                 "share.transaction.timeout.ms" => out.txn.timeout_ms_default = num()?,
                 "share.transaction.max.pending" => {
                     out.txn.max_pending =

@@ -82,6 +82,13 @@ pub trait StorageFile {
     /// `fdatasync`: the file's data (and the metadata needed to read it) is durable on return.
     fn sync(&self) -> io::Result<()>;
 
+    /// A position past which the file holds only zeros that were never written (holes and
+    /// unwritten preallocated extents): the end of its last data extent, at most [`Self::len`].
+    /// The default (and any file system that cannot tell) is the length.
+    fn data_end(&self) -> io::Result<u64> {
+        self.len()
+    }
+
     /// Reads the whole file.
     fn read_all(&self) -> io::Result<Vec<u8>> {
         let len = usize::try_from(self.len()?)
@@ -170,6 +177,42 @@ impl StorageFile for FsFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+
+    /// `lseek(SEEK_DATA)` / `lseek(SEEK_HOLE)` over the extents: ext4 and XFS report unwritten
+    /// (preallocated, never written) extents as holes unless the page cache holds data for
+    /// them, so this is where written data ends. The descriptor's offset moves; every read and
+    /// write here is positional, so nothing depends on it.
+    fn data_end(&self) -> io::Result<u64> {
+        use std::os::fd::AsRawFd;
+        let len = self.len()?;
+        let fd = self.file.as_raw_fd();
+        let mut end = 0i64;
+        let mut position = 0i64;
+        loop {
+            // SAFETY: lseek on a descriptor this value owns; no memory is passed.
+            let data = unsafe { libc::lseek(fd, position, libc::SEEK_DATA) };
+            if data < 0 {
+                let error = io::Error::last_os_error();
+                return match error.raw_os_error() {
+                    // No data at or after `position`.
+                    Some(libc::ENXIO) => Ok((end as u64).min(len)),
+                    // The file system cannot tell: all of it may be data.
+                    Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Ok(len),
+                    _ => Err(error),
+                };
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+            if hole < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            end = hole;
+            if hole as u64 >= len {
+                return Ok(len);
+            }
+            position = hole;
+        }
     }
 
     fn preallocate(&self, len: u64) -> io::Result<()> {
@@ -810,5 +853,35 @@ mod tests {
         s.remove(&path).unwrap();
         assert!(!s.exists(&path));
         fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn data_end_is_the_end_of_the_written_data() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = FsStorage;
+        let f = s.create(&tmp.path().join("seg")).unwrap();
+        f.preallocate(1 << 20).unwrap();
+        assert_eq!(f.len().unwrap(), 1 << 20);
+        f.write_at(&[7u8; 4096], 0).unwrap();
+        f.sync().unwrap();
+        let end = f.data_end().unwrap();
+        if end == 1 << 20 {
+            // A file system that reports preallocated extents as data (or cannot tell):
+            // recovery then reads the whole file, as before.
+            eprintln!("data_end: this file system does not report unwritten extents as holes");
+            return;
+        }
+        assert_eq!(end, 4096, "only the first block was written");
+        f.write_at(&[9u8; 4096], 64 << 10).unwrap();
+        assert_eq!(
+            f.data_end().unwrap(),
+            (64 << 10) + 4096,
+            "the last data extent ends it"
+        );
+        f.write_at(&[1u8; 4096], (1 << 20) - 4096).unwrap();
+        assert_eq!(f.data_end().unwrap(), 1 << 20);
+        let g = s.create(&tmp.path().join("empty")).unwrap();
+        g.preallocate(1 << 20).unwrap();
+        assert_eq!(g.data_end().unwrap(), 0);
     }
 }

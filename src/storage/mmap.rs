@@ -4,13 +4,20 @@
 //!
 //! - [`Region`]: one fixed-size, zero-filled byte region (a journal segment). Writes are
 //!   `memcpy`s into the map at an offset (bounds asserted); [`Region::flush_range`] makes a
-//!   byte range durable synchronously (`msync(MS_SYNC)`, which on Linux is an `fdatasync` of
-//!   that range). A runtime may instead `fdatasync` the region's *path* through io_uring (dirty
-//!   pages of a shared mapping live in the page cache, so an `fdatasync` of any descriptor of
-//!   the file writes them back) and then report it with [`Region::synced_externally`].
+//!   byte range durable synchronously. A runtime may instead write the range's blocks to the
+//!   file itself (the storage engine: `O_DIRECT` + `O_DSYNC` through io_uring) and then report
+//!   it with [`Region::synced_externally`].
 //! - [`RegionDir`]: a directory of named regions: list, create (preallocated, durable before
 //!   it becomes visible), open, remove (durable).
-//! - [`MmapDir`] / [`MmapRegion`]: real files, `memmap2::MmapMut`.
+//! - [`MmapDir`] / [`MmapRegion`]: real files, mapped **private** (`MAP_PRIVATE`, copy on
+//!   write): the kernel never writes the map back on its own, so only the block writes the
+//!   journal hands out (and [`Region::flush_range`]: `pwrite` + `fdatasync`) reach the file, in
+//!   order, and an `O_DIRECT` write of a range never races dirty pages of a shared mapping.
+//!   Pages written and durable are handed back (`MADV_DONTNEED`, in steps of
+//!   [`JOURNAL_RELEASE_BYTES`]): they read as the file's bytes again, which are the same, so
+//!   the journal's resident memory is its unsynced tail, not its segment. A region dropped
+//!   with unsynced writes writes them to the file (not synced): a clean restart keeps them, a
+//!   process kill loses them (they were never durable).
 //! - [`MemDir`] / [`MemRegion`]: the crash double. Per file it keeps the bytes as written and
 //!   as last synced; [`MemDir::crash`] turns every file into its synced image plus a prefix of
 //!   its unsynced bytes (the tear point and optional junk after it chosen by the caller), which
@@ -32,10 +39,13 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use memmap2::MmapMut;
+use memmap2::{MmapMut, MmapOptions, UncheckedAdvice};
+
+use crate::constants::JOURNAL_RELEASE_BYTES;
 
 /// Suffix of a region file that is being created and has no name yet.
 pub const TMP_SUFFIX: &str = ".tmp";
@@ -94,6 +104,10 @@ pub struct MmapDir {
     dir: PathBuf,
     /// The open directory: holds the `flock` and is `fsync`ed after entries change.
     handle: File,
+    /// Map regions shared (`MAP_SHARED`, the page cache written back by the kernel) instead
+    /// of private: the runtime's `LOCKSTEP_JOURNAL_FLUSH=fdatasync`, kept to measure the
+    /// engine's block writes against `fdatasync` of a shared mapping.
+    shared: bool,
 }
 
 impl MmapDir {
@@ -118,7 +132,14 @@ impl MmapDir {
         Ok(MmapDir {
             dir: dir.to_path_buf(),
             handle,
+            shared: false,
         })
+    }
+
+    /// Regions opened from now on are mapped shared (see the field's docs).
+    pub fn with_shared_maps(mut self) -> MmapDir {
+        self.shared = true;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -217,14 +238,27 @@ impl RegionDir for MmapDir {
                 format!("{} is empty; cannot map it", path.display()),
             ));
         }
-        // SAFETY: `MmapMut::map_mut` is unsafe because the mapping aliases the file: if another
-        // process truncated or wrote the file while it is mapped, our view would change under
-        // us (or fault). Lockstep's contract rules that out: this process holds an exclusive
-        // `flock` on the directory (see `MmapDir::open`), no Lockstep code truncates a mapped
-        // file, and the inspect tools only read with `read(2)`. The length was checked non-zero.
-        let map = unsafe { MmapMut::map_mut(&file)? };
+        // SAFETY: `map_copy` is unsafe because the mapping aliases the file: if another
+        // process truncated or wrote the file while it is mapped, the pages we have not written
+        // would change under us (or fault). Lockstep's contract rules that out: this process
+        // holds an exclusive `flock` on the directory (see `MmapDir::open`), no Lockstep code
+        // truncates a mapped file, the only writes to the file are of the map's own bytes, and
+        // the inspect tools only read with `read(2)`. The length was checked non-zero.
+        let map = unsafe {
+            if self.shared {
+                MmapOptions::new().map_mut(&file)?
+            } else {
+                MmapOptions::new().map_copy(&file)?
+            }
+        };
         assert_eq!(map.len(), len, "mapping length differs from the file's");
-        Ok(MmapRegion { path, file, map })
+        Ok(MmapRegion {
+            path,
+            file,
+            map,
+            unwritten: None,
+            released: 0,
+        })
     }
 
     fn remove(&mut self, name: &str) -> io::Result<()> {
@@ -233,13 +267,18 @@ impl RegionDir for MmapDir {
     }
 }
 
-/// A memory-mapped region file.
+/// A privately mapped region file (see the module docs).
 #[derive(Debug)]
 pub struct MmapRegion {
     path: PathBuf,
-    /// Kept open for the lifetime of the mapping (and for `fdatasync` by path alternatives).
+    /// Kept open for the lifetime of the mapping: `pwrite`s of [`Region::flush_range`] and drop.
     file: File,
     map: MmapMut,
+    /// Bytes written into the map and not yet known to be in the file lie in `[lo, hi)` (a
+    /// superset).
+    unwritten: Option<(usize, usize)>,
+    /// Every page below this was handed back to the kernel (durable, reads as the file).
+    released: usize,
 }
 
 impl MmapRegion {
@@ -247,9 +286,59 @@ impl MmapRegion {
         &self.path
     }
 
-    /// `fdatasync` of the whole file through its descriptor (what an io_uring path does).
+    /// `fdatasync` of the whole file through its descriptor.
     pub fn sync_file(&self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    /// Bytes the map holds that the file may not (a test's view of the unsynced tail).
+    pub fn unwritten(&self) -> Option<(usize, usize)> {
+        self.unwritten
+    }
+
+    /// `[offset, end)` is in the file: forget it as unwritten, and hand back whole steps of
+    /// pages below `end` (their bytes are the file's now, so the map reads the same).
+    fn in_file(&mut self, offset: usize, end: usize) {
+        if let Some((lo, hi)) = self.unwritten {
+            if offset <= lo && end > lo {
+                self.unwritten = (end < hi).then_some((end, hi));
+            }
+        }
+        let step = JOURNAL_RELEASE_BYTES;
+        // Never past bytes still unwritten: their only copy is the map.
+        let limit = self.unwritten.map_or(end, |(lo, _)| lo.min(end));
+        let upto = limit / step * step;
+        if upto > self.released {
+            // SAFETY: a private mapping's pages below `upto` are durable in the file with the
+            // bytes the map holds (they were written out from the map and not written since:
+            // writes only go past them), so dropping the private copies changes no byte a
+            // reader sees; no reference into the map outlives this call (`&mut self`).
+            let advised = unsafe {
+                self.map.unchecked_advise_range(
+                    UncheckedAdvice::DontNeed,
+                    self.released,
+                    upto - self.released,
+                )
+            };
+            match advised {
+                Ok(()) => self.released = upto,
+                Err(error) => {
+                    tracing::warn!(file = %self.path.display(), %error, "madvise(DONTNEED) failed; the pages stay resident");
+                    self.released = upto;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for MmapRegion {
+    /// Writes what the map holds and the file does not (no sync): a clean restart keeps it.
+    fn drop(&mut self) {
+        if let Some((lo, hi)) = self.unwritten.take() {
+            if let Err(error) = self.file.write_all_at(&self.map[lo..hi], lo as u64) {
+                tracing::warn!(file = %self.path.display(), %error, "could not write a journal region's unsynced tail on close");
+            }
+        }
     }
 }
 
@@ -273,22 +362,33 @@ impl Region for MmapRegion {
             self.path.display()
         );
         self.map[offset..end].copy_from_slice(data);
+        if data.is_empty() {
+            return;
+        }
+        self.unwritten = Some(match self.unwritten {
+            None => (offset, end),
+            Some((lo, hi)) => (lo.min(offset), hi.max(end)),
+        });
     }
 
+    /// `pwrite` of the range from the map, then `fdatasync`.
     fn flush_range(&mut self, offset: usize, len: usize) -> io::Result<()> {
-        assert!(offset
-            .checked_add(len)
-            .is_some_and(|end| end <= self.map.len()));
+        let end = offset.checked_add(len).expect("flush range end overflows");
+        assert!(end <= self.map.len());
         if len == 0 {
             return Ok(());
         }
-        self.map.flush_range(offset, len)
+        self.file
+            .write_all_at(&self.map[offset..end], offset as u64)?;
+        self.file.sync_data()?;
+        self.in_file(offset, end);
+        Ok(())
     }
 
     fn synced_externally(&mut self, offset: usize, len: usize) {
-        assert!(offset
-            .checked_add(len)
-            .is_some_and(|end| end <= self.map.len()));
+        let end = offset.checked_add(len).expect("synced range end overflows");
+        assert!(end <= self.map.len());
+        self.in_file(offset, end);
     }
 }
 

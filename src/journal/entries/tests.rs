@@ -395,6 +395,7 @@ fn random_group_offset(rng: &mut SmallRng) -> GroupOffsetCommit {
             random_string(rng)
         },
         commit_timestamp_ms: rng.gen_range(0..i64::MAX / 2),
+        producer_id: if rng.gen_bool(0.7) { -1 } else { rng.gen_range(0..1_000_000) },
         expire_timestamp_ms: if rng.gen_bool(0.8) {
             -1
         } else {
@@ -403,8 +404,27 @@ fn random_group_offset(rng: &mut SmallRng) -> GroupOffsetCommit {
     }
 }
 
+fn random_producer_transaction(rng: &mut SmallRng) -> ProducerTransaction {
+    ProducerTransaction {
+        transactional_id: random_string(rng),
+        producer_id: rng.gen_range(-1..i64::MAX / 2),
+        producer_epoch: rng.gen_range(-1..i16::MAX),
+        last_producer_id: rng.gen_range(-1..1000),
+        last_producer_epoch: rng.gen_range(-1..100),
+        timeout_ms: rng.gen_range(0..900_000),
+        state: rng.gen_range(0..8),
+        partitions: (0..rng.gen_range(0..4))
+            .map(|_| (random_string(rng), rng.gen_range(0..1000)))
+            .collect(),
+        groups: (0..rng.gen_range(0..3)).map(|_| random_string(rng)).collect(),
+        start_time_ms: rng.gen_range(-1..i64::MAX / 2),
+        update_time_ms: rng.gen_range(0..i64::MAX / 2),
+        two_phase: rng.gen(),
+    }
+}
+
 fn random_entry(rng: &mut SmallRng) -> Entry {
-    match rng.gen_range(0..8) {
+    match rng.gen_range(0..9) {
         0 => {
             let chunk_count = rng.gen_range(1..100);
             Entry::SnapshotBegin(SnapshotBegin {
@@ -427,6 +447,7 @@ fn random_entry(rng: &mut SmallRng) -> Entry {
         4 => Entry::SharePartitionUpdate(random_partition_state(rng)),
         5 => Entry::TransactionRecord(random_transaction_record(rng)),
         6 => Entry::GroupOffsetCommit(random_group_offset(rng)),
+        7 => Entry::ProducerTransaction(random_producer_transaction(rng)),
         _ => Entry::TransactionLocks(random_transaction_locks(rng)),
     }
 }
@@ -444,6 +465,9 @@ fn random_shard_snapshot(rng: &mut SmallRng) -> ShardSnapshot {
             .collect(),
         group_offsets: (0..rng.gen_range(0..4))
             .map(|_| random_group_offset(rng))
+            .collect(),
+        producer_transactions: (0..rng.gen_range(0..3))
+            .map(|_| random_producer_transaction(rng))
             .collect(),
     }
 }
@@ -744,6 +768,7 @@ fn flatc_written_snapshot_decodes() {
             }],
         }],
         group_offsets: vec![],
+        producer_transactions: vec![],
     };
     let fixture = unhex(FIXTURE_FLATC_SHARD_SNAPSHOT);
     assert_eq!(fixture.len(), 448);
