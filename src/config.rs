@@ -108,6 +108,9 @@ pub struct BrokerConfig {
     /// Static broker defaults from the configuration file (installed with
     /// [`set_static_broker_defaults`] when the broker starts).
     pub broker_defaults: BTreeMap<String, String>,
+    /// The authorizer's settings (`authorizer.class.name` set); `None`: every request is
+    /// allowed (no authorizer, as in Kafka).
+    pub authorizer: Option<crate::authz::AuthorizerConfig>,
     /// Test-only fault injection (`--test-fault`, a hidden flag); `None` in production.
     pub test_fault: Option<TestFault>,
 }
@@ -187,6 +190,7 @@ impl BrokerConfig {
             sasl: BTreeMap::new(),
             limits: Default::default(),
             broker_defaults: BTreeMap::new(),
+            authorizer: None,
             test_fault: None,
         })
     }

@@ -15,6 +15,9 @@
 //!   `ssl.keystore.certificate.chain` + `ssl.keystore.key`, `ssl.client.auth`,
 //!   `ssl.truststore.type=PEM` + `ssl.truststore.location` or `ssl.truststore.certificates`).
 //!   Prefixed `listener.name.<name>.ssl.*` keys are not supported yet (warned about).
+//! - The authorizer: `authorizer.class.name` (Kafka's StandardAuthorizer or AclAuthorizer name;
+//!   anything else is refused), `super.users` (`User:a;User:b`), `allow.everyone.if.no.acl.found`
+//!   (default false). Without `authorizer.class.name` every request is allowed.
 //! - SASL (SASL_PLAINTEXT / SASL_SSL listeners): `sasl.enabled.mechanisms` or
 //!   `listener.name.<l>.sasl.enabled.mechanisms` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; there
 //!   is no default: Kafka's GSSAPI is not supported), PLAIN's users from
@@ -130,6 +133,9 @@ pub struct FileConfig {
     /// Validated broker defaults (`config::BROKER_CONFIGS` names, canonical values).
     pub broker_defaults: BTreeMap<String, String>,
     pub tls: Option<TlsSettings>,
+    /// `authorizer.class.name` (with `super.users` and `allow.everyone.if.no.acl.found`);
+    /// `None` when no authorizer is named.
+    pub authorizer: Option<crate::authz::AuthorizerConfig>,
     /// SASL settings of each SASL_PLAINTEXT / SASL_SSL listener, by listener name.
     pub sasl: BTreeMap<String, ListenerSasl>,
     /// `max.connections`, `max.connections.per.ip`, `max.connection.creation.rate` and their
@@ -450,6 +456,44 @@ impl FileConfig {
                     .validate(&p.value)
                     .map_err(|e| bad(p, config_reason(e)))?;
                 config.broker_defaults.insert(key.to_string(), value);
+            }
+        }
+
+        // The authorizer.
+        used.extend([
+            "authorizer.class.name",
+            "super.users",
+            "allow.everyone.if.no.acl.found",
+        ]);
+        if let Some(p) = get("authorizer.class.name") {
+            let class = p.value.trim();
+            if !class.is_empty() {
+                if !crate::authz::AUTHORIZER_CLASS_NAMES.contains(&class) {
+                    return Err(bad(
+                        p,
+                        format!(
+                            "{class:?} is not supported (use {})",
+                            crate::authz::AUTHORIZER_CLASS_NAMES[0]
+                        ),
+                    ));
+                }
+                let super_users = match get("super.users") {
+                    Some(p) => crate::authz::AuthorizerConfig::parse_super_users(&p.value)
+                        .map_err(|e| bad(p, e.to_string()))?,
+                    None => Default::default(),
+                };
+                let allow_if_no_acl = match get("allow.everyone.if.no.acl.found") {
+                    Some(p) => match p.value.trim().to_ascii_lowercase().as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => return Err(bad(p, format!("{other:?} is not true or false"))),
+                    },
+                    None => false,
+                };
+                config.authorizer = Some(crate::authz::AuthorizerConfig {
+                    super_users,
+                    allow_if_no_acl,
+                });
             }
         }
 

@@ -112,6 +112,9 @@ pub const BROKER_PARTITIONS_MAX: usize = 20_000;
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Share groups with explicit configs (each is a few hundred bytes of metadata.json).
 pub const GROUP_CONFIGS_MAX: usize = 10_000;
+/// ACLs the authorizer holds (the registry keeps them; every shard has a copy). CreateAcls past
+/// it answers INVALID_REQUEST naming the limit.
+pub const ACLS_MAX: usize = 10_000;
 /// Partitions a topic gets when CreateTopics asks for the default (-1); Kafka's `num.partitions`.
 pub const TOPIC_PARTITIONS_DEFAULT: i32 = 1;
 /// Producer ids reserved durably at a time; ids of a reserved block are never handed out twice.

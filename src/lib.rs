@@ -16,6 +16,7 @@
 //! - [`metrics`]: counters and histograms, Prometheus text.
 //! - [`client`]: a small blocking Kafka client (admin, producer, share consumer) for tests and tools.
 
+pub mod authz;
 pub mod client;
 pub mod config;
 pub mod config_file;

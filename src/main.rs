@@ -87,6 +87,7 @@ fn main() {
         c.sasl = file.sasl;
         c.limits = file.limits;
         c.broker_defaults = file.broker_defaults;
+        c.authorizer = file.authorizer;
         c
     })
     .and_then(|c| match &args.advertised {

@@ -23,9 +23,10 @@ use common::process::Lockstep;
 use kafka_protocol::messages::{
     add_offsets_to_txn_request::AddOffsetsToTxnRequest,
     add_partitions_to_txn_request::{AddPartitionsToTxnRequest, AddPartitionsToTxnTopic},
-    delete_topics_request::DeleteTopicState, AddPartitionsToTxnResponse, DeleteTopicsRequest,
-    DescribeTransactionsRequest, EndTxnRequest, FindCoordinatorRequest, GroupId,
-    InitProducerIdRequest, ListTransactionsRequest, TopicName, TransactionalId,
+    delete_topics_request::DeleteTopicState,
+    AddPartitionsToTxnResponse, DeleteTopicsRequest, DescribeTransactionsRequest, EndTxnRequest,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListTransactionsRequest, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
@@ -58,10 +59,18 @@ fn target() -> Target {
     if common::wire::kafka() {
         let addr = std::env::var("LOCKSTEP_KAFKA_ADDR").unwrap_or("127.0.0.1:19092".into());
         let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-        return Target { lockstep: None, addr, port };
+        return Target {
+            lockstep: None,
+            addr,
+            port,
+        };
     }
     let broker = Lockstep::start("lockstep-producer-txn-", 2, &[]);
-    Target { addr: broker.addr(), port: broker.port, lockstep: Some(broker) }
+    Target {
+        addr: broker.addr(),
+        port: broker.port,
+        lockstep: Some(broker),
+    }
 }
 
 fn connect(broker: &Target) -> Connection {
@@ -69,7 +78,12 @@ fn connect(broker: &Target) -> Connection {
 }
 
 /// InitProducerId v4: (error, producer id, epoch).
-fn init(conn: &mut Connection, id: &str, timeout_ms: i32, current: Option<(i64, i16)>) -> (i16, i64, i16) {
+fn init(
+    conn: &mut Connection,
+    id: &str,
+    timeout_ms: i32,
+    current: Option<(i64, i16)>,
+) -> (i16, i64, i16) {
     let mut r = InitProducerIdRequest::default();
     r.transactional_id = Some(tid(id));
     r.transaction_timeout_ms = timeout_ms;
@@ -77,12 +91,21 @@ fn init(conn: &mut Connection, id: &str, timeout_ms: i32, current: Option<(i64, 
     r.producer_id = pid.into();
     r.producer_epoch = epoch;
     let back = conn.send(&r, 4).expect("InitProducerId");
-    (back.error_code, i64::from(back.producer_id), back.producer_epoch)
+    (
+        back.error_code,
+        i64::from(back.producer_id),
+        back.producer_epoch,
+    )
 }
 
 /// InitProducerId until it is no longer CONCURRENT_TRANSACTIONS (a fenced transaction
 /// completing), as clients retry it.
-fn init_retrying(conn: &mut Connection, id: &str, timeout_ms: i32, within: Duration) -> (i16, i64, i16) {
+fn init_retrying(
+    conn: &mut Connection,
+    id: &str,
+    timeout_ms: i32,
+    within: Duration,
+) -> (i16, i64, i16) {
     let deadline = Instant::now() + within;
     loop {
         let got = init(conn, id, timeout_ms, None);
@@ -93,7 +116,15 @@ fn init_retrying(conn: &mut Connection, id: &str, timeout_ms: i32, within: Durat
     }
 }
 
-fn add_partitions(conn: &mut Connection, version: i16, id: &str, pid: i64, epoch: i16, topic: &str, partitions: &[i32]) -> Vec<i16> {
+fn add_partitions(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    topic: &str,
+    partitions: &[i32],
+) -> Vec<i16> {
     let mut t = AddPartitionsToTxnTopic::default();
     t.name = TopicName(s(topic));
     t.partitions = partitions.to_vec();
@@ -105,11 +136,22 @@ fn add_partitions(conn: &mut Connection, version: i16, id: &str, pid: i64, epoch
     let back: AddPartitionsToTxnResponse = conn.send(&r, version).expect("AddPartitionsToTxn");
     back.results_by_topic_v3_and_below
         .iter()
-        .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
         .collect()
 }
 
-fn end_txn(conn: &mut Connection, version: i16, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+fn end_txn(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> i16 {
     let mut r = EndTxnRequest::default();
     r.transactional_id = tid(id);
     r.producer_id = pid.into();
@@ -131,13 +173,26 @@ fn describe(conn: &mut Connection, id: &str) -> (i16, String, i64, i16, Vec<(Str
         .collect();
     // Kafka lists a group's offsets partition (__consumer_offsets) among the participants;
     // this broker has no such topic and lists the partitions only.
-    let mut partitions: Vec<(String, i32)> =
-        partitions.into_iter().filter(|(t, _)| t != "__consumer_offsets").collect();
+    let mut partitions: Vec<(String, i32)> = partitions
+        .into_iter()
+        .filter(|(t, _)| t != "__consumer_offsets")
+        .collect();
     partitions.sort();
-    (t.error_code, t.transaction_state.to_string(), i64::from(t.producer_id), t.producer_epoch, partitions)
+    (
+        t.error_code,
+        t.transaction_state.to_string(),
+        i64::from(t.producer_id),
+        t.producer_epoch,
+        partitions,
+    )
 }
 
-fn wait_state(conn: &mut Connection, id: &str, state: &str, within: Duration) -> (i16, String, i64, i16, Vec<(String, i32)>) {
+fn wait_state(
+    conn: &mut Connection,
+    id: &str,
+    state: &str,
+    within: Duration,
+) -> (i16, String, i64, i16, Vec<(String, i32)>) {
     let deadline = Instant::now() + within;
     loop {
         let got = describe(conn, id);
@@ -154,9 +209,19 @@ fn list(conn: &mut Connection, states: &[&str], duration_ms: i64) -> (Vec<String
     r.state_filters = states.iter().map(|x| s(x)).collect();
     r.duration_filter = duration_ms;
     let back = conn.send(&r, 1).expect("ListTransactions");
-    let mut ids: Vec<String> = back.transaction_states.iter().map(|t| t.transactional_id.to_string()).collect();
+    let mut ids: Vec<String> = back
+        .transaction_states
+        .iter()
+        .map(|t| t.transactional_id.to_string())
+        .collect();
     ids.sort();
-    (ids, back.unknown_state_filters.iter().map(|x| x.to_string()).collect())
+    (
+        ids,
+        back.unknown_state_filters
+            .iter()
+            .map(|x| x.to_string())
+            .collect(),
+    )
 }
 
 fn delete_topic(conn: &mut Connection, topic: &str) {
@@ -200,7 +265,10 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     }
 
     // Timeouts beyond transaction.max.timeout.ms are refused.
-    assert_eq!(init(&mut conn, app, 900_001, None).0, INVALID_TRANSACTION_TIMEOUT);
+    assert_eq!(
+        init(&mut conn, app, 900_001, None).0,
+        INVALID_TRANSACTION_TIMEOUT
+    );
     // Unknown ids.
     assert_eq!(describe(&mut conn, "nobody").0, TRANSACTIONAL_ID_NOT_FOUND);
 
@@ -208,18 +276,35 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     let (err, pid, epoch) = init(&mut conn, app, 60_000, None);
     assert_eq!((err, epoch), (0, 0));
     assert!(pid >= 0);
-    assert_eq!(add_partitions(&mut conn, 3, app, pid, 0, orders, &[0, 1]), vec![0, 0]);
-    assert_eq!(add_partitions(&mut conn, 3, app, pid, 0, "no-such-topic", &[0]), vec![UNKNOWN_TOPIC_OR_PARTITION]);
+    assert_eq!(
+        add_partitions(&mut conn, 3, app, pid, 0, orders, &[0, 1]),
+        vec![0, 0]
+    );
+    assert_eq!(
+        add_partitions(&mut conn, 3, app, pid, 0, "no-such-topic", &[0]),
+        vec![UNKNOWN_TOPIC_OR_PARTITION]
+    );
     let d = describe(&mut conn, app);
     assert_eq!((d.0, d.1.as_str(), d.2, d.3), (0, "Ongoing", pid, 0));
     assert_eq!(d.4, vec![(orders.to_string(), 0), (orders.to_string(), 1)]);
-    assert!(list(&mut conn, &["Ongoing"], -1).0.contains(&app.to_string()));
-    assert_eq!(list(&mut conn, &["Ongoing", "Bogus"], -1).1, vec!["Bogus".to_string()]);
-    assert!(!list(&mut conn, &[], 3_600_000).0.contains(&app.to_string()), "not running for an hour");
+    assert!(list(&mut conn, &["Ongoing"], -1)
+        .0
+        .contains(&app.to_string()));
+    assert_eq!(
+        list(&mut conn, &["Ongoing", "Bogus"], -1).1,
+        vec!["Bogus".to_string()]
+    );
+    assert!(
+        !list(&mut conn, &[], 3_600_000).0.contains(&app.to_string()),
+        "not running for an hour"
+    );
 
     // A second instance with the same transactional id fences the first: the ongoing
     // transaction is aborted with the epoch bumped, and the new instance is told to retry.
-    assert_eq!(init(&mut conn, app, 60_000, None).0, CONCURRENT_TRANSACTIONS);
+    assert_eq!(
+        init(&mut conn, app, 60_000, None).0,
+        CONCURRENT_TRANSACTIONS
+    );
     let d = describe(&mut conn, app);
     // (Kafka, whose participants answer at once, may have completed the abort already.)
     assert!(d.1 == "PrepareAbort" || d.1 == "CompleteAbort", "{d:?}");
@@ -230,22 +315,37 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     let (err, pid2, epoch2) = init_retrying(&mut conn, app, 60_000, Duration::from_secs(10));
     assert_eq!((err, pid2, epoch2), (0, pid, 2));
     // The first instance is fenced: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH for old versions.
-    assert_eq!(add_partitions(&mut conn, 3, app, pid, 0, payments, &[0]), vec![PRODUCER_FENCED]);
-    assert_eq!(add_partitions(&mut conn, 1, app, pid, 0, payments, &[0]), vec![INVALID_PRODUCER_EPOCH]);
+    assert_eq!(
+        add_partitions(&mut conn, 3, app, pid, 0, payments, &[0]),
+        vec![PRODUCER_FENCED]
+    );
+    assert_eq!(
+        add_partitions(&mut conn, 1, app, pid, 0, payments, &[0]),
+        vec![INVALID_PRODUCER_EPOCH]
+    );
     assert_eq!(end_txn(&mut conn, 3, app, pid, 0, true), PRODUCER_FENCED);
-    assert_eq!(end_txn(&mut conn, 1, app, pid, 0, true), INVALID_PRODUCER_EPOCH);
+    assert_eq!(
+        end_txn(&mut conn, 1, app, pid, 0, true),
+        INVALID_PRODUCER_EPOCH
+    );
     // EndTxn with nothing in the transaction.
     assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), INVALID_TXN_STATE);
 
     // The second instance commits; the broker is SIGKILLed while the commit's markers are
     // outstanding (PrepareCommit is durable before EndTxn is answered).
-    assert_eq!(add_partitions(&mut conn, 3, app, pid, 2, payments, &[1]), vec![0]);
+    assert_eq!(
+        add_partitions(&mut conn, 3, app, pid, 2, payments, &[1]),
+        vec![0]
+    );
     let mut offsets = AddOffsetsToTxnRequest::default();
     offsets.transactional_id = tid(app);
     offsets.producer_id = pid.into();
     offsets.producer_epoch = 2;
     offsets.group_id = GroupId(s(&group));
-    assert_eq!(conn.send(&offsets, 3).expect("AddOffsetsToTxn").error_code, 0);
+    assert_eq!(
+        conn.send(&offsets, 3).expect("AddOffsetsToTxn").error_code,
+        0
+    );
     assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), 0);
     let d = describe(&mut conn, app);
     assert!(d.1 == "PrepareCommit" || d.1 == "CompleteCommit", "{d:?}");
@@ -256,7 +356,10 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     if d.1 == "PrepareCommit" {
         assert_eq!(code, CONCURRENT_TRANSACTIONS);
     } else {
-        assert!(code == INVALID_TXN_STATE || code == CONCURRENT_TRANSACTIONS, "{code}");
+        assert!(
+            code == INVALID_TXN_STATE || code == CONCURRENT_TRANSACTIONS,
+            "{code}"
+        );
     }
     if let Some(lockstep) = &mut broker.lockstep {
         drop(conn);
@@ -264,7 +367,11 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
         conn = connect(&broker);
     }
     let d = describe(&mut conn, app);
-    assert_eq!((d.2, d.3), (pid, 2), "producer id and epoch survive the restart");
+    assert_eq!(
+        (d.2, d.3),
+        (pid, 2),
+        "producer id and epoch survive the restart"
+    );
     if d.1 == "PrepareCommit" {
         assert_eq!(d.4, vec![(payments.to_string(), 1)]);
         // Recovery sends the commit markers again; the group's participant is required too.
@@ -274,15 +381,25 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     let d = describe(&mut conn, app);
     assert!(d.1 == "PrepareCommit" || d.1 == "CompleteCommit", "{d:?}");
     if d.1 == "CompleteCommit" {
-        assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), 0, "a retried commit succeeds");
+        assert_eq!(
+            end_txn(&mut conn, 3, app, pid, 2, true),
+            0,
+            "a retried commit succeeds"
+        );
     } else {
-        assert_eq!(end_txn(&mut conn, 3, app, pid, 2, true), CONCURRENT_TRANSACTIONS);
+        assert_eq!(
+            end_txn(&mut conn, 3, app, pid, 2, true),
+            CONCURRENT_TRANSACTIONS
+        );
     }
 
     // The transaction timeout aborts with an epoch bump; the producer is fenced after it.
     let (err, spid, sepoch) = init(&mut conn, slow_id, 1_000, None);
     assert_eq!((err, sepoch), (0, 0));
-    assert_eq!(add_partitions(&mut conn, 3, slow_id, spid, 0, slow, &[0]), vec![0]);
+    assert_eq!(
+        add_partitions(&mut conn, 3, slow_id, spid, 0, slow, &[0]),
+        vec![0]
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     let d = loop {
         let d = describe(&mut conn, slow_id);
@@ -293,7 +410,10 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     };
     assert!(d.1 == "PrepareAbort" || d.1 == "CompleteAbort", "{d:?}");
     assert_eq!(d.3, 1, "the timeout bumped the epoch");
-    assert_eq!(end_txn(&mut conn, 3, slow_id, spid, 0, true), PRODUCER_FENCED);
+    assert_eq!(
+        end_txn(&mut conn, 3, slow_id, spid, 0, true),
+        PRODUCER_FENCED
+    );
     if let Some(lockstep) = &mut broker.lockstep {
         lockstep.assert_alive();
     }

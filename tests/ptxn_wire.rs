@@ -173,14 +173,29 @@ fn open_transactions_hold_the_lso_across_a_restart() {
         .expect("create topic");
     let mut conn = Connection::connect(&broker.addr(), "ptxn-wire").expect("connect");
 
-    assert_eq!(produce(&mut conn, topic, None, batch(0, -1, -1, -1, 2)), (0, 0));
-    assert_eq!(produce(&mut conn, topic, Some("tx"), batch(0x10, PID, 0, 0, 3)), (0, 2));
-    assert_eq!(produce(&mut conn, topic, None, batch(0, -1, -1, -1, 1)), (0, 5));
+    assert_eq!(
+        produce(&mut conn, topic, None, batch(0, -1, -1, -1, 2)),
+        (0, 0)
+    );
+    assert_eq!(
+        produce(&mut conn, topic, Some("tx"), batch(0x10, PID, 0, 0, 3)),
+        (0, 2)
+    );
+    assert_eq!(
+        produce(&mut conn, topic, None, batch(0, -1, -1, -1, 1)),
+        (0, 5)
+    );
     // Refused as Kafka 4.4 refuses them.
-    assert_eq!(produce(&mut conn, topic, None, batch(0x10, PID, 0, 3, 1)).0, 53);
+    assert_eq!(
+        produce(&mut conn, topic, None, batch(0x10, PID, 0, 3, 1)).0,
+        53
+    );
     assert_eq!(produce(&mut conn, topic, None, control_batch()).0, 87);
     // A non-transactional batch of the producer inside its transaction: INVALID_TXN_STATE.
-    assert_eq!(produce(&mut conn, topic, None, batch(0, PID, 0, 3, 1)).0, 48);
+    assert_eq!(
+        produce(&mut conn, topic, None, batch(0, PID, 0, 3, 1)).0,
+        48
+    );
 
     let check = |conn: &mut Connection| {
         let (hw, lso, aborted, bytes) = fetch(conn, topic, 1);
@@ -201,6 +216,9 @@ fn open_transactions_hold_the_lso_across_a_restart() {
     check(&mut conn);
     assert_eq!(committed(&mut conn, topic, group, true), (-1, 88));
     // The transaction goes on after the restart (sequence 3 of the same epoch).
-    assert_eq!(produce(&mut conn, topic, Some("tx"), batch(0x10, PID, 0, 3, 1)), (0, 6));
+    assert_eq!(
+        produce(&mut conn, topic, Some("tx"), batch(0x10, PID, 0, 3, 1)),
+        (0, 6)
+    );
     assert_eq!(txn_start(&mut conn, topic), vec![(PID, 2)]);
 }

@@ -90,7 +90,11 @@ fn locked_records_stay_locked_across_member_exit_and_sigkill() {
     let mut a = ShareConsumer::new(&addr, group);
     a.subscribe(&[topic]).unwrap();
     let got = poll_records(&mut a, RECORDS, Duration::from_secs(30));
-    assert_eq!(offsets(&got), (0..RECORDS as i64).collect(), "first delivery");
+    assert_eq!(
+        offsets(&got),
+        (0..RECORDS as i64).collect(),
+        "first delivery"
+    );
     let by_offset = |o: i64| got.iter().find(|r| r.offset == o).unwrap();
 
     // 0..=9 ACCEPT and 10 REJECT into producer 1000's transaction (epoch 2).
@@ -108,7 +112,11 @@ fn locked_records_stay_locked_across_member_exit_and_sigkill() {
             &[(by_offset(11), AckType::Accept)],
         )
         .unwrap_err();
-    assert_eq!(zombie.kafka_code(), Some(INVALID_PRODUCER_EPOCH), "{zombie}");
+    assert_eq!(
+        zombie.kafka_code(),
+        Some(INVALID_PRODUCER_EPOCH),
+        "{zombie}"
+    );
     // The same records cannot be acknowledged again (they are LOCKED, no longer ACQUIRED).
     let mut raw = Connection::connect(&addr, "pshare-raw").unwrap();
     let again = txn_ack(
@@ -144,7 +152,11 @@ fn locked_records_stay_locked_across_member_exit_and_sigkill() {
     let mut c = ShareConsumer::new(&addr, group);
     c.subscribe(&[topic]).unwrap();
     let after = poll_records(&mut c, RECORDS - 11, Duration::from_secs(30));
-    assert_eq!(offsets(&after), (11..RECORDS as i64).collect(), "after restart");
+    assert_eq!(
+        offsets(&after),
+        (11..RECORDS as i64).collect(),
+        "after restart"
+    );
     let nothing_more = poll_records(&mut c, 1, Duration::from_secs(3));
     assert!(nothing_more.is_empty(), "{:?}", offsets(&nothing_more));
     c.close().unwrap();
@@ -171,11 +183,30 @@ fn refusals() {
     // RELEASE (2) and GAP (0) have no meaning in a producer transaction.
     for t in [2, 0] {
         let r = txn_ack(&mut raw, group, &member, 7, 0, topic_id, vec![(0, 0, t)]);
-        assert_eq!((r.error_code, partition_codes(&r)), (0, vec![INVALID_REQUEST]));
+        assert_eq!(
+            (r.error_code, partition_codes(&r)),
+            (0, vec![INVALID_REQUEST])
+        );
     }
-    let r = txn_ack(&mut raw, group, &member, 7, 0, Uuid::from_u128(9), vec![(0, 0, 1)]);
+    let r = txn_ack(
+        &mut raw,
+        group,
+        &member,
+        7,
+        0,
+        Uuid::from_u128(9),
+        vec![(0, 0, 1)],
+    );
     assert_eq!(partition_codes(&r), vec![UNKNOWN_TOPIC_ID]);
-    let r = txn_ack(&mut raw, group, "someone-else", 7, 0, topic_id, vec![(0, 0, 1)]);
+    let r = txn_ack(
+        &mut raw,
+        group,
+        "someone-else",
+        7,
+        0,
+        topic_id,
+        vec![(0, 0, 1)],
+    );
     assert_eq!(partition_codes(&r), vec![INVALID_RECORD_STATE]);
     // Past what was acquired: all-or-nothing, offset 0 is still ACQUIRED afterwards.
     let r = txn_ack(

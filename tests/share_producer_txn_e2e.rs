@@ -23,8 +23,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     add_partitions_to_txn_request::{AddPartitionsToTxnRequest, AddPartitionsToTxnTopic},
     fetch_request, produce_request, AddPartitionsToTxnResponse, DescribeTransactionsRequest,
-    EndTxnRequest, FetchRequest, InitProducerIdRequest, ProduceRequest, TopicName,
-    TransactionalId,
+    EndTxnRequest, FetchRequest, InitProducerIdRequest, ProduceRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
@@ -103,7 +102,11 @@ impl TxnProducer {
         let codes: Vec<i16> = back
             .results_by_topic_v3_and_below
             .iter()
-            .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+            .flat_map(|t| {
+                t.results_by_partition
+                    .iter()
+                    .map(|p| p.partition_error_code)
+            })
             .collect();
         assert_eq!(codes, vec![0; topics.len()], "AddPartitionsToTxn");
     }
@@ -131,7 +134,10 @@ impl TxnProducer {
         r.timeout_ms = 10_000;
         r.topic_data = vec![t];
         let back = self.conn.send(&r, 9).expect("Produce");
-        assert_eq!(back.responses[0].partition_responses[0].error_code, 0, "Produce");
+        assert_eq!(
+            back.responses[0].partition_responses[0].error_code, 0,
+            "Produce"
+        );
     }
 
     fn end(&mut self, commit: bool) {
@@ -140,7 +146,11 @@ impl TxnProducer {
         r.producer_id = self.pid.into();
         r.producer_epoch = self.epoch;
         r.committed = commit;
-        assert_eq!(self.conn.send(&r, 3).expect("EndTxn").error_code, 0, "EndTxn");
+        assert_eq!(
+            self.conn.send(&r, 3).expect("EndTxn").error_code,
+            0,
+            "EndTxn"
+        );
     }
 }
 
@@ -159,7 +169,10 @@ fn wait_state(conn: &mut Connection, state: &str) {
         if got == state {
             return;
         }
-        assert!(Instant::now() < deadline, "{TXN_ID}: {got}, expected {state}");
+        assert!(
+            Instant::now() < deadline,
+            "{TXN_ID}: {got}, expected {state}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -220,7 +233,12 @@ fn read_committed(conn: &mut Connection, topic: &str) -> Committed {
         }
         values.push(String::from_utf8_lossy(rec.value.as_deref().unwrap_or_default()).into());
     }
-    Committed { hw: p.high_watermark, lso: p.last_stable_offset, aborted, values }
+    Committed {
+        hw: p.high_watermark,
+        lso: p.last_stable_offset,
+        aborted,
+        values,
+    }
 }
 
 fn poll_records(c: &mut ShareConsumer, want: usize, within: Duration) -> Vec<ShareRecord> {
@@ -239,7 +257,10 @@ fn offsets(records: &[ShareRecord]) -> BTreeSet<i64> {
     records.iter().map(|r| r.offset).collect()
 }
 
-fn accept<'a>(records: &'a [ShareRecord], range: std::ops::Range<i64>) -> Vec<(&'a ShareRecord, AckType)> {
+fn accept<'a>(
+    records: &'a [ShareRecord],
+    range: std::ops::Range<i64>,
+) -> Vec<(&'a ShareRecord, AckType)> {
     records
         .iter()
         .filter(|r| range.contains(&r.offset))
@@ -259,8 +280,9 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     admin
         .set_group_config(group, "share.auto.offset.reset", "earliest")
         .expect("group config");
-    let records: Vec<ProducerRecord> =
-        (0..RECORDS).map(|i| ProducerRecord::value(format!("in-{i}"))).collect();
+    let records: Vec<ProducerRecord> = (0..RECORDS)
+        .map(|i| ProducerRecord::value(format!("in-{i}")))
+        .collect();
     let mut plain = Producer::new(&addr);
     let mut tries = 0;
     while let Err(e) = plain.produce(input, 0, &records) {
@@ -284,7 +306,11 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     a.acknowledge_in_producer_transaction(Some(TXN_ID), tx.pid, tx.epoch, &accept(&got, 0..10))
         .expect("TxnShareAcknowledge 1");
     let before = read_committed(&mut probe, output);
-    assert_eq!((before.hw, before.lso), (3, 0), "the open transaction holds the LSO");
+    assert_eq!(
+        (before.hw, before.lso),
+        (3, 0),
+        "the open transaction holds the LSO"
+    );
     assert!(before.values.is_empty());
     tx.end(true);
     wait_state(&mut probe, "CompleteCommit");
@@ -303,14 +329,22 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     let c = read_committed(&mut probe, output);
     assert_eq!((c.hw, c.lso), (7, 7), "2 records + the abort marker");
     assert_eq!(c.aborted, vec![(tx.pid, 4)]);
-    assert_eq!(c.values, vec!["c1-0", "c1-1", "c1-2"], "the aborted output is invisible");
+    assert_eq!(
+        c.values,
+        vec!["c1-0", "c1-1", "c1-2"],
+        "the aborted output is invisible"
+    );
     // The member acknowledges 15..20 itself; then only 10..15 are delivered again.
     for r in got.iter().filter(|r| r.offset >= 15) {
         a.acknowledge(r, AckType::Accept).unwrap();
     }
     a.commit_sync().expect("commit_sync");
     let again = poll_records(&mut a, 5, Duration::from_secs(10));
-    assert_eq!(offsets(&again), (10..15).collect(), "the aborted acks are redelivered");
+    assert_eq!(
+        offsets(&again),
+        (10..15).collect(),
+        "the aborted acks are redelivered"
+    );
     assert!(
         again.iter().all(|r| r.delivery_count == 1),
         "the abort gives the delivery attempt back: {:?}",
@@ -339,7 +373,11 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     let mut b = ShareConsumer::new(&addr, group);
     b.subscribe(&[input]).unwrap();
     let nothing = poll_records(&mut b, 1, Duration::from_secs(3));
-    assert!(nothing.is_empty(), "redelivered after the committed restart: {:?}", offsets(&nothing));
+    assert!(
+        nothing.is_empty(),
+        "redelivered after the committed restart: {:?}",
+        offsets(&nothing)
+    );
     b.close().unwrap();
     broker.assert_alive();
 }

@@ -145,7 +145,12 @@ impl Sim {
             assert_eq!(applied.result.error_code, 0);
             offset += n;
         }
-        state.partition_mut(&pref().key()).unwrap().log.flush().unwrap();
+        state
+            .partition_mut(&pref().key())
+            .unwrap()
+            .log
+            .flush()
+            .unwrap();
         let dir = MemDir::new("/journal");
         let (journal, _) = Journal::open(dir.clone(), journal_config()).unwrap();
         Sim {
@@ -197,7 +202,13 @@ impl Sim {
     fn check_no_archived(&self) {
         for (_, sp) in self.state.share.partitions() {
             for run in sp.runs() {
-                assert_ne!(run.state, RecordState::Archived, "[{}, {}] archived", run.first, run.last);
+                assert_ne!(
+                    run.state,
+                    RecordState::Archived,
+                    "[{}, {}] archived",
+                    run.first,
+                    run.last
+                );
             }
         }
     }
@@ -239,7 +250,11 @@ impl Sim {
             }
         }
         // Records near the delivery limit go through a transaction of their own at once.
-        let urgent: Vec<i64> = self.held.entry(m).or_default().iter()
+        let urgent: Vec<i64> = self
+            .held
+            .entry(m)
+            .or_default()
+            .iter()
             .filter(|(_, (c, _))| *c >= DELIVERY_LIMIT - 2)
             .map(|(o, _)| *o)
             .collect();
@@ -264,7 +279,13 @@ impl Sim {
     }
 
     fn pick_held(&mut self, m: usize) -> Vec<i64> {
-        let held: Vec<i64> = self.held.get(&m).into_iter().flatten().map(|(o, _)| *o).collect();
+        let held: Vec<i64> = self
+            .held
+            .get(&m)
+            .into_iter()
+            .flatten()
+            .map(|(o, _)| *o)
+            .collect();
         if held.is_empty() {
             return held;
         }
@@ -286,7 +307,9 @@ impl Sim {
             .map(|o| AckBatch::new(*o, *o, AcknowledgeType::Accept))
             .collect();
         let owner = ProducerLock::new(PRODUCER_ID, self.epoch).unwrap();
-        let locked = self.state.ptxn_share_lock(GROUP, &member(m), owner, &[(pref(), batches)]);
+        let locked = self
+            .state
+            .ptxn_share_lock(GROUP, &member(m), owner, &[(pref(), batches)]);
         self.flush();
         assert_eq!(locked[0], Ok(offsets.len() as u64), "lock refused");
         let held = self.held.entry(m).or_default();
@@ -308,14 +331,21 @@ impl Sim {
         let marker = TxnMarker {
             producer_id: PRODUCER_ID,
             producer_epoch: self.epoch,
-            outcome: if commit { TxnOutcome::Commit } else { TxnOutcome::Abort },
+            outcome: if commit {
+                TxnOutcome::Commit
+            } else {
+                TxnOutcome::Abort
+            },
             coordinator_epoch: 0,
         };
         self.coord = Coord::Deciding(marker);
         let outputs = std::mem::take(&mut self.in_txn);
         if commit {
             for o in outputs {
-                assert!(self.committed.insert(o), "input {o} in the committed output twice");
+                assert!(
+                    self.committed.insert(o),
+                    "input {o} in the committed output twice"
+                );
             }
             self.stats.commits += 1;
         } else {
@@ -351,7 +381,8 @@ impl Sim {
             let Some(held) = self.held.get(&m) else {
                 continue;
             };
-            let urgent: Vec<i64> = held.iter()
+            let urgent: Vec<i64> = held
+                .iter()
                 .filter(|(_, (c, _))| *c >= DELIVERY_LIMIT - 2)
                 .map(|(o, _)| *o)
                 .collect();
@@ -452,13 +483,24 @@ impl Sim {
         self.end(true, false);
         self.send_markers();
         for _ in 0..10_000 {
-            let spso = self.state.share.partitions().next().map_or(0, |(_, sp)| sp.spso());
+            let spso = self
+                .state
+                .share
+                .partitions()
+                .next()
+                .map_or(0, |(_, sp)| sp.spso());
             if spso >= RECORDS {
                 break;
             }
             for m in 0..MEMBERS {
                 self.fetch(m);
-                let held: Vec<i64> = self.held.get(&m).into_iter().flatten().map(|(o, _)| *o).collect();
+                let held: Vec<i64> = self
+                    .held
+                    .get(&m)
+                    .into_iter()
+                    .flatten()
+                    .map(|(o, _)| *o)
+                    .collect();
                 if !held.is_empty() {
                     self.stage(m, &held);
                 }
@@ -469,7 +511,9 @@ impl Sim {
         assert_eq!(self.coord, Coord::Ready);
         let (_, sp) = self.state.share.partitions().next().expect("state");
         assert_eq!(sp.locked_records(), 0);
-        let missing: Vec<i64> = (0..RECORDS).filter(|o| !self.committed.contains(o)).collect();
+        let missing: Vec<i64> = (0..RECORDS)
+            .filter(|o| !self.committed.contains(o))
+            .collect();
         assert!(missing.is_empty(), "lost records: {missing:?}");
         assert_eq!(self.committed.len() as i64, RECORDS);
     }

@@ -310,12 +310,13 @@ impl ConsumerGroups {
                 c.tick(now_ms);
                 c.validate_txn_offset_commit(member_id, instance_id, generation_id)?
             }
-            Membership::Consumer(c) => c
-                .validate_offset_commit(member_id, generation_id)
-                .map_err(|e| match e {
-                    ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration,
-                    other => other,
-                })?,
+            Membership::Consumer(c) => {
+                c.validate_offset_commit(member_id, generation_id)
+                    .map_err(|e| match e {
+                        ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration,
+                        other => other,
+                    })?
+            }
         }
         let mut codes = Vec::with_capacity(partitions.len());
         let mut journal = Vec::new();

@@ -194,10 +194,16 @@ fn transactional_offsets_are_pending_until_the_marker() {
         groups.txn_commit("g", 7, "m", None, 1, &commit_at(5), 1),
         Err(ResponseError::IllegalGeneration)
     );
-    assert_eq!(groups.txn_commit("g", 7, "", None, -1, &commit_at(5), 1), Ok(vec![0]));
+    assert_eq!(
+        groups.txn_commit("g", 7, "", None, -1, &commit_at(5), 1),
+        Ok(vec![0])
+    );
     let (member, generation) = stable_member(&mut groups, 2);
     // Unlike OffsetCommit, no member id and generation is accepted from a non-empty group.
-    assert_eq!(groups.txn_commit("g", 8, "", None, -1, &commit_at(6), 3), Ok(vec![0]));
+    assert_eq!(
+        groups.txn_commit("g", 8, "", None, -1, &commit_at(6), 3),
+        Ok(vec![0])
+    );
     assert_eq!(
         groups.txn_commit("g", 8, &member, Some("i"), generation + 1, &commit_at(6), 3),
         Err(ResponseError::IllegalGeneration)
@@ -218,18 +224,32 @@ fn transactional_offsets_are_pending_until_the_marker() {
         }
         (f[0].offset, f[0].error_code)
     };
-    assert_eq!(fetch(&mut groups, false), (-1, 0), "pending offsets are invisible");
-    assert_eq!(fetch(&mut groups, true), (-1, ResponseError::UnstableOffsetCommit.code()));
+    assert_eq!(
+        fetch(&mut groups, false),
+        (-1, 0),
+        "pending offsets are invisible"
+    );
+    assert_eq!(
+        fetch(&mut groups, true),
+        (-1, ResponseError::UnstableOffsetCommit.code())
+    );
     assert_eq!(groups.txn_marker("g", 7, Abort, 4), 1);
     assert_eq!(fetch(&mut groups, false), (-1, 0), "aborted: dropped");
-    assert_eq!(fetch(&mut groups, true).1, ResponseError::UnstableOffsetCommit.code(), "8 still pending");
+    assert_eq!(
+        fetch(&mut groups, true).1,
+        ResponseError::UnstableOffsetCommit.code(),
+        "8 still pending"
+    );
     let before_replay = groups.take_entries();
     assert_eq!(groups.txn_marker("g", 8, Commit, 5), 1);
     assert_eq!(fetch(&mut groups, true), (9, 0));
     assert_eq!(groups.txn_marker("g", 8, Commit, 6), 0, "idempotent");
     assert!(!groups.has_pending_txn_offsets("g"));
     // A pending offset of another producer survives a replay (from entries and from a snapshot).
-    assert_eq!(groups.txn_commit("g", 9, "", None, -1, &commit_at(11), 7), Ok(vec![0]));
+    assert_eq!(
+        groups.txn_commit("g", 9, "", None, -1, &commit_at(11), 7),
+        Ok(vec![0])
+    );
     let journal: Vec<GroupOffsetCommit> = before_replay
         .into_iter()
         .chain(groups.take_entries())

@@ -1011,7 +1011,11 @@ fn decode_producer_transaction(
     view: ProducerTransactionFb<'_>,
 ) -> Result<ProducerTransaction, EntryError> {
     const T: &str = "ProducerTransaction";
-    check_version(T, view.version(), ProducerTransactionFb::SCHEMA.version_current)?;
+    check_version(
+        T,
+        view.version(),
+        ProducerTransactionFb::SCHEMA.version_current,
+    )?;
     let state = view.state().unwrap_or(0);
     if state > 7 {
         return Err(field_error(T, "state", format!("unknown state {state}")));
@@ -1028,7 +1032,11 @@ fn decode_producer_transaction(
         return Err(field_error(
             T,
             "partition_indexes",
-            format!("{} topics but {} partition indexes", topics.len(), indexes.len()),
+            format!(
+                "{} topics but {} partition indexes",
+                topics.len(),
+                indexes.len()
+            ),
         ));
     }
     let mut partitions = Vec::with_capacity(topics.len());
@@ -1037,7 +1045,11 @@ fn decode_producer_transaction(
     }
     let producer_epoch = view.producer_epoch().unwrap_or(-1);
     if producer_epoch < -1 {
-        return Err(field_error(T, "producer_epoch", format!("invalid epoch {producer_epoch}")));
+        return Err(field_error(
+            T,
+            "producer_epoch",
+            format!("invalid epoch {producer_epoch}"),
+        ));
     }
     Ok(ProducerTransaction {
         transactional_id: required(T, "transactional_id", view.transactional_id())?.to_string(),
@@ -1319,8 +1331,15 @@ fn build_producer_transaction(
     txn: &ProducerTransaction,
 ) -> Finished {
     use ptxn_slots as s;
-    assert!(txn.state <= 7, "unknown producer transaction state {}", txn.state);
-    assert!(txn.partitions.iter().all(|(_, p)| *p >= 0), "negative partition");
+    assert!(
+        txn.state <= 7,
+        "unknown producer transaction state {}",
+        txn.state
+    );
+    assert!(
+        txn.partitions.iter().all(|(_, p)| *p >= 0),
+        "negative partition"
+    );
     let id = fbb.create_string(&txn.transactional_id);
     let topics: Vec<_> = txn
         .partitions

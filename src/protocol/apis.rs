@@ -70,6 +70,9 @@ pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+pub const DESCRIBE_ACLS: i16 = 29;
+pub const CREATE_ACLS: i16 = 30;
+pub const DELETE_ACLS: i16 = 31;
 pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
 pub const ADD_OFFSETS_TO_TXN: i16 = 25;
 pub const END_TXN: i16 = 26;
@@ -299,6 +302,27 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         min_version: 0,
         max_version: 4,
         flexible_min: 3,
+    },
+    ApiSpec {
+        key: DESCRIBE_ACLS,
+        name: "DescribeAcls",
+        min_version: 1,
+        max_version: 3,
+        flexible_min: 2,
+    },
+    ApiSpec {
+        key: CREATE_ACLS,
+        name: "CreateAcls",
+        min_version: 1,
+        max_version: 3,
+        flexible_min: 2,
+    },
+    ApiSpec {
+        key: DELETE_ACLS,
+        name: "DeleteAcls",
+        min_version: 1,
+        max_version: 3,
+        flexible_min: 2,
     },
     ApiSpec {
         key: DESCRIBE_CONFIGS,

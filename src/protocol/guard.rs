@@ -209,6 +209,20 @@ const CONSUMER_GROUP_HEARTBEAT: &[Field] = &[
 const CONSUMER_GROUP_DESCRIBE: &[Field] = &[f(0, ArrStr), f(0, Bool)];
 
 // DescribeConfigs v1–4 (flexible from 4).
+// CreateAcls / DescribeAcls / DeleteAcls v1-3: an ACL or filter is type, name, pattern type (v1+),
+// principal, host, operation, permission.
+const ACL_FIELDS: &[Field] = &[
+    f(0, I8),
+    f(0, Str),
+    f(1, I8),
+    f(0, Str),
+    f(0, Str),
+    f(0, I8),
+    f(0, I8),
+];
+const CREATE_ACLS: &[Field] = &[f(0, Arr(ACL_FIELDS))];
+const DELETE_ACLS: &[Field] = &[f(0, Arr(ACL_FIELDS))];
+
 const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[f(0, I8), f(0, Str), f(0, ArrStr)];
 const DESCRIBE_CONFIGS: &[Field] = &[f(0, Arr(DESCRIBE_CONFIGS_RESOURCE)), f(1, Bool), f(3, Bool)];
 
@@ -401,6 +415,9 @@ fn schema(api_key: i16) -> Option<&'static [Field]> {
         apis::DESCRIBE_TRANSACTIONS => DESCRIBE_TRANSACTIONS,
         apis::LIST_TRANSACTIONS => LIST_TRANSACTIONS_FIELDS,
         apis::DESCRIBE_CONFIGS => DESCRIBE_CONFIGS,
+        apis::CREATE_ACLS => CREATE_ACLS,
+        apis::DESCRIBE_ACLS => ACL_FIELDS,
+        apis::DELETE_ACLS => DELETE_ACLS,
         apis::OFFSET_FOR_LEADER_EPOCH => OFFSET_FOR_LEADER_EPOCH,
         apis::DESCRIBE_CLUSTER => DESCRIBE_CLUSTER,
         apis::CONSUMER_GROUP_HEARTBEAT => CONSUMER_GROUP_HEARTBEAT,
@@ -865,7 +882,8 @@ mod tests {
                 t.partitions = vec![0, 1];
                 let mut r = AddPartitionsToTxnRequest::default();
                 if version >= 4 {
-                    let mut x = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                    let mut x =
+                        add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
                     x.transactional_id = s("tx").into();
                     x.producer_id = 7.into();
                     x.producer_epoch = 1;
@@ -911,6 +929,43 @@ mod tests {
             apis::INIT_PRODUCER_ID => {
                 let mut r = InitProducerIdRequest::default();
                 r.transactional_id = Some(s("tx").into());
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::CREATE_ACLS => {
+                let mut c = create_acls_request::AclCreation::default();
+                c.resource_type = 2;
+                c.resource_name = s("orders");
+                c.resource_pattern_type = 4;
+                c.principal = s("User:alice");
+                c.host = s("*");
+                c.operation = 3;
+                c.permission_type = 3;
+                let mut r = CreateAclsRequest::default();
+                r.creations = vec![c.clone(), c];
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DESCRIBE_ACLS => {
+                let mut r = DescribeAclsRequest::default();
+                r.resource_type_filter = 2;
+                r.resource_name_filter = Some(s("orders"));
+                r.pattern_type_filter = 2;
+                r.principal_filter = Some(s("User:alice"));
+                r.host_filter = None;
+                r.operation = 1;
+                r.permission_type = 1;
+                Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
+            }
+            apis::DELETE_ACLS => {
+                let mut f = delete_acls_request::DeleteAclsFilter::default();
+                f.resource_type_filter = 2;
+                f.resource_name_filter = Some(s("orders"));
+                f.pattern_type_filter = 3;
+                f.principal_filter = None;
+                f.host_filter = Some(s("*"));
+                f.operation = 3;
+                f.permission_type = 3;
+                let mut r = DeleteAclsRequest::default();
+                r.filters = vec![f.clone(), f];
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::DESCRIBE_CONFIGS => {

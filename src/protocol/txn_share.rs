@@ -9,8 +9,7 @@ pub use super::generated::txn_share_acknowledge_request::{
     TxnShareAcknowledgeTopic,
 };
 pub use super::generated::txn_share_acknowledge_response::{
-    TxnShareAcknowledgePartitionResult, TxnShareAcknowledgeResponse,
-    TxnShareAcknowledgeTopicResult,
+    TxnShareAcknowledgePartitionResult, TxnShareAcknowledgeResponse, TxnShareAcknowledgeTopicResult,
 };
 
 /// A request with every field set (two topics, several batches), for codec and guard tests.
@@ -60,7 +59,10 @@ mod tests {
         let mut buf = bytes::BytesMut::new();
         request.encode(&mut buf, 0).unwrap();
         let mut bytes = buf.freeze();
-        assert_eq!(TxnShareAcknowledgeRequest::decode(&mut bytes, 0).unwrap(), request);
+        assert_eq!(
+            TxnShareAcknowledgeRequest::decode(&mut bytes, 0).unwrap(),
+            request
+        );
         assert!(bytes.is_empty());
 
         let response = TxnShareAcknowledgeResponse {
@@ -77,7 +79,10 @@ mod tests {
         let mut buf = bytes::BytesMut::new();
         response.encode(&mut buf, 0).unwrap();
         let mut bytes = buf.freeze();
-        assert_eq!(TxnShareAcknowledgeResponse::decode(&mut bytes, 0).unwrap(), response);
+        assert_eq!(
+            TxnShareAcknowledgeResponse::decode(&mut bytes, 0).unwrap(),
+            response
+        );
     }
 
     /// A null TransactionalId (the draft makes it nullable) decodes.

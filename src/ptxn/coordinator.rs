@@ -955,8 +955,12 @@ impl TxnCoordinator {
     pub fn list(&self, filter: &ListFilter, now_ms: i64) -> Vec<&TxnMetadata> {
         self.txns
             .values()
-            .filter(|m| filter.states.is_empty() || filter.states.iter().any(|s| s == m.state.name()))
-            .filter(|m| filter.producer_ids.is_empty() || filter.producer_ids.contains(&m.producer_id))
+            .filter(|m| {
+                filter.states.is_empty() || filter.states.iter().any(|s| s == m.state.name())
+            })
+            .filter(|m| {
+                filter.producer_ids.is_empty() || filter.producer_ids.contains(&m.producer_id)
+            })
             .filter(|m| {
                 filter.duration_ms < 0
                     || (m.state == TxnState::Ongoing && now_ms - m.start_ms >= filter.duration_ms)

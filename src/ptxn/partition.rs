@@ -116,7 +116,13 @@ impl TxnPartition {
     }
 
     /// Records an appended data batch starting at `base_offset` (live, or replayed at open).
-    pub fn record_data(&mut self, producer_id: i64, epoch: i16, transactional: bool, base_offset: i64) {
+    pub fn record_data(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        transactional: bool,
+        base_offset: i64,
+    ) {
         if !transactional || producer_id < 0 {
             return;
         }
@@ -124,7 +130,10 @@ impl TxnPartition {
             first_offset: base_offset,
             epoch,
         });
-        assert!(open.first_offset <= base_offset, "batches are recorded in log order");
+        assert!(
+            open.first_offset <= base_offset,
+            "batches are recorded in log order"
+        );
         open.epoch = open.epoch.max(epoch);
     }
 
@@ -159,7 +168,10 @@ impl TxnPartition {
         marker_offset: i64,
     ) -> Option<AbortedTxn> {
         let open = self.open.remove(&producer_id)?;
-        assert!(open.first_offset < marker_offset, "the marker follows the data");
+        assert!(
+            open.first_offset < marker_offset,
+            "the marker follows the data"
+        );
         self.ending.push((open.first_offset, marker_offset));
         if outcome == TxnOutcome::Abort {
             let entry = AbortedTxn {
@@ -168,7 +180,10 @@ impl TxnPartition {
                 last_offset: marker_offset,
             };
             if let Some(last) = self.aborted.back() {
-                assert!(last.last_offset < marker_offset, "markers are recorded in log order");
+                assert!(
+                    last.last_offset < marker_offset,
+                    "markers are recorded in log order"
+                );
             }
             self.aborted.push_back(entry);
             return Some(entry);
@@ -344,7 +359,11 @@ mod tests {
         assert_eq!(t.marker_action(1, 2, Some(3)).unwrap_err().code(), 47);
         t.record_marker(1, TxnOutcome::Abort, 1);
         assert_eq!(t.marker_action(1, 3, Some(3)), Ok(MarkerAction::Skip));
-        assert_eq!(t.record_marker(1, TxnOutcome::Abort, 2), None, "nothing open");
+        assert_eq!(
+            t.record_marker(1, TxnOutcome::Abort, 2),
+            None,
+            "nothing open"
+        );
     }
 
     #[test]
@@ -356,7 +375,11 @@ mod tests {
         t.record_marker(2, TxnOutcome::Commit, 5);
         t.record_data(2, 0, true, 6);
         t.record_marker(2, TxnOutcome::Abort, 9);
-        let ids = |v: Vec<AbortedTxn>| v.iter().map(|a| (a.producer_id, a.first_offset)).collect::<Vec<_>>();
+        let ids = |v: Vec<AbortedTxn>| {
+            v.iter()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(ids(t.aborted_in(0, 10)), vec![(1, 0), (2, 6)]);
         assert_eq!(ids(t.aborted_in(5, 6)), vec![]);
         assert_eq!(ids(t.aborted_in(4, 5)), vec![(1, 0)]);
@@ -435,7 +458,11 @@ mod tests {
                         log.push((plain, None, false));
                     }
                     6..=7 => {
-                        let outcome = if rng.gen_bool(0.5) { TxnOutcome::Commit } else { TxnOutcome::Abort };
+                        let outcome = if rng.gen_bool(0.5) {
+                            TxnOutcome::Commit
+                        } else {
+                            TxnOutcome::Abort
+                        };
                         let action = t.marker_action(pid, 0, Some(0)).unwrap();
                         assert_eq!(action == MarkerAction::Write, open.contains_key(&pid));
                         if action == MarkerAction::Write {
@@ -460,7 +487,11 @@ mod tests {
                     .map(|(o, e)| (o as i64, e.0))
                     .filter_map(|(o, pid)| {
                         // the txn ended by this marker: the last txn of pid before o
-                        log[..o as usize].iter().rev().find(|e| e.0 == pid && e.1.is_some()).map(|e| (e.1.unwrap(), o))
+                        log[..o as usize]
+                            .iter()
+                            .rev()
+                            .find(|e| e.0 == pid && e.1.is_some())
+                            .map(|e| (e.1.unwrap(), o))
                     })
                     .collect();
                 let model_lso = log
@@ -476,11 +507,18 @@ mod tests {
                 let aborted = t.aborted_in(0, lso);
                 for (o, e) in log.iter().enumerate().take(lso as usize) {
                     let o = o as i64;
-                    let dropped = aborted.iter().any(|a| a.producer_id == e.0 && a.first_offset <= o && o < a.last_offset);
-                    let model_dropped = e.1.is_some_and(|txn| fate.get(&txn) == Some(&TxnOutcome::Abort));
+                    let dropped = aborted
+                        .iter()
+                        .any(|a| a.producer_id == e.0 && a.first_offset <= o && o < a.last_offset);
+                    let model_dropped =
+                        e.1.is_some_and(|txn| fate.get(&txn) == Some(&TxnOutcome::Abort));
                     if !e.2 {
                         assert_eq!(dropped, model_dropped, "seed {seed} offset {o}");
-                        assert_eq!(t.is_aborted(e.0, o), model_dropped, "seed {seed} offset {o}");
+                        assert_eq!(
+                            t.is_aborted(e.0, o),
+                            model_dropped,
+                            "seed {seed} offset {o}"
+                        );
                     }
                 }
             }

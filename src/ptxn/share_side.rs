@@ -71,11 +71,18 @@ pub fn archive_unreadable(
                 });
             }
             let cut_last = u_last.min(range.last);
-            archive.push(AckBatch::new(u_first.max(from), cut_last, AcknowledgeType::Gap));
+            archive.push(AckBatch::new(
+                u_first.max(from),
+                cut_last,
+                AcknowledgeType::Gap,
+            ));
             from = cut_last + 1;
         }
         if from <= range.last {
-            kept.push(AcquiredRange { first: from, ..*range });
+            kept.push(AcquiredRange {
+                first: from,
+                ..*range
+            });
         }
     }
     if archive.is_empty() {
@@ -92,7 +99,10 @@ pub fn archive_unreadable(
                 continue;
             };
             let last = h.base_offset + i64::from(h.last_offset_delta);
-            if kept.iter().any(|r| r.first <= last && r.last >= h.base_offset) {
+            if kept
+                .iter()
+                .any(|r| r.first <= last && r.last >= h.base_offset)
+            {
                 records.extend_from_slice(bytes);
             }
         }
@@ -142,12 +152,17 @@ mod tests {
         log.extend(batch(5, 1, 0x30, 1));
         log.extend(batch(6, 2, 0x30, 1));
         log.extend(batch(7, -1, 0, 1));
-        for (read_committed, delivered) in [(true, vec![3, 4, 7]), (false, vec![0, 1, 2, 3, 4, 7])] {
+        for (read_committed, delivered) in [(true, vec![3, 4, 7]), (false, vec![0, 1, 2, 3, 4, 7])]
+        {
             let unreadable = unreadable_ranges(&log, &txns, read_committed);
             let mut sp = SharePartition::new(ShareConfig::default(), 0);
             let fetched = acquire_from_log(&mut sp, "m", &log, 500, 500, 0);
             let fetched = archive_unreadable(&mut sp, "m", fetched, &unreadable, 0);
-            let got: Vec<i64> = fetched.acquired.iter().flat_map(|r| r.first..=r.last).collect();
+            let got: Vec<i64> = fetched
+                .acquired
+                .iter()
+                .flat_map(|r| r.first..=r.last)
+                .collect();
             assert_eq!(got, delivered, "read_committed {read_committed}");
             let returned: Vec<i64> = crate::log::batch::split_batches(&fetched.records)
                 .unwrap()
@@ -157,7 +172,9 @@ mod tests {
             assert!(!returned.contains(&5) && !returned.contains(&6));
             assert_eq!(returned.contains(&0), !read_committed);
             // Archived offsets are never acquired again; nothing else is left to acquire.
-            assert!(acquire_from_log(&mut sp, "n", &log, 500, 500, 0).acquired.is_empty());
+            assert!(acquire_from_log(&mut sp, "n", &log, 500, 500, 0)
+                .acquired
+                .is_empty());
             sp.check_invariants();
         }
     }

@@ -74,6 +74,9 @@ pub struct Endpoint {
     pub advertised: Option<SocketAddr>,
     /// Set for SSL and SASL_SSL listeners.
     pub tls: Option<futures_rustls::TlsAcceptor>,
+    /// The authorizer's settings, if one is configured (every connection's requests are
+    /// authorized against them and the registry's ACLs).
+    pub authorizer: Option<std::sync::Arc<crate::authz::AuthorizerConfig>>,
     /// Set for SASL_PLAINTEXT and SASL_SSL listeners.
     pub sasl: Option<SaslEndpoint>,
     /// The broker-wide connection limits (one instance for every shard and listener).
@@ -175,7 +178,8 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
         m.connections_total += 1;
         m.connections_active += 1;
     });
-    let conn = ConnInfo::new(endpoint.advertised.unwrap_or(local_addr), peer_addr);
+    let mut conn = ConnInfo::new(endpoint.advertised.unwrap_or(local_addr), peer_addr);
+    conn.authorizer = endpoint.authorizer.clone();
     let closed_on_error = match &endpoint.tls {
         None => serve_authenticated(&ctx, stream, conn, &endpoint).await,
         Some(acceptor) => {

@@ -410,6 +410,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
                 (None, true) => return Err(format!("listener {} has no TLS settings", l.name)),
                 _ => None,
             },
+            authorizer: config.authorizer.clone().map(Arc::new),
             sasl: match (config.sasl.get(&l.name), l.protocol.uses_sasl()) {
                 (Some(sasl), true) => Some(conn::SaslEndpoint {
                     mechanisms: sasl.mechanisms.clone(),
@@ -445,9 +446,11 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     ctx.share_housekeeping();
     ctx.resolve_locked_transactions();
     ctx.ptxn_recover();
-    spawn_periodic(&ctx, crate::constants::TXN_MARKER_RETRY_BACKOFF_MS as u64, |c| {
-        c.ptxn_tick()
-    });
+    spawn_periodic(
+        &ctx,
+        crate::constants::TXN_MARKER_RETRY_BACKOFF_MS as u64,
+        |c| c.ptxn_tick(),
+    );
     spawn_periodic(&ctx, LOG_HOUSEKEEPING_INTERVAL_MS, |c| c.housekeeping());
     spawn_periodic(&ctx, SHARE_HOUSEKEEPING_INTERVAL_MS, |c| {
         c.share_housekeeping()

@@ -363,7 +363,9 @@ impl ShardHandle {
                     }
                     Err(e) => {
                         tracing::error!(shard = %self.id, error = %e, "group transaction marker not durable");
-                        ShardReply::GroupTxnMarkerWritten(Err(ResponseError::KafkaStorageError.code()))
+                        ShardReply::GroupTxnMarkerWritten(Err(
+                            ResponseError::KafkaStorageError.code()
+                        ))
                     }
                 }
             }
@@ -441,7 +443,8 @@ impl ShardHandle {
         target: u64,
         timeout_ms: u64,
     ) -> Result<(), (i16, String)> {
-        let storage_error = |cause: &str| (ResponseError::KafkaStorageError.code(), cause.to_string());
+        let storage_error =
+            |cause: &str| (ResponseError::KafkaStorageError.code(), cause.to_string());
         match self.state.borrow().durability(&key) {
             Some((durable, _)) if durable >= target => return Ok(()),
             Some((_, true)) | None => {
@@ -1356,7 +1359,11 @@ impl ShardHandle {
     }
 
     async fn wait_for_data(&self, op: WaitOp) -> ShardReply {
-        if self.state.borrow().has_data(&op.partitions, op.read_committed) {
+        if self
+            .state
+            .borrow()
+            .has_data(&op.partitions, op.read_committed)
+        {
             return ShardReply::Waited(true);
         }
         let remaining = op.deadline_ms - wall_ms();
@@ -1490,6 +1497,10 @@ fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
         AdminOp::AlterConfigs { .. } => AdminReply::Altered(Vec::new()),
         AdminOp::AllocateProducerId => AdminReply::ProducerId(Err(code)),
         AdminOp::CreatePartitions { .. } => AdminReply::Grown(Vec::new()),
+        AdminOp::CreateAcls(acls) => AdminReply::AclsCreated(vec![Ok(()); acls.len()]),
+        AdminOp::DeleteAcls(filters) => {
+            AdminReply::AclsDeleted(vec![Ok(Vec::new()); filters.len()])
+        }
     };
     fail_reply(empty, code, "the metadata controller is shutting down")
 }
@@ -1653,12 +1664,19 @@ mod tests {
                     }
                 }
                 let p = fetched(shard.execute(fetch()).await);
-                assert_eq!((p.high_watermark, p.last_stable_offset), (5, 2), "8 still open");
+                assert_eq!(
+                    (p.high_watermark, p.last_stable_offset),
+                    (5, 2),
+                    "8 still open"
+                );
                 shard.execute(marker(8, TxnOutcome::Commit)).await;
                 let p = fetched(shard.execute(fetch()).await);
                 assert_eq!((p.high_watermark, p.last_stable_offset), (6, 6));
-                let aborted: Vec<(i64, i64)> =
-                    p.aborted.iter().map(|a| (a.producer_id, a.first_offset)).collect();
+                let aborted: Vec<(i64, i64)> = p
+                    .aborted
+                    .iter()
+                    .map(|a| (a.producer_id, a.first_offset))
+                    .collect();
                 assert_eq!(aborted, vec![(7, 0)]);
 
                 // The group side.
@@ -1692,7 +1710,9 @@ mod tests {
                 })
                 .await;
                 assert!(matches!(committed, GroupReply::Committed(Ok(ref c)) if c == &vec![0]));
-                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else { panic!() };
+                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else {
+                    panic!()
+                };
                 assert_eq!((f[0].offset, f[0].error_code), (-1, 88));
                 let reply = shard
                     .execute(ShardOp::GroupTxnMarker {
@@ -1706,7 +1726,9 @@ mod tests {
                     })
                     .await;
                 assert!(matches!(reply, ShardReply::GroupTxnMarkerWritten(Ok(()))));
-                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else { panic!() };
+                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else {
+                    panic!()
+                };
                 assert_eq!((f[0].offset, f[0].error_code), (6, 0));
             })
             .unwrap()

@@ -138,6 +138,8 @@ impl Controller {
                 topics,
                 validate_only,
             } => plan_grow(current, topics, *validate_only),
+            AdminOp::CreateAcls(acls) => plan_create_acls(current, acls),
+            AdminOp::DeleteAcls(filters) => plan_delete_acls(current, filters),
         }
     }
 
@@ -608,6 +610,48 @@ fn plan_alter(
     }
 }
 
+/// CreateAcls: adds each ACL (one already there succeeds, as in Kafka); past `ACLS_MAX` the
+/// rest fail with INVALID_REQUEST.
+fn plan_create_acls(current: &TopicRegistry, acls: &[crate::authz::AclBinding]) -> AdminPlan {
+    let mut next = current.clone();
+    let results = acls
+        .iter()
+        .map(|acl| {
+            if next.acls.len() >= crate::constants::ACLS_MAX && !next.acls.iter().any(|a| a == acl)
+            {
+                return Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!(
+                        "the broker holds at most {} ACLs",
+                        crate::constants::ACLS_MAX
+                    ),
+                ));
+            }
+            next.acls.insert(acl.clone());
+            Ok(())
+        })
+        .collect();
+    AdminPlan {
+        registry: (next != *current).then_some(next),
+        reply: AdminReply::AclsCreated(results),
+        producer_ids: None,
+    }
+}
+
+/// DeleteAcls: removes, filter by filter, every ACL the filter matches.
+fn plan_delete_acls(current: &TopicRegistry, filters: &[crate::authz::AclFilter]) -> AdminPlan {
+    let mut next = current.clone();
+    let results = filters
+        .iter()
+        .map(|filter| Ok(next.acls.remove_matching(filter)))
+        .collect();
+    AdminPlan {
+        registry: (next != *current).then_some(next),
+        reply: AdminReply::AclsDeleted(results),
+        producer_ids: None,
+    }
+}
+
 /// Turns every successful result (error code 0) in `results` into error `code` with `msg`.
 /// A macro because the results are different generated types with the same two fields.
 macro_rules! fail_each {
@@ -651,6 +695,18 @@ pub fn fail_reply(reply: AdminReply, code: i16, message: &str) -> AdminReply {
             fail_each!(results, code, msg);
             AdminReply::Grown(results)
         }
+        AdminReply::AclsCreated(results) => AdminReply::AclsCreated(
+            results
+                .into_iter()
+                .map(|r| r.and(Err((code, message.to_string()))))
+                .collect(),
+        ),
+        AdminReply::AclsDeleted(results) => AdminReply::AclsDeleted(
+            results
+                .into_iter()
+                .map(|r| r.and(Err((code, message.to_string()))))
+                .collect(),
+        ),
     }
 }
 

@@ -279,10 +279,13 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
                 .iter()
                 .map(|(_, r)| (r.clone(), crate::server::shard_state::LATEST_TIMESTAMP))
                 .collect();
-            bus.call(*shard, ShardOp::ListOffsets(ListOffsetsOp {
+            bus.call(
+                *shard,
+                ShardOp::ListOffsets(ListOffsetsOp {
                     partitions,
                     read_committed: false,
-                }))
+                }),
+            )
         })
         .collect();
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {

@@ -5,16 +5,26 @@
 //! consistent table and closes the connection rather than panic. New API keys (the project's
 //! own 1000–1005) add a table entry, a guard schema or hand-written codec, and an arm here.
 
+use super::authorize::{self, Gate};
 use super::{
-    admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
+    acl_api, admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
     group_admin, group_api, metadata, produce, ptxn_api, ptxn_share_api, scram_api, share_admin,
     share_api, txn_api, txn_offset_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
 
-/// Handles one request.
+/// Handles one request: authorizes it (`authorize::gate`: unchanged, refused, or run without
+/// its refused parts and merged), then routes it.
 pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
+    match authorize::gate(bus, conn, request) {
+        Gate::Pass => route(bus, conn, request).await,
+        Gate::Answer(outcome) => outcome,
+        Gate::Filtered(allowed, merge) => merge(route(bus, conn, &allowed).await),
+    }
+}
+
+async fn route<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     match request.spec.key {
         apis::API_VERSIONS => api_versions::handle(request),
         apis::METADATA => metadata::handle_metadata(bus, conn, request).await,
@@ -54,6 +64,9 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
             consumer_group_api::handle_heartbeat(bus, conn, request).await
         }
         apis::CONSUMER_GROUP_DESCRIBE => consumer_group_api::handle_describe(bus, request).await,
+        apis::CREATE_ACLS => acl_api::handle_create_acls(bus, conn, request).await,
+        apis::DESCRIBE_ACLS => acl_api::handle_describe_acls(bus, conn, request).await,
+        apis::DELETE_ACLS => acl_api::handle_delete_acls(bus, conn, request).await,
         apis::DESCRIBE_CONFIGS => configs::handle_describe_configs(bus, request).await,
         apis::LIST_GROUPS => share_admin::handle_list_groups(bus, request).await,
         apis::SHARE_GROUP_DESCRIBE => share_admin::handle_share_group_describe(bus, request).await,

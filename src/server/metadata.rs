@@ -384,7 +384,11 @@ mod tests {
         txn.key = sb("t");
         txn.key_type = 1;
         let back = find_coordinator_response(&txn, 2, &conn());
-        assert_eq!((back.error_code, back.port), (0, 19092), "transactional ids are coordinated");
+        assert_eq!(
+            (back.error_code, back.port),
+            (0, 19092),
+            "transactional ids are coordinated"
+        );
         txn.key_type = 2;
         assert_eq!(find_coordinator_response(&txn, 2, &conn()).error_code, 42);
         txn.key_type = 5;

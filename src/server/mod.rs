@@ -24,8 +24,10 @@
 //! [`group_admin`] (DescribeGroups, OffsetDelete), [`scram_api`] (Describe/AlterUserScramCredentials,
 //! SaslHandshake / SaslAuthenticate outside the SASL exchange).
 
+pub mod acl_api;
 pub mod admin;
 pub mod api_versions;
+pub mod authorize;
 pub mod cluster_admin;
 pub mod configs;
 pub mod consumer_group_api;
@@ -38,8 +40,8 @@ pub mod join;
 pub mod metadata;
 pub mod ops;
 pub mod produce;
-pub mod ptxn_api;
 pub mod producer_state;
+pub mod ptxn_api;
 pub mod ptxn_share;
 pub mod ptxn_share_api;
 pub mod registry;
@@ -87,6 +89,9 @@ pub struct ConnInfo {
     /// Who the client is (Kafka's `KafkaPrincipal` as `User:NAME`): `User:ANONYMOUS` until a
     /// client certificate (mutual TLS) or SASL names it. Set by the connection (runtime).
     pub principal: Rc<RefCell<String>>,
+    /// The authorizer's settings when one is configured (`authorizer.class.name`); `None`:
+    /// every request is allowed. Set by the connection (runtime).
+    pub authorizer: Option<Arc<crate::authz::AuthorizerConfig>>,
 }
 
 impl ConnInfo {
@@ -98,6 +103,7 @@ impl ConnInfo {
             share_members: Rc::default(),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             principal: Rc::new(RefCell::new(ANONYMOUS_PRINCIPAL.to_string())),
+            authorizer: None,
         }
     }
 }

@@ -224,6 +224,10 @@ pub enum AdminOp {
         topics: Vec<NewPartitions>,
         validate_only: bool,
     },
+    /// CreateAcls: ACLs already validated at the edge (adding an existing one succeeds).
+    CreateAcls(Vec<crate::authz::AclBinding>),
+    /// DeleteAcls: every ACL matching each filter, filter by filter.
+    DeleteAcls(Vec<crate::authz::AclFilter>),
 }
 
 /// One topic of a CreatePartitions request.
@@ -264,6 +268,10 @@ pub enum AdminReply {
     /// A fresh producer id, or a Kafka error code.
     ProducerId(Result<i64, i16>),
     Grown(Vec<GrowResult>),
+    /// Per ACL of CreateAcls: Ok, or a Kafka error code and message.
+    AclsCreated(Vec<Result<(), (i16, String)>>),
+    /// Per filter of DeleteAcls: the ACLs it removed, or a Kafka error code and message.
+    AclsDeleted(Vec<Result<Vec<crate::authz::AclBinding>, (i16, String)>>),
 }
 
 /// Acquire records for one share-group member from partitions of one shard, in order (module

@@ -402,7 +402,11 @@ mod tests {
         let mut s = ProducerStates::new();
         s.record(7, 0, rec(0, 4, 0));
         s.record_marker(7, 0);
-        assert_eq!(s.check(7, 0, 5, 5), Ok(SequenceCheck::Append), "same epoch continues");
+        assert_eq!(
+            s.check(7, 0, 5, 5),
+            Ok(SequenceCheck::Append),
+            "same epoch continues"
+        );
         s.record_marker(7, 1);
         assert_eq!(s.epoch(7), Some(1));
         assert_eq!(s.check(7, 0, 5, 5).unwrap_err().kafka_error_code(), 47);

@@ -12,7 +12,9 @@
 
 use super::admin::call_controller;
 use super::{check_count, respond, Bus, Outcome};
-use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
+use crate::constants::{
+    REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX,
+};
 use crate::model::{group_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::ptxn::coordinator::{
@@ -140,7 +142,9 @@ pub async fn init_transactional<B: Bus>(
     response.error_code = ResponseError::ConcurrentTransactions.code();
 }
 
-fn partitions_of(topics: &[add_partitions_to_txn_request::AddPartitionsToTxnTopic]) -> Vec<(String, i32)> {
+fn partitions_of(
+    topics: &[add_partitions_to_txn_request::AddPartitionsToTxnTopic],
+) -> Vec<(String, i32)> {
     topics
         .iter()
         .flat_map(|t| t.partitions.iter().map(move |p| (t.name.to_string(), *p)))
@@ -152,8 +156,10 @@ fn topic_results(
     partitions: &[(String, i32)],
     code_of: impl Fn(usize) -> i16,
 ) -> Vec<add_partitions_to_txn_response::AddPartitionsToTxnTopicResult> {
-    let mut by_topic: BTreeMap<&str, Vec<add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult>> =
-        BTreeMap::new();
+    let mut by_topic: BTreeMap<
+        &str,
+        Vec<add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult>,
+    > = BTreeMap::new();
     for (i, (topic, partition)) in partitions.iter().enumerate() {
         let mut r = add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default();
         r.partition_index = *partition;
@@ -190,7 +196,11 @@ async fn add_partitions<B: Bus>(
     let registry = bus.registry();
     let unknown: Vec<bool> = partitions
         .iter()
-        .map(|(t, p)| registry.topic(t).map_or(true, |m| *p < 0 || *p >= m.partitions))
+        .map(|(t, p)| {
+            registry
+                .topic(t)
+                .map_or(true, |m| *p < 0 || *p >= m.partitions)
+        })
         .collect();
     if unknown.iter().any(|u| *u) {
         return unknown
@@ -259,7 +269,11 @@ pub async fn handle_add_partitions<B: Bus>(bus: &B, request: &Request) -> Outcom
         response.results_by_topic_v3_and_below = topic_results(&partitions, |i| codes[i]);
         return respond(request, &response);
     }
-    if let Err(refused) = check_count("transactions", decoded.transactions.len(), REQUEST_ENTITIES_MAX) {
+    if let Err(refused) = check_count(
+        "transactions",
+        decoded.transactions.len(),
+        REQUEST_ENTITIES_MAX,
+    ) {
         return refused;
     }
     for txn in &decoded.transactions {
@@ -303,7 +317,11 @@ pub async fn handle_add_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 partitions: Vec::new(),
                 groups: vec![decoded.group_id.to_string()],
             };
-            done_code(call(bus, shard_of(bus, &id), op).await, request.api_version, 2)
+            done_code(
+                call(bus, shard_of(bus, &id), op).await,
+                request.api_version,
+                2,
+            )
         }
     };
     respond(request, &response)
@@ -333,13 +351,20 @@ pub async fn handle_end_txn<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     TxnOutcome::Abort
                 },
             };
-            done_code(call(bus, shard_of(bus, &id), op).await, request.api_version, 2)
+            done_code(
+                call(bus, shard_of(bus, &id), op).await,
+                request.api_version,
+                2,
+            )
         }
     };
     respond(request, &response)
 }
 
-fn described(id: &str, found: Option<&TxnMetadata>) -> describe_transactions_response::TransactionState {
+fn described(
+    id: &str,
+    found: Option<&TxnMetadata>,
+) -> describe_transactions_response::TransactionState {
     let mut out = describe_transactions_response::TransactionState::default();
     out.transactional_id = sb(id).into();
     match found {
@@ -380,7 +405,11 @@ pub async fn handle_describe<B: Bus>(bus: &B, request: &Request) -> Outcome {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
-    if let Err(refused) = check_count("transactional ids", decoded.transactional_ids.len(), REQUEST_ENTITIES_MAX) {
+    if let Err(refused) = check_count(
+        "transactional ids",
+        decoded.transactional_ids.len(),
+        REQUEST_ENTITIES_MAX,
+    ) {
         return refused;
     }
     let mut response = DescribeTransactionsResponse::default();
@@ -390,7 +419,9 @@ pub async fn handle_describe<B: Bus>(bus: &B, request: &Request) -> Outcome {
             transactional_ids: vec![id.clone()],
         };
         let state = match call(bus, shard_of(bus, &id), op).await {
-            Ok(PtxnReply::Described(found)) => described(&id, found.first().and_then(Option::as_ref)),
+            Ok(PtxnReply::Described(found)) => {
+                described(&id, found.first().and_then(Option::as_ref))
+            }
             Ok(_) | Err(_) => {
                 let mut out = described(&id, None);
                 out.error_code = ResponseError::UnknownServerError.code();
@@ -411,8 +442,16 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
     };
     let mut response = ListTransactionsResponse::default();
     let mut filter = ListFilter {
-        duration_ms: if request.api_version >= 1 { decoded.duration_filter } else { -1 },
-        producer_ids: decoded.producer_id_filters.iter().map(|p| i64::from(*p)).collect(),
+        duration_ms: if request.api_version >= 1 {
+            decoded.duration_filter
+        } else {
+            -1
+        },
+        producer_ids: decoded
+            .producer_id_filters
+            .iter()
+            .map(|p| i64::from(*p))
+            .collect(),
         ..ListFilter::default()
     };
     for s in &decoded.state_filters {

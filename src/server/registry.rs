@@ -15,9 +15,10 @@
 //! stored config values pass their definitions.
 
 use super::share_group::ShareGroupConfig;
+use crate::authz::AclSet;
 use crate::config::{validate_broker_config, validate_topic_config, ConfigError};
 use crate::constants::{
-    BROKER_PARTITIONS_MAX, GROUP_CONFIGS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX,
+    ACLS_MAX, BROKER_PARTITIONS_MAX, GROUP_CONFIGS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX,
     TOPIC_NAME_BYTES_MAX, TOPIC_PARTITIONS_MAX,
 };
 use serde::{Deserialize, Serialize};
@@ -61,6 +62,10 @@ pub struct TopicRegistry {
     /// needs them (the group's shard and the shards of its partitions) and they change rarely.
     #[serde(default)]
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The authorizer's ACLs (CreateAcls / DeleteAcls), at most `ACLS_MAX`. Kept here for the
+    /// same reason as the group configs: every shard authorizes requests with them.
+    #[serde(default)]
+    pub acls: AclSet,
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
 }
@@ -229,6 +234,7 @@ impl TopicRegistry {
             topics: BTreeMap::new(),
             broker_configs: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            acls: AclSet::default(),
             producer_ids_reserved_until: 0,
             ids: HashMap::new(),
         }
@@ -303,6 +309,9 @@ impl TopicRegistry {
         }
         for (key, value) in &self.broker_configs {
             validate_broker_config(key, value).map_err(|e| e.to_string())?;
+        }
+        if self.acls.len() > ACLS_MAX {
+            return Err(format!("{} ACLs exceed {ACLS_MAX}", self.acls.len()));
         }
         if self.producer_ids_reserved_until < 0 {
             return Err("negative producer id reservation".to_string());

@@ -25,7 +25,9 @@ use crate::config::TopicSettings;
 use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
 use crate::model::{partition_shard, ShardId, TopicPartition};
-use crate::ptxn::partition::{control_record, control_type, marker_outcome, MarkerAction, TxnPartition};
+use crate::ptxn::partition::{
+    control_record, control_type, marker_outcome, MarkerAction, TxnPartition,
+};
 use crate::ptxn::TxnMarker;
 use crate::storage::file::Storage;
 use bytes::Bytes;
@@ -825,11 +827,9 @@ impl<S: Storage + Clone> ShardState<S> {
         partition
             .producers
             .record_marker(marker.producer_id, marker.producer_epoch);
-        partition.txns.record_marker(
-            marker.producer_id,
-            marker.outcome,
-            info.base_offset as i64,
-        );
+        partition
+            .txns
+            .record_marker(marker.producer_id, marker.outcome, info.base_offset as i64);
         Ok(Some((key, info.last_offset + 1)))
     }
 
@@ -1128,7 +1128,11 @@ mod tests {
         Bytes::from(b.build())
     }
 
-    fn read(s: &ShardState<SimStorage>, r: &PartitionRef, read_committed: bool) -> FetchedPartition {
+    fn read(
+        s: &ShardState<SimStorage>,
+        r: &PartitionRef,
+        read_committed: bool,
+    ) -> FetchedPartition {
         s.fetch(&FetchOp {
             partitions: vec![FetchPartitionOp {
                 partition: r.clone(),
@@ -1160,43 +1164,100 @@ mod tests {
         let mut s = open(&storage, reg.clone(), 1, 0);
         let r = pref("t", 1, 0);
         let key = r.key();
-        assert_eq!(produce(&mut s, &r, txn_batch(7, 0, 0, &[b"a", b"b"])).result.error_code, 0);
-        assert_eq!(produce(&mut s, &r, batch(-1, -1, -1, &[b"p"])).result.error_code, 0);
-        assert_eq!(produce(&mut s, &r, txn_batch(8, 0, 0, &[b"c"])).result.error_code, 0);
+        assert_eq!(
+            produce(&mut s, &r, txn_batch(7, 0, 0, &[b"a", b"b"]))
+                .result
+                .error_code,
+            0
+        );
+        assert_eq!(
+            produce(&mut s, &r, batch(-1, -1, -1, &[b"p"]))
+                .result
+                .error_code,
+            0
+        );
+        assert_eq!(
+            produce(&mut s, &r, txn_batch(8, 0, 0, &[b"c"]))
+                .result
+                .error_code,
+            0
+        );
         // A non-transactional batch of a producer inside a transaction: INVALID_TXN_STATE.
-        assert_eq!(produce(&mut s, &r, batch(7, 0, 2, &[b"x"])).result.error_code, 48);
+        assert_eq!(
+            produce(&mut s, &r, batch(7, 0, 2, &[b"x"]))
+                .result
+                .error_code,
+            48
+        );
         // Control batches from clients: INVALID_RECORD.
         let mut control = BatchBuilder::new(1_000);
         control.attributes = 0x30;
         control.producer_id = 7;
         control.producer_epoch = 0;
         control.record(1_000, Some(&[0, 0, 0, 1]), Some(&[0, 0, 0, 0, 0, 0]));
-        assert_eq!(produce(&mut s, &r, Bytes::from(control.build())).result.error_code, 87);
+        assert_eq!(
+            produce(&mut s, &r, Bytes::from(control.build()))
+                .result
+                .error_code,
+            87
+        );
         flush(&mut s, &key);
         let p = read(&s, &r, true);
         assert_eq!((p.high_watermark, p.last_stable_offset), (4, 0));
         assert!(p.records.is_empty());
         assert_eq!(read(&s, &r, false).records.len() > 0, true);
-        let producers = &s.describe_producers(std::slice::from_ref(&r))[0].as_ref().unwrap().clone();
+        let producers = &s.describe_producers(std::slice::from_ref(&r))[0]
+            .as_ref()
+            .unwrap()
+            .clone();
         assert_eq!(
-            producers.iter().map(|p| (p.producer_id, p.current_txn_start_offset)).collect::<Vec<_>>(),
+            producers
+                .iter()
+                .map(|p| (p.producer_id, p.current_txn_start_offset))
+                .collect::<Vec<_>>(),
             vec![(7, 0), (8, 3)]
         );
 
         // Commit 7 (marker at 4), abort 8 (marker at 5): the LSO follows once durable.
-        assert_eq!(s.write_txn_marker(&marker(7, 0, Commit), &r, 2_000), Ok(Some((key, 5))));
-        assert_eq!(s.write_txn_marker(&marker(7, 0, Commit), &r, 2_000), Ok(None), "idempotent");
-        assert_eq!(read(&s, &r, true).last_stable_offset, 0, "marker not durable yet");
+        assert_eq!(
+            s.write_txn_marker(&marker(7, 0, Commit), &r, 2_000),
+            Ok(Some((key, 5)))
+        );
+        assert_eq!(
+            s.write_txn_marker(&marker(7, 0, Commit), &r, 2_000),
+            Ok(None),
+            "idempotent"
+        );
+        assert_eq!(
+            read(&s, &r, true).last_stable_offset,
+            0,
+            "marker not durable yet"
+        );
         flush(&mut s, &key);
         assert_eq!(read(&s, &r, true).last_stable_offset, 3);
-        assert_eq!(s.write_txn_marker(&marker(8, 0, Abort), &r, 2_000), Ok(Some((key, 6))));
+        assert_eq!(
+            s.write_txn_marker(&marker(8, 0, Abort), &r, 2_000),
+            Ok(Some((key, 6)))
+        );
         // A stale marker for a producer with an open transaction is refused.
-        assert_eq!(produce(&mut s, &r, txn_batch(9, 2, 0, &[b"d"])).result.error_code, 0);
-        assert_eq!(s.write_txn_marker(&marker(9, 1, Commit), &r, 2_000), Err(47));
+        assert_eq!(
+            produce(&mut s, &r, txn_batch(9, 2, 0, &[b"d"]))
+                .result
+                .error_code,
+            0
+        );
+        assert_eq!(
+            s.write_txn_marker(&marker(9, 1, Commit), &r, 2_000),
+            Err(47)
+        );
         flush(&mut s, &key);
         let p = read(&s, &r, true);
         assert_eq!((p.high_watermark, p.last_stable_offset), (7, 6));
-        let aborted: Vec<(i64, i64)> = p.aborted.iter().map(|a| (a.producer_id, a.first_offset)).collect();
+        let aborted: Vec<(i64, i64)> = p
+            .aborted
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset))
+            .collect();
         assert_eq!(aborted, vec![(8, 3)]);
         let headers: Vec<(i64, bool)> = batch::split_batches(&p.records)
             .unwrap()
@@ -1206,7 +1267,10 @@ mod tests {
                 (h.base_offset, h.is_control())
             })
             .collect();
-        assert_eq!(headers, vec![(0, false), (2, false), (3, false), (4, true), (5, true)]);
+        assert_eq!(
+            headers,
+            vec![(0, false), (2, false), (3, false), (4, true), (5, true)]
+        );
         let latest = |s: &ShardState<SimStorage>, read_committed| {
             s.list_offsets(&ListOffsetsOp {
                 partitions: vec![(r.clone(), LATEST_TIMESTAMP)],
@@ -1218,8 +1282,16 @@ mod tests {
         assert!(!s.has_data(&[(r.clone(), 6)], true));
         assert!(s.has_data(&[(r.clone(), 6)], false));
         // The marker's epoch fenced nothing (same epoch); a newer epoch marker fences epoch 2.
-        assert_eq!(s.write_txn_marker(&marker(9, 3, Abort), &r, 2_000), Ok(Some((key, 8))));
-        assert_eq!(produce(&mut s, &r, txn_batch(9, 2, 1, &[b"z"])).result.error_code, 47);
+        assert_eq!(
+            s.write_txn_marker(&marker(9, 3, Abort), &r, 2_000),
+            Ok(Some((key, 8)))
+        );
+        assert_eq!(
+            produce(&mut s, &r, txn_batch(9, 2, 1, &[b"z"]))
+                .result
+                .error_code,
+            47
+        );
         flush(&mut s, &key);
 
         // Reopen: the same state, rebuilt from the log.
@@ -1227,7 +1299,11 @@ mod tests {
         let s = open(&storage, reg, 1, 0);
         let p = read(&s, &r, true);
         assert_eq!((p.high_watermark, p.last_stable_offset), (8, 8));
-        let aborted: Vec<(i64, i64)> = p.aborted.iter().map(|a| (a.producer_id, a.first_offset)).collect();
+        let aborted: Vec<(i64, i64)> = p
+            .aborted
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset))
+            .collect();
         assert_eq!(aborted, vec![(8, 3), (9, 6)]);
         assert_eq!(s.partition(&key).unwrap().producers.epoch(9), Some(3));
     }

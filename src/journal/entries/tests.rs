@@ -395,7 +395,11 @@ fn random_group_offset(rng: &mut SmallRng) -> GroupOffsetCommit {
             random_string(rng)
         },
         commit_timestamp_ms: rng.gen_range(0..i64::MAX / 2),
-        producer_id: if rng.gen_bool(0.7) { -1 } else { rng.gen_range(0..1_000_000) },
+        producer_id: if rng.gen_bool(0.7) {
+            -1
+        } else {
+            rng.gen_range(0..1_000_000)
+        },
         expire_timestamp_ms: if rng.gen_bool(0.8) {
             -1
         } else {
@@ -416,7 +420,9 @@ fn random_producer_transaction(rng: &mut SmallRng) -> ProducerTransaction {
         partitions: (0..rng.gen_range(0..4))
             .map(|_| (random_string(rng), rng.gen_range(0..1000)))
             .collect(),
-        groups: (0..rng.gen_range(0..3)).map(|_| random_string(rng)).collect(),
+        groups: (0..rng.gen_range(0..3))
+            .map(|_| random_string(rng))
+            .collect(),
         start_time_ms: rng.gen_range(-1..i64::MAX / 2),
         update_time_ms: rng.gen_range(0..i64::MAX / 2),
         two_phase: rng.gen(),

@@ -19,7 +19,12 @@ fn init(id: &str, timeout_ms: i32) -> InitRequest {
 }
 
 /// InitProducerId as the runtime does it: allocate when asked, repeat.
-fn init_with(c: &mut TxnCoordinator, req: &InitRequest, next_pid: &mut i64, now: i64) -> Result<InitAnswer, CoordError> {
+fn init_with(
+    c: &mut TxnCoordinator,
+    req: &InitRequest,
+    next_pid: &mut i64,
+    now: i64,
+) -> Result<InitAnswer, CoordError> {
     match c.init_producer_id(req, now) {
         Err(CoordError::NeedProducerId) => {
             *next_pid += 1;
@@ -99,52 +104,103 @@ fn commit_and_abort_round_trip() {
     let a = init_with(&mut c, &init("t", 60_000), &mut pids, 0).unwrap();
     assert_eq!((a.producer_id, a.producer_epoch), (1, 0));
     assert_eq!(c.get("t").unwrap().state, TxnState::Empty);
-    c.add_participants("t", 1, 0, &[p("a", 0), p("a", 1)], &[], 10).unwrap();
-    c.add_participants("t", 1, 0, &[], &["g".into()], 11).unwrap();
+    c.add_participants("t", 1, 0, &[p("a", 0), p("a", 1)], &[], 10)
+        .unwrap();
+    c.add_participants("t", 1, 0, &[], &["g".into()], 11)
+        .unwrap();
     assert_eq!(c.get("t").unwrap().state, TxnState::Ongoing);
     assert_eq!(c.get("t").unwrap().start_ms, 10);
     c.end_txn("t", 1, 0, TxnOutcome::Commit, 20).unwrap();
     assert_eq!(c.get("t").unwrap().state, TxnState::PrepareCommit);
     // Not armed yet: nothing is sent before the prepare record is durable.
     assert!(c.take_marker_work(20).is_empty());
-    assert_eq!(c.add_participants("t", 1, 0, &[p("a", 2)], &[], 21), Err(CoordError::ConcurrentTransactions));
-    assert_eq!(c.end_txn("t", 1, 0, TxnOutcome::Commit, 21), Err(CoordError::ConcurrentTransactions));
-    assert_eq!(c.end_txn("t", 1, 0, TxnOutcome::Abort, 21), Err(CoordError::ConcurrentTransactions));
+    assert_eq!(
+        c.add_participants("t", 1, 0, &[p("a", 2)], &[], 21),
+        Err(CoordError::ConcurrentTransactions)
+    );
+    assert_eq!(
+        c.end_txn("t", 1, 0, TxnOutcome::Commit, 21),
+        Err(CoordError::ConcurrentTransactions)
+    );
+    assert_eq!(
+        c.end_txn("t", 1, 0, TxnOutcome::Abort, 21),
+        Err(CoordError::ConcurrentTransactions)
+    );
     c.arm("t");
     let work = c.take_marker_work(22);
     assert_eq!(work.len(), 1);
-    assert_eq!(work[0].marker, TxnMarker { producer_id: 1, producer_epoch: 0, outcome: TxnOutcome::Commit, coordinator_epoch: 0 });
+    assert_eq!(
+        work[0].marker,
+        TxnMarker {
+            producer_id: 1,
+            producer_epoch: 0,
+            outcome: TxnOutcome::Commit,
+            coordinator_epoch: 0
+        }
+    );
     assert_eq!(work[0].partitions, vec![p("a", 0), p("a", 1)]);
     assert_eq!(work[0].groups, vec!["g".to_string()]);
     // One partition failed: retried after the backoff, only it.
-    let partial = MarkerResults { partitions_done: vec![p("a", 0)], groups_done: vec!["g".into()] };
+    let partial = MarkerResults {
+        partitions_done: vec![p("a", 0)],
+        groups_done: vec!["g".into()],
+    };
     assert!(!c.markers_written("t", work[0].marker, &partial, 23));
     assert!(c.take_marker_work(24).is_empty());
-    assert_eq!(c.next_marker_due(), Some(23 + TXN_MARKER_RETRY_BACKOFF_MS_TEST));
+    assert_eq!(
+        c.next_marker_due(),
+        Some(23 + TXN_MARKER_RETRY_BACKOFF_MS_TEST)
+    );
     let retry = c.take_marker_work(23 + TXN_MARKER_RETRY_BACKOFF_MS_TEST);
     assert_eq!(retry[0].partitions, vec![p("a", 1)]);
     assert!(retry[0].groups.is_empty());
-    let done = MarkerResults { partitions_done: vec![p("a", 1)], groups_done: vec![] };
+    let done = MarkerResults {
+        partitions_done: vec![p("a", 1)],
+        groups_done: vec![],
+    };
     assert!(c.markers_written("t", retry[0].marker, &done, 500));
     let meta = c.get("t").unwrap();
     assert_eq!(meta.state, TxnState::CompleteCommit);
     assert!(meta.partitions.is_empty() && meta.groups.is_empty());
     // A retried EndTxn of the same outcome succeeds; the other one is refused.
     c.end_txn("t", 1, 0, TxnOutcome::Commit, 501).unwrap();
-    assert!(matches!(c.end_txn("t", 1, 0, TxnOutcome::Abort, 501), Err(CoordError::InvalidTxnState(_))));
+    assert!(matches!(
+        c.end_txn("t", 1, 0, TxnOutcome::Abort, 501),
+        Err(CoordError::InvalidTxnState(_))
+    ));
     // Next transaction: abort.
-    c.add_participants("t", 1, 0, &[p("b", 0)], &[], 600).unwrap();
+    c.add_participants("t", 1, 0, &[p("b", 0)], &[], 600)
+        .unwrap();
     c.end_txn("t", 1, 0, TxnOutcome::Abort, 601).unwrap();
     assert_eq!(deliver_all(&mut c, 602), 1);
     assert_eq!(c.get("t").unwrap().state, TxnState::CompleteAbort);
-    assert!(matches!(c.end_txn("t", 1, 0, TxnOutcome::Commit, 603), Err(CoordError::InvalidTxnState(_))));
+    assert!(matches!(
+        c.end_txn("t", 1, 0, TxnOutcome::Commit, 603),
+        Err(CoordError::InvalidTxnState(_))
+    ));
     // EndTxn on Empty is refused.
     let a = init_with(&mut c, &init("t", 60_000), &mut pids, 700).unwrap();
     assert_eq!((a.producer_id, a.producer_epoch), (1, 1));
-    assert!(matches!(c.end_txn("t", 1, 1, TxnOutcome::Commit, 701), Err(CoordError::InvalidTxnState(_))));
+    assert!(matches!(
+        c.end_txn("t", 1, 1, TxnOutcome::Commit, 701),
+        Err(CoordError::InvalidTxnState(_))
+    ));
     let states: Vec<TxnState> = c.take_records().iter().map(|r| r.state).collect();
     use TxnState::*;
-    assert_eq!(states, vec![Empty, Ongoing, Ongoing, PrepareCommit, CompleteCommit, Ongoing, PrepareAbort, CompleteAbort, Empty]);
+    assert_eq!(
+        states,
+        vec![
+            Empty,
+            Ongoing,
+            Ongoing,
+            PrepareCommit,
+            CompleteCommit,
+            Ongoing,
+            PrepareAbort,
+            CompleteAbort,
+            Empty
+        ]
+    );
 }
 
 const TXN_MARKER_RETRY_BACKOFF_MS_TEST: i64 = crate::constants::TXN_MARKER_RETRY_BACKOFF_MS;
@@ -154,25 +210,53 @@ fn a_second_producer_fences_the_first() {
     let mut c = TxnCoordinator::new(CoordConfig::default());
     let mut pids = 0;
     let first = init_with(&mut c, &init("t", 60_000), &mut pids, 0).unwrap();
-    c.add_participants("t", first.producer_id, 0, &[p("a", 0)], &[], 1).unwrap();
+    c.add_participants("t", first.producer_id, 0, &[p("a", 0)], &[], 1)
+        .unwrap();
     // The second instance: its InitProducerId aborts the ongoing transaction with a bumped
     // epoch and answers CONCURRENT_TRANSACTIONS until the abort completed.
-    assert_eq!(init_with(&mut c, &init("t", 60_000), &mut pids, 2), Err(CoordError::ConcurrentTransactions));
+    assert_eq!(
+        init_with(&mut c, &init("t", 60_000), &mut pids, 2),
+        Err(CoordError::ConcurrentTransactions)
+    );
     let meta = c.get("t").unwrap();
-    assert_eq!((meta.state, meta.producer_epoch), (TxnState::PrepareAbort, 1));
-    assert_eq!(init_with(&mut c, &init("t", 60_000), &mut pids, 3), Err(CoordError::ConcurrentTransactions));
+    assert_eq!(
+        (meta.state, meta.producer_epoch),
+        (TxnState::PrepareAbort, 1)
+    );
+    assert_eq!(
+        init_with(&mut c, &init("t", 60_000), &mut pids, 3),
+        Err(CoordError::ConcurrentTransactions)
+    );
     c.arm("t");
     let work = c.take_marker_work(4);
-    assert_eq!(work[0].marker.producer_epoch, 1, "markers carry the bumped epoch");
+    assert_eq!(
+        work[0].marker.producer_epoch, 1,
+        "markers carry the bumped epoch"
+    );
     assert_eq!(work[0].marker.outcome, TxnOutcome::Abort);
     deliver_after(&mut c, work, 5);
     let second = init_with(&mut c, &init("t", 60_000), &mut pids, 6).unwrap();
-    assert_eq!((second.producer_id, second.producer_epoch), (first.producer_id, 2));
+    assert_eq!(
+        (second.producer_id, second.producer_epoch),
+        (first.producer_id, 2)
+    );
     // The first instance is fenced everywhere.
-    assert_eq!(c.add_participants("t", first.producer_id, 0, &[p("a", 0)], &[], 7), Err(CoordError::ProducerFenced));
-    assert_eq!(c.end_txn("t", first.producer_id, 0, TxnOutcome::Commit, 7), Err(CoordError::ProducerFenced));
-    assert_eq!(c.add_participants("t", 77, 0, &[p("a", 0)], &[], 7), Err(CoordError::InvalidProducerIdMapping));
-    assert_eq!(c.add_participants("nope", 1, 0, &[p("a", 0)], &[], 7), Err(CoordError::InvalidProducerIdMapping));
+    assert_eq!(
+        c.add_participants("t", first.producer_id, 0, &[p("a", 0)], &[], 7),
+        Err(CoordError::ProducerFenced)
+    );
+    assert_eq!(
+        c.end_txn("t", first.producer_id, 0, TxnOutcome::Commit, 7),
+        Err(CoordError::ProducerFenced)
+    );
+    assert_eq!(
+        c.add_participants("t", 77, 0, &[p("a", 0)], &[], 7),
+        Err(CoordError::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        c.add_participants("nope", 1, 0, &[p("a", 0)], &[], 7),
+        Err(CoordError::InvalidProducerIdMapping)
+    );
     assert_eq!(CoordError::ProducerFenced.code_for(1, 2), 47);
     assert_eq!(CoordError::ProducerFenced.code_for(2, 2), 90);
     // KIP-360: the first instance's InitProducerId with its old epoch is fenced too; the
@@ -180,7 +264,10 @@ fn a_second_producer_fences_the_first() {
     let mut kip360 = init("t", 60_000);
     kip360.producer_id = first.producer_id;
     kip360.producer_epoch = 0;
-    assert_eq!(init_with(&mut c, &kip360, &mut pids, 8), Err(CoordError::ProducerFenced));
+    assert_eq!(
+        init_with(&mut c, &kip360, &mut pids, 8),
+        Err(CoordError::ProducerFenced)
+    );
     kip360.producer_epoch = 2;
     let bumped = init_with(&mut c, &kip360, &mut pids, 9).unwrap();
     assert_eq!(bumped.producer_epoch, 3);
@@ -189,24 +276,43 @@ fn a_second_producer_fences_the_first() {
 
 fn deliver_after(c: &mut TxnCoordinator, work: Vec<MarkerWork>, now: i64) {
     for w in work {
-        let results = MarkerResults { partitions_done: w.partitions.clone(), groups_done: w.groups.clone() };
+        let results = MarkerResults {
+            partitions_done: w.partitions.clone(),
+            groups_done: w.groups.clone(),
+        };
         c.markers_written(&w.transactional_id, w.marker, &results, now);
     }
 }
 
 #[test]
 fn timeout_aborts_with_an_epoch_bump_unless_two_phase() {
-    let mut c = TxnCoordinator::new(CoordConfig { two_phase_commit_enable: true, ..CoordConfig::default() });
+    let mut c = TxnCoordinator::new(CoordConfig {
+        two_phase_commit_enable: true,
+        ..CoordConfig::default()
+    });
     let mut pids = 0;
-    assert_eq!(init_with(&mut c, &init("t", 0), &mut pids, 0), Err(CoordError::InvalidTransactionTimeout));
-    assert_eq!(init_with(&mut c, &init("t", 900_001), &mut pids, 0), Err(CoordError::InvalidTransactionTimeout));
+    assert_eq!(
+        init_with(&mut c, &init("t", 0), &mut pids, 0),
+        Err(CoordError::InvalidTransactionTimeout)
+    );
+    assert_eq!(
+        init_with(&mut c, &init("t", 900_001), &mut pids, 0),
+        Err(CoordError::InvalidTransactionTimeout)
+    );
     let a = init_with(&mut c, &init("t", 1_000), &mut pids, 0).unwrap();
-    c.add_participants("t", a.producer_id, 0, &[p("a", 0)], &[], 100).unwrap();
+    c.add_participants("t", a.producer_id, 0, &[p("a", 0)], &[], 100)
+        .unwrap();
     assert!(c.abort_timed_out(1_099).is_empty());
     assert_eq!(c.abort_timed_out(1_100), vec!["t".to_string()]);
     let meta = c.get("t").unwrap();
-    assert_eq!((meta.state, meta.producer_epoch), (TxnState::PrepareAbort, 1));
-    assert_eq!(c.end_txn("t", a.producer_id, 0, TxnOutcome::Commit, 1_101), Err(CoordError::ProducerFenced));
+    assert_eq!(
+        (meta.state, meta.producer_epoch),
+        (TxnState::PrepareAbort, 1)
+    );
+    assert_eq!(
+        c.end_txn("t", a.producer_id, 0, TxnOutcome::Commit, 1_101),
+        Err(CoordError::ProducerFenced)
+    );
     deliver_all(&mut c, 1_102);
     assert_eq!(c.get("t").unwrap().state, TxnState::CompleteAbort);
 
@@ -214,14 +320,25 @@ fn timeout_aborts_with_an_epoch_bump_unless_two_phase() {
     let mut two = init("f", 1_000);
     two.enable_2pc = true;
     let f1 = init_with(&mut c, &two, &mut pids, 0).unwrap();
-    c.add_participants("f", f1.producer_id, f1.producer_epoch, &[p("a", 0)], &[], 1).unwrap();
+    c.add_participants("f", f1.producer_id, f1.producer_epoch, &[p("a", 0)], &[], 1)
+        .unwrap();
     assert!(c.abort_timed_out(10_000_000).is_empty());
     two.keep_prepared_txn = true;
     let f2 = init_with(&mut c, &two, &mut pids, 2).unwrap();
-    assert_eq!((f2.ongoing_producer_id, f2.ongoing_producer_epoch), (f1.producer_id, f1.producer_epoch));
+    assert_eq!(
+        (f2.ongoing_producer_id, f2.ongoing_producer_epoch),
+        (f1.producer_id, f1.producer_epoch)
+    );
     assert_eq!(f2.producer_epoch, f1.producer_epoch + 1);
     assert_eq!(c.get("f").unwrap().state, TxnState::Ongoing);
-    c.end_txn("f", f2.producer_id, f2.producer_epoch, TxnOutcome::Commit, 3).unwrap();
+    c.end_txn(
+        "f",
+        f2.producer_id,
+        f2.producer_epoch,
+        TxnOutcome::Commit,
+        3,
+    )
+    .unwrap();
     let work = c.take_marker_work(3);
     assert!(work.is_empty());
     c.arm("f");
@@ -232,7 +349,10 @@ fn timeout_aborts_with_an_epoch_bump_unless_two_phase() {
     let mut off = TxnCoordinator::new(CoordConfig::default());
     let mut req = init("x", 1_000);
     req.enable_2pc = true;
-    assert_eq!(off.init_producer_id(&req, 0), Err(CoordError::TwoPhaseCommitDisabled));
+    assert_eq!(
+        off.init_producer_id(&req, 0),
+        Err(CoordError::TwoPhaseCommitDisabled)
+    );
 }
 
 #[test]
@@ -241,7 +361,10 @@ fn exhausted_epoch_rotates_the_producer_id() {
     let mut pids = 0;
     init_with(&mut c, &init("t", 1_000), &mut pids, 0).unwrap();
     c.txns.get_mut("t").unwrap().producer_epoch = EPOCH_EXHAUSTED;
-    assert_eq!(c.init_producer_id(&init("t", 1_000), 1), Err(CoordError::NeedProducerId));
+    assert_eq!(
+        c.init_producer_id(&init("t", 1_000), 1),
+        Err(CoordError::NeedProducerId)
+    );
     let a = init_with(&mut c, &init("t", 1_000), &mut pids, 1).unwrap();
     assert_eq!((a.producer_id, a.producer_epoch), (2, 0));
     assert_eq!(c.get("t").unwrap().last_producer_id, 1);
@@ -256,22 +379,32 @@ fn exhausted_epoch_rotates_the_producer_id() {
 fn recovery_resends_markers_of_prepared_transactions() {
     let mut c = TxnCoordinator::new(CoordConfig::default());
     let mut pids = 0;
-    for (id, outcome) in [("c", TxnOutcome::Commit), ("a", TxnOutcome::Abort), ("o", TxnOutcome::Commit)] {
+    for (id, outcome) in [
+        ("c", TxnOutcome::Commit),
+        ("a", TxnOutcome::Abort),
+        ("o", TxnOutcome::Commit),
+    ] {
         let a = init_with(&mut c, &init(id, 60_000), &mut pids, 0).unwrap();
-        c.add_participants(id, a.producer_id, 0, &[p("t", 0)], &[], 1).unwrap();
+        c.add_participants(id, a.producer_id, 0, &[p("t", 0)], &[], 1)
+            .unwrap();
         if id != "o" {
             c.end_txn(id, a.producer_id, 0, outcome, 2).unwrap();
         }
     }
     init_with(&mut c, &init("gone", 60_000), &mut pids, 0).unwrap();
-    assert_eq!(c.expire_ids(CoordConfig::default().id_expiration_ms + 1), vec!["gone".to_string()]);
+    assert_eq!(
+        c.expire_ids(CoordConfig::default().id_expiration_ms + 1),
+        vec!["gone".to_string()]
+    );
     let journal = c.take_records();
     let mut r = TxnCoordinator::new(CoordConfig::default());
     for record in &journal {
         // Through the journal's codec, as recovery reads it.
         let entry = Entry::ProducerTransaction(record.to_record());
         let decoded = Entry::decode(entry.kind(), &entry.encode()).unwrap();
-        let Entry::ProducerTransaction(decoded) = decoded else { panic!() };
+        let Entry::ProducerTransaction(decoded) = decoded else {
+            panic!()
+        };
         r.replay(&TxnMetadata::from_record(&decoded));
     }
     assert_eq!(r.snapshot(), c.snapshot());
@@ -284,14 +417,49 @@ fn recovery_resends_markers_of_prepared_transactions() {
     assert_eq!(r.get("a").unwrap().state, TxnState::CompleteAbort);
     assert_eq!(r.get("o").unwrap().state, TxnState::Ongoing);
     let listed: Vec<&str> = r
-        .list(&ListFilter { states: vec!["Ongoing".into()], producer_ids: vec![], duration_ms: -1 }, 10)
+        .list(
+            &ListFilter {
+                states: vec!["Ongoing".into()],
+                producer_ids: vec![],
+                duration_ms: -1,
+            },
+            10,
+        )
         .iter()
         .map(|m| m.transactional_id.as_str())
         .collect();
     assert_eq!(listed, vec!["o"]);
-    assert!(r.list(&ListFilter { duration_ms: 100, ..ListFilter::default() }, 10).is_empty());
-    assert_eq!(r.list(&ListFilter { duration_ms: 5, ..ListFilter::default() }, 10).len(), 1);
-    assert_eq!(r.list(&ListFilter { producer_ids: vec![1], ..ListFilter::default() }, 10).len(), 1);
+    assert!(r
+        .list(
+            &ListFilter {
+                duration_ms: 100,
+                ..ListFilter::default()
+            },
+            10
+        )
+        .is_empty());
+    assert_eq!(
+        r.list(
+            &ListFilter {
+                duration_ms: 5,
+                ..ListFilter::default()
+            },
+            10
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        r.list(
+            &ListFilter {
+                producer_ids: vec![1],
+                ..ListFilter::default()
+            },
+            10
+        )
+        .len(),
+        1
+    );
 }
 
 // ---- the model test --------------------------------------------------------------------------
@@ -329,7 +497,11 @@ fn check(c: &TxnCoordinator, m: &Option<Model>, seed: u64, step: usize) {
                 MState::Complete(TxnOutcome::Abort) => TxnState::CompleteAbort,
             };
             assert_eq!(meta.state, want, "{ctx}");
-            assert_eq!((meta.producer_id, meta.producer_epoch), (m.pid, m.epoch), "{ctx}");
+            assert_eq!(
+                (meta.producer_id, meta.producer_epoch),
+                (m.pid, m.epoch),
+                "{ctx}"
+            );
             if matches!(m.state, MState::Ongoing | MState::Prepare(_)) {
                 assert_eq!(meta.partitions, m.parts, "{ctx}");
             } else {
@@ -358,7 +530,14 @@ fn run_model(seed: u64, steps: usize) {
                 let got = init_with(&mut c, &init("t", timeout), &mut pids, now);
                 let want = match &mut model {
                     None => {
-                        let m = Model { pid: pids, epoch: 0, state: MState::Empty, parts: BTreeSet::new(), start: -1, timeout: timeout as i64 };
+                        let m = Model {
+                            pid: pids,
+                            epoch: 0,
+                            state: MState::Empty,
+                            parts: BTreeSet::new(),
+                            start: -1,
+                            timeout: timeout as i64,
+                        };
                         model = Some(m);
                         Ok((pids, 0))
                     }
@@ -409,7 +588,11 @@ fn run_model(seed: u64, steps: usize) {
                 assert_eq!(got, want, "seed {seed} step {step}: add");
             }
             55..=69 => {
-                let outcome = if rng.gen_bool(0.6) { TxnOutcome::Commit } else { TxnOutcome::Abort };
+                let outcome = if rng.gen_bool(0.6) {
+                    TxnOutcome::Commit
+                } else {
+                    TxnOutcome::Abort
+                };
                 let (pid, epoch) = producers[k];
                 let got = c.end_txn("t", pid, epoch, outcome, now);
                 let want = match &mut model {
@@ -426,10 +609,14 @@ fn run_model(seed: u64, steps: usize) {
                         _ => Err(CoordError::InvalidTxnState(String::new())),
                     },
                 };
-                let norm = |r: Result<(), CoordError>| r.map_err(|e| match e {
-                    CoordError::InvalidTxnState(_) => CoordError::InvalidTxnState(String::new()),
-                    e => e,
-                });
+                let norm = |r: Result<(), CoordError>| {
+                    r.map_err(|e| match e {
+                        CoordError::InvalidTxnState(_) => {
+                            CoordError::InvalidTxnState(String::new())
+                        }
+                        e => e,
+                    })
+                };
                 assert_eq!(norm(got), norm(want), "seed {seed} step {step}: end");
             }
             70..=79 => {
@@ -450,12 +637,30 @@ fn run_model(seed: u64, steps: usize) {
                 c.arm("t");
                 for w in c.take_marker_work(now) {
                     let m = model.as_mut().expect("a job needs an id");
-                    let MState::Prepare(o) = m.state else { panic!("seed {seed}: job in {:?}", m.state) };
+                    let MState::Prepare(o) = m.state else {
+                        panic!("seed {seed}: job in {:?}", m.state)
+                    };
                     assert_eq!(w.marker.outcome, o);
-                    assert_eq!((w.marker.producer_id, w.marker.producer_epoch), (m.pid, m.epoch));
-                    let partitions_done: Vec<_> = w.partitions.iter().filter(|_| rng.gen_bool(0.7)).cloned().collect();
+                    assert_eq!(
+                        (w.marker.producer_id, w.marker.producer_epoch),
+                        (m.pid, m.epoch)
+                    );
+                    let partitions_done: Vec<_> = w
+                        .partitions
+                        .iter()
+                        .filter(|_| rng.gen_bool(0.7))
+                        .cloned()
+                        .collect();
                     let all = partitions_done.len() == w.partitions.len();
-                    let complete = c.markers_written("t", w.marker, &MarkerResults { partitions_done, groups_done: vec![] }, now);
+                    let complete = c.markers_written(
+                        "t",
+                        w.marker,
+                        &MarkerResults {
+                            partitions_done,
+                            groups_done: vec![],
+                        },
+                        now,
+                    );
                     assert_eq!(complete, all, "seed {seed} step {step}");
                     if complete {
                         m.state = MState::Complete(o);

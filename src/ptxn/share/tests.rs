@@ -101,7 +101,10 @@ fn commit_acknowledges_and_archives_abort_gives_the_delivery_back() {
     );
     let done = resolve(&mut sp, &marker(9, 0, TxnOutcome::Commit));
     assert_eq!(done.owners, vec!["#producer.9.0".to_string()]);
-    assert_eq!((done.acknowledged, done.archived, done.released), (5 - 1, 1, 0));
+    assert_eq!(
+        (done.acknowledged, done.archived, done.released),
+        (5 - 1, 1, 0)
+    );
     assert_eq!(sp.spso(), 5);
     // Twice: a no-op.
     assert_eq!(
@@ -248,7 +251,9 @@ fn random_walk_matches_a_trivial_model() {
                         for o in r.first..=r.last {
                             let c = match &model[o as usize] {
                                 M::Available(c) => *c,
-                                other => panic!("seed {seed} step {step}: acquired {o} in {other:?}"),
+                                other => {
+                                    panic!("seed {seed} step {step}: acquired {o} in {other:?}")
+                                }
                             };
                             assert_eq!(r.delivery_count, c + 1, "seed {seed} step {step}");
                             model[o as usize] = M::Acquired(m.into(), c + 1);
@@ -271,7 +276,10 @@ fn random_walk_matches_a_trivial_model() {
                     let batch = [AckBatch::new(first, last, t)];
                     let (name, got) = if what == 1 {
                         let o = owner(rng.gen_range(1..3), rng.gen_range(0..3));
-                        (o.owner_name(), lock(&mut sp, m, o, &batch).map_err(|e| e.code()))
+                        (
+                            o.owner_name(),
+                            lock(&mut sp, m, o, &batch).map_err(|e| e.code()),
+                        )
                     } else {
                         let name = format!("g-j-{}", rng.gen_range(0..2));
                         let got = sp.lock(m, &name, &batch).map_err(|e| e.code());
@@ -280,7 +288,9 @@ fn random_walk_matches_a_trivial_model() {
                     // Model: fenced if the same producer holds a newer epoch anywhere here;
                     // else every offset must be ACQUIRED by m.
                     let fenced = ProducerLock::parse(&name).is_some_and(|o| {
-                        fences.get(&o.producer_id).is_some_and(|e| *e > o.producer_epoch)
+                        fences
+                            .get(&o.producer_id)
+                            .is_some_and(|e| *e > o.producer_epoch)
                             || model.iter().any(|s| match s {
                                 M::Locked(n, _, _) => ProducerLock::parse(n).is_some_and(|h| {
                                     h.producer_id == o.producer_id
@@ -297,12 +307,17 @@ fn random_walk_matches_a_trivial_model() {
                         Err(121)
                     } else {
                         for o in first..=last {
-                            let M::Acquired(_, c) = model[o as usize] else { unreachable!() };
+                            let M::Acquired(_, c) = model[o as usize] else {
+                                unreachable!()
+                            };
                             model[o as usize] = M::Locked(name.clone(), outcome, c);
                         }
                         Ok((last - first + 1) as u64)
                     };
-                    assert_eq!(got, expected, "seed {seed} step {step}: lock {name} {first}..={last}");
+                    assert_eq!(
+                        got, expected,
+                        "seed {seed} step {step}: lock {name} {first}..={last}"
+                    );
                 }
                 3 => {
                     let m = members[rng.gen_range(0..2)];
@@ -310,7 +325,11 @@ fn random_walk_matches_a_trivial_model() {
                     for s in model.iter_mut() {
                         if let M::Acquired(x, c) = s {
                             if x == m {
-                                *s = if *c >= LIMIT { M::Archived } else { M::Available(*c) };
+                                *s = if *c >= LIMIT {
+                                    M::Archived
+                                } else {
+                                    M::Available(*c)
+                                };
                             }
                         }
                     }
@@ -319,7 +338,11 @@ fn random_walk_matches_a_trivial_model() {
                     let mk = marker(
                         rng.gen_range(1..3),
                         rng.gen_range(0..4),
-                        if rng.gen_bool(0.5) { TxnOutcome::Commit } else { TxnOutcome::Abort },
+                        if rng.gen_bool(0.5) {
+                            TxnOutcome::Commit
+                        } else {
+                            TxnOutcome::Abort
+                        },
                     );
                     resolve(&mut sp, &mk);
                     let f = fences.entry(mk.producer_id).or_insert(mk.producer_epoch);
@@ -362,12 +385,20 @@ fn random_walk_matches_a_trivial_model() {
                     // Terminal: below the SPSO it is gone; above it the state must match.
                     None => assert!(
                         o < sp.spso()
-                            || matches!(got.as_ref().map(|g| g.0.as_str()), Some("ACKNOWLEDGED" | "ARCHIVED")),
-                        "seed {seed} step {step} offset {o}: {got:?} vs {:?}", model[o as usize]
+                            || matches!(
+                                got.as_ref().map(|g| g.0.as_str()),
+                                Some("ACKNOWLEDGED" | "ARCHIVED")
+                            ),
+                        "seed {seed} step {step} offset {o}: {got:?} vs {:?}",
+                        model[o as usize]
                     ),
                     // Never acquired offsets (past SPEO) are AVAILABLE(0) in the model.
                     Some(w) if got.is_none() && o > sp.speo() => {
-                        assert_eq!(w, ("AVAILABLE".to_string(), 0), "seed {seed} step {step} offset {o}")
+                        assert_eq!(
+                            w,
+                            ("AVAILABLE".to_string(), 0),
+                            "seed {seed} step {step} offset {o}"
+                        )
                     }
                     Some(w) => assert_eq!(got, Some(w), "seed {seed} step {step} offset {o}"),
                 }

@@ -37,16 +37,9 @@ fn key(group: &str) -> ShareKey {
 /// A shard whose groups `g` and `h` each have records 0..10 ACQUIRED by member `m`.
 fn shard() -> ShardState<SimStorage> {
     let storage = SimStorage::new();
-    let mut s = ShardState::open(
-        ShardId(0),
-        1,
-        Path::new("/data"),
-        storage,
-        registry(),
-        0,
-    )
-    .unwrap()
-    .0;
+    let mut s = ShardState::open(ShardId(0), 1, Path::new("/data"), storage, registry(), 0)
+        .unwrap()
+        .0;
     for group in ["g", "h"] {
         let mut sp = SharePartition::new(ShareConfig::default(), 0);
         assert_eq!(sp.acquire("m", 10, 10, 0).len(), 1);
@@ -107,7 +100,9 @@ fn locks_are_journalled_survive_a_restart_and_the_marker_resolves_them() {
     assert_eq!(locked, vec![Ok(5)]);
     let mut journal = s.share.take_entries();
     assert!(
-        journal.iter().any(|e| matches!(e, Entry::TransactionLocks(l)
+        journal
+            .iter()
+            .any(|e| matches!(e, Entry::TransactionLocks(l)
             if l.transaction_id == "#producer.42.1" && l.group_id == "g" && l.ranges.len() == 1)),
         "{journal:?}"
     );
@@ -131,7 +126,10 @@ fn locks_are_journalled_survive_a_restart_and_the_marker_resolves_them() {
         if l.transaction_id == "#producer.42.1" && l.ranges.is_empty())));
     journal.extend(after);
     let restored = replay(&journal, s.registry());
-    let (_, sp) = restored.partitions().find(|(k, _)| **k == key("g")).unwrap();
+    let (_, sp) = restored
+        .partitions()
+        .find(|(k, _)| **k == key("g"))
+        .unwrap();
     assert_eq!(sp.spso(), 5, "0..=4 ACKNOWLEDGED for good");
     assert!(sp.locked_txns().is_empty());
 
@@ -156,7 +154,12 @@ fn an_abort_marker_releases_without_using_a_delivery_and_fencing_refuses_zombies
     // Another member's records, or a group without state: INVALID_RECORD_STATE.
     let other = s.ptxn_share_lock("g", "x", ProducerLock::new(42, 3).unwrap(), &accept(2, 3));
     assert_eq!(other[0].as_ref().unwrap_err().error_code, 121);
-    let none = s.ptxn_share_lock("nope", "m", ProducerLock::new(42, 3).unwrap(), &accept(2, 3));
+    let none = s.ptxn_share_lock(
+        "nope",
+        "m",
+        ProducerLock::new(42, 3).unwrap(),
+        &accept(2, 3),
+    );
     assert_eq!(none[0].as_ref().unwrap_err().error_code, 121);
 
     let done = s.ptxn_share_resolve(&marker(3, TxnOutcome::Abort), &input());

@@ -1,0 +1,270 @@
+//! The hook on encoded requests: pass, refuse whole, filter and merge.
+
+use super::*;
+use crate::authz::{AclBinding, PatternType, Permission};
+use crate::model::ShardId;
+use crate::protocol::apis::SUPPORTED_APIS;
+use crate::server::{ShardOp, ShardReply};
+use std::sync::Arc;
+
+/// A bus that only knows the registry (the hook never calls shards).
+struct RegistryBus(Arc<TopicRegistry>);
+
+impl Bus for RegistryBus {
+    fn local_shard(&self) -> ShardId {
+        ShardId(0)
+    }
+    fn shard_count(&self) -> usize {
+        1
+    }
+    fn registry(&self) -> Arc<TopicRegistry> {
+        self.0.clone()
+    }
+    fn now_ms(&self) -> i64 {
+        0
+    }
+    async fn call(&self, _shard: ShardId, _op: ShardOp) -> ShardReply {
+        unreachable!("the hook runs no shard operation")
+    }
+    async fn sleep_ms(&self, _ms: u64) {}
+}
+
+fn registry(acls: Vec<AclBinding>) -> Arc<TopicRegistry> {
+    let mut r = TopicRegistry::new("p18acl-cluster-id-xxxx".into());
+    for (i, name) in ["a", "b"].iter().enumerate() {
+        r.create_topic(name, Uuid::from_u128(i as u128 + 1), 1, &[])
+            .unwrap();
+    }
+    for a in acls {
+        r.acls.insert(a);
+    }
+    Arc::new(r)
+}
+
+fn allow(rt: ResourceType, name: &str, op: Operation) -> AclBinding {
+    AclBinding {
+        resource_type: rt,
+        pattern_type: PatternType::Literal,
+        resource_name: name.into(),
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: op,
+        permission: Permission::Allow,
+    }
+}
+
+fn conn(authorizer: bool) -> ConnInfo {
+    let mut c = ConnInfo::new(
+        "127.0.0.1:9092".parse().unwrap(),
+        "127.0.0.1:40000".parse().unwrap(),
+    );
+    *c.principal.borrow_mut() = "User:alice".into();
+    if authorizer {
+        c.authorizer = Some(Arc::new(AuthorizerConfig::default()));
+    }
+    c
+}
+
+fn request<T: Encodable>(key: i16, version: i16, body: &T) -> Request {
+    let spec = SUPPORTED_APIS.iter().find(|s| s.key == key).unwrap();
+    let mut buf = BytesMut::new();
+    body.encode(&mut buf, version).unwrap();
+    Request {
+        spec,
+        api_version: version,
+        correlation_id: 7,
+        client_id: None,
+        body: buf.freeze(),
+    }
+}
+
+fn produce(topics: &[&str]) -> ProduceRequest {
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.topic_data = topics
+        .iter()
+        .map(|t| {
+            let mut d = produce_request::TopicProduceData::default();
+            d.name = TopicName(sb(t));
+            let mut p = produce_request::PartitionProduceData::default();
+            p.index = 0;
+            d.partition_data = vec![p];
+            d
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn no_authorizer_passes_everything() {
+    let bus = RegistryBus(registry(vec![]));
+    let req = request(apis::PRODUCE, 9, &produce(&["a", "b"]));
+    assert!(matches!(gate(&bus, &conn(false), &req), Gate::Pass));
+}
+
+#[test]
+fn produce_runs_without_refused_topics_and_merges_their_errors() {
+    let bus = RegistryBus(registry(vec![allow(
+        ResourceType::Topic,
+        "a",
+        Operation::Write,
+    )]));
+    let req = request(apis::PRODUCE, 9, &produce(&["a", "b"]));
+    let Gate::Filtered(inner, merge) = gate(&bus, &conn(true), &req) else {
+        panic!("expected a filtered request");
+    };
+    let seen: ProduceRequest = decode_body(&inner).unwrap();
+    assert_eq!(seen.topic_data.len(), 1);
+    assert_eq!(seen.topic_data[0].name.as_str(), "a");
+    // What the handler would answer for "a".
+    let mut handled = ProduceResponse::default();
+    let mut t = produce_response::TopicProduceResponse::default();
+    t.name = TopicName(sb("a"));
+    let mut p = produce_response::PartitionProduceResponse::default();
+    p.base_offset = 5;
+    t.partition_responses = vec![p];
+    handled.responses = vec![t];
+    let Outcome::Respond(frame) = merge(respond(&inner, &handled)) else {
+        panic!("expected a response");
+    };
+    let merged: ProduceResponse = response_body(&req, &frame).unwrap();
+    let codes: Vec<(String, i16)> = merged
+        .responses
+        .iter()
+        .map(|t| (t.name.to_string(), t.partition_responses[0].error_code))
+        .collect();
+    assert_eq!(codes, vec![("a".into(), 0), ("b".into(), TOPIC_DENIED)]);
+    // Nothing allowed: answered without the handler.
+    let bus = RegistryBus(registry(vec![]));
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
+        panic!("expected an answer");
+    };
+    let r: ProduceResponse = response_body(&req, &frame).unwrap();
+    assert!(r
+        .responses
+        .iter()
+        .all(|t| t.partition_responses[0].error_code == TOPIC_DENIED));
+}
+
+#[test]
+fn transactional_produce_needs_the_transactional_id() {
+    let bus = RegistryBus(registry(vec![allow(
+        ResourceType::Topic,
+        "a",
+        Operation::Write,
+    )]));
+    let mut body = produce(&["a"]);
+    body.transactional_id = Some(TransactionalId(sb("tx")));
+    let req = request(apis::PRODUCE, 9, &body);
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
+        panic!("expected an answer");
+    };
+    let r: ProduceResponse = response_body(&req, &frame).unwrap();
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code,
+        TXN_ID_DENIED
+    );
+    let bus = RegistryBus(registry(vec![
+        allow(ResourceType::Topic, "a", Operation::Write),
+        allow(ResourceType::TransactionalId, "tx", Operation::Write),
+    ]));
+    assert!(matches!(gate(&bus, &conn(true), &req), Gate::Pass));
+}
+
+#[test]
+fn group_apis_are_refused_whole() {
+    let mut body = JoinGroupRequest::default();
+    body.group_id = GroupId(sb("g"));
+    body.protocol_type = sb("consumer");
+    let req = request(apis::JOIN_GROUP, 5, &body);
+    let bus = RegistryBus(registry(vec![]));
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
+        panic!("expected an answer");
+    };
+    let r: JoinGroupResponse = response_body(&req, &frame).unwrap();
+    assert_eq!(r.error_code, GROUP_DENIED);
+    let bus = RegistryBus(registry(vec![allow(
+        ResourceType::Group,
+        "g",
+        Operation::Read,
+    )]));
+    assert!(matches!(gate(&bus, &conn(true), &req), Gate::Pass));
+}
+
+#[test]
+fn metadata_hides_topics_of_an_all_topics_request_and_refuses_named_ones() {
+    let bus = RegistryBus(registry(vec![allow(
+        ResourceType::Topic,
+        "a",
+        Operation::Read,
+    )]));
+    // All topics: the handler runs, "b" is removed from its answer.
+    let mut body = MetadataRequest::default();
+    body.topics = None; // all topics (v1+)
+    let req = request(apis::METADATA, 12, &body);
+    let Gate::Filtered(inner, merge) = gate(&bus, &conn(true), &req) else {
+        panic!("expected a filtered request");
+    };
+    let mut handled = MetadataResponse::default();
+    for (i, name) in ["a", "b"].iter().enumerate() {
+        let mut t = metadata_response::MetadataResponseTopic::default();
+        t.name = Some(TopicName(sb(name)));
+        t.topic_id = Uuid::from_u128(i as u128 + 1);
+        handled.topics.push(t);
+    }
+    let Outcome::Respond(frame) = merge(respond(&inner, &handled)) else {
+        panic!("expected a response");
+    };
+    let r: MetadataResponse = response_body(&req, &frame).unwrap();
+    let names: Vec<String> = r
+        .topics
+        .iter()
+        .map(|t| t.name.as_ref().unwrap().to_string())
+        .collect();
+    assert_eq!(names, vec!["a".to_string()]);
+    // Named "b": TOPIC_AUTHORIZATION_FAILED, without its id.
+    let mut body = MetadataRequest::default();
+    let mut t = metadata_request::MetadataRequestTopic::default();
+    t.name = Some(TopicName(sb("b")));
+    body.topics = Some(vec![t]);
+    let req = request(apis::METADATA, 12, &body);
+    let Gate::Filtered(inner, merge) = gate(&bus, &conn(true), &req) else {
+        panic!("expected a filtered request");
+    };
+    let seen: MetadataRequest = decode_body(&inner).unwrap();
+    assert_eq!(seen.topics.as_ref().map(Vec::len), Some(0));
+    let Outcome::Respond(frame) = merge(respond(&inner, &MetadataResponse::default())) else {
+        panic!("expected a response");
+    };
+    let r: MetadataResponse = response_body(&req, &frame).unwrap();
+    assert_eq!(r.topics.len(), 1);
+    assert_eq!(r.topics[0].error_code, TOPIC_DENIED);
+    assert!(r.topics[0].topic_id.is_nil());
+}
+
+#[test]
+fn acl_apis_need_cluster_alter() {
+    let mut body = CreateAclsRequest::default();
+    let mut c = create_acls_request::AclCreation::default();
+    c.resource_type = 2;
+    c.resource_name = sb("a");
+    c.resource_pattern_type = 3;
+    c.principal = sb("User:bob");
+    c.host = sb("*");
+    c.operation = 3;
+    c.permission_type = 3;
+    body.creations = vec![c];
+    let req = request(apis::CREATE_ACLS, 3, &body);
+    let bus = RegistryBus(registry(vec![]));
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
+        panic!("expected an answer");
+    };
+    let r: CreateAclsResponse = response_body(&req, &frame).unwrap();
+    assert_eq!(r.results[0].error_code, CLUSTER_DENIED);
+    let bus = RegistryBus(registry(vec![allow(
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        Operation::Alter,
+    )]));
+    assert!(matches!(gate(&bus, &conn(true), &req), Gate::Pass));
+}
