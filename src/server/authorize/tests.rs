@@ -268,3 +268,94 @@ fn acl_apis_need_cluster_alter() {
     )]));
     assert!(matches!(gate(&bus, &conn(true), &req), Gate::Pass));
 }
+
+#[test]
+fn scram_credentials_need_cluster_alter_and_describe() {
+    let mut alter = AlterUserScramCredentialsRequest::default();
+    let mut up = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+    up.name = sb("mallory");
+    up.mechanism = 1;
+    up.iterations = 8192;
+    alter.upsertions = vec![up];
+    let req = request(apis::ALTER_USER_SCRAM_CREDENTIALS, 0, &alter);
+    // alice has no CLUSTER ACL: refused per user, nothing stored.
+    let bus = RegistryBus(registry(vec![]));
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
+        panic!("expected an answer");
+    };
+    let resp: AlterUserScramCredentialsResponse = response_body(&req, &frame).unwrap();
+    let codes: Vec<(String, i16)> = resp
+        .results
+        .iter()
+        .map(|r| (r.user.to_string(), r.error_code))
+        .collect();
+    assert_eq!(codes, vec![("mallory".into(), CLUSTER_DENIED)]);
+    let describe = request(
+        apis::DESCRIBE_USER_SCRAM_CREDENTIALS,
+        0,
+        &DescribeUserScramCredentialsRequest::default(),
+    );
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &describe) else {
+        panic!("expected an answer");
+    };
+    let resp: DescribeUserScramCredentialsResponse = response_body(&describe, &frame).unwrap();
+    assert_eq!(resp.error_code, CLUSTER_DENIED);
+    // With CLUSTER ALTER both pass (ALTER implies DESCRIBE).
+    let bus = RegistryBus(registry(vec![allow(
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        Operation::Alter,
+    )]));
+    assert!(matches!(gate(&bus, &conn(true), &req), Gate::Pass));
+    assert!(matches!(gate(&bus, &conn(true), &describe), Gate::Pass));
+}
+
+#[test]
+fn transaction_apis_need_transactional_id_write() {
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = TransactionalId(sb("t1"));
+    end.committed = true;
+    let req = request(apis::END_TXN, 3, &end);
+    let bus = RegistryBus(registry(vec![]));
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
+        panic!("expected an answer");
+    };
+    let resp: EndTxnResponse = response_body(&req, &frame).unwrap();
+    assert_eq!(resp.error_code, TXN_ID_DENIED);
+    let txn_write = allow(ResourceType::TransactionalId, "t1", Operation::Write);
+    let bus = RegistryBus(registry(vec![txn_write.clone()]));
+    assert!(matches!(gate(&bus, &conn(true), &req), Gate::Pass));
+    // AddPartitionsToTxn v3: the refused topic TOPIC_AUTHORIZATION_FAILED, the other one
+    // OPERATION_NOT_ATTEMPTED.
+    let mut add = AddPartitionsToTxnRequest::default();
+    add.v3_and_below_transactional_id = TransactionalId(sb("t1"));
+    add.v3_and_below_topics = ["a", "b"]
+        .iter()
+        .map(|t| {
+            let mut x = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            x.name = TopicName(sb(t));
+            x.partitions = vec![0];
+            x
+        })
+        .collect();
+    let req = request(apis::ADD_PARTITIONS_TO_TXN, 3, &add);
+    let bus = RegistryBus(registry(vec![
+        txn_write,
+        allow(ResourceType::Topic, "a", Operation::Write),
+    ]));
+    let Gate::Answer(Outcome::Respond(frame)) = gate(&bus, &conn(true), &req) else {
+        panic!("expected an answer");
+    };
+    let resp: AddPartitionsToTxnResponse = response_body(&req, &frame).unwrap();
+    let codes: Vec<(String, i16)> = resp
+        .results_by_topic_v3_and_below
+        .iter()
+        .map(|t| {
+            (
+                t.name.to_string(),
+                t.results_by_partition[0].partition_error_code,
+            )
+        })
+        .collect();
+    assert_eq!(codes, vec![("a".into(), 55), ("b".into(), TOPIC_DENIED)]);
+}
