@@ -676,8 +676,20 @@ impl ShardHandle {
                     config,
                     now,
                 );
-                self.append_share_entries();
-                TxnReplyMsg::Answer(answer)
+                // Answered once durable: the journal's unflushed tail does not survive a process
+                // kill, and a begun transaction the coordinator forgets could not be aborted
+                // (and listed ABORTED) by the recovery after a restart.
+                match self.persist_share_entries().await {
+                    Ok(()) => TxnReplyMsg::Answer(answer),
+                    Err(cause) => {
+                        tracing::error!(shard = %self.id, cause = %cause, "share transaction begin not durable");
+                        TxnReplyMsg::Answer(TxnAnswer::error(
+                            ResponseError::KafkaStorageError.code(),
+                            "the transaction could not be made durable",
+                            answer.state,
+                        ))
+                    }
+                }
             }
             TxnOp::Register {
                 group_id,
