@@ -173,21 +173,54 @@ fn filtered<T: Encodable, R: Decodable + Encodable + Default + 'static>(
     if remaining == 0 {
         return Ok(answer(request, add));
     }
-    let inner = with_body(request, filtered)?;
+    Ok(rewrite(with_body(request, filtered)?, request, add))
+}
+
+/// Runs `inner` in place of `request` and applies `edit` to the handler's answer (decoded as
+/// `R`, the answer to `request`) before it is sent.
+fn rewrite<R: Decodable + Encodable + 'static>(
+    inner: Request,
+    request: &Request,
+    edit: impl FnOnce(&mut R) + 'static,
+) -> Gate {
     let outer = request.clone();
-    Ok(Gate::Filtered(
+    Gate::Filtered(
         inner,
         Box::new(move |outcome| match outcome {
             Outcome::Respond(frame) => match response_body::<R>(&outer, &frame) {
                 Some(mut r) => {
-                    add(&mut r);
+                    edit(&mut r);
                     respond(&outer, &r)
                 }
                 None => Outcome::Close("cannot rewrite a filtered response".to_string()),
             },
             other => other,
         }),
-    ))
+    )
+}
+
+/// Runs `request` whole and lets `keep` drop from the answer what the principal may not see
+/// (Kafka hides, rather than refuses, what a principal may not describe).
+fn hide<R: Decodable + Encodable + 'static>(
+    ctx: &Ctx<'_>,
+    request: &Request,
+    keep: impl FnOnce(&Authorizer<'_>, Requester<'_>, &mut R) + 'static,
+) -> Gate {
+    let config = ctx.authz.config.clone();
+    let acls = ctx.authz.acls.clone();
+    let principal = ctx.who.principal.to_string();
+    let host = ctx.who.host.to_string();
+    rewrite(request.clone(), request, move |resp: &mut R| {
+        let authz = Authorizer {
+            config: &config,
+            acls: &acls,
+        };
+        let who = Requester {
+            principal: &principal,
+            host: &host,
+        };
+        keep(&authz, who, resp)
+    })
 }
 
 fn sb(text: &str) -> StrBytes {

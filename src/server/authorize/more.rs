@@ -334,38 +334,10 @@ pub(super) fn decide(ctx: &Ctx<'_>, request: &Request) -> Result<Gate, ()> {
             if ctx.cluster(Describe) {
                 return Ok(Gate::Pass);
             }
-            let config = ctx.authz.config.clone();
-            let acls = ctx.authz.acls.clone();
-            let principal = ctx.who.principal.to_string();
-            let host = ctx.who.host.to_string();
-            let outer = request.clone();
-            Gate::Filtered(
-                request.clone(),
-                Box::new(move |outcome| match outcome {
-                    super::Outcome::Respond(frame) => {
-                        match super::response_body::<ListGroupsResponse>(&outer, &frame) {
-                            Some(mut resp) => {
-                                let authz = crate::authz::Authorizer {
-                                    config: &config,
-                                    acls: &acls,
-                                };
-                                let who = crate::authz::Requester {
-                                    principal: &principal,
-                                    host: &host,
-                                };
-                                resp.groups.retain(|g| {
-                                    authz.authorize(who, Describe, ResourceType::Group, &g.group_id)
-                                });
-                                super::respond(&outer, &resp)
-                            }
-                            None => super::Outcome::Close(
-                                "cannot rewrite a filtered response".to_string(),
-                            ),
-                        }
-                    }
-                    other => other,
-                }),
-            )
+            super::hide(ctx, request, |authz, who, resp: &mut ListGroupsResponse| {
+                resp.groups
+                    .retain(|g| authz.authorize(who, Describe, ResourceType::Group, &g.group_id))
+            })
         }
         apis::DELETE_GROUPS => {
             let mut r: gen::DeleteGroupsRequest = decoded(request)?;

@@ -180,45 +180,20 @@ pub(super) fn decide(ctx: &Ctx<'_>, request: &Request) -> Result<Option<Gate>, (
                 },
             )?
         }
-        apis::LIST_TRANSACTIONS => {
-            let config = ctx.authz.config.clone();
-            let acls = ctx.authz.acls.clone();
-            let principal = ctx.who.principal.to_string();
-            let host = ctx.who.host.to_string();
-            let outer = request.clone();
-            Gate::Filtered(
-                request.clone(),
-                Box::new(move |outcome| match outcome {
-                    super::Outcome::Respond(frame) => {
-                        match super::response_body::<ListTransactionsResponse>(&outer, &frame) {
-                            Some(mut resp) => {
-                                let authz = crate::authz::Authorizer {
-                                    config: &config,
-                                    acls: &acls,
-                                };
-                                let who = crate::authz::Requester {
-                                    principal: &principal,
-                                    host: &host,
-                                };
-                                resp.transaction_states.retain(|t| {
-                                    authz.authorize(
-                                        who,
-                                        Describe,
-                                        ResourceType::TransactionalId,
-                                        &t.transactional_id,
-                                    )
-                                });
-                                super::respond(&outer, &resp)
-                            }
-                            None => super::Outcome::Close(
-                                "cannot rewrite a filtered response".to_string(),
-                            ),
-                        }
-                    }
-                    other => other,
-                }),
-            )
-        }
+        apis::LIST_TRANSACTIONS => super::hide(
+            ctx,
+            request,
+            |authz, who, resp: &mut ListTransactionsResponse| {
+                resp.transaction_states.retain(|t| {
+                    authz.authorize(
+                        who,
+                        Describe,
+                        ResourceType::TransactionalId,
+                        &t.transactional_id,
+                    )
+                })
+            },
+        ),
         apis::TXN_SHARE_ACKNOWLEDGE => {
             let r: crate::protocol::txn_share::TxnShareAcknowledgeRequest = decoded(request)?;
             let txn_allowed = r.transactional_id.as_deref().map_or(true, |id| txn_ok(id));
