@@ -359,3 +359,60 @@ fn transaction_apis_need_transactional_id_write() {
         .collect();
     assert_eq!(codes, vec![("a".into(), 55), ("b".into(), TOPIC_DENIED)]);
 }
+
+#[test]
+fn list_answers_hide_what_the_principal_may_not_describe() {
+    let bus = RegistryBus(registry(vec![
+        allow(ResourceType::TransactionalId, "t1", Operation::Describe),
+        allow(ResourceType::Group, "g1", Operation::Describe),
+    ]));
+    // ListTransactions: the handler's answer keeps only t1.
+    let req = request(
+        apis::LIST_TRANSACTIONS,
+        1,
+        &ListTransactionsRequest::default(),
+    );
+    let Gate::Filtered(inner, merge) = gate(&bus, &conn(true), &req) else {
+        panic!("expected a rewritten answer");
+    };
+    let mut handled = ListTransactionsResponse::default();
+    handled.transaction_states = ["t1", "t2"]
+        .iter()
+        .map(|id| {
+            let mut t = list_transactions_response::TransactionState::default();
+            t.transactional_id = TransactionalId(sb(id));
+            t.transaction_state = sb("Ongoing");
+            t
+        })
+        .collect();
+    let Outcome::Respond(frame) = merge(respond(&inner, &handled)) else {
+        panic!("expected a response");
+    };
+    let seen: ListTransactionsResponse = response_body(&req, &frame).unwrap();
+    let ids: Vec<String> = seen
+        .transaction_states
+        .iter()
+        .map(|t| t.transactional_id.to_string())
+        .collect();
+    assert_eq!(ids, vec!["t1".to_string()]);
+    // ListGroups without CLUSTER DESCRIBE: only g1.
+    let req = request(apis::LIST_GROUPS, 4, &ListGroupsRequest::default());
+    let Gate::Filtered(inner, merge) = gate(&bus, &conn(true), &req) else {
+        panic!("expected a rewritten answer");
+    };
+    let mut handled = ListGroupsResponse::default();
+    handled.groups = ["g1", "g2"]
+        .iter()
+        .map(|g| {
+            let mut x = list_groups_response::ListedGroup::default();
+            x.group_id = GroupId(sb(g));
+            x
+        })
+        .collect();
+    let Outcome::Respond(frame) = merge(respond(&inner, &handled)) else {
+        panic!("expected a response");
+    };
+    let seen: ListGroupsResponse = response_body(&req, &frame).unwrap();
+    let groups: Vec<String> = seen.groups.iter().map(|g| g.group_id.to_string()).collect();
+    assert_eq!(groups, vec!["g1".to_string()]);
+}
