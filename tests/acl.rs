@@ -25,10 +25,9 @@ mod common;
 
 use common::{check_deps, die_with_parent, free_port, ROOT};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Instant;
 
 const AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
@@ -262,28 +261,7 @@ impl Drop for Broker {
 }
 
 fn spawn_lockstep(config: &Path) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-    cmd.arg("--config").arg(config).arg("--shards").arg("2");
-    let mut child = die_with_parent(&mut cmd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start lockstep");
-    let out = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if line.contains("lockstep ready:") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(common::BROKER_START_TIMEOUT)
-        .expect("lockstep ready in time");
-    eprintln!("{line}");
-    child
+    common::spawn_with_config(env!("CARGO_BIN_EXE_lockstep"), config)
 }
 
 fn client(python: &Path, request: Value) -> Value {

@@ -21,11 +21,10 @@ mod common;
 use common::{check_deps, die_with_parent, free_port, ROOT};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 const JAAS_PLAIN: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
@@ -63,28 +62,10 @@ impl Drop for Target {
 }
 
 fn start_lockstep(config: &Path) -> Target {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-    cmd.arg("--config").arg(config).arg("--shards").arg("2");
-    let mut child = die_with_parent(&mut cmd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start lockstep");
-    let out = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if line.contains("lockstep ready:") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(common::BROKER_START_TIMEOUT)
-        .expect("lockstep ready in time");
-    eprintln!("{line}");
-    Target::Lockstep(child)
+    Target::Lockstep(common::spawn_with_config(
+        env!("CARGO_BIN_EXE_lockstep"),
+        config,
+    ))
 }
 
 fn sh(dir: &Path, script: &str) {

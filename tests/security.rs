@@ -14,11 +14,10 @@ mod common;
 
 use common::{check_deps, die_with_parent, free_port, ROOT};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 struct Running(Child);
@@ -31,28 +30,10 @@ impl Drop for Running {
 }
 
 fn start(config: &Path) -> Running {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-    cmd.arg("--config").arg(config).arg("--shards").arg("2");
-    let mut child = die_with_parent(&mut cmd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start lockstep");
-    let out = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if line.contains("lockstep ready:") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(common::BROKER_START_TIMEOUT)
-        .expect("lockstep ready in time");
-    eprintln!("{line}");
-    Running(child)
+    Running(common::spawn_with_config(
+        env!("CARGO_BIN_EXE_lockstep"),
+        config,
+    ))
 }
 
 fn sh(dir: &Path, script: &str) {

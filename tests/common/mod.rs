@@ -281,3 +281,30 @@ pub fn wait_for_state(port: u16, group: &str, state: &str) {
         thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// A `lockstep` (`bin`) started with `--config config --shards 2`, returned once it logs that it
+/// is ready (its stdout is read for that line; stderr is inherited).
+pub fn spawn_with_config(bin: &str, config: &Path) -> Child {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--config").arg(config).arg("--shards").arg("2");
+    let mut child = die_with_parent(&mut cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lockstep");
+    let out = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.contains("lockstep ready:") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(BROKER_START_TIMEOUT)
+        .expect("lockstep ready in time");
+    eprintln!("{line}");
+    child
+}
