@@ -204,7 +204,12 @@ public final class LockstepBroker implements AutoCloseable {
 
     /** Creates {@code topic} and sets {@code group}'s share.auto.offset.reset to earliest. */
     public void createTopic(String topic, int partitions, String group) {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap()))) {
+        createTopic(bootstrap(), topic, partitions, group);
+    }
+
+    /** {@link #createTopic(String, int, String)} on any broker (e.g. a Kafka 4.4 for a differential run). */
+    public static void createTopic(String bootstrap, String topic, int partitions, String group) {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
             if (group != null) {
                 setGroupConfig(admin, group, "share.auto.offset.reset", "earliest");
@@ -232,8 +237,13 @@ public final class LockstepBroker implements AutoCloseable {
 
     /** Produces values {@code prefix0 .. prefix(n-1)} round-robin over {@code partitions} partitions. */
     public void produce(String topic, int partitions, String prefix, int n) {
+        produce(bootstrap(), topic, partitions, prefix, n);
+    }
+
+    /** {@link #produce(String, int, String, int)} to any broker. */
+    public static void produce(String bootstrap, String topic, int partitions, String prefix, int n) {
         Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap());
+        p.put("bootstrap.servers", bootstrap);
         p.put("acks", "all");
         p.put("enable.idempotence", "false");
         p.put("linger.ms", "0");

@@ -9,6 +9,7 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.security.KeyStore;
 import java.security.cert.Certificate;
 import java.security.cert.CertificateFactory;
@@ -45,6 +46,7 @@ import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -63,8 +65,15 @@ import org.junit.jupiter.params.provider.CsvSource;
  * SASL_AUTHENTICATION_FAILED (58); a foreign CA and a host name not in the certificate fail the
  * TLS handshake (and pass with {@code ssl.endpoint.identification.algorithm=}); a user without
  * ACLs, and one with only DESCRIBE on the group, get GROUP_AUTHORIZATION_FAILED from the
- * share-transaction APIs (keys 1000-1005 are operations on their group). The share-transaction
- * APIs are Lockstep's own, so this test has no Kafka 4.4 run.
+ * share-transaction APIs (keys 1000-1005 are operations on their group), and without GROUP READ
+ * the share consumer's heartbeat does too.
+ *
+ * <p>{@code -Dsaslssl.target=kafka} runs what Kafka 4.4 can answer against a private Kafka 4.4
+ * ({@code tools/kafka-reference.sh start}, free ports, configured alike, stopped at the end): our
+ * consumer (explicit acknowledgement, RELEASE redelivered) with each mechanism and trust store
+ * type, Kafka's {@code KafkaShareConsumer}, the wrong passwords, the certificate checks and the
+ * group ACLs of FindCoordinator and ShareGroupHeartbeat. The share-transaction APIs are Lockstep's
+ * own: those tests are skipped there.
  */
 class SaslSslTest {
     private static final Duration DELIVERY_WAIT = Duration.ofSeconds(30);
@@ -72,8 +81,16 @@ class SaslSslTest {
     private static final String PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule";
     private static final String SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
+    /** {@code -Dsaslssl.target=kafka}: against a private Kafka 4.4 instead of Lockstep. */
+    static final boolean KAFKA = "kafka".equals(System.getProperty("saslssl.target"));
+
     static Path dir;
     static LockstepBroker broker;
+    /** The Kafka 4.4 broker's directory and PLAINTEXT port ({@link #KAFKA}). */
+    static Path kafkaDir;
+    static int kafkaPort;
+    /** The PLAINTEXT listener (principal User:ANONYMOUS, a super user): set-up only. */
+    static String plainBootstrap;
     static int saslSslPort;
 
     @BeforeAll
@@ -83,11 +100,7 @@ class SaslSslTest {
         saslSslPort = LockstepBroker.freePort();
         String jaasPlain = PLAIN_MODULE + " required user_alice=\"alice-secret\" user_dora=\"dora-secret\""
                 + " user_mallory=\"mallory-secret\";";
-        broker = LockstepBroker.startWithConfig(dir.resolve("broker"), (port, data) -> String.join("\n",
-                "listeners=PLAINTEXT://127.0.0.1:" + port + ",SASLS://127.0.0.1:" + saslSslPort,
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASLS:SASL_SSL",
-                "log.dirs=" + data,
-                "num.partitions=1",
+        String security = String.join("\n",
                 "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                 "listener.name.sasls.plain.sasl.jaas.config=" + jaasPlain,
                 "listener.name.sasls.scram-sha-256.sasl.jaas.config=" + SCRAM_MODULE + " required;",
@@ -96,8 +109,32 @@ class SaslSslTest {
                 "ssl.keystore.location=" + dir.resolve("server-keystore.pem"),
                 "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                 "super.users=User:ANONYMOUS",
-                ""));
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", broker.bootstrap()))) {
+                "");
+        if (KAFKA) {
+            kafkaPort = LockstepBroker.freePort();
+            int controller = LockstepBroker.freePort();
+            kafkaDir = dir.resolve("kafka");
+            ProcessBuilder pb = new ProcessBuilder(kafkaScript(), "start", kafkaDir.toString(),
+                    Integer.toString(kafkaPort)).inheritIO();
+            pb.environment().put("KAFKA_CONTROLLER_PORT", Integer.toString(controller));
+            pb.environment().put("KAFKA_EXTRA_PROPS", String.join("\n",
+                    "listeners=PLAINTEXT://127.0.0.1:" + kafkaPort + ",SASLS://127.0.0.1:" + saslSslPort
+                            + ",CONTROLLER://127.0.0.1:" + controller,
+                    "advertised.listeners=PLAINTEXT://127.0.0.1:" + kafkaPort + ",SASLS://127.0.0.1:" + saslSslPort,
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASLS:SASL_SSL",
+                    security));
+            assertEquals(0, pb.start().waitFor(), "Kafka 4.4 did not start");
+            plainBootstrap = "127.0.0.1:" + kafkaPort;
+        } else {
+            broker = LockstepBroker.startWithConfig(dir.resolve("broker"), (port, data) -> String.join("\n",
+                    "listeners=PLAINTEXT://127.0.0.1:" + port + ",SASLS://127.0.0.1:" + saslSslPort,
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASLS:SASL_SSL",
+                    "log.dirs=" + data,
+                    "num.partitions=1",
+                    security));
+            plainBootstrap = broker.bootstrap();
+        }
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", plainBootstrap))) {
             // One mechanism per request for the same user (Kafka refuses a user twice in one).
             for (ScramMechanism m : List.of(ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)) {
                 admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion("sam",
@@ -113,11 +150,20 @@ class SaslSslTest {
         }
     }
 
+    static String kafkaScript() {
+        return Paths.get(System.getProperty("user.dir"), "../../../../tools/kafka-reference.sh").normalize().toString();
+    }
+
     @AfterAll
-    static void stop() throws IOException {
+    static void stop() throws Exception {
         if (broker != null) {
             broker.close(); // deletes dir/broker
             broker = null;
+        }
+        if (kafkaDir != null) {
+            new ProcessBuilder(kafkaScript(), "stop", kafkaDir.toString(), Integer.toString(kafkaPort))
+                    .inheritIO().start().waitFor();
+            kafkaDir = null;
         }
         try (var files = Files.walk(dir)) {
             files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
@@ -197,11 +243,12 @@ class SaslSslTest {
             "SCRAM-SHA-512,sam,sam-secret,JKS"})
     void aShareTransactionCommitsAndAnAbortRedeliversOverSaslSsl(String mechanism, String user, String password,
             String trustType) {
+        Assumptions.assumeFalse(KAFKA, "the share-transaction APIs are Lockstep's own");
         String tag = mechanism.toLowerCase().replace("-", "");
         String group = "jsec-" + tag;
         String topic = "jsec-" + tag + "-t";
-        broker.createTopic(topic, 1, group);
-        broker.produce(topic, 1, "v", 6);
+        LockstepBroker.createTopic(plainBootstrap, topic, 1, group);
+        LockstepBroker.produce(plainBootstrap, topic, 1, "v", 6);
         Properties props = secure(group, mechanism, user, password, trustType);
         Properties consumerProps = (Properties) props.clone();
         consumerProps.put("share.acknowledgement.mode", "transactional");
@@ -250,12 +297,40 @@ class SaslSslTest {
         }
     }
 
+    @ParameterizedTest(name = "{0} as {1}, trust store {2}")
+    @CsvSource({"PLAIN,alice,alice-secret,PEM", "SCRAM-SHA-256,sam,sam-secret,PKCS12",
+            "SCRAM-SHA-512,sam,sam-secret,JKS"})
+    void ourConsumerAcceptsAndReleasesOverSaslSsl(String mechanism, String user, String password,
+            String trustType) {
+        String tag = mechanism.toLowerCase().replace("-", "");
+        String group = "jsec-x" + tag;
+        String topic = "jsec-x" + tag + "-t";
+        LockstepBroker.createTopic(plainBootstrap, topic, 1, group);
+        LockstepBroker.produce(plainBootstrap, topic, 1, "v", 4);
+        Properties props = secure(group, mechanism, user, password, trustType);
+        props.put("share.acknowledgement.mode", "explicit");
+        try (LockstepShareConsumer<String, String> c = new LockstepShareConsumer<>(props, new StringDeserializer(),
+                new StringDeserializer())) {
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> got = pollFor(c, 4, DELIVERY_WAIT, rs -> rs.forEach(
+                    r -> c.acknowledge(r, r.offset() < 2 ? AcknowledgeType.ACCEPT : AcknowledgeType.RELEASE)));
+            assertEquals(4, got.size());
+            c.commitSync().values().forEach(e -> assertEquals(Optional.empty(), e));
+            List<ConsumerRecord<String, String>> back = pollFor(c, 2, DELIVERY_WAIT,
+                    rs -> rs.forEach(r -> c.acknowledge(r, AcknowledgeType.ACCEPT)));
+            Map<Long, Short> counts = new TreeMap<>();
+            back.forEach(r -> counts.put(r.offset(), r.deliveryCount().get()));
+            assertEquals(Map.of(2L, (short) 2, 3L, (short) 2), counts, "released records come back, count 2");
+            c.commitSync().values().forEach(e -> assertEquals(Optional.empty(), e));
+        }
+    }
+
     @Test
     void kafkasShareConsumerShareConsumesOverSaslSsl() {
         String group = "jsec-kafka";
         String topic = "jsec-kafka-t";
-        broker.createTopic(topic, 1, group);
-        broker.produce(topic, 1, "k", 20);
+        LockstepBroker.createTopic(plainBootstrap, topic, 1, group);
+        LockstepBroker.produce(plainBootstrap, topic, 1, "k", 20);
         Properties p = secure(group, "SCRAM-SHA-512", "sam", "sam-secret", "PEM");
         p.remove("fetch.max.wait.ms");
         p.remove("default.api.timeout.ms");
@@ -319,8 +394,13 @@ class SaslSslTest {
                     e.toString());
         }
         byName.put("ssl.endpoint.identification.algorithm", "");
-        try (LockstepShareTransactionCoordinator coord = new LockstepShareTransactionCoordinator(byName)) {
-            assertEquals(List.of(), coord.listPendingTransactions("jsec-tls"));
+        LockstepBroker.createTopic(plainBootstrap, "jsec-tls-t", 1, "jsec-tls");
+        LockstepBroker.produce(plainBootstrap, "jsec-tls-t", 1, "v", 1);
+        byName.put("share.acknowledgement.mode", "implicit");
+        try (LockstepShareConsumer<String, String> c = new LockstepShareConsumer<>(byName, new StringDeserializer(),
+                new StringDeserializer())) {
+            c.subscribe(List.of("jsec-tls-t"));
+            assertEquals(1, pollFor(c, 1, DELIVERY_WAIT, rs -> { }).size());
         }
     }
 
@@ -333,9 +413,21 @@ class SaslSslTest {
             assertThrows(GroupAuthorizationException.class, () -> coord.begin(group + "-job-1", null));
             assertThrows(GroupAuthorizationException.class, () -> coord.listPendingTransactions(group));
         }
-        // dora: DESCRIBE on the group. ShareListTransactions (GROUP DESCRIBE) answers; begin,
-        // prepare, commit and abort (GROUP READ) are refused.
+        // dora: DESCRIBE on the group; her share consumer's heartbeat (GROUP READ) is refused.
         Properties dora = secure(group, "PLAIN", "dora", "dora-secret", "PEM");
+        Properties doraConsumer = (Properties) dora.clone();
+        doraConsumer.put("share.acknowledgement.mode", "explicit");
+        LockstepBroker.createTopic(plainBootstrap, "jsec-acl-t", 1, null);
+        try (LockstepShareConsumer<String, String> c = new LockstepShareConsumer<>(doraConsumer,
+                new StringDeserializer(), new StringDeserializer())) {
+            c.subscribe(List.of("jsec-acl-t"));
+            assertThrows(GroupAuthorizationException.class, () -> c.poll(Duration.ofSeconds(5)));
+        }
+        if (KAFKA) {
+            return; // the share-transaction APIs are Lockstep's own
+        }
+        // ShareListTransactions (GROUP DESCRIBE) answers her; begin, prepare, commit and abort
+        // (GROUP READ) are refused.
         try (LockstepShareTransactionCoordinator coord = new LockstepShareTransactionCoordinator(dora)) {
             assertEquals(List.of(), coord.listPendingTransactions(group));
             GroupAuthorizationException begin = assertThrows(GroupAuthorizationException.class,
