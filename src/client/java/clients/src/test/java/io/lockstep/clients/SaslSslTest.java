@@ -1,6 +1,7 @@
 package io.lockstep.clients;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -446,6 +447,50 @@ class SaslSslTest {
         try (LockstepShareTransactionCoordinator coord = new LockstepShareTransactionCoordinator(alice)) {
             assertEquals(TransactionState.ONGOING, coord.begin(group + "-job-1", null));
             assertEquals(TransactionState.ABORTED, coord.abort(group + "-job-1"));
+        }
+
+    }
+
+    @Test
+    void aDeniedGroupRefusesTransactionalAcknowledgements() throws Exception {
+        Assumptions.assumeFalse(KAFKA, "the share-transaction APIs are Lockstep's own");
+        // alice holds records of jsec-deny and has begun a transaction; then READ on the group is
+        // denied to her: ShareAcknowledgeTransactional (key 1001, GROUP READ + TOPIC READ) answers
+        // GROUP_AUTHORIZATION_FAILED for her partition.
+        String group = "jsec-deny";
+        String topic = "jsec-deny-t";
+        LockstepBroker.createTopic(plainBootstrap, topic, 1, group);
+        LockstepBroker.produce(plainBootstrap, topic, 1, "v", 2);
+        Properties alice = secure(group, "PLAIN", "alice", "alice-secret", "PEM");
+        Properties consumerProps = (Properties) alice.clone();
+        consumerProps.put("share.acknowledgement.mode", "transactional");
+        AclBinding deny = new AclBinding(new ResourcePattern(ResourceType.GROUP, group, PatternType.LITERAL),
+                new AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.DENY));
+        try (LockstepShareTransactionCoordinator coord = new LockstepShareTransactionCoordinator(alice);
+                LockstepShareConsumer<String, String> c = new LockstepShareConsumer<>(consumerProps,
+                        new StringDeserializer(), new StringDeserializer());
+                Admin admin = Admin.create(Map.of("bootstrap.servers", plainBootstrap))) {
+            String txn = group + "-job-1";
+            coord.begin(txn, null);
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> got = pollFor(c, 2, DELIVERY_WAIT, rs -> { });
+            assertEquals(2, got.size());
+            admin.createAcls(List.of(deny)).all().get(30, TimeUnit.SECONDS);
+            try {
+                got.forEach(r -> c.acknowledge(r, AcknowledgeType.ACCEPT, txn));
+                Map<org.apache.kafka.common.TopicIdPartition, Optional<org.apache.kafka.common.KafkaException>> result =
+                        c.commitSync();
+                assertEquals(1, result.size(), result.toString());
+                Optional<org.apache.kafka.common.KafkaException> error = result.values().iterator().next();
+                assertTrue(error.isPresent(), "refused: " + result);
+                assertInstanceOf(GroupAuthorizationException.class, error.get());
+                assertThrows(GroupAuthorizationException.class, () -> coord.abort(txn));
+            } finally {
+                admin.deleteAcls(List.of(deny.toFilter())).all().get(30, TimeUnit.SECONDS);
+            }
+            assertEquals(Map.of(txn, 0L), coord.listPendingTransactions(group).stream()
+                    .collect(Collectors.toMap(t -> t.id, t -> t.lockedRecordCount())), "nothing was locked");
+            assertEquals(TransactionState.ABORTED, coord.abort(txn));
         }
     }
 }
