@@ -66,8 +66,9 @@ import org.junit.jupiter.params.provider.CsvSource;
  * SASL_AUTHENTICATION_FAILED (58); a foreign CA and a host name not in the certificate fail the
  * TLS handshake (and pass with {@code ssl.endpoint.identification.algorithm=}); a user without
  * ACLs, and one with only DESCRIBE on the group, get GROUP_AUTHORIZATION_FAILED from the
- * share-transaction APIs (keys 1000-1005 are operations on their group), and without GROUP READ
- * the share consumer's heartbeat does too.
+ * share-transaction APIs (keys 1000-1005 are operations on their group), without GROUP READ the
+ * share consumer's heartbeat does too, and a DENY on the group added after a fetch refuses
+ * ShareAcknowledgeTransactional (key 1001).
  *
  * <p>{@code -Dsaslssl.target=kafka} runs what Kafka 4.4 can answer against a private Kafka 4.4
  * ({@code tools/kafka-reference.sh start}, free ports, configured alike, stopped at the end): our
