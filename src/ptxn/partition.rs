@@ -143,7 +143,8 @@ impl TxnPartition {
     /// KIP-890 part 1: may a transactional batch of (`producer_id`, `epoch`) carrying `guard`
     /// (`None`: not verified yet) be appended? A batch that would open the producer's
     /// transaction here needs the guard of a verification the coordinator confirmed since the
-    /// producer's last marker; otherwise a new guard is handed out (replacing an older one).
+    /// producer's last marker; otherwise the producer's guard for this epoch is handed out (a new
+    /// one if it has none).
     pub fn check_verified(
         &mut self,
         producer_id: i64,
@@ -153,10 +154,16 @@ impl TxnPartition {
         if self.open.contains_key(&producer_id) {
             return Verification::Verified;
         }
-        if let Some(guard) = guard {
-            if self.guards.get(&producer_id) == Some(&(guard, epoch)) {
+        match self.guards.get(&producer_id) {
+            Some(&(current, at)) if at == epoch && guard == Some(current) => {
                 return Verification::Verified;
             }
+            // Several requests of the producer in flight share one verification (as Kafka's
+            // verification state entry): a guard is replaced only by a marker or a new epoch.
+            Some(&(current, at)) if at == epoch => {
+                return Verification::Needed { guard: current };
+            }
+            _ => {}
         }
         self.last_guard += 1;
         self.guards.insert(producer_id, (self.last_guard, epoch));
@@ -588,12 +595,21 @@ mod tests {
         let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
             panic!("a new transaction needs verification");
         };
-        // A wrong guard or epoch hands out a new one; the right one passes.
-        assert_ne!(
-            t.check_verified(7, 1, Some(guard)),
-            Verification::Verified,
-            "another epoch"
+        // Requests in flight together share the guard; a wrong guard does not pass.
+        assert_eq!(t.check_verified(7, 0, None), Verification::Needed { guard });
+        assert_eq!(
+            t.check_verified(7, 0, Some(guard + 1)),
+            Verification::Needed { guard }
         );
+        // A new epoch gets a new guard, and the old one is void.
+        let Verification::Needed { guard: newer } = t.check_verified(7, 1, None) else {
+            panic!()
+        };
+        assert_ne!(newer, guard);
+        assert!(matches!(
+            t.check_verified(7, 1, Some(guard)),
+            Verification::Needed { .. }
+        ));
         let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
             panic!()
         };

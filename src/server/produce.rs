@@ -44,31 +44,41 @@ fn is_transactional(records: &[u8]) -> bool {
 /// KIP-890 part 1: the batches answered with a verification guard are verified with the
 /// transaction coordinator (one call per producer id and epoch) and sent again with their
 /// guards; a partition the coordinator does not confirm gets its error.
+///
+/// Requests of one producer are handled concurrently (Kafka reads a connection's next request
+/// only after answering the last), so a transactional batch may reach its partition while an
+/// earlier batch of the same producer is still being verified, and be refused
+/// OUT_OF_ORDER_SEQUENCE_NUMBER; the client would then see its earlier batch acknowledged
+/// before the refusal of the later one and give up. Such a batch is sent again every
+/// [`REORDER_RETRY_MS`] until the earlier one is appended, or [`REORDER_WAIT_MS`] have passed
+/// and the refusal is the answer.
 async fn verify_and_resend<B: Bus>(
     bus: &B,
     transactional_id: &str,
     sent: &[(crate::model::ShardId, ProduceOp)],
     replies: &mut [Option<ShardReply>],
 ) {
+    let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();
     // (producer id, epoch) → [(call index, guard)].
     let mut by_producer: std::collections::BTreeMap<(i64, i16), Vec<(usize, u64)>> =
         std::collections::BTreeMap::new();
+    // Calls to send again: (call index, guard to carry).
+    let mut pending: Vec<(usize, Option<u64>)> = Vec::new();
     for (i, reply) in replies.iter().enumerate() {
-        if let Some(ShardReply::Produce(ProduceResult {
-            verification_guard: Some(guard),
-            ..
-        })) = reply
-        {
-            let Ok(header) = crate::log::batch::parse_header(&sent[i].1.records) else {
-                continue;
-            };
+        let Some(ShardReply::Produce(result)) = reply else {
+            continue;
+        };
+        if let Some(guard) = result.verification_guard {
+            let header = crate::log::batch::parse_header(&sent[i].1.records)
+                .expect("the partition parsed the batch it asked to verify");
             by_producer
                 .entry((header.producer_id, header.producer_epoch))
                 .or_default()
-                .push((i, *guard));
+                .push((i, guard));
+        } else if result.error_code == out_of_order && is_transactional(&sent[i].1.records) {
+            pending.push((i, None));
         }
     }
-    let mut resend = Vec::new();
     for ((pid, epoch), waiting) in by_producer {
         let partitions: Vec<(String, i32)> = waiting
             .iter()
@@ -84,7 +94,7 @@ async fn verify_and_resend<B: Bus>(
                 .await;
         for ((i, guard), code) in waiting.into_iter().zip(codes) {
             if code == 0 {
-                resend.push((i, guard));
+                pending.push((i, Some(guard)));
             } else {
                 replies[i] = Some(ShardReply::Produce(ProduceResult::error(
                     code,
@@ -96,31 +106,56 @@ async fn verify_and_resend<B: Bus>(
             }
         }
     }
-    let calls = resend.iter().map(|&(i, guard)| {
-        let (shard, op) = &sent[i];
-        let op = ProduceOp {
-            verification_guard: Some(guard),
-            ..op.clone()
-        };
-        bus.call(*shard, ShardOp::Produce(op))
-    });
-    let calls: Vec<_> = calls.collect();
-    for ((i, _), reply) in resend.iter().zip(join_all(calls).await) {
-        // A second guard means a marker intervened: the transaction this batch was verified
-        // for has ended.
-        let reply = match reply {
-            ShardReply::Produce(ProduceResult {
-                verification_guard: Some(_),
-                ..
-            }) => ShardReply::Produce(ProduceResult::error(
-                ResponseError::InvalidTxnState.code(),
-                "the transaction ended while the batch was verified",
-            )),
-            other => other,
-        };
-        replies[*i] = Some(reply);
+    let deadline = bus.now_ms() + REORDER_WAIT_MS;
+    let mut first = true;
+    while !pending.is_empty() {
+        // Out-of-order refusals from the first attempt wait before they are sent again.
+        if !first || pending.iter().any(|(_, guard)| guard.is_none()) {
+            bus.sleep_ms(REORDER_RETRY_MS).await;
+        }
+        first = false;
+        let calls: Vec<_> = pending
+            .iter()
+            .map(|&(i, guard)| {
+                let (shard, op) = &sent[i];
+                let op = ProduceOp {
+                    verification_guard: guard,
+                    ..op.clone()
+                };
+                bus.call(*shard, ShardOp::Produce(op))
+            })
+            .collect();
+        let waiting = bus.now_ms() < deadline;
+        let mut again = Vec::new();
+        for (&(i, guard), reply) in pending.iter().zip(join_all(calls).await) {
+            let reply = match reply {
+                // Asked to verify again: a marker ended the transaction meanwhile.
+                ShardReply::Produce(ProduceResult {
+                    verification_guard: Some(_),
+                    ..
+                }) => ShardReply::Produce(ProduceResult::error(
+                    ResponseError::InvalidTxnState.code(),
+                    "the transaction ended while the batch was verified",
+                )),
+                ShardReply::Produce(ProduceResult { error_code, .. })
+                    if waiting && error_code == out_of_order =>
+                {
+                    again.push((i, guard));
+                    continue;
+                }
+                other => other,
+            };
+            replies[i] = Some(reply);
+        }
+        pending = again;
     }
 }
+
+/// How long a transactional batch refused as out of order waits for an earlier batch of its
+/// producer that is being verified ([`verify_and_resend`]).
+const REORDER_WAIT_MS: i64 = 1_000;
+/// How often it is sent again meanwhile.
+const REORDER_RETRY_MS: u64 = 2;
 
 /// Produce.
 pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
