@@ -164,8 +164,10 @@ fn every_record_is_in_the_sink_exactly_once_under_chaos() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// Seeds of the producer-transaction pipeline in the default run.
-const TOPIC_SEEDS: &str = "1..2";
+/// Seeds of the producer-transaction pipeline in the default run: plans whose faults catch a
+/// worker that acknowledges outside its transaction (tried: that mutant loses 75 and 132
+/// records on these two seeds; seeds 1 and 2 happen not to catch it).
+const TOPIC_SEEDS: &str = "3..4";
 const TOPIC_RECORDS: usize = 400;
 const TOPIC_FAULTS: u64 = 4;
 
