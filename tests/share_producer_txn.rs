@@ -182,7 +182,11 @@ fn locked_records_stay_locked_across_member_exit_and_sigkill() {
     let mut d = ShareConsumer::new(&addr, group);
     d.subscribe(&[topic]).unwrap();
     let nothing = poll_records(&mut d, 1, Duration::from_secs(3));
-    assert!(nothing.is_empty(), "after the commit: {:?}", offsets(&nothing));
+    assert!(
+        nothing.is_empty(),
+        "after the commit: {:?}",
+        offsets(&nothing)
+    );
     d.close().unwrap();
     broker.assert_alive();
 }
@@ -219,11 +223,32 @@ fn refusals() {
     let top = ack(&mut raw, None, &member, pe, vec![(0, 0, 1)]);
     assert_eq!(top.error_code, INVALID_REQUEST, "a null transactional id");
     // The coordinator's refusals, whole request.
-    let top = ack(&mut raw, Some("pshare-nobody"), &member, pe, vec![(0, 0, 1)]);
+    let top = ack(
+        &mut raw,
+        Some("pshare-nobody"),
+        &member,
+        pe,
+        vec![(0, 0, 1)],
+    );
     assert_eq!(top.error_code, INVALID_PRODUCER_ID_MAPPING, "unknown id");
-    let top = ack(&mut raw, Some(tid), &member, (pe.0 + 1, pe.1), vec![(0, 0, 1)]);
-    assert_eq!(top.error_code, INVALID_PRODUCER_ID_MAPPING, "another producer id");
-    let top = ack(&mut raw, Some(tid), &member, (pe.0, pe.1 + 1), vec![(0, 0, 1)]);
+    let top = ack(
+        &mut raw,
+        Some(tid),
+        &member,
+        (pe.0 + 1, pe.1),
+        vec![(0, 0, 1)],
+    );
+    assert_eq!(
+        top.error_code, INVALID_PRODUCER_ID_MAPPING,
+        "another producer id"
+    );
+    let top = ack(
+        &mut raw,
+        Some(tid),
+        &member,
+        (pe.0, pe.1 + 1),
+        vec![(0, 0, 1)],
+    );
     assert_eq!(top.error_code, INVALID_PRODUCER_EPOCH, "another epoch");
     // Not ONGOING: an id that never began a transaction; ONGOING without this partition.
     let mut idle = TransactionalProducer::new(&addr, "pshare-idle", "pshare-idle-tx", 120_000);
@@ -273,7 +298,13 @@ fn refusals() {
     let r = ack(&mut raw, Some(tid), "someone-else", pe, vec![(0, 0, 1)]);
     assert_eq!(partition_codes(&r), vec![INVALID_RECORD_STATE]);
     // Past what was acquired: all-or-nothing, offset 0 is still ACQUIRED afterwards.
-    let r = ack(&mut raw, Some(tid), &member, pe, vec![(0, RECORDS as i64, 1)]);
+    let r = ack(
+        &mut raw,
+        Some(tid),
+        &member,
+        pe,
+        vec![(0, RECORDS as i64, 1)],
+    );
     assert_eq!(partition_codes(&r), vec![INVALID_RECORD_STATE]);
     let r = ack(&mut raw, Some(tid), &member, pe, vec![(0, 0, 1)]);
     assert_eq!((r.error_code, partition_codes(&r)), (0, vec![0]));

@@ -52,7 +52,9 @@ fn init_producer(addr: &str) -> TransactionalProducer {
 }
 
 fn values(vs: &[&str]) -> Vec<ProducerRecord> {
-    vs.iter().map(|v| ProducerRecord::value(v.to_string())).collect()
+    vs.iter()
+        .map(|v| ProducerRecord::value(v.to_string()))
+        .collect()
 }
 
 /// The transaction's state as DescribeTransactions names it.

@@ -1127,8 +1127,7 @@ fn run_txn_worker(a: &TxnWorkerArgs) -> Result<(), String> {
         // InitProducerId aborts the transaction (its records come back at the same delivery
         // count); the untaken half comes back by the connection drop, one attempt higher.
         let partial_take = !records.is_empty()
-            && w
-                .run
+            && w.run
                 .take_partial_take(a.index)
                 .map_err(|e| format!("partial-take file: {e}"))?;
         let polled = records.len();

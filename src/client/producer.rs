@@ -58,7 +58,10 @@ pub struct BatchIdentity {
 }
 
 /// [`encode_batch`] with a producer identity (`None`: not idempotent, producer id -1).
-pub fn encode_batch_as(records: &[ProducerRecord], identity: Option<BatchIdentity>) -> Result<Bytes> {
+pub fn encode_batch_as(
+    records: &[ProducerRecord],
+    identity: Option<BatchIdentity>,
+) -> Result<Bytes> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

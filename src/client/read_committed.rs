@@ -234,7 +234,11 @@ mod tests {
                 offset += 1;
             }
             // The LSO: the first offset of the oldest open transaction.
-            let lso = open.values().map(|(first, ..)| *first).min().unwrap_or(offset);
+            let lso = open
+                .values()
+                .map(|(first, ..)| *first)
+                .min()
+                .unwrap_or(offset);
             expected.retain(|o| *o < lso);
             expected.sort_unstable();
             aborted.sort_unstable();

@@ -37,12 +37,12 @@ use super::ops::{PartitionRef, PtxnOp, PtxnReply, ShardOp, ShardReply, TxnOp, Tx
 use super::{respond, Bus, Outcome};
 use crate::constants::{REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
-use crate::ptxn::coordinator::CoordError;
 use crate::protocol::codec::{decode_body, Request};
 use crate::protocol::txn_share::{
     TxnShareAcknowledgePartitionResult, TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
     TxnShareAcknowledgeTopicResult,
 };
+use crate::ptxn::coordinator::CoordError;
 use crate::ptxn::share::{ack_batch, ProducerLock};
 use crate::share::AckBatch;
 use kafka_protocol::ResponseError;
