@@ -27,7 +27,9 @@
 //!
 //! Retries (bounded by [`limits`](super::limits) and a deadline): coordinator calls on
 //! COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (the coordinator is
-//! looked up again), CONCURRENT_TRANSACTIONS, REQUEST_TIMED_OUT and connection errors. EndTxn is
+//! looked up again), CONCURRENT_TRANSACTIONS, REQUEST_TIMED_OUT and connection errors; Produce on
+//! NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (KIP-890 part 1: the transaction is still
+//! completing) and connection errors. EndTxn is
 //! retried with the same outcome: a retry of an EndTxn whose answer was lost is answered OK once
 //! the transaction is complete. A Produce whose answer was lost is retried with the same
 //! sequence numbers (the broker answers a duplicate with its first offsets). After an abort that
@@ -66,6 +68,9 @@ pub mod code {
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     pub const NOT_COORDINATOR: i16 = 16;
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    /// What a broker with KIP-890 part 1 answers a transactional Produce while the
+    /// transaction is still completing (Kafka's mapping of CONCURRENT_TRANSACTIONS).
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const INVALID_TXN_STATE: i16 = 48;
     pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
@@ -445,11 +450,14 @@ impl TransactionalProducer {
                         .insert(key, base_sequence.wrapping_add(records.len() as i32));
                     return Ok(offset);
                 }
-                // Not appended (NOT_LEADER), or unknown (I/O): the same batch again is safe,
-                // the broker answers a duplicate with its first offsets.
+                // Not appended (NOT_LEADER, NOT_ENOUGH_REPLICAS), or unknown (I/O): the same
+                // batch again is safe, the broker answers a duplicate with its first offsets.
                 Err(e)
                     if (matches!(e, ClientError::Io { .. })
-                        || e.kafka_code() == Some(code::NOT_LEADER_OR_FOLLOWER))
+                        || matches!(
+                            e.kafka_code(),
+                            Some(code::NOT_LEADER_OR_FOLLOWER | code::NOT_ENOUGH_REPLICAS)
+                        ))
                         && Instant::now() < deadline =>
                 {
                     self.leaders.remove(&key);
