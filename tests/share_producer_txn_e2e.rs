@@ -11,32 +11,29 @@
 //!   be written yet) and restart: the coordinator completes the commit, the records are not
 //!   redelivered and the output is visible.
 //!
-//! The producer side is raw requests (kafka-protocol's codecs) with the crate's `Connection`,
-//! as in `tests/producer_txn.rs`; the share side is the crate's `ShareConsumer`.
+//! The producer side is the crate's `TransactionalProducer` (`client::producer_txn`), whose
+//! `send_share_acknowledgements` adds the input partition to the transaction and sends
+//! TxnShareAcknowledge through the crate's `ShareConsumer`; the checks read raw Fetch answers.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::{
-    add_partitions_to_txn_request::{AddPartitionsToTxnRequest, AddPartitionsToTxnTopic},
-    fetch_request, produce_request, AddPartitionsToTxnResponse, DescribeTransactionsRequest,
-    EndTxnRequest, FetchRequest, InitProducerIdRequest, ProduceRequest, TopicName, TransactionalId,
+    fetch_request, DescribeTransactionsRequest, FetchRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
 use lockstep::client::connection::Connection;
 use lockstep::client::producer::{Producer, ProducerRecord};
+use lockstep::client::producer_txn::TransactionalProducer;
 use lockstep::client::share_consumer::{decode_batches, AckType, ShareConsumer, ShareRecord};
-use lockstep::log::batch::BatchBuilder;
 
 use common::process::Lockstep;
 
 const RECORDS: i64 = 20;
 const TXN_ID: &str = "pe2e-app";
-const CONCURRENT_TRANSACTIONS: i16 = 51;
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
@@ -46,112 +43,18 @@ fn tid(text: &str) -> TransactionalId {
     TransactionalId(s(text))
 }
 
-/// A transactional producer of raw requests (protocol versions of the pre-KIP-890 client:
-/// the epoch stays across transactions).
-struct TxnProducer {
-    conn: Connection,
-    pid: i64,
-    epoch: i16,
-    /// Next sequence number on the output partition.
-    seq: i32,
+/// The crate's transactional producer of `TXN_ID`, initialized (retrying while the
+/// coordinator answers CONCURRENT_TRANSACTIONS).
+fn init_producer(addr: &str) -> TransactionalProducer {
+    let mut p = TransactionalProducer::new(addr, "pe2e-producer", TXN_ID, 60_000);
+    p.init_transactions().expect("InitProducerId");
+    p
 }
 
-impl TxnProducer {
-    fn init(addr: &str) -> TxnProducer {
-        let mut conn = Connection::connect(addr, "pe2e-producer").expect("connect");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let mut r = InitProducerIdRequest::default();
-            r.transactional_id = Some(tid(TXN_ID));
-            r.transaction_timeout_ms = 60_000;
-            r.producer_id = (-1).into();
-            r.producer_epoch = -1;
-            let back = conn.send(&r, 4).expect("InitProducerId");
-            if back.error_code == 0 {
-                return TxnProducer {
-                    conn,
-                    pid: i64::from(back.producer_id),
-                    epoch: back.producer_epoch,
-                    seq: 0,
-                };
-            }
-            assert!(
-                back.error_code == CONCURRENT_TRANSACTIONS && Instant::now() < deadline,
-                "InitProducerId: {}",
-                back.error_code
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn add_partitions(&mut self, topics: &[&str]) {
-        let mut r = AddPartitionsToTxnRequest::default();
-        r.v3_and_below_transactional_id = tid(TXN_ID);
-        r.v3_and_below_producer_id = self.pid.into();
-        r.v3_and_below_producer_epoch = self.epoch;
-        r.v3_and_below_topics = topics
-            .iter()
-            .map(|t| {
-                let mut topic = AddPartitionsToTxnTopic::default();
-                topic.name = TopicName(s(t));
-                topic.partitions = vec![0];
-                topic
-            })
-            .collect();
-        let back: AddPartitionsToTxnResponse = self.conn.send(&r, 3).expect("AddPartitionsToTxn");
-        let codes: Vec<i16> = back
-            .results_by_topic_v3_and_below
-            .iter()
-            .flat_map(|t| {
-                t.results_by_partition
-                    .iter()
-                    .map(|p| p.partition_error_code)
-            })
-            .collect();
-        assert_eq!(codes, vec![0; topics.len()], "AddPartitionsToTxn");
-    }
-
-    /// One transactional batch of `values` to partition 0 of `topic`.
-    fn produce(&mut self, topic: &str, values: &[&str]) {
-        let mut b = BatchBuilder::new(1_000);
-        b.attributes = 0x10; // transactional
-        b.producer_id = self.pid;
-        b.producer_epoch = self.epoch;
-        b.base_sequence = self.seq;
-        for v in values {
-            b.record(1_000, None, Some(v.as_bytes()));
-        }
-        self.seq += values.len() as i32;
-        let mut p = produce_request::PartitionProduceData::default();
-        p.index = 0;
-        p.records = Some(Bytes::from(b.build()));
-        let mut t = produce_request::TopicProduceData::default();
-        t.name = TopicName(s(topic));
-        t.partition_data = vec![p];
-        let mut r = ProduceRequest::default();
-        r.transactional_id = Some(tid(TXN_ID));
-        r.acks = -1;
-        r.timeout_ms = 10_000;
-        r.topic_data = vec![t];
-        let back = self.conn.send(&r, 9).expect("Produce");
-        assert_eq!(
-            back.responses[0].partition_responses[0].error_code, 0,
-            "Produce"
-        );
-    }
-
-    fn end(&mut self, commit: bool) {
-        let mut r = EndTxnRequest::default();
-        r.transactional_id = tid(TXN_ID);
-        r.producer_id = self.pid.into();
-        r.producer_epoch = self.epoch;
-        r.committed = commit;
-        assert_eq!(
-            self.conn.send(&r, 3).expect("EndTxn").error_code,
-            0,
-            "EndTxn"
-        );
-    }
+fn values(vs: &[&str]) -> Vec<ProducerRecord> {
+    vs.iter()
+        .map(|v| ProducerRecord::value(v.to_string()))
+        .collect()
 }
 
 /// The transaction's state as DescribeTransactions names it.
@@ -297,14 +200,20 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     assert_eq!(offsets(&got), (0..RECORDS).collect(), "first delivery");
     assert!(got.iter().all(|r| r.delivery_count == 1));
 
-    let mut tx = TxnProducer::init(&addr);
+    let mut tx = init_producer(&addr);
     let mut probe = Connection::connect(&addr, "pe2e-probe").expect("connect");
 
     // 1. Commit: 0..10 acknowledged, the output visible to read_committed.
-    tx.add_partitions(&[output, input]);
-    tx.produce(output, &["c1-0", "c1-1", "c1-2"]);
-    a.acknowledge_in_producer_transaction(Some(TXN_ID), tx.pid, tx.epoch, &accept(&got, 0..10))
+    tx.begin().unwrap();
+    tx.send(output, 0, &values(&["c1-0", "c1-1", "c1-2"]))
+        .expect("Produce");
+    tx.send_share_acknowledgements(&mut a, &accept(&got, 0..10))
         .expect("TxnShareAcknowledge 1");
+    assert_eq!(
+        tx.transaction_partitions().len(),
+        2,
+        "the output and the input partition"
+    );
     let before = read_committed(&mut probe, output);
     assert_eq!(
         (before.hw, before.lso),
@@ -312,7 +221,7 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
         "the open transaction holds the LSO"
     );
     assert!(before.values.is_empty());
-    tx.end(true);
+    tx.commit().expect("EndTxn commit");
     wait_state(&mut probe, "CompleteCommit");
     let c = read_committed(&mut probe, output);
     assert_eq!((c.hw, c.lso), (4, 4), "3 records + the commit marker");
@@ -320,15 +229,16 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     assert_eq!(c.values, vec!["c1-0", "c1-1", "c1-2"]);
 
     // 2. Abort: 10..15 come back at the same delivery count, the output is aborted.
-    tx.add_partitions(&[output, input]);
-    tx.produce(output, &["a2-0", "a2-1"]);
-    a.acknowledge_in_producer_transaction(Some(TXN_ID), tx.pid, tx.epoch, &accept(&got, 10..15))
+    tx.begin().unwrap();
+    tx.send(output, 0, &values(&["a2-0", "a2-1"]))
+        .expect("Produce");
+    tx.send_share_acknowledgements(&mut a, &accept(&got, 10..15))
         .expect("TxnShareAcknowledge 2");
-    tx.end(false);
+    tx.abort().expect("EndTxn abort");
     wait_state(&mut probe, "CompleteAbort");
     let c = read_committed(&mut probe, output);
     assert_eq!((c.hw, c.lso), (7, 7), "2 records + the abort marker");
-    assert_eq!(c.aborted, vec![(tx.pid, 4)]);
+    assert_eq!(c.aborted, vec![(tx.producer_id(), 4)]);
     assert_eq!(
         c.values,
         vec!["c1-0", "c1-1", "c1-2"],
@@ -352,11 +262,11 @@ fn share_acks_commit_abort_and_survive_sigkill_through_the_coordinator() {
     );
 
     // 3. Commit, SIGKILL right after EndTxn answered (PrepareCommit is durable then), restart.
-    tx.add_partitions(&[output, input]);
-    tx.produce(output, &["c3-0"]);
-    a.acknowledge_in_producer_transaction(Some(TXN_ID), tx.pid, tx.epoch, &accept(&again, 10..15))
+    tx.begin().unwrap();
+    tx.send(output, 0, &values(&["c3-0"])).expect("Produce");
+    tx.send_share_acknowledgements(&mut a, &accept(&again, 10..15))
         .expect("TxnShareAcknowledge 3");
-    tx.end(true);
+    tx.commit().expect("EndTxn commit");
     // Usually still PrepareCommit here (markers outstanding); either way the commit must hold.
     eprintln!("state when SIGKILLed: {}", txn_state(&mut probe));
     drop(a); // no close: the broker dies under it

@@ -1,8 +1,9 @@
 //! `lockstep-pipeline`: a checkpointing stream pipeline on a Lockstep share group with
 //! transactional acknowledgements (the KIP's Flink case), and a chaos driver that proves it
-//! exactly-once with real processes.
+//! exactly-once with real processes; and (`--sink topic`) a share group → topic pipeline whose
+//! acknowledgements ride producer transactions, under the same driver.
 //!
-//! Three subcommands, one binary:
+//! Four subcommands, one binary:
 //! - `coordinator` (the job manager): runs the KIP's recovery routine, then every checkpoint
 //!   interval begins the next transaction `{group}-{job}-{checkpoint}`, switches the workers to
 //!   it, and finishes the previous one: wait for the workers to seal it, prepare, verify that
@@ -16,6 +17,31 @@
 //!   transaction phases and cuts, delays or drops connections, all from a printed seed; then
 //!   drains and checks that every produced record is in the sink exactly once and that no
 //!   transaction is left pending.
+//!
+//! - `txn-worker` (`chaos --sink topic`): the share group → topic pipeline whose
+//!   acknowledgements ride a producer transaction (issue 17, KIP-1289's draft). No coordinator
+//!   process: each worker is a transactional producer (`transactional.id`
+//!   `{group}-pipeline-w{index}`, stable across restarts, so a restarted worker fences its
+//!   zombie) that share-consumes the input topic, writes each record's id to the output topic
+//!   (input partition p → output partition p) inside its transaction, acknowledges the
+//!   consumed records into the same transaction (TxnShareAcknowledge after AddPartitionsToTxn
+//!   of the input partitions) and commits every `--interval-ms` (or 100 records, or when a poll
+//!   comes back empty). Any failed call aborts (or, fenced, re-initializes: InitProducerId ends
+//!   whatever is open) and rejoins; an abort or a crash makes the records AVAILABLE again
+//!   without a delivery attempt used. The checker reads the output topic read_committed:
+//!   every input record exactly once, no worker transaction left ONGOING / PREPARE_*.
+//!   Faults: SIGKILL of a worker or of the broker (at random moments: there are no coordinator
+//!   phases), SIGSTOP of a worker (up to 2.5 s longer than the 5 s transaction timeout, so the
+//!   coordinator aborts and fences it), connection drop / delay / partition of one worker
+//!   (consumer and producer), partial takes (the worker exits inside its transaction). The
+//!   coordinator faults do not apply (no coordinator process).
+//!
+//! Long campaigns (not in the default test run):
+//! ```text
+//! cargo build --release --bin lockstep --bin lockstep-pipeline
+//! target/release/lockstep-pipeline chaos --seeds 1..200 --records 3000 --faults 8
+//! target/release/lockstep-pipeline chaos --sink topic --seeds 1..200 --records 3000 --faults 8
+//! ```
 //!
 //! ## The run directory (shared by coordinator and workers)
 //! ```text
@@ -86,7 +112,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use lockstep::client::admin::{self, Admin, NewTopic};
+use lockstep::client::connection::NodePool;
 use lockstep::client::producer::{Producer, ProducerRecord};
+use lockstep::client::producer_txn::{ProducerTxnState, TransactionalProducer};
+use lockstep::client::read_committed;
 use lockstep::client::share_consumer::{generate_member_id, AckType, ShareConsumer, ShareRecord};
 use lockstep::client::transactions::{recover, ShareTransactionCoordinator, TxnState};
 use lockstep::client::ClientError;
@@ -141,6 +170,9 @@ const FAULTS_MAX: usize = 1_000;
 const PARTIAL_TAKE_ROUNDS_MAX: u32 = 3;
 /// Exit code of a worker that exits after a partial take (the driver restarts it).
 const PARTIAL_TAKE_EXIT_CODE: u8 = 3;
+/// `--sink topic`: how long one call of a worker's transactional producer keeps retrying
+/// (covers a broker restart).
+const TXN_WORKER_CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------------------------
 // Command line.
@@ -162,8 +194,22 @@ enum Cmd {
     Coordinator(CoordinatorArgs),
     /// A task: poll, process (stage record ids), acknowledge into the current transaction.
     Worker(WorkerArgs),
+    /// `--sink topic`'s task: poll, write each record to the output topic inside this
+    /// worker's producer transaction, acknowledge it into the same transaction, commit.
+    TxnWorker(TxnWorkerArgs),
     /// Run the pipeline under injected faults and check exactly-once.
     Chaos(ChaosArgs),
+}
+
+/// Where the pipeline's output goes, and so how its acknowledgements are made durable.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum Sink {
+    /// The checkpointing job: share transactions (keys 1000-1005) and sink files.
+    #[default]
+    Files,
+    /// Each worker's producer transaction writes the output topic and carries the
+    /// acknowledgements (TxnShareAcknowledge); the checker reads the topic read_committed.
+    Topic,
 }
 
 #[derive(ClapArgs, Clone)]
@@ -208,7 +254,42 @@ struct WorkerArgs {
 }
 
 #[derive(ClapArgs, Clone)]
+struct TxnWorkerArgs {
+    #[arg(long)]
+    bootstrap: String,
+    #[arg(long)]
+    group: String,
+    #[arg(long)]
+    topic: String,
+    /// The output topic (as many partitions as the input: record of input partition p goes
+    /// to output partition p).
+    #[arg(long)]
+    output: String,
+    #[arg(long)]
+    run_dir: PathBuf,
+    #[arg(long)]
+    index: usize,
+    /// Processing time per record.
+    #[arg(long, default_value_t = 0)]
+    record_us: u64,
+    /// Commit once the transaction holds this many records...
+    #[arg(long, default_value_t = 100)]
+    commit_records: usize,
+    /// ...or is this old, or the poll came back empty.
+    #[arg(long, default_value_t = 400)]
+    commit_interval_ms: u64,
+    /// The producer's `transaction.timeout.ms`.
+    #[arg(long, default_value_t = 60_000)]
+    txn_timeout_ms: i32,
+}
+
+#[derive(ClapArgs, Clone)]
 struct ChaosArgs {
+    /// `files`: the checkpointing job (coordinator + workers, share transactions, sink files);
+    /// `topic`: workers whose producer transactions write the output topic and carry the
+    /// acknowledgements (no coordinator process).
+    #[arg(long, value_enum, default_value_t = Sink::Files)]
+    sink: Sink,
     /// One seed (default 1 if neither --seed nor --seeds is given).
     #[arg(long, conflicts_with = "seeds")]
     seed: Option<u64>,
@@ -267,6 +348,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("worker {}: {e}", a.index);
+                ExitCode::from(1)
+            }
+        },
+        Cmd::TxnWorker(a) => match run_txn_worker(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("txn-worker {}: {e}", a.index);
                 ExitCode::from(1)
             }
         },
@@ -462,6 +550,18 @@ fn marker(phase: &str, checkpoint: u64, txn: &str, pause: Duration) {
 
 // ---------------------------------------------------------------------------------------------
 // Coordinator.
+
+/// [`retry`] for calls whose errors are already text.
+fn retry_str<T>(window: Duration, mut f: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let deadline = Instant::now() + window;
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => thread::sleep(CALL_RETRY_SLEEP),
+        }
+    }
+}
 
 /// Retries `f` until it succeeds or `window` passes; returns the last error.
 fn retry<T>(
@@ -693,21 +793,30 @@ impl StagingFile {
 /// the first start): a restarted worker rejoins as the same member and takes its partitions
 /// over at once, as a restarted task with a stable identity would.
 fn new_consumer(a: &WorkerArgs) -> Result<ShareConsumer, String> {
-    let name = format!("member-w{}", a.index);
-    let path = a.run_dir.join(&name);
+    consumer_of(&a.bootstrap, &a.group, &a.topic, &a.run_dir, a.index)
+}
+
+fn consumer_of(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    run_dir: &Path,
+    index: usize,
+) -> Result<ShareConsumer, String> {
+    let name = format!("member-w{index}");
+    let path = run_dir.join(&name);
     let member_id = match fs::read_to_string(&path) {
         Ok(id) if !id.trim().is_empty() => id.trim().to_string(),
         _ => {
             let id = generate_member_id();
-            write_atomic(&a.run_dir, &name, id.as_bytes()).map_err(|e| e.to_string())?;
+            write_atomic(run_dir, &name, id.as_bytes()).map_err(|e| e.to_string())?;
             id
         }
     };
-    let mut c = ShareConsumer::with_member_id(&a.bootstrap, &a.group, &member_id)
-        .map_err(|e| e.to_string())?;
-    c.subscribe(&[a.topic.as_str()])
-        .map_err(|e| e.to_string())?;
-    println!("member worker={} id={}", a.index, c.member_id());
+    let mut c =
+        ShareConsumer::with_member_id(bootstrap, group, &member_id).map_err(|e| e.to_string())?;
+    c.subscribe(&[topic]).map_err(|e| e.to_string())?;
+    println!("member worker={index} id={}", c.member_id());
     let _ = std::io::stdout().flush();
     Ok(c)
 }
@@ -836,6 +945,228 @@ fn run_worker(a: &WorkerArgs) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// `--sink topic`: the worker whose producer transactions carry its acknowledgements.
+
+/// The transactional id of worker `index`: stable across restarts, so that a restarted worker's
+/// InitProducerId fences its zombie and ends (aborts, or completes a decided commit of) the
+/// transaction it left open.
+fn worker_txn_id(group: &str, index: usize) -> String {
+    format!("{group}-pipeline-w{index}")
+}
+
+/// One `txn-worker` process. Why it is exactly-once: a record's output and its acknowledgement
+/// are in one producer transaction, which the coordinator commits or aborts as a whole (the
+/// marker reaches the output partition and the input partition, which `send_share_
+/// acknowledgements` added to the transaction); the broker locks an acknowledgement only for
+/// the producer's current epoch and ONGOING transaction, so a zombie (an older incarnation, or
+/// a worker whose transaction timed out) can lock nothing; an aborted transaction hides its
+/// output and gives its records back (AVAILABLE, same delivery count) for another try.
+struct TxnWorker<'a> {
+    a: &'a TxnWorkerArgs,
+    run: RunDir,
+    consumer: ShareConsumer,
+    producer: TransactionalProducer,
+    /// Records written and acknowledged in the open transaction.
+    in_txn: usize,
+    txn_began: Instant,
+}
+
+impl<'a> TxnWorker<'a> {
+    fn start(a: &'a TxnWorkerArgs) -> Result<TxnWorker<'a>, String> {
+        let run = RunDir::new(&a.run_dir).map_err(|e| format!("run dir: {e}"))?;
+        let consumer = consumer_of(&a.bootstrap, &a.group, &a.topic, &a.run_dir, a.index)?;
+        // The proxy tells this worker's connections apart by the member id in the client id.
+        let producer = TransactionalProducer::new(
+            &a.bootstrap,
+            &format!("lockstep-ptxn-{}", consumer.member_id()),
+            &worker_txn_id(&a.group, a.index),
+            a.txn_timeout_ms,
+        )
+        .with_call_timeout(TXN_WORKER_CALL_TIMEOUT);
+        let mut w = TxnWorker {
+            a,
+            run,
+            consumer,
+            producer,
+            in_txn: 0,
+            txn_began: Instant::now(),
+        };
+        w.init()?;
+        Ok(w)
+    }
+
+    fn init(&mut self) -> Result<(), String> {
+        let producer = &mut self.producer;
+        retry(CALL_RETRY_WINDOW, "init_transactions", || {
+            producer.init_transactions()
+        })?;
+        println!(
+            "txn-init worker={} producer={} epoch={}",
+            self.a.index,
+            self.producer.producer_id(),
+            self.producer.producer_epoch()
+        );
+        let _ = std::io::stdout().flush();
+        Ok(())
+    }
+
+    /// Begins a transaction if none is open (local: the coordinator hears of it with the first
+    /// partition).
+    fn ensure_txn(&mut self) -> Result<(), ClientError> {
+        if self.producer.state() == ProducerTxnState::Ready {
+            self.producer.begin()?;
+            self.txn_began = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Writes `chunk`'s record ids to the output and acknowledges the records, both in the open
+    /// transaction (begun here if none is).
+    fn process(&mut self, chunk: &[ShareRecord]) -> Result<(), ClientError> {
+        self.ensure_txn()?;
+        let mut by_partition: BTreeMap<i32, Vec<ProducerRecord>> = BTreeMap::new();
+        for r in chunk {
+            let id = record_id(r).ok_or_else(|| {
+                ClientError::InvalidArgument(format!("record without an id at offset {}", r.offset))
+            })?;
+            by_partition
+                .entry(r.partition)
+                .or_default()
+                .push(ProducerRecord {
+                    key: Some(format!("w{}", self.a.index).into()),
+                    value: Some(format!("rec-{id}").into()),
+                    timestamp: -1,
+                });
+        }
+        for (p, records) in &by_partition {
+            self.producer.send(&self.a.output, *p, records)?;
+        }
+        let acks: Vec<(&ShareRecord, AckType)> =
+            chunk.iter().map(|r| (r, AckType::Accept)).collect();
+        self.producer
+            .send_share_acknowledgements(&mut self.consumer, &acks)?;
+        self.in_txn += chunk.len();
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        if self.producer.state() != ProducerTxnState::InTransaction {
+            return Ok(());
+        }
+        match self.producer.commit() {
+            Ok(()) => {
+                println!(
+                    "txn committed worker={} records={}",
+                    self.a.index, self.in_txn
+                );
+                let _ = std::io::stdout().flush();
+                self.in_txn = 0;
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("txn-worker {}: commit: {e}", self.a.index);
+                self.recover()
+            }
+        }
+    }
+
+    /// After a failed call: ends the open transaction one way or the other and gives back what
+    /// the member still holds. An abort that fails (fenced: the coordinator already aborted
+    /// it, or a newer incarnation did; or its outcome is unknown) is replaced by a new
+    /// incarnation: InitProducerId completes a decided commit or aborts what is open.
+    fn recover(&mut self) -> Result<(), String> {
+        let aborted = matches!(
+            self.producer.state(),
+            ProducerTxnState::InTransaction | ProducerTxnState::Abortable
+        ) && self.producer.abort().is_ok();
+        if !aborted || self.producer.state() != ProducerTxnState::Ready {
+            self.init()?;
+        }
+        println!(
+            "txn aborted worker={} records={}",
+            self.a.index, self.in_txn
+        );
+        let _ = std::io::stdout().flush();
+        self.in_txn = 0;
+        let _ = self.consumer.close();
+        self.consumer = consumer_of(
+            &self.a.bootstrap,
+            &self.a.group,
+            &self.a.topic,
+            &self.a.run_dir,
+            self.a.index,
+        )?;
+        Ok(())
+    }
+}
+
+fn run_txn_worker(a: &TxnWorkerArgs) -> Result<(), String> {
+    let mut w = TxnWorker::start(a)?;
+    let interval = Duration::from_millis(a.commit_interval_ms);
+    let born = Instant::now();
+    while born.elapsed() < PROCESS_LIFETIME_MAX {
+        if w.run.stop_requested() {
+            w.commit()?;
+            let _ = w.consumer.close();
+            return Ok(());
+        }
+        let mut records = match w.consumer.poll(WORKER_POLL) {
+            Ok(r) => r,
+            Err(e) => {
+                // The open transaction stays valid (its locks are the broker's); only the
+                // share session is rebuilt.
+                eprintln!("txn-worker {}: poll: {e}", a.index);
+                let _ = w.consumer.close();
+                thread::sleep(CONTROL_POLL);
+                w.consumer = consumer_of(&a.bootstrap, &a.group, &a.topic, &a.run_dir, a.index)?;
+                continue;
+            }
+        };
+        // The partial-take fault: process the first half of this poll (rounded up) into the
+        // open transaction, then exit with neither a commit nor a close. The restarted worker's
+        // InitProducerId aborts the transaction (its records come back at the same delivery
+        // count); the untaken half comes back by the connection drop, one attempt higher.
+        let partial_take = !records.is_empty()
+            && w.run
+                .take_partial_take(a.index)
+                .map_err(|e| format!("partial-take file: {e}"))?;
+        let polled = records.len();
+        if partial_take {
+            records.truncate(polled.div_ceil(2));
+        }
+        let mut failed = false;
+        for chunk in records.chunks(WORKER_CHUNK_RECORDS) {
+            // Processing happens inside the transaction (its timeout runs meanwhile).
+            let began = w.ensure_txn();
+            thread::sleep(Duration::from_micros(a.record_us * chunk.len() as u64));
+            if let Err(e) = began.and_then(|()| w.process(chunk)) {
+                eprintln!("txn-worker {}: {e}", a.index);
+                w.recover()?;
+                failed = true;
+                break;
+            }
+            if !partial_take && (w.in_txn >= a.commit_records || w.txn_began.elapsed() >= interval)
+            {
+                w.commit()?;
+            }
+        }
+        if partial_take {
+            println!(
+                "partial-take worker={} took {} of {polled} polled; exiting in a transaction",
+                a.index,
+                records.len()
+            );
+            let _ = std::io::stdout().flush();
+            std::process::exit(i32::from(PARTIAL_TAKE_EXIT_CODE));
+        }
+        if !failed && w.in_txn > 0 && (records.is_empty() || w.txn_began.elapsed() >= interval) {
+            w.commit()?;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // Fault-injecting TCP proxy.
 
 /// Whose connection: told apart by the client id of the first request.
@@ -849,7 +1180,11 @@ enum Peer {
 fn classify(client_id: &str) -> Peer {
     if client_id == "lockstep-txn-coordinator" {
         Peer::Coordinator
-    } else if let Some(m) = client_id.strip_prefix("lockstep-share-") {
+    } else if let Some(m) = client_id
+        .strip_prefix("lockstep-share-")
+        .or_else(|| client_id.strip_prefix("lockstep-ptxn-"))
+    {
+        // A worker's share consumer and (`--sink topic`) its transactional producer.
         Peer::Member(m.to_string())
     } else {
         Peer::Other
@@ -1183,6 +1518,8 @@ enum Fault {
     KillCoordinator(&'static str, Duration),
     /// SIGKILL (and restart) the broker, likewise.
     KillBroker(&'static str, Duration),
+    /// SIGKILL (and restart) the broker at once (`--sink topic`: no coordinator phases).
+    KillBrokerNow,
     /// SIGSTOP the coordinator at a phase, likewise, for longer than the transaction timeout
     /// (a stalled job manager: ONGOING transactions time out; PREPARE ones must not), then
     /// SIGCONT.
@@ -1207,6 +1544,7 @@ impl Fault {
             Fault::KillWorker(_) => "kill-worker".into(),
             Fault::KillCoordinator(p, _) => format!("kill-coordinator@{p}"),
             Fault::KillBroker(p, _) => format!("kill-broker@{p}"),
+            Fault::KillBrokerNow => "kill-broker".into(),
             Fault::PauseCoordinator(p, ..) => format!("pause-coordinator@{p}"),
             Fault::PauseWorker(..) => "pause-worker".into(),
             Fault::Drop(_) => "drop-conns".into(),
@@ -1228,11 +1566,18 @@ impl Fault {
 }
 
 /// The fault plan of a seed: (time into the window, fault), sorted by time.
+///
+/// `--sink topic` has no coordinator process and no phase markers: its faults are SIGKILL of a
+/// worker or (at a random moment) of the broker, SIGSTOP of a worker (some longer than the
+/// workers' transaction timeout, so the transaction coordinator aborts and fences them), and
+/// dropped, delayed or cut connections of one worker (its consumer and its producer).
 fn plan(seed: u64, a: &ChaosArgs) -> Vec<(Duration, Fault)> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let window_ms = a.window_secs * 1_000;
+    let topic = a.sink == Sink::Topic;
+    // `--sink topic` has no coordinator connections: every connection fault hits a worker.
     let target = |rng: &mut SmallRng| -> Option<usize> {
-        if rng.gen_bool(0.4) {
+        if !topic && rng.gen_bool(0.4) {
             None
         } else {
             Some(rng.gen_range(0..a.workers))
@@ -1245,6 +1590,12 @@ fn plan(seed: u64, a: &ChaosArgs) -> Vec<(Duration, Fault)> {
             let phase = PHASES[rng.gen_range(0..PHASES.len())];
             let delay = Duration::from_millis(rng.gen_range(0..PHASE_PAUSE_MS * 3));
             let fault = match rng.gen_range(0..8) {
+                // `--sink topic`: the coordinator's faults become the broker's and a worker's.
+                1 | 3 if topic => Fault::PauseWorker(
+                    rng.gen_range(0..a.workers),
+                    Duration::from_millis(rng.gen_range(500..TXN_TIMEOUT_MS + 2_500)),
+                ),
+                2 if topic => Fault::KillBrokerNow,
                 0 => Fault::KillWorker(rng.gen_range(0..a.workers)),
                 1 => Fault::KillCoordinator(phase, delay),
                 2 => Fault::KillBroker(phase, delay),
@@ -1346,6 +1697,29 @@ fn signal(pid: u32, sig: libc::c_int) {
 
 const GROUP: &str = "pipeline";
 const TOPIC: &str = "events";
+/// `--sink topic`'s output topic.
+const OUTPUT: &str = "events-out";
+
+/// The record ids in the output topic as a read_committed consumer sees them, repeats kept.
+fn output_ids(bootstrap: &str, partitions: i32) -> Result<Vec<u64>, String> {
+    let mut nodes = NodePool::new(bootstrap, "lockstep-pipeline-checker");
+    let mut ids = Vec::new();
+    for p in 0..partitions {
+        let records = read_committed::read_partition(&mut nodes, OUTPUT, p, 0)
+            .map_err(|e| format!("read_committed {OUTPUT}/{p}: {e}"))?;
+        for r in records {
+            let id = r
+                .value
+                .as_deref()
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .and_then(|v| v.strip_prefix("rec-"))
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{OUTPUT}/{p} offset {}: not a record id", r.offset))?;
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
 
 impl<'a> Run<'a> {
     fn bootstrap(&self) -> String {
@@ -1412,6 +1786,34 @@ impl<'a> Run<'a> {
         let per_worker = (self.a.records / self.a.workers.max(1)).max(1) as u64;
         let record_us = self.a.window_secs * 700_000 / per_worker;
         let mut cmd = Command::new(&self.self_bin);
+        if self.a.sink == Sink::Topic {
+            cmd.arg("txn-worker")
+                .arg("--bootstrap")
+                .arg(self.bootstrap())
+                .arg("--group")
+                .arg(GROUP)
+                .arg("--topic")
+                .arg(TOPIC)
+                .arg("--output")
+                .arg(OUTPUT)
+                .arg("--run-dir")
+                .arg(&self.dir)
+                .arg("--index")
+                .arg(i.to_string())
+                .arg("--record-us")
+                .arg(record_us.to_string())
+                .arg("--commit-interval-ms")
+                .arg(self.a.interval_ms.to_string())
+                .arg("--txn-timeout-ms")
+                .arg(TXN_TIMEOUT_MS.to_string());
+            self.workers[i] = Some(spawn_proc(
+                Role::Worker(i),
+                cmd,
+                &self.logs,
+                &self.lines_tx,
+            )?);
+            return Ok(());
+        }
         cmd.arg("worker")
             .arg("--bootstrap")
             .arg(self.bootstrap())
@@ -1446,6 +1848,13 @@ impl<'a> Run<'a> {
                 self.report.partial_takes_done += 1;
             }
         }
+        if matches!(l.from, Role::Worker(_)) {
+            if l.text.starts_with("txn committed ") {
+                self.report.checkpoints_committed += 1;
+            } else if l.text.starts_with("txn aborted ") {
+                self.report.checkpoints_aborted += 1;
+            }
+        }
         if l.from == Role::Coordinator {
             if l.text.starts_with("phase=committed ") {
                 self.report.checkpoints_committed += 1;
@@ -1478,10 +1887,11 @@ impl<'a> Run<'a> {
         if self.broker.is_none() {
             self.start_broker()?;
         }
-        if self
-            .coordinator
-            .as_mut()
-            .is_none_or(|c| c.exited().is_some())
+        if self.a.sink == Sink::Files
+            && self
+                .coordinator
+                .as_mut()
+                .is_none_or(|c| c.exited().is_some())
         {
             self.start_coordinator()?;
         }
@@ -1514,16 +1924,30 @@ impl<'a> Run<'a> {
                 md.brokers.iter().map(|b| b.addr()).collect::<Vec<_>>()
             ));
         }
-        admin
-            .create_topics(&[NewTopic::new(TOPIC, self.a.partitions)])
-            .map_err(e)?;
-        for (k, v) in [
-            ("share.acknowledgement.mode", "transactional"),
-            ("share.auto.offset.reset", "earliest"),
-            ("share.partition.max.record.locks", "1000000"),
-            ("share.delivery.count.limit", "10"),
-            ("share.transaction.max.pending", "50"),
-        ] {
+        let topic = self.a.sink == Sink::Topic;
+        let mut topics = vec![NewTopic::new(TOPIC, self.a.partitions)];
+        if topic {
+            topics.push(NewTopic::new(OUTPUT, self.a.partitions));
+        }
+        admin.create_topics(&topics).map_err(e)?;
+        let configs: &[(&str, &str)] = if topic {
+            // Explicit acknowledgement (TxnShareAcknowledge needs no share-transaction mode),
+            // whose record locks Kafka bounds to 4000 per partition.
+            &[
+                ("share.auto.offset.reset", "earliest"),
+                ("share.partition.max.record.locks", "4000"),
+                ("share.delivery.count.limit", "10"),
+            ]
+        } else {
+            &[
+                ("share.acknowledgement.mode", "transactional"),
+                ("share.auto.offset.reset", "earliest"),
+                ("share.partition.max.record.locks", "1000000"),
+                ("share.delivery.count.limit", "10"),
+                ("share.transaction.max.pending", "50"),
+            ]
+        };
+        for (k, v) in configs {
             admin.set_group_config(GROUP, k, v).map_err(e)?;
         }
         let mut producer = Producer::new(&self.bootstrap());
@@ -1538,7 +1962,9 @@ impl<'a> Run<'a> {
                 producer.produce(TOPIC, p as i32, &records).map_err(e)?;
             }
         }
-        self.start_coordinator()?;
+        if !topic {
+            self.start_coordinator()?;
+        }
         for i in 0..self.workers.len() {
             self.start_worker(i)?;
         }
@@ -1674,7 +2100,7 @@ impl<'a> Run<'a> {
                 self.restarts.push(restart_at);
                 true
             }
-            Fault::KillBroker(..) => {
+            Fault::KillBroker(..) | Fault::KillBrokerNow => {
                 if let Some(b) = self.broker.as_mut() {
                     b.sigkill();
                 }
@@ -1781,12 +2207,19 @@ impl<'a> Run<'a> {
             self.revive()?;
             if last_check.elapsed() >= Duration::from_millis(500) {
                 last_check = Instant::now();
-                let seen: BTreeSet<u64> = run
-                    .sink()
-                    .map_err(|e| e.to_string())?
-                    .into_iter()
-                    .flat_map(|c| c.records)
-                    .collect();
+                let seen: BTreeSet<u64> = if self.a.sink == Sink::Topic {
+                    // The broker may be restarting: an unreadable output counts as empty.
+                    output_ids(&self.bootstrap(), self.a.partitions)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect()
+                } else {
+                    run.sink()
+                        .map_err(|e| e.to_string())?
+                        .into_iter()
+                        .flat_map(|c| c.records)
+                        .collect()
+                };
                 if seen.len() >= self.a.records {
                     break;
                 }
@@ -1837,9 +2270,51 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// `--sink topic`'s invariant: every record id in the output topic exactly once as a
+    /// read_committed consumer sees it (so none was lost to the delivery limit: an archived
+    /// record is never written), and no worker's transaction left ONGOING or PREPARE_*.
+    fn check_topic(&mut self) -> Result<(), String> {
+        let bootstrap = self.bootstrap();
+        let partitions = self.a.partitions;
+        let ids = retry_str(CALL_RETRY_WINDOW, || output_ids(&bootstrap, partitions))?;
+        let mut seen: HashMap<u64, u32> = HashMap::new();
+        for id in ids {
+            *seen.entry(id).or_default() += 1;
+        }
+        self.report.lost = (0..self.a.records as u64)
+            .filter(|id| !seen.contains_key(id))
+            .count();
+        self.report.duplicated = seen.values().map(|&n| (n as usize).saturating_sub(1)).sum();
+        let unknown = seen
+            .keys()
+            .filter(|&&id| id >= self.a.records as u64)
+            .count();
+        if unknown > 0 {
+            return Err(format!(
+                "{unknown} record ids in the output were never produced"
+            ));
+        }
+        for i in 0..self.a.workers {
+            let id = worker_txn_id(GROUP, i);
+            let mut p =
+                TransactionalProducer::new(&bootstrap, "lockstep-pipeline-checker", &id, 60_000);
+            let state = retry(CALL_RETRY_WINDOW, "describe transaction", || {
+                p.describe_state()
+            })?;
+            if matches!(state.as_str(), "Ongoing" | "PrepareCommit" | "PrepareAbort") {
+                eprintln!("seed {}: pending at the end: {id} {state}", self.seed);
+                self.report.pending_left += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// The invariant: every record in the sink exactly once, nothing pending, no sink
     /// checkpoint aborted.
     fn check(&mut self) -> Result<(), String> {
+        if self.a.sink == Sink::Topic {
+            return self.check_topic();
+        }
         let run = RunDir::new(&self.dir).map_err(|e| e.to_string())?;
         let sink = run.sink().map_err(|e| e.to_string())?;
         let mut seen: HashMap<u64, u32> = HashMap::new();
@@ -1985,9 +2460,13 @@ fn parse_seeds(a: &ChaosArgs) -> Result<Vec<u64>, String> {
 
 fn replay_command(a: &ChaosArgs, seed: u64) -> String {
     format!(
-        "cargo run --release --bin lockstep-pipeline -- chaos --seed {seed} --records {} \
-         --workers {} --partitions {} --faults {} --partial-takes {} --window-secs {} \
-         --interval-ms {} --shards {}",
+        "cargo run --release --bin lockstep-pipeline -- chaos --sink {} --seed {seed} \
+         --records {} --workers {} --partitions {} --faults {} --partial-takes {} \
+         --window-secs {} --interval-ms {} --shards {}",
+        match a.sink {
+            Sink::Files => "files",
+            Sink::Topic => "topic",
+        },
         a.records,
         a.workers,
         a.partitions,

@@ -15,6 +15,11 @@
 //! - [`connection`]: framing, ApiVersions negotiation, typed and raw request paths, [`ClientError`].
 //! - [`admin`]: CreateTopics, Metadata, IncrementalAlterConfigs (GROUP configs), FindCoordinator.
 //! - [`producer`]: one record batch to one partition, acks=-1.
+//! - [`producer_txn`]: [`producer_txn::TransactionalProducer`]: producer transactions
+//!   (FindCoordinator, InitProducerId, AddPartitionsToTxn, transactional Produce, EndTxn) that
+//!   also carry a share consumer's acknowledgements (TxnShareAcknowledge, key 93).
+//! - [`read_committed`]: a partition as a `read_committed` consumer sees it (Fetch up to the
+//!   LSO, aborted transactions filtered out).
 //! - [`share_consumer`]: [`share_consumer::ShareConsumer`]: ShareGroupHeartbeat, ShareFetch,
 //!   ShareAcknowledge v1; explicit acknowledgement; transactional acknowledgement (API 1001).
 //! - [`transactions`]: [`transactions::ShareTransactionCoordinator`] (begin, prepare, commit,
@@ -25,6 +30,8 @@
 pub mod admin;
 pub mod connection;
 pub mod producer;
+pub mod producer_txn;
+pub mod read_committed;
 pub mod share_consumer;
 pub mod transactions;
 

@@ -43,6 +43,25 @@ impl ProducerRecord {
 /// Encodes `records` as one uncompressed magic-v2 batch with offsets 0..n (the broker assigns the
 /// real base offset).
 pub fn encode_batch(records: &[ProducerRecord]) -> Result<Bytes> {
+    encode_batch_as(records, None)
+}
+
+/// The producer identity a batch carries: an idempotent or transactional producer's id, epoch
+/// and the sequence number of the batch's first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchIdentity {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    /// The transactional attribute (the batch belongs to the producer's open transaction).
+    pub transactional: bool,
+}
+
+/// [`encode_batch`] with a producer identity (`None`: not idempotent, producer id -1).
+pub fn encode_batch_as(
+    records: &[ProducerRecord],
+    identity: Option<BatchIdentity>,
+) -> Result<Bytes> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -51,16 +70,20 @@ pub fn encode_batch(records: &[ProducerRecord]) -> Result<Bytes> {
         .iter()
         .enumerate()
         .map(|(i, r)| Record {
-            transactional: false,
+            transactional: identity.is_some_and(|id| id.transactional),
             control: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: identity.map_or(-1, |id| id.producer_id),
+            producer_epoch: identity.map_or(-1, |id| id.producer_epoch),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // RecordBatchEncoder keeps records in one batch only while offset - sequence is
-            // constant; offset - 1 gives the batch base sequence -1 (not idempotent).
-            sequence: i as i32 - 1,
+            // constant; without an identity offset - 1 gives the batch base sequence -1 (not
+            // idempotent).
+            sequence: match identity {
+                Some(id) => id.base_sequence.wrapping_add(i as i32),
+                None => i as i32 - 1,
+            },
             timestamp: if r.timestamp < 0 { now_ms } else { r.timestamp },
             key: r.key.clone(),
             value: r.value.clone(),
@@ -200,5 +223,28 @@ mod tests {
         let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
         assert_eq!(set.records.len(), 100);
         assert_eq!(set.records[99].offset, 99);
+    }
+
+    #[test]
+    fn encode_batch_as_carries_the_transactional_identity() {
+        let records: Vec<ProducerRecord> = (0..7)
+            .map(|i| ProducerRecord::value(format!("v{i}")))
+            .collect();
+        let identity = BatchIdentity {
+            producer_id: 4242,
+            producer_epoch: 3,
+            base_sequence: 10,
+            transactional: true,
+        };
+        let mut bytes = encode_batch_as(&records, Some(identity)).unwrap();
+        let info = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+        assert_eq!(info.len(), 1);
+        assert_eq!(info[0].record_count, 7);
+        assert_eq!(info[0].base_sequence, 10);
+        assert_eq!(info[0].producer_id, 4242);
+        assert_eq!(info[0].producer_epoch, 3);
+        let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        assert!(set.records.iter().all(|r| r.transactional && !r.control));
+        assert_eq!(set.records[6].sequence, 16);
     }
 }

@@ -17,21 +17,32 @@
 //! or REJECT (3) or a bad range, INVALID_RECORD_STATE (121) for offsets not ACQUIRED by the
 //! member, INVALID_PRODUCER_EPOCH (47) when the producer holds locks there with a newer epoch.
 //!
-//! Deviations from the draft: MemberEpoch is not checked (the member-id check on every offset
-//! is: only the member holding a record's acquisition lock can lock it), and the broker does not
-//! ask the transaction coordinator whether the partitions are in the transaction (KIP-890's
-//! verification); a client that skips AddPartitionsToTxn leaves its records LOCKED until a later
-//! marker of the same producer id reaches the partition.
+//! Checked with the transaction coordinator first (KIP-890's verification, as a partition leader
+//! verifies a transactional produce: `PtxnOp::Verify`, AddPartitionsToTxn verifyOnly's check, on
+//! the transactional id's shard): the id must exist with ProducerId (else
+//! INVALID_PRODUCER_ID_MAPPING 49, top level), ProducerEpoch must be its current epoch (else
+//! INVALID_PRODUCER_EPOCH 47, top level: a fenced or timed-out producer; Kafka's partition leader
+//! answers a failed verification's PRODUCER_FENCED so), and each partition must be in its
+//! ONGOING transaction (else INVALID_TXN_STATE 48 for that partition, which is then left alone):
+//! so every lock belongs to a transaction whose markers will reach the partition. A null or
+//! empty TransactionalId is INVALID_REQUEST. Between the check and the lock the transaction can
+//! only end by the coordinator's own abort (timeout, fencing), whose marker carries a bumped
+//! epoch and raises the partition's producer fence: a lock arriving after it is refused
+//! (INVALID_PRODUCER_EPOCH, `ptxn::share::check_epoch`).
+//!
+//! Deviation from the draft: MemberEpoch is not checked (the member-id check on every offset
+//! is: only the member holding a record's acquisition lock can lock it).
 
-use super::ops::{PartitionRef, ShardOp, ShardReply, TxnOp, TxnReplyMsg};
+use super::ops::{PartitionRef, PtxnOp, PtxnReply, ShardOp, ShardReply, TxnOp, TxnReplyMsg};
 use super::{respond, Bus, Outcome};
-use crate::constants::REQUEST_PARTITIONS_MAX;
-use crate::model::{partition_shard, ShardId};
+use crate::constants::{REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
+use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::protocol::txn_share::{
     TxnShareAcknowledgePartitionResult, TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
     TxnShareAcknowledgeTopicResult,
 };
+use crate::ptxn::coordinator::CoordError;
 use crate::ptxn::share::{ack_batch, ProducerLock};
 use crate::share::AckBatch;
 use kafka_protocol::ResponseError;
@@ -39,6 +50,15 @@ use std::collections::BTreeMap;
 
 /// One partition of the request: where it is and what to lock, or its error.
 type Target = Result<(ShardId, PartitionRef, Vec<AckBatch>), i16>;
+
+/// The top-level code of a transaction the coordinator refused as a whole (module docs): a
+/// fenced epoch is INVALID_PRODUCER_EPOCH, as a partition leader answers a failed verification.
+fn verification_code(e: &CoordError) -> i16 {
+    match e {
+        CoordError::ProducerFenced => ResponseError::InvalidProducerEpoch.code(),
+        other => other.code(),
+    }
+}
 
 /// TxnShareAcknowledge v0.
 pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
@@ -52,8 +72,16 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
     }
     let mut response = TxnShareAcknowledgeResponse::default();
     let owner = ProducerLock::new(req.producer_id, req.producer_epoch);
+    let transactional_id = req.transactional_id.clone().unwrap_or_default();
     let owner = match owner {
-        Some(owner) if !req.group_id.is_empty() && !req.member_id.is_empty() => owner,
+        Some(owner)
+            if !req.group_id.is_empty()
+                && !req.member_id.is_empty()
+                && !transactional_id.is_empty()
+                && transactional_id.len() <= TXN_TRANSACTIONAL_ID_BYTES_MAX =>
+        {
+            owner
+        }
         _ => {
             response.error_code = ResponseError::InvalidRequest.code();
             return respond(request, &response);
@@ -91,6 +119,42 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     }),
             };
             parts.push((t.topic_id, p.partition_index, target));
+        }
+    }
+    // The coordinator's word: the producer's ongoing transaction holds these partitions.
+    let to_verify: Vec<usize> = (0..parts.len()).filter(|i| parts[*i].2.is_ok()).collect();
+    if !to_verify.is_empty() {
+        let partitions = to_verify
+            .iter()
+            .map(|i| match &parts[*i].2 {
+                Ok((_, r, _)) => (r.topic.clone(), r.partition),
+                Err(_) => unreachable!("filtered above"),
+            })
+            .collect();
+        let op = PtxnOp::Verify {
+            transactional_id: transactional_id.clone(),
+            producer_id: req.producer_id,
+            producer_epoch: req.producer_epoch,
+            partitions,
+        };
+        let shard = group_shard(&transactional_id, shards);
+        match bus.call(shard, ShardOp::ProducerTxn(op)).await {
+            ShardReply::ProducerTxn(PtxnReply::Verified(Ok(each))) => {
+                assert_eq!(each.len(), to_verify.len(), "one verdict per partition");
+                for (i, verdict) in to_verify.iter().zip(each) {
+                    if let Err(e) = verdict {
+                        parts[*i].2 = Err(e.code());
+                    }
+                }
+            }
+            ShardReply::ProducerTxn(PtxnReply::Verified(Err(e))) => {
+                response.error_code = verification_code(&e);
+                return respond(request, &response);
+            }
+            other => {
+                response.error_code = other.unexpected("transaction verification").code();
+                return respond(request, &response);
+            }
         }
     }
     let mut results: Vec<i16> = parts
