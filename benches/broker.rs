@@ -29,6 +29,15 @@
 //!    (send time − commit time) / D + 1, the send time being records / (the tool's records/s),
 //!    and prints the mean commit latency from that estimate (marked ≈).
 //!
+//! 4. TLS (issue 18): 1 and 2 again over each broker's SSL listener, on a fresh topic and share
+//!    group of the same shape, in the same broker process: both brokers serve PLAINTEXT and SSL
+//!    listeners from the start, with one PEM key store (an EC P-256 server certificate for
+//!    127.0.0.1 signed by a CA, made with the `openssl` CLI at the start of the run); both tools
+//!    get the same client settings (`--command-config`: `security.protocol=SSL`,
+//!    `ssl.truststore.type=PEM`, `ssl.truststore.location` the CA; no client certificate).
+//!    Reported beside the plaintext figures: records/s, p99, broker CPU per record and the
+//!    TLS / plaintext ratios. `--no-tls` skips the phase.
+//!
 //! Around each phase the bench reads the broker's CPU (utime + stime of /proc/PID/stat, all
 //! threads) before the tool starts and after it exits, and divides by the records: CPU per record
 //! in µs. The tool's CPU (the JVM, all threads) comes from wait4(2)'s rusage, its peak RSS too;
@@ -59,17 +68,17 @@
 //! `log.flush.interval.messages=1`, durable like Lockstep); `--raw` (and its options, see
 //! [`raw`]); `--json` (print the report as JSON on stdout after the table); `--no-txn` /
 //! `--txn` (skip / add the transactional produce phase); `--transaction-duration-ms D`;
-//! `--help`. Under `cargo test`
+//! `--no-tls` / `--tls` (skip / run the TLS phase, on by default); `--help`. Under `cargo test`
 //! (no `--bench` argument) it runs quickly against Lockstep only: both tools on a few hundred
-//! records if the Kafka distribution is installed (`tools/install-test-deps.sh`), and the raw
-//! phases on a few requests.
+//! records if the Kafka distribution is installed (`tools/install-test-deps.sh`), the TLS phase
+//! included, and the raw phases on a few requests.
 
 #[path = "common/mod.rs"]
 mod common;
 #[path = "broker/raw.rs"]
 mod raw;
 
-use common::brokers::{kafka_available, kafka_script, Broker, LockstepOptions};
+use common::brokers::{kafka_available, kafka_script, make_certificates, Broker, LockstepOptions};
 use common::GroupCommit;
 use lockstep::client::admin::{Admin, NewTopic};
 use serde::Serialize;
@@ -83,6 +92,9 @@ const GROUP: &str = "p14-bench-share";
 /// The topic and transactional id of the transactional produce phase.
 const TXN_TOPIC: &str = "p17-bench-txn-perf";
 const TXN_ID: &str = "p17-bench-txn";
+/// The topic and share group of the TLS phase.
+const TLS_TOPIC: &str = "p18-bench-tls-perf";
+const TLS_GROUP: &str = "p18-bench-tls-share";
 const PRODUCER_TOOL: &str = "org.apache.kafka.tools.ProducerPerformance";
 const SHARE_CONSUMER_TOOL: &str = "org.apache.kafka.tools.ShareConsumerPerformance";
 /// Group commit probes: bytes written per fdatasync.
@@ -99,6 +111,8 @@ const USAGE: &str = "cargo bench --bench broker -- [options]
   --no-txn | --txn              skip | add the transactional produce phase (default: on under
                                 cargo bench, off in the smoke run)
   --transaction-duration-ms D   ProducerPerformance --transaction-duration-ms (default 100)
+  --no-tls | --tls              skip | run the TLS phase: produce and share-consume again over
+                                each broker's SSL listener (default: on)
   --raw                         add the raw-protocol generator's phases
   --json                        print the report as JSON after the table";
 
@@ -125,6 +139,8 @@ struct Plan {
     transactions: bool,
     /// ProducerPerformance `--transaction-duration-ms`.
     transaction_duration_ms: u64,
+    /// Run the TLS phase (4).
+    tls: bool,
 }
 
 const FULL: Plan = Plan {
@@ -140,6 +156,7 @@ const FULL: Plan = Plan {
     group_commit_total_bytes: 512 << 20,
     transactions: true,
     transaction_duration_ms: 100,
+    tls: true,
 };
 const SMOKE: Plan = Plan {
     records: 300,
@@ -154,6 +171,7 @@ const SMOKE: Plan = Plan {
     group_commit_total_bytes: 16 << 20,
     transactions: true,
     transaction_duration_ms: 20,
+    tls: true,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -200,6 +218,10 @@ struct BrokerResult {
     produce: Option<ProduceFigures>,
     share_consume: Option<ConsumeFigures>,
     txn_produce: Option<TxnProduceFigures>,
+    /// Phase 4: produce over the SSL listener.
+    tls_produce: Option<ProduceFigures>,
+    /// Phase 4: share-consume over the SSL listener.
+    tls_share_consume: Option<ConsumeFigures>,
     /// Peak RSS of the broker over the whole session, MiB.
     broker_peak_rss_mib: Option<f64>,
     /// Lockstep only: it exited 0 after SIGTERM.
@@ -334,6 +356,12 @@ fn main() {
     if args.iter().any(|a| a == "--no-txn") {
         plan.transactions = false;
     }
+    if args.iter().any(|a| a == "--tls") {
+        plan.tls = true;
+    }
+    if args.iter().any(|a| a == "--no-tls") {
+        plan.tls = false;
+    }
     assert!(plan.records > 0 && plan.share_consumers > 0);
     let load_average_at_start = load_average();
     let work_dir = tempfile::Builder::new()
@@ -403,6 +431,26 @@ fn main() {
         direct_write_mb_per_s: direct,
         group_commit,
     };
+    // One CA and server key store for both brokers; the clients trust the CA.
+    let tls = if plan.tls {
+        progress("tls: certificates (openssl)");
+        let keystore = make_certificates(&work.join("tls")).expect("TLS certificates");
+        let client_config = work.join("tls/client-ssl.properties");
+        std::fs::write(
+            &client_config,
+            format!(
+                "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+                work.join("tls/ca.pem").display()
+            ),
+        )
+        .expect("client TLS properties");
+        Some(Tls {
+            keystore,
+            client_config,
+        })
+    } else {
+        None
+    };
 
     let mut brokers = Vec::new();
     for spec in &specs {
@@ -423,7 +471,7 @@ fn main() {
         match why_not {
             Some(why) => result.not_run = Some(why),
             None => {
-                if let Err(e) = session(spec, work, plan, &mut result) {
+                if let Err(e) = session(spec, work, plan, tls.as_ref(), &mut result) {
                     result.failed.get_or_insert(e);
                 }
             }
@@ -485,6 +533,15 @@ fn main() {
                         t.commit_time_total_ms
                     );
                 }
+                if plan.tls {
+                    let p = l.tls_produce.as_ref().expect("TLS produce measured");
+                    assert_eq!(p.records, plan.records, "every record produced over TLS");
+                    let c = l
+                        .tls_share_consume
+                        .as_ref()
+                        .expect("TLS share-consume measured");
+                    assert_eq!(c.records, plan.records, "every record share-consumed over TLS");
+                }
                 assert_eq!(l.clean_exit, Some(true), "SIGTERM exits 0");
             }
         }
@@ -498,50 +555,89 @@ fn load_average() -> String {
         .unwrap_or_default()
 }
 
-/// One broker: start it, produce, share-consume, stop it.
-fn session(spec: &Spec, work: &Path, plan: Plan, result: &mut BrokerResult) -> Result<(), String> {
+/// The TLS phase's files: the brokers' PEM key store and the clients' properties.
+struct Tls {
+    keystore: PathBuf,
+    /// `--command-config` of both tools: `security.protocol=SSL` and the CA as PEM trust store.
+    client_config: PathBuf,
+}
+
+/// Where a phase's tools connect: the listener, the topic and group, the client settings.
+struct Route<'a> {
+    bootstrap: String,
+    topic: &'a str,
+    group: &'a str,
+    client_id: &'a str,
+    /// `--command-config` of the tools (TLS), if any.
+    client_config: Option<&'a Path>,
+}
+
+/// One broker: start it, produce, share-consume (plaintext, then over TLS), transactional
+/// produce, stop it.
+fn session(
+    spec: &Spec,
+    work: &Path,
+    plan: Plan,
+    tls: Option<&Tls>,
+    result: &mut BrokerResult,
+) -> Result<(), String> {
     let name = &spec.name;
     progress(&format!("{name}: starting"));
     let dir = work.join(name);
+    let keystore = tls.map(|t| t.keystore.as_path());
     let broker = match &spec.kind {
-        Kind::Lockstep => Broker::start_lockstep(
+        Kind::Lockstep => Broker::start_lockstep_with(
             &dir,
             LockstepOptions {
                 shards: None,
                 metrics: true,
             },
+            keystore,
         )?,
-        Kind::Kafka { extra_props } => Broker::start_kafka(&dir, extra_props)?,
+        Kind::Kafka { extra_props } => Broker::start_kafka_with(&dir, extra_props, keystore)?,
     };
     let outcome = (|| {
         prepare(&broker, plan)?;
-        let label = format!("{name}: ProducerPerformance");
-        let run = run_tool(
-            &label,
-            PRODUCER_TOOL,
-            &producer_args(&broker, plan),
-            &broker,
-            plan,
-        )?;
-        let produce = parse_producer(&run).map_err(|e| format!("{label}: {e}"))?;
+        let plain = Route {
+            bootstrap: broker.bootstrap(),
+            topic: TOPIC,
+            group: GROUP,
+            client_id: "p14-bench-producer",
+            client_config: None,
+        };
+        let (produce, consume) = produce_and_consume(name, &broker, plan, &plain)?;
         result.produce = Some(produce);
-        let label = format!("{name}: ShareConsumerPerformance");
-        let run = run_tool(
-            &label,
-            SHARE_CONSUMER_TOOL,
-            &share_consumer_args(&broker, plan),
-            &broker,
-            plan,
-        )?;
-        let consume = parse_share_consumer(&run).map_err(|e| format!("{label}: {e}"))?;
         let complete = consume.records >= plan.records;
         let got = consume.records;
         result.share_consume = Some(consume);
         if !complete {
             return Err(format!(
-                "{label}: consumed {got} of {} records before its timeout",
+                "{name}: ShareConsumerPerformance: consumed {got} of {} records before its \
+                 timeout",
                 plan.records
             ));
+        }
+        if let Some(tls) = tls {
+            let route = Route {
+                bootstrap: broker.tls_bootstrap().expect("an SSL listener"),
+                topic: TLS_TOPIC,
+                group: TLS_GROUP,
+                client_id: "p18-bench-tls-producer",
+                client_config: Some(&tls.client_config),
+            };
+            let (produce, consume) =
+                produce_and_consume(&format!("{name} (TLS)"), &broker, plan, &route)?;
+            result.tls_produce = Some(produce);
+            let complete = consume.records >= plan.records;
+            let got = consume.records;
+            result.tls_share_consume = Some(consume);
+            if !complete {
+                return Err(format!(
+                    "{name} (TLS): ShareConsumerPerformance: consumed {got} of {} records \
+                     before its timeout",
+                    plan.records
+                ));
+            }
         }
         if plan.transactions {
             let label = format!("{name}: ProducerPerformance --transactional-id");
@@ -584,15 +680,48 @@ fn session(spec: &Spec, work: &Path, plan: Plan, result: &mut BrokerResult) -> R
     outcome
 }
 
-/// Creates the topic, waits until Metadata names a leader for every partition, and sets the
-/// share group's `share.auto.offset.reset=earliest`.
+/// ProducerPerformance, then ShareConsumerPerformance on what it produced, along `route`.
+fn produce_and_consume(
+    name: &str,
+    broker: &Broker,
+    plan: Plan,
+    route: &Route<'_>,
+) -> Result<(ProduceFigures, ConsumeFigures), String> {
+    let label = format!("{name}: ProducerPerformance");
+    let run = run_tool(
+        &label,
+        PRODUCER_TOOL,
+        &producer_args(route, plan),
+        broker,
+        plan,
+    )?;
+    let produce = parse_producer(&run).map_err(|e| format!("{label}: {e}"))?;
+    let label = format!("{name}: ShareConsumerPerformance");
+    let run = run_tool(
+        &label,
+        SHARE_CONSUMER_TOOL,
+        &share_consumer_args(route, plan),
+        broker,
+        plan,
+    )?;
+    let consume = parse_share_consumer(&run).map_err(|e| format!("{label}: {e}"))?;
+    Ok((produce, consume))
+}
+
+/// Creates the topics, waits until Metadata names a leader for every partition, and sets the
+/// share groups' `share.auto.offset.reset=earliest`.
 fn prepare(broker: &Broker, plan: Plan) -> Result<(), String> {
     let mut admin = Admin::connect(&broker.bootstrap()).map_err(|e| format!("admin: {e}"))?;
-    let topics: &[&str] = if plan.transactions {
-        &[TOPIC, TXN_TOPIC]
-    } else {
-        &[TOPIC]
-    };
+    let mut topics = vec![TOPIC];
+    let mut groups = vec![GROUP];
+    if plan.transactions {
+        topics.push(TXN_TOPIC);
+    }
+    if plan.tls {
+        topics.push(TLS_TOPIC);
+        groups.push(TLS_GROUP);
+    }
+    let topics = &topics[..];
     for topic in topics {
         admin
             .create_topics(&[NewTopic::new(topic, plan.partitions)])
@@ -616,15 +745,18 @@ fn prepare(broker: &Broker, plan: Plan) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    admin
-        .set_group_config(GROUP, "share.auto.offset.reset", "earliest")
-        .map_err(|e| format!("IncrementalAlterConfigs group {GROUP}: {e}"))
+    for group in groups {
+        admin
+            .set_group_config(group, "share.auto.offset.reset", "earliest")
+            .map_err(|e| format!("IncrementalAlterConfigs group {group}: {e}"))?;
+    }
+    Ok(())
 }
 
-fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
+fn producer_args(route: &Route<'_>, plan: Plan) -> Vec<String> {
     let mut args: Vec<String> = [
         "--topic",
-        TOPIC,
+        route.topic,
         "--num-records",
         &plan.records.to_string(),
         "--record-size",
@@ -634,22 +766,33 @@ fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
         "--reporting-interval",
         "1000",
         "--bootstrap-server",
-        &broker.bootstrap(),
-        // Kafka 4.4's name for `--producer-props` (deprecated).
-        "--command-property",
+        &route.bootstrap,
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(config) = route.client_config {
+        args.push("--command-config".into());
+        args.push(config.display().to_string());
+    }
+    // Kafka 4.4's name for `--producer-props` (deprecated); its values run to the end.
+    args.push("--command-property".into());
     args.push("acks=all".into());
-    args.push("client.id=p14-bench-producer".into());
+    args.push(format!("client.id={}", route.client_id));
     args
 }
 
 /// `producer_args` on the transactional topic, with a transactional id, the transaction
 /// duration and the producer's metrics at the end.
 fn txn_producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
-    let mut args = producer_args(broker, plan);
+    let route = Route {
+        bootstrap: broker.bootstrap(),
+        topic: TOPIC,
+        group: GROUP,
+        client_id: "p14-bench-producer",
+        client_config: None,
+    };
+    let mut args = producer_args(&route, plan);
     let topic = args.iter().position(|a| a == "--topic").expect("--topic") + 1;
     args[topic] = TXN_TOPIC.into();
     let client = args
@@ -675,14 +818,14 @@ fn txn_producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
     args
 }
 
-fn share_consumer_args(broker: &Broker, plan: Plan) -> Vec<String> {
-    [
+fn share_consumer_args(route: &Route<'_>, plan: Plan) -> Vec<String> {
+    let mut args: Vec<String> = [
         "--bootstrap-server",
-        &broker.bootstrap(),
+        &route.bootstrap,
         "--topic",
-        TOPIC,
+        route.topic,
         "--group",
-        GROUP,
+        route.group,
         "--num-records",
         &plan.records.to_string(),
         "--threads",
@@ -695,7 +838,12 @@ fn share_consumer_args(broker: &Broker, plan: Plan) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect();
+    if let Some(config) = route.client_config {
+        args.push("--command-config".into());
+        args.push(config.display().to_string());
+    }
+    args
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1078,6 +1226,77 @@ fn fmt(v: Option<f64>) -> String {
     }
 }
 
+/// Each broker's plaintext and TLS figures side by side, with TLS / plaintext.
+fn print_tls_side_by_side(ran: &[&BrokerResult]) {
+    println!(
+        "TLS against PLAINTEXT (same broker process; the tools with security.protocol=SSL and a PEM \
+         trust store):"
+    );
+    print!("{:<34}", "");
+    for b in ran {
+        print!(
+            " {:>14} {:>14} {:>9}",
+            format!("{} plain", b.name),
+            format!("{} TLS", b.name),
+            "TLS/plain"
+        );
+    }
+    println!();
+    type F = fn(&ProduceFigures) -> f64;
+    type G = fn(&ConsumeFigures) -> f64;
+    let produce: [(&str, F); 4] = [
+        ("produce records/s", |f| f.records_per_s),
+        ("produce latency p99 ms", |f| f.p99_ms),
+        ("produce broker CPU µs/record", |f| {
+            f.cost.broker_cpu_us_per_record
+        }),
+        ("produce client CPU µs/record", |f| {
+            f.cost.client_cpu_us_per_record
+        }),
+    ];
+    let consume: [(&str, G); 3] = [
+        ("share-consume records/s", |f| f.records_per_s),
+        ("share-consume broker CPU µs/record", |f| {
+            f.cost.broker_cpu_us_per_record
+        }),
+        ("share-consume client CPU µs/record", |f| {
+            f.cost.client_cpu_us_per_record
+        }),
+    ];
+    let pair = |label: &str, values: Vec<(Option<f64>, Option<f64>)>| {
+        print!("{label:<34}");
+        for (plain, tls) in values {
+            let ratio = match (plain, tls) {
+                (Some(a), Some(b)) if a != 0.0 => format!("{:.2}", b / a),
+                _ => "-".into(),
+            };
+            print!(" {:>14} {:>14} {:>9}", fmt(plain), fmt(tls), ratio);
+        }
+        println!();
+    };
+    for (label, f) in produce {
+        pair(
+            label,
+            ran.iter()
+                .map(|b| (b.produce.as_ref().map(f), b.tls_produce.as_ref().map(f)))
+                .collect(),
+        );
+    }
+    for (label, f) in consume {
+        pair(
+            label,
+            ran.iter()
+                .map(|b| {
+                    (
+                        b.share_consume.as_ref().map(f),
+                        b.tls_share_consume.as_ref().map(f),
+                    )
+                })
+                .collect(),
+        );
+    }
+}
+
 fn print_table(report: &Report) {
     let p = &report.plan;
     let s = &report.storage;
@@ -1087,6 +1306,12 @@ fn print_table(report: &Report) {
          consumer(s); commit {}",
         p.records, p.record_bytes, p.partitions, p.share_consumers, report.commit
     );
+    if p.tls {
+        println!(
+            "TLS: produce and share-consume again over each broker's SSL listener (topic \
+             {TLS_TOPIC}, group {TLS_GROUP}; PEM key store, EC P-256)"
+        );
+    }
     if p.transactions {
         println!(
             "transactional produce: --transactional-id {TXN_ID} --transaction-duration-ms {}",
@@ -1218,6 +1443,44 @@ fn print_table(report: &Report) {
                 .collect(),
         );
     }
+    if p.tls {
+        let tls_produce: [(&str, P); 4] = [
+            ("TLS produce records/s", |f| f.records_per_s),
+            ("TLS produce MiB/s", |f| f.mib_per_s),
+            ("TLS produce latency p50 ms", |f| f.p50_ms),
+            ("TLS produce latency p99 ms", |f| f.p99_ms),
+        ];
+        for (label, f) in tls_produce {
+            row(
+                label,
+                ran.iter().map(|b| b.tls_produce.as_ref().map(f)).collect(),
+            );
+        }
+        for (label, f) in costs {
+            row(
+                &format!("TLS produce: {label}"),
+                ran.iter()
+                    .map(|b| b.tls_produce.as_ref().and_then(|p| f(&p.cost)))
+                    .collect(),
+            );
+        }
+        for (label, f) in consume {
+            row(
+                &format!("TLS {label}"),
+                ran.iter()
+                    .map(|b| b.tls_share_consume.as_ref().map(f))
+                    .collect(),
+            );
+        }
+        for (label, f) in costs {
+            row(
+                &format!("TLS share-consume: {label}"),
+                ran.iter()
+                    .map(|b| b.tls_share_consume.as_ref().and_then(|c| f(&c.cost)))
+                    .collect(),
+            );
+        }
+    }
     if p.transactions {
         type T = fn(&TxnProduceFigures) -> f64;
         let txn: [(&str, T); 8] = [
@@ -1251,6 +1514,9 @@ fn print_table(report: &Report) {
         "broker peak RSS MiB (session)",
         ran.iter().map(|b| b.broker_peak_rss_mib).collect(),
     );
+    if p.tls {
+        print_tls_side_by_side(&ran);
+    }
     println!("targets (Lockstep / Kafka):");
     for t in &report.targets {
         let verdict = match t.met {
