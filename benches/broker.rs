@@ -37,6 +37,12 @@
 //!    `ssl.truststore.type=PEM`, `ssl.truststore.location` the CA; no client certificate).
 //!    Reported beside the plaintext figures: records/s, p99, broker CPU per record and the
 //!    TLS / plaintext ratios. `--no-tls` skips the phase.
+//! 5. SASL_SSL (issue 18; on under `cargo bench`, `--no-sasl` skips it, `--sasl` adds it to the
+//!    smoke run): the same again over a SASL_SSL listener with SCRAM-SHA-512 (both brokers:
+//!    `sasl.enabled.mechanisms=SCRAM-SHA-512`, the listener's `ScramLoginModule`), as a user the
+//!    bench adds first with Kafka's own `kafka-configs` (ConfigCommand, AlterUserScramCredentials
+//!    over the PLAINTEXT listener, 4096 iterations); the tools get the TLS settings plus
+//!    `sasl.mechanism=SCRAM-SHA-512` and the user's `sasl.jaas.config`.
 //!
 //! Around each phase the bench reads the broker's CPU (utime + stime of /proc/PID/stat, all
 //! threads) before the tool starts and after it exits, and divides by the records: CPU per record
@@ -68,7 +74,8 @@
 //! `log.flush.interval.messages=1`, durable like Lockstep); `--raw` (and its options, see
 //! [`raw`]); `--json` (print the report as JSON on stdout after the table); `--no-txn` /
 //! `--txn` (skip / add the transactional produce phase); `--transaction-duration-ms D`;
-//! `--no-tls` / `--tls` (skip / run the TLS phase, on by default); `--help`. Under `cargo test`
+//! `--no-tls` / `--tls` (skip / run the TLS phase, on by default); `--no-sasl` / `--sasl`;
+//! `--help`. Under `cargo test`
 //! (no `--bench` argument) it runs quickly against Lockstep only: both tools on a few hundred
 //! records if the Kafka distribution is installed (`tools/install-test-deps.sh`), the TLS phase
 //! included, and the raw phases on a few requests.
@@ -78,7 +85,9 @@ mod common;
 #[path = "broker/raw.rs"]
 mod raw;
 
-use common::brokers::{kafka_available, kafka_script, make_certificates, Broker, LockstepOptions};
+use common::brokers::{
+    kafka_available, kafka_script, make_certificates, Broker, LockstepOptions, Secured,
+};
 use common::GroupCommit;
 use lockstep::client::admin::{Admin, NewTopic};
 use serde::Serialize;
@@ -95,6 +104,12 @@ const TXN_ID: &str = "p17-bench-txn";
 /// The topic and share group of the TLS phase.
 const TLS_TOPIC: &str = "p18-bench-tls-perf";
 const TLS_GROUP: &str = "p18-bench-tls-share";
+/// The topic, share group and SCRAM user of the SASL_SSL phase.
+const SASL_TOPIC: &str = "p18-bench-sasl-perf";
+const SASL_GROUP: &str = "p18-bench-sasl-share";
+const SASL_USER: &str = "p18-bench";
+const SASL_PASSWORD: &str = "p18-bench-secret";
+const CONFIG_TOOL: &str = "org.apache.kafka.tools.ConfigCommand";
 const PRODUCER_TOOL: &str = "org.apache.kafka.tools.ProducerPerformance";
 const SHARE_CONSUMER_TOOL: &str = "org.apache.kafka.tools.ShareConsumerPerformance";
 /// Group commit probes: bytes written per fdatasync.
@@ -113,6 +128,8 @@ const USAGE: &str = "cargo bench --bench broker -- [options]
   --transaction-duration-ms D   ProducerPerformance --transaction-duration-ms (default 100)
   --no-tls | --tls              skip | run the TLS phase: produce and share-consume again over
                                 each broker's SSL listener (default: on)
+  --no-sasl | --sasl            skip | run the SASL_SSL (SCRAM-SHA-512) phase (default: on under
+                                cargo bench, off in the smoke run)
   --raw                         add the raw-protocol generator's phases
   --json                        print the report as JSON after the table";
 
@@ -141,6 +158,8 @@ struct Plan {
     transaction_duration_ms: u64,
     /// Run the TLS phase (4).
     tls: bool,
+    /// Run the SASL_SSL phase (5).
+    sasl: bool,
 }
 
 const FULL: Plan = Plan {
@@ -157,6 +176,7 @@ const FULL: Plan = Plan {
     transactions: true,
     transaction_duration_ms: 100,
     tls: true,
+    sasl: true,
 };
 const SMOKE: Plan = Plan {
     records: 300,
@@ -172,6 +192,7 @@ const SMOKE: Plan = Plan {
     transactions: true,
     transaction_duration_ms: 20,
     tls: true,
+    sasl: false,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -222,6 +243,10 @@ struct BrokerResult {
     tls_produce: Option<ProduceFigures>,
     /// Phase 4: share-consume over the SSL listener.
     tls_share_consume: Option<ConsumeFigures>,
+    /// Phase 5: produce over the SASL_SSL (SCRAM-SHA-512) listener.
+    sasl_produce: Option<ProduceFigures>,
+    /// Phase 5: share-consume over the SASL_SSL listener.
+    sasl_share_consume: Option<ConsumeFigures>,
     /// Peak RSS of the broker over the whole session, MiB.
     broker_peak_rss_mib: Option<f64>,
     /// Lockstep only: it exited 0 after SIGTERM.
@@ -362,6 +387,12 @@ fn main() {
     if args.iter().any(|a| a == "--no-tls") {
         plan.tls = false;
     }
+    if args.iter().any(|a| a == "--sasl") {
+        plan.sasl = true;
+    }
+    if args.iter().any(|a| a == "--no-sasl") {
+        plan.sasl = false;
+    }
     assert!(plan.records > 0 && plan.share_consumers > 0);
     let load_average_at_start = load_average();
     let work_dir = tempfile::Builder::new()
@@ -432,21 +463,30 @@ fn main() {
         group_commit,
     };
     // One CA and server key store for both brokers; the clients trust the CA.
-    let tls = if plan.tls {
+    let tls = if plan.tls || plan.sasl {
         progress("tls: certificates (openssl)");
         let keystore = make_certificates(&work.join("tls")).expect("TLS certificates");
+        let trust = format!(
+            "ssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            work.join("tls/ca.pem").display()
+        );
         let client_config = work.join("tls/client-ssl.properties");
+        std::fs::write(&client_config, format!("security.protocol=SSL\n{trust}"))
+            .expect("client TLS properties");
+        let sasl_client_config = work.join("tls/client-sasl-ssl.properties");
         std::fs::write(
-            &client_config,
+            &sasl_client_config,
             format!(
-                "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
-                work.join("tls/ca.pem").display()
+                "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
+                 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule \
+                 required username=\"{SASL_USER}\" password=\"{SASL_PASSWORD}\";\n{trust}"
             ),
         )
-        .expect("client TLS properties");
+        .expect("client SASL_SSL properties");
         Some(Tls {
             keystore,
             client_config,
+            sasl_client_config,
         })
     } else {
         None
@@ -542,6 +582,15 @@ fn main() {
                         .expect("TLS share-consume measured");
                     assert_eq!(c.records, plan.records, "every record share-consumed over TLS");
                 }
+                if plan.sasl {
+                    let p = l.sasl_produce.as_ref().expect("SASL_SSL produce measured");
+                    assert_eq!(p.records, plan.records, "every record produced over SASL_SSL");
+                    let c = l
+                        .sasl_share_consume
+                        .as_ref()
+                        .expect("SASL_SSL share-consume measured");
+                    assert_eq!(c.records, plan.records, "every record share-consumed");
+                }
                 assert_eq!(l.clean_exit, Some(true), "SIGTERM exits 0");
             }
         }
@@ -555,11 +604,13 @@ fn load_average() -> String {
         .unwrap_or_default()
 }
 
-/// The TLS phase's files: the brokers' PEM key store and the clients' properties.
+/// The TLS and SASL_SSL phases' files: the brokers' PEM key store and the clients' properties.
 struct Tls {
     keystore: PathBuf,
     /// `--command-config` of both tools: `security.protocol=SSL` and the CA as PEM trust store.
     client_config: PathBuf,
+    /// The same for SASL_SSL: SCRAM-SHA-512 as [`SASL_USER`].
+    sasl_client_config: PathBuf,
 }
 
 /// Where a phase's tools connect: the listener, the topic and group, the client settings.
@@ -584,7 +635,10 @@ fn session(
     let name = &spec.name;
     progress(&format!("{name}: starting"));
     let dir = work.join(name);
-    let keystore = tls.map(|t| t.keystore.as_path());
+    let secured = tls.map(|t| Secured {
+        keystore: &t.keystore,
+        sasl_scram: plan.sasl,
+    });
     let broker = match &spec.kind {
         Kind::Lockstep => Broker::start_lockstep_with(
             &dir,
@@ -592,9 +646,9 @@ fn session(
                 shards: None,
                 metrics: true,
             },
-            keystore,
+            secured,
         )?,
-        Kind::Kafka { extra_props } => Broker::start_kafka_with(&dir, extra_props, keystore)?,
+        Kind::Kafka { extra_props } => Broker::start_kafka_with(&dir, extra_props, secured)?,
     };
     let outcome = (|| {
         prepare(&broker, plan)?;
@@ -617,7 +671,7 @@ fn session(
                 plan.records
             ));
         }
-        if let Some(tls) = tls {
+        if let Some(tls) = tls.filter(|_| plan.tls) {
             let route = Route {
                 bootstrap: broker.tls_bootstrap().expect("an SSL listener"),
                 topic: TLS_TOPIC,
@@ -634,6 +688,29 @@ fn session(
             if !complete {
                 return Err(format!(
                     "{name} (TLS): ShareConsumerPerformance: consumed {got} of {} records \
+                     before its timeout",
+                    plan.records
+                ));
+            }
+        }
+        if let Some(tls) = tls.filter(|_| plan.sasl) {
+            add_scram_user(name, &broker, plan)?;
+            let route = Route {
+                bootstrap: broker.sasl_ssl_bootstrap().expect("a SASL_SSL listener"),
+                topic: SASL_TOPIC,
+                group: SASL_GROUP,
+                client_id: "p18-bench-sasl-producer",
+                client_config: Some(&tls.sasl_client_config),
+            };
+            let (produce, consume) =
+                produce_and_consume(&format!("{name} (SASL_SSL)"), &broker, plan, &route)?;
+            result.sasl_produce = Some(produce);
+            let complete = consume.records >= plan.records;
+            let got = consume.records;
+            result.sasl_share_consume = Some(consume);
+            if !complete {
+                return Err(format!(
+                    "{name} (SASL_SSL): ShareConsumerPerformance: consumed {got} of {} records \
                      before its timeout",
                     plan.records
                 ));
@@ -680,6 +757,31 @@ fn session(
     outcome
 }
 
+/// Adds the SASL_SSL phase's SCRAM-SHA-512 user with Kafka's `kafka-configs` (over PLAINTEXT).
+fn add_scram_user(name: &str, broker: &Broker, plan: Plan) -> Result<(), String> {
+    let label = format!("{name}: kafka-configs --alter --entity-type users");
+    let args: Vec<String> = [
+        "--bootstrap-server",
+        &broker.bootstrap(),
+        "--alter",
+        "--add-config",
+        &format!("SCRAM-SHA-512=[iterations=4096,password={SASL_PASSWORD}]"),
+        "--entity-type",
+        "users",
+        "--entity-name",
+        SASL_USER,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = run_tool(&label, CONFIG_TOOL, &args, broker, plan)?;
+    if run.stdout.iter().any(|l| l.contains("Completed updating")) {
+        Ok(())
+    } else {
+        Err(format!("{label}: no confirmation in {:?}", run.stdout))
+    }
+}
+
 /// ProducerPerformance, then ShareConsumerPerformance on what it produced, along `route`.
 fn produce_and_consume(
     name: &str,
@@ -720,6 +822,10 @@ fn prepare(broker: &Broker, plan: Plan) -> Result<(), String> {
     if plan.tls {
         topics.push(TLS_TOPIC);
         groups.push(TLS_GROUP);
+    }
+    if plan.sasl {
+        topics.push(SASL_TOPIC);
+        groups.push(SASL_GROUP);
     }
     let topics = &topics[..];
     for topic in topics {
@@ -1226,22 +1332,12 @@ fn fmt(v: Option<f64>) -> String {
     }
 }
 
-/// Each broker's plaintext and TLS figures side by side, with TLS / plaintext.
-fn print_tls_side_by_side(ran: &[&BrokerResult]) {
+/// Each broker's plaintext, TLS and SASL_SSL figures side by side, with secured / plaintext.
+fn print_secured_side_by_side(ran: &[&BrokerResult]) {
     println!(
-        "TLS against PLAINTEXT (same broker process; the tools with security.protocol=SSL and a PEM \
-         trust store):"
+        "secured against PLAINTEXT (same broker process; the tools with security.protocol=SSL or \
+         SASL_SSL + SCRAM-SHA-512, a PEM trust store):"
     );
-    print!("{:<34}", "");
-    for b in ran {
-        print!(
-            " {:>14} {:>14} {:>9}",
-            format!("{} plain", b.name),
-            format!("{} TLS", b.name),
-            "TLS/plain"
-        );
-    }
-    println!();
     type F = fn(&ProduceFigures) -> f64;
     type G = fn(&ConsumeFigures) -> f64;
     let produce: [(&str, F); 4] = [
@@ -1263,37 +1359,38 @@ fn print_tls_side_by_side(ran: &[&BrokerResult]) {
             f.cost.client_cpu_us_per_record
         }),
     ];
-    let pair = |label: &str, values: Vec<(Option<f64>, Option<f64>)>| {
-        print!("{label:<34}");
-        for (plain, tls) in values {
-            let ratio = match (plain, tls) {
-                (Some(a), Some(b)) if a != 0.0 => format!("{:.2}", b / a),
-                _ => "-".into(),
-            };
-            print!(" {:>14} {:>14} {:>9}", fmt(plain), fmt(tls), ratio);
-        }
-        println!();
+    let ratio = |plain: Option<f64>, other: Option<f64>| match (plain, other) {
+        (Some(a), Some(b)) if a != 0.0 => format!("{:.2}", b / a),
+        _ => "-".into(),
     };
-    for (label, f) in produce {
-        pair(
-            label,
-            ran.iter()
-                .map(|b| (b.produce.as_ref().map(f), b.tls_produce.as_ref().map(f)))
-                .collect(),
+    for b in ran {
+        println!(
+            "{:<36} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            b.name, "PLAINTEXT", "SSL", "SSL/plain", "SASL_SSL", "SASL/plain"
         );
-    }
-    for (label, f) in consume {
-        pair(
-            label,
-            ran.iter()
-                .map(|b| {
-                    (
-                        b.share_consume.as_ref().map(f),
-                        b.tls_share_consume.as_ref().map(f),
-                    )
-                })
-                .collect(),
-        );
+        let line = |label: &str, v: [Option<f64>; 3]| {
+            println!(
+                "  {label:<34} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                fmt(v[0]),
+                fmt(v[1]),
+                ratio(v[0], v[1]),
+                fmt(v[2]),
+                ratio(v[0], v[2])
+            );
+        };
+        for (label, f) in produce {
+            line(
+                label,
+                [&b.produce, &b.tls_produce, &b.sasl_produce].map(|p| p.as_ref().map(f)),
+            );
+        }
+        for (label, f) in consume {
+            line(
+                label,
+                [&b.share_consume, &b.tls_share_consume, &b.sasl_share_consume]
+                    .map(|c| c.as_ref().map(f)),
+            );
+        }
     }
 }
 
@@ -1310,6 +1407,12 @@ fn print_table(report: &Report) {
         println!(
             "TLS: produce and share-consume again over each broker's SSL listener (topic \
              {TLS_TOPIC}, group {TLS_GROUP}; PEM key store, EC P-256)"
+        );
+    }
+    if p.sasl {
+        println!(
+            "SASL_SSL: the same over a SASL_SSL listener, SCRAM-SHA-512 as {SASL_USER} (topic \
+             {SASL_TOPIC}, group {SASL_GROUP})"
         );
     }
     if p.transactions {
@@ -1443,40 +1546,50 @@ fn print_table(report: &Report) {
                 .collect(),
         );
     }
-    if p.tls {
-        let tls_produce: [(&str, P); 4] = [
-            ("TLS produce records/s", |f| f.records_per_s),
-            ("TLS produce MiB/s", |f| f.mib_per_s),
-            ("TLS produce latency p50 ms", |f| f.p50_ms),
-            ("TLS produce latency p99 ms", |f| f.p99_ms),
+    type Pick<T> = fn(&BrokerResult) -> Option<&T>;
+    let secured: [(&str, bool, Pick<ProduceFigures>, Pick<ConsumeFigures>); 2] = [
+        ("TLS", p.tls, |b| b.tls_produce.as_ref(), |b| {
+            b.tls_share_consume.as_ref()
+        }),
+        ("SASL_SSL", p.sasl, |b| b.sasl_produce.as_ref(), |b| {
+            b.sasl_share_consume.as_ref()
+        }),
+    ];
+    for (name, on, pick_produce, pick_consume) in secured {
+        if !on {
+            continue;
+        }
+        let secured_produce: [(&str, P); 4] = [
+            ("produce records/s", |f| f.records_per_s),
+            ("produce MiB/s", |f| f.mib_per_s),
+            ("produce latency p50 ms", |f| f.p50_ms),
+            ("produce latency p99 ms", |f| f.p99_ms),
         ];
-        for (label, f) in tls_produce {
+        for (label, f) in secured_produce {
             row(
-                label,
-                ran.iter().map(|b| b.tls_produce.as_ref().map(f)).collect(),
+                &format!("{name} {label}"),
+                ran.iter().map(|b| pick_produce(b).map(f)).collect(),
             );
         }
         for (label, f) in costs {
             row(
-                &format!("TLS produce: {label}"),
+                &format!("{name} produce: {label}"),
                 ran.iter()
-                    .map(|b| b.tls_produce.as_ref().and_then(|p| f(&p.cost)))
+                    .map(|b| pick_produce(b).and_then(|p| f(&p.cost)))
                     .collect(),
             );
         }
         for (label, f) in consume {
             row(
-                &format!("TLS {label}"),
-                ran.iter()
-                    .map(|b| b.tls_share_consume.as_ref().map(f))
-                    .collect(),
+                &format!("{name} {label}"),
+                ran.iter().map(|b| pick_consume(b).map(f)).collect(),
             );
         }
         for (label, f) in costs {
             row(
-                &format!("TLS share-consume: {label}"),
+                &format!("{name} share-consume: {label}"),
                 ran.iter()
-                    .map(|b| b.tls_share_consume.as_ref().and_then(|c| f(&c.cost)))
+                    .map(|b| pick_consume(b).and_then(|c| f(&c.cost)))
                     .collect(),
             );
         }
@@ -1514,8 +1627,8 @@ fn print_table(report: &Report) {
         "broker peak RSS MiB (session)",
         ran.iter().map(|b| b.broker_peak_rss_mib).collect(),
     );
-    if p.tls {
-        print_tls_side_by_side(&ran);
+    if p.tls || p.sasl {
+        print_secured_side_by_side(&ran);
     }
     println!("targets (Lockstep / Kafka):");
     for t in &report.targets {
