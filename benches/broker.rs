@@ -44,6 +44,12 @@
 //!    over the PLAINTEXT listener, 4096 iterations); the tools get the TLS settings plus
 //!    `sasl.mechanism=SCRAM-SHA-512` and the user's `sasl.jaas.config`.
 //!
+//!    The phases run in this order in one broker process, so a later phase meets a warmer
+//!    broker: Kafka's JIT-compiled code and both brokers' page cache favour TLS and SASL_SSL over
+//!    the plaintext run before them (Kafka's secured figures can beat its plaintext ones). Compare
+//!    the secured rows of the two brokers with each other, and read secured / plaintext within a
+//!    broker as an upper bound of what TLS costs it.
+//!
 //! Around each phase the bench reads the broker's CPU (utime + stime of /proc/PID/stat, all
 //! threads) before the tool starts and after it exits, and divides by the records: CPU per record
 //! in µs. The tool's CPU (the JVM, all threads) comes from wait4(2)'s rusage, its peak RSS too;
