@@ -29,6 +29,27 @@
 //!    (send time − commit time) / D + 1, the send time being records / (the tool's records/s),
 //!    and prints the mean commit latency from that estimate (marked ≈).
 //!
+//! 4. TLS (issue 18): 1 and 2 again over each broker's SSL listener, on a fresh topic and share
+//!    group of the same shape, in the same broker process: both brokers serve PLAINTEXT and SSL
+//!    listeners from the start, with one PEM key store (an EC P-256 server certificate for
+//!    127.0.0.1 signed by a CA, made with the `openssl` CLI at the start of the run); both tools
+//!    get the same client settings (`--command-config`: `security.protocol=SSL`,
+//!    `ssl.truststore.type=PEM`, `ssl.truststore.location` the CA; no client certificate).
+//!    Reported beside the plaintext figures: records/s, p99, broker CPU per record and the
+//!    TLS / plaintext ratios. `--no-tls` skips the phase.
+//! 5. SASL_SSL (issue 18; on under `cargo bench`, `--no-sasl` skips it, `--sasl` adds it to the
+//!    smoke run): the same again over a SASL_SSL listener with SCRAM-SHA-512 (both brokers:
+//!    `sasl.enabled.mechanisms=SCRAM-SHA-512`, the listener's `ScramLoginModule`), as a user the
+//!    bench adds first with Kafka's own `kafka-configs` (ConfigCommand, AlterUserScramCredentials
+//!    over the PLAINTEXT listener, 4096 iterations); the tools get the TLS settings plus
+//!    `sasl.mechanism=SCRAM-SHA-512` and the user's `sasl.jaas.config`.
+//!
+//!    The phases run in this order in one broker process, so a later phase meets a warmer
+//!    broker: Kafka's JIT-compiled code and both brokers' page cache favour TLS and SASL_SSL over
+//!    the plaintext run before them (Kafka's secured figures can beat its plaintext ones). Compare
+//!    the secured rows of the two brokers with each other, and read secured / plaintext within a
+//!    broker as an upper bound of what TLS costs it.
+//!
 //! Around each phase the bench reads the broker's CPU (utime + stime of /proc/PID/stat, all
 //! threads) before the tool starts and after it exits, and divides by the records: CPU per record
 //! in µs. The tool's CPU (the JVM, all threads) comes from wait4(2)'s rusage, its peak RSS too;
@@ -59,17 +80,20 @@
 //! `log.flush.interval.messages=1`, durable like Lockstep); `--raw` (and its options, see
 //! [`raw`]); `--json` (print the report as JSON on stdout after the table); `--no-txn` /
 //! `--txn` (skip / add the transactional produce phase); `--transaction-duration-ms D`;
+//! `--no-tls` / `--tls` (skip / run the TLS phase, on by default); `--no-sasl` / `--sasl`;
 //! `--help`. Under `cargo test`
 //! (no `--bench` argument) it runs quickly against Lockstep only: both tools on a few hundred
-//! records if the Kafka distribution is installed (`tools/install-test-deps.sh`), and the raw
-//! phases on a few requests.
+//! records if the Kafka distribution is installed (`tools/install-test-deps.sh`), the TLS phase
+//! included, and the raw phases on a few requests.
 
 #[path = "common/mod.rs"]
 mod common;
 #[path = "broker/raw.rs"]
 mod raw;
 
-use common::brokers::{kafka_available, kafka_script, Broker, LockstepOptions};
+use common::brokers::{
+    kafka_available, kafka_script, make_certificates, Broker, LockstepOptions, Secured,
+};
 use common::GroupCommit;
 use lockstep::client::admin::{Admin, NewTopic};
 use serde::Serialize;
@@ -83,6 +107,15 @@ const GROUP: &str = "p14-bench-share";
 /// The topic and transactional id of the transactional produce phase.
 const TXN_TOPIC: &str = "p17-bench-txn-perf";
 const TXN_ID: &str = "p17-bench-txn";
+/// The topic and share group of the TLS phase.
+const TLS_TOPIC: &str = "p18-bench-tls-perf";
+const TLS_GROUP: &str = "p18-bench-tls-share";
+/// The topic, share group and SCRAM user of the SASL_SSL phase.
+const SASL_TOPIC: &str = "p18-bench-sasl-perf";
+const SASL_GROUP: &str = "p18-bench-sasl-share";
+const SASL_USER: &str = "p18-bench";
+const SASL_PASSWORD: &str = "p18-bench-secret";
+const CONFIG_TOOL: &str = "org.apache.kafka.tools.ConfigCommand";
 const PRODUCER_TOOL: &str = "org.apache.kafka.tools.ProducerPerformance";
 const SHARE_CONSUMER_TOOL: &str = "org.apache.kafka.tools.ShareConsumerPerformance";
 /// Group commit probes: bytes written per fdatasync.
@@ -99,6 +132,10 @@ const USAGE: &str = "cargo bench --bench broker -- [options]
   --no-txn | --txn              skip | add the transactional produce phase (default: on under
                                 cargo bench, off in the smoke run)
   --transaction-duration-ms D   ProducerPerformance --transaction-duration-ms (default 100)
+  --no-tls | --tls              skip | run the TLS phase: produce and share-consume again over
+                                each broker's SSL listener (default: on)
+  --no-sasl | --sasl            skip | run the SASL_SSL (SCRAM-SHA-512) phase (default: on under
+                                cargo bench, off in the smoke run)
   --raw                         add the raw-protocol generator's phases
   --json                        print the report as JSON after the table";
 
@@ -125,6 +162,10 @@ struct Plan {
     transactions: bool,
     /// ProducerPerformance `--transaction-duration-ms`.
     transaction_duration_ms: u64,
+    /// Run the TLS phase (4).
+    tls: bool,
+    /// Run the SASL_SSL phase (5).
+    sasl: bool,
 }
 
 const FULL: Plan = Plan {
@@ -140,6 +181,8 @@ const FULL: Plan = Plan {
     group_commit_total_bytes: 512 << 20,
     transactions: true,
     transaction_duration_ms: 100,
+    tls: true,
+    sasl: true,
 };
 const SMOKE: Plan = Plan {
     records: 300,
@@ -154,6 +197,8 @@ const SMOKE: Plan = Plan {
     group_commit_total_bytes: 16 << 20,
     transactions: true,
     transaction_duration_ms: 20,
+    tls: true,
+    sasl: false,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -200,6 +245,14 @@ struct BrokerResult {
     produce: Option<ProduceFigures>,
     share_consume: Option<ConsumeFigures>,
     txn_produce: Option<TxnProduceFigures>,
+    /// Phase 4: produce over the SSL listener.
+    tls_produce: Option<ProduceFigures>,
+    /// Phase 4: share-consume over the SSL listener.
+    tls_share_consume: Option<ConsumeFigures>,
+    /// Phase 5: produce over the SASL_SSL (SCRAM-SHA-512) listener.
+    sasl_produce: Option<ProduceFigures>,
+    /// Phase 5: share-consume over the SASL_SSL listener.
+    sasl_share_consume: Option<ConsumeFigures>,
     /// Peak RSS of the broker over the whole session, MiB.
     broker_peak_rss_mib: Option<f64>,
     /// Lockstep only: it exited 0 after SIGTERM.
@@ -334,6 +387,18 @@ fn main() {
     if args.iter().any(|a| a == "--no-txn") {
         plan.transactions = false;
     }
+    if args.iter().any(|a| a == "--tls") {
+        plan.tls = true;
+    }
+    if args.iter().any(|a| a == "--no-tls") {
+        plan.tls = false;
+    }
+    if args.iter().any(|a| a == "--sasl") {
+        plan.sasl = true;
+    }
+    if args.iter().any(|a| a == "--no-sasl") {
+        plan.sasl = false;
+    }
     assert!(plan.records > 0 && plan.share_consumers > 0);
     let load_average_at_start = load_average();
     let work_dir = tempfile::Builder::new()
@@ -403,6 +468,35 @@ fn main() {
         direct_write_mb_per_s: direct,
         group_commit,
     };
+    // One CA and server key store for both brokers; the clients trust the CA.
+    let tls = if plan.tls || plan.sasl {
+        progress("tls: certificates (openssl)");
+        let keystore = make_certificates(&work.join("tls")).expect("TLS certificates");
+        let trust = format!(
+            "ssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            work.join("tls/ca.pem").display()
+        );
+        let client_config = work.join("tls/client-ssl.properties");
+        std::fs::write(&client_config, format!("security.protocol=SSL\n{trust}"))
+            .expect("client TLS properties");
+        let sasl_client_config = work.join("tls/client-sasl-ssl.properties");
+        std::fs::write(
+            &sasl_client_config,
+            format!(
+                "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
+                 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule \
+                 required username=\"{SASL_USER}\" password=\"{SASL_PASSWORD}\";\n{trust}"
+            ),
+        )
+        .expect("client SASL_SSL properties");
+        Some(Tls {
+            keystore,
+            client_config,
+            sasl_client_config,
+        })
+    } else {
+        None
+    };
 
     let mut brokers = Vec::new();
     for spec in &specs {
@@ -423,7 +517,7 @@ fn main() {
         match why_not {
             Some(why) => result.not_run = Some(why),
             None => {
-                if let Err(e) = session(spec, work, plan, &mut result) {
+                if let Err(e) = session(spec, work, plan, tls.as_ref(), &mut result) {
                     result.failed.get_or_insert(e);
                 }
             }
@@ -485,6 +579,24 @@ fn main() {
                         t.commit_time_total_ms
                     );
                 }
+                if plan.tls {
+                    let p = l.tls_produce.as_ref().expect("TLS produce measured");
+                    assert_eq!(p.records, plan.records, "every record produced over TLS");
+                    let c = l
+                        .tls_share_consume
+                        .as_ref()
+                        .expect("TLS share-consume measured");
+                    assert_eq!(c.records, plan.records, "every record share-consumed over TLS");
+                }
+                if plan.sasl {
+                    let p = l.sasl_produce.as_ref().expect("SASL_SSL produce measured");
+                    assert_eq!(p.records, plan.records, "every record produced over SASL_SSL");
+                    let c = l
+                        .sasl_share_consume
+                        .as_ref()
+                        .expect("SASL_SSL share-consume measured");
+                    assert_eq!(c.records, plan.records, "every record share-consumed");
+                }
                 assert_eq!(l.clean_exit, Some(true), "SIGTERM exits 0");
             }
         }
@@ -498,50 +610,117 @@ fn load_average() -> String {
         .unwrap_or_default()
 }
 
-/// One broker: start it, produce, share-consume, stop it.
-fn session(spec: &Spec, work: &Path, plan: Plan, result: &mut BrokerResult) -> Result<(), String> {
+/// The TLS and SASL_SSL phases' files: the brokers' PEM key store and the clients' properties.
+struct Tls {
+    keystore: PathBuf,
+    /// `--command-config` of both tools: `security.protocol=SSL` and the CA as PEM trust store.
+    client_config: PathBuf,
+    /// The same for SASL_SSL: SCRAM-SHA-512 as [`SASL_USER`].
+    sasl_client_config: PathBuf,
+}
+
+/// Where a phase's tools connect: the listener, the topic and group, the client settings.
+struct Route<'a> {
+    bootstrap: String,
+    topic: &'a str,
+    group: &'a str,
+    client_id: &'a str,
+    /// `--command-config` of the tools (TLS), if any.
+    client_config: Option<&'a Path>,
+}
+
+/// One broker: start it, produce, share-consume (plaintext, then over TLS), transactional
+/// produce, stop it.
+fn session(
+    spec: &Spec,
+    work: &Path,
+    plan: Plan,
+    tls: Option<&Tls>,
+    result: &mut BrokerResult,
+) -> Result<(), String> {
     let name = &spec.name;
     progress(&format!("{name}: starting"));
     let dir = work.join(name);
+    let secured = tls.map(|t| Secured {
+        keystore: &t.keystore,
+        sasl_scram: plan.sasl,
+    });
     let broker = match &spec.kind {
-        Kind::Lockstep => Broker::start_lockstep(
+        Kind::Lockstep => Broker::start_lockstep_with(
             &dir,
             LockstepOptions {
                 shards: None,
                 metrics: true,
             },
+            secured,
         )?,
-        Kind::Kafka { extra_props } => Broker::start_kafka(&dir, extra_props)?,
+        Kind::Kafka { extra_props } => Broker::start_kafka_with(&dir, extra_props, secured)?,
     };
     let outcome = (|| {
         prepare(&broker, plan)?;
-        let label = format!("{name}: ProducerPerformance");
-        let run = run_tool(
-            &label,
-            PRODUCER_TOOL,
-            &producer_args(&broker, plan),
-            &broker,
-            plan,
-        )?;
-        let produce = parse_producer(&run).map_err(|e| format!("{label}: {e}"))?;
+        let plain = Route {
+            bootstrap: broker.bootstrap(),
+            topic: TOPIC,
+            group: GROUP,
+            client_id: "p14-bench-producer",
+            client_config: None,
+        };
+        let (produce, consume) = produce_and_consume(name, &broker, plan, &plain)?;
         result.produce = Some(produce);
-        let label = format!("{name}: ShareConsumerPerformance");
-        let run = run_tool(
-            &label,
-            SHARE_CONSUMER_TOOL,
-            &share_consumer_args(&broker, plan),
-            &broker,
-            plan,
-        )?;
-        let consume = parse_share_consumer(&run).map_err(|e| format!("{label}: {e}"))?;
         let complete = consume.records >= plan.records;
         let got = consume.records;
         result.share_consume = Some(consume);
         if !complete {
             return Err(format!(
-                "{label}: consumed {got} of {} records before its timeout",
+                "{name}: ShareConsumerPerformance: consumed {got} of {} records before its \
+                 timeout",
                 plan.records
             ));
+        }
+        if let Some(tls) = tls.filter(|_| plan.tls) {
+            let route = Route {
+                bootstrap: broker.tls_bootstrap().expect("an SSL listener"),
+                topic: TLS_TOPIC,
+                group: TLS_GROUP,
+                client_id: "p18-bench-tls-producer",
+                client_config: Some(&tls.client_config),
+            };
+            let (produce, consume) =
+                produce_and_consume(&format!("{name} (TLS)"), &broker, plan, &route)?;
+            result.tls_produce = Some(produce);
+            let complete = consume.records >= plan.records;
+            let got = consume.records;
+            result.tls_share_consume = Some(consume);
+            if !complete {
+                return Err(format!(
+                    "{name} (TLS): ShareConsumerPerformance: consumed {got} of {} records \
+                     before its timeout",
+                    plan.records
+                ));
+            }
+        }
+        if let Some(tls) = tls.filter(|_| plan.sasl) {
+            add_scram_user(name, &broker, plan)?;
+            let route = Route {
+                bootstrap: broker.sasl_ssl_bootstrap().expect("a SASL_SSL listener"),
+                topic: SASL_TOPIC,
+                group: SASL_GROUP,
+                client_id: "p18-bench-sasl-producer",
+                client_config: Some(&tls.sasl_client_config),
+            };
+            let (produce, consume) =
+                produce_and_consume(&format!("{name} (SASL_SSL)"), &broker, plan, &route)?;
+            result.sasl_produce = Some(produce);
+            let complete = consume.records >= plan.records;
+            let got = consume.records;
+            result.sasl_share_consume = Some(consume);
+            if !complete {
+                return Err(format!(
+                    "{name} (SASL_SSL): ShareConsumerPerformance: consumed {got} of {} records \
+                     before its timeout",
+                    plan.records
+                ));
+            }
         }
         if plan.transactions {
             let label = format!("{name}: ProducerPerformance --transactional-id");
@@ -584,15 +763,77 @@ fn session(spec: &Spec, work: &Path, plan: Plan, result: &mut BrokerResult) -> R
     outcome
 }
 
-/// Creates the topic, waits until Metadata names a leader for every partition, and sets the
-/// share group's `share.auto.offset.reset=earliest`.
+/// Adds the SASL_SSL phase's SCRAM-SHA-512 user with Kafka's `kafka-configs` (over PLAINTEXT).
+fn add_scram_user(name: &str, broker: &Broker, plan: Plan) -> Result<(), String> {
+    let label = format!("{name}: kafka-configs --alter --entity-type users");
+    let args: Vec<String> = [
+        "--bootstrap-server",
+        &broker.bootstrap(),
+        "--alter",
+        "--add-config",
+        &format!("SCRAM-SHA-512=[iterations=4096,password={SASL_PASSWORD}]"),
+        "--entity-type",
+        "users",
+        "--entity-name",
+        SASL_USER,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = run_tool(&label, CONFIG_TOOL, &args, broker, plan)?;
+    if run.stdout.iter().any(|l| l.contains("Completed updating")) {
+        Ok(())
+    } else {
+        Err(format!("{label}: no confirmation in {:?}", run.stdout))
+    }
+}
+
+/// ProducerPerformance, then ShareConsumerPerformance on what it produced, along `route`.
+fn produce_and_consume(
+    name: &str,
+    broker: &Broker,
+    plan: Plan,
+    route: &Route<'_>,
+) -> Result<(ProduceFigures, ConsumeFigures), String> {
+    let label = format!("{name}: ProducerPerformance");
+    let run = run_tool(
+        &label,
+        PRODUCER_TOOL,
+        &producer_args(route, plan),
+        broker,
+        plan,
+    )?;
+    let produce = parse_producer(&run).map_err(|e| format!("{label}: {e}"))?;
+    let label = format!("{name}: ShareConsumerPerformance");
+    let run = run_tool(
+        &label,
+        SHARE_CONSUMER_TOOL,
+        &share_consumer_args(route, plan),
+        broker,
+        plan,
+    )?;
+    let consume = parse_share_consumer(&run).map_err(|e| format!("{label}: {e}"))?;
+    Ok((produce, consume))
+}
+
+/// Creates the topics, waits until Metadata names a leader for every partition, and sets the
+/// share groups' `share.auto.offset.reset=earliest`.
 fn prepare(broker: &Broker, plan: Plan) -> Result<(), String> {
     let mut admin = Admin::connect(&broker.bootstrap()).map_err(|e| format!("admin: {e}"))?;
-    let topics: &[&str] = if plan.transactions {
-        &[TOPIC, TXN_TOPIC]
-    } else {
-        &[TOPIC]
-    };
+    let mut topics = vec![TOPIC];
+    let mut groups = vec![GROUP];
+    if plan.transactions {
+        topics.push(TXN_TOPIC);
+    }
+    if plan.tls {
+        topics.push(TLS_TOPIC);
+        groups.push(TLS_GROUP);
+    }
+    if plan.sasl {
+        topics.push(SASL_TOPIC);
+        groups.push(SASL_GROUP);
+    }
+    let topics = &topics[..];
     for topic in topics {
         admin
             .create_topics(&[NewTopic::new(topic, plan.partitions)])
@@ -616,15 +857,18 @@ fn prepare(broker: &Broker, plan: Plan) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    admin
-        .set_group_config(GROUP, "share.auto.offset.reset", "earliest")
-        .map_err(|e| format!("IncrementalAlterConfigs group {GROUP}: {e}"))
+    for group in groups {
+        admin
+            .set_group_config(group, "share.auto.offset.reset", "earliest")
+            .map_err(|e| format!("IncrementalAlterConfigs group {group}: {e}"))?;
+    }
+    Ok(())
 }
 
-fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
+fn producer_args(route: &Route<'_>, plan: Plan) -> Vec<String> {
     let mut args: Vec<String> = [
         "--topic",
-        TOPIC,
+        route.topic,
         "--num-records",
         &plan.records.to_string(),
         "--record-size",
@@ -634,22 +878,33 @@ fn producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
         "--reporting-interval",
         "1000",
         "--bootstrap-server",
-        &broker.bootstrap(),
-        // Kafka 4.4's name for `--producer-props` (deprecated).
-        "--command-property",
+        &route.bootstrap,
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(config) = route.client_config {
+        args.push("--command-config".into());
+        args.push(config.display().to_string());
+    }
+    // Kafka 4.4's name for `--producer-props` (deprecated); its values run to the end.
+    args.push("--command-property".into());
     args.push("acks=all".into());
-    args.push("client.id=p14-bench-producer".into());
+    args.push(format!("client.id={}", route.client_id));
     args
 }
 
 /// `producer_args` on the transactional topic, with a transactional id, the transaction
 /// duration and the producer's metrics at the end.
 fn txn_producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
-    let mut args = producer_args(broker, plan);
+    let route = Route {
+        bootstrap: broker.bootstrap(),
+        topic: TOPIC,
+        group: GROUP,
+        client_id: "p14-bench-producer",
+        client_config: None,
+    };
+    let mut args = producer_args(&route, plan);
     let topic = args.iter().position(|a| a == "--topic").expect("--topic") + 1;
     args[topic] = TXN_TOPIC.into();
     let client = args
@@ -675,14 +930,14 @@ fn txn_producer_args(broker: &Broker, plan: Plan) -> Vec<String> {
     args
 }
 
-fn share_consumer_args(broker: &Broker, plan: Plan) -> Vec<String> {
-    [
+fn share_consumer_args(route: &Route<'_>, plan: Plan) -> Vec<String> {
+    let mut args: Vec<String> = [
         "--bootstrap-server",
-        &broker.bootstrap(),
+        &route.bootstrap,
         "--topic",
-        TOPIC,
+        route.topic,
         "--group",
-        GROUP,
+        route.group,
         "--num-records",
         &plan.records.to_string(),
         "--threads",
@@ -695,7 +950,12 @@ fn share_consumer_args(broker: &Broker, plan: Plan) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect();
+    if let Some(config) = route.client_config {
+        args.push("--command-config".into());
+        args.push(config.display().to_string());
+    }
+    args
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1078,6 +1338,68 @@ fn fmt(v: Option<f64>) -> String {
     }
 }
 
+/// Each broker's plaintext, TLS and SASL_SSL figures side by side, with secured / plaintext.
+fn print_secured_side_by_side(ran: &[&BrokerResult]) {
+    println!(
+        "secured against PLAINTEXT (same broker process; the tools with security.protocol=SSL or \
+         SASL_SSL + SCRAM-SHA-512, a PEM trust store):"
+    );
+    type F = fn(&ProduceFigures) -> f64;
+    type G = fn(&ConsumeFigures) -> f64;
+    let produce: [(&str, F); 4] = [
+        ("produce records/s", |f| f.records_per_s),
+        ("produce latency p99 ms", |f| f.p99_ms),
+        ("produce broker CPU µs/record", |f| {
+            f.cost.broker_cpu_us_per_record
+        }),
+        ("produce client CPU µs/record", |f| {
+            f.cost.client_cpu_us_per_record
+        }),
+    ];
+    let consume: [(&str, G); 3] = [
+        ("share-consume records/s", |f| f.records_per_s),
+        ("share-consume broker CPU µs/record", |f| {
+            f.cost.broker_cpu_us_per_record
+        }),
+        ("share-consume client CPU µs/record", |f| {
+            f.cost.client_cpu_us_per_record
+        }),
+    ];
+    let ratio = |plain: Option<f64>, other: Option<f64>| match (plain, other) {
+        (Some(a), Some(b)) if a != 0.0 => format!("{:.2}", b / a),
+        _ => "-".into(),
+    };
+    for b in ran {
+        println!(
+            "{:<36} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            b.name, "PLAINTEXT", "SSL", "SSL/plain", "SASL_SSL", "SASL/plain"
+        );
+        let line = |label: &str, v: [Option<f64>; 3]| {
+            println!(
+                "  {label:<34} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                fmt(v[0]),
+                fmt(v[1]),
+                ratio(v[0], v[1]),
+                fmt(v[2]),
+                ratio(v[0], v[2])
+            );
+        };
+        for (label, f) in produce {
+            line(
+                label,
+                [&b.produce, &b.tls_produce, &b.sasl_produce].map(|p| p.as_ref().map(f)),
+            );
+        }
+        for (label, f) in consume {
+            line(
+                label,
+                [&b.share_consume, &b.tls_share_consume, &b.sasl_share_consume]
+                    .map(|c| c.as_ref().map(f)),
+            );
+        }
+    }
+}
+
 fn print_table(report: &Report) {
     let p = &report.plan;
     let s = &report.storage;
@@ -1087,6 +1409,18 @@ fn print_table(report: &Report) {
          consumer(s); commit {}",
         p.records, p.record_bytes, p.partitions, p.share_consumers, report.commit
     );
+    if p.tls {
+        println!(
+            "TLS: produce and share-consume again over each broker's SSL listener (topic \
+             {TLS_TOPIC}, group {TLS_GROUP}; PEM key store, EC P-256)"
+        );
+    }
+    if p.sasl {
+        println!(
+            "SASL_SSL: the same over a SASL_SSL listener, SCRAM-SHA-512 as {SASL_USER} (topic \
+             {SASL_TOPIC}, group {SASL_GROUP})"
+        );
+    }
     if p.transactions {
         println!(
             "transactional produce: --transactional-id {TXN_ID} --transaction-duration-ms {}",
@@ -1218,6 +1552,54 @@ fn print_table(report: &Report) {
                 .collect(),
         );
     }
+    type Pick<T> = fn(&BrokerResult) -> Option<&T>;
+    let secured: [(&str, bool, Pick<ProduceFigures>, Pick<ConsumeFigures>); 2] = [
+        ("TLS", p.tls, |b| b.tls_produce.as_ref(), |b| {
+            b.tls_share_consume.as_ref()
+        }),
+        ("SASL_SSL", p.sasl, |b| b.sasl_produce.as_ref(), |b| {
+            b.sasl_share_consume.as_ref()
+        }),
+    ];
+    for (name, on, pick_produce, pick_consume) in secured {
+        if !on {
+            continue;
+        }
+        let secured_produce: [(&str, P); 4] = [
+            ("produce records/s", |f| f.records_per_s),
+            ("produce MiB/s", |f| f.mib_per_s),
+            ("produce latency p50 ms", |f| f.p50_ms),
+            ("produce latency p99 ms", |f| f.p99_ms),
+        ];
+        for (label, f) in secured_produce {
+            row(
+                &format!("{name} {label}"),
+                ran.iter().map(|b| pick_produce(b).map(f)).collect(),
+            );
+        }
+        for (label, f) in costs {
+            row(
+                &format!("{name} produce: {label}"),
+                ran.iter()
+                    .map(|b| pick_produce(b).and_then(|p| f(&p.cost)))
+                    .collect(),
+            );
+        }
+        for (label, f) in consume {
+            row(
+                &format!("{name} {label}"),
+                ran.iter().map(|b| pick_consume(b).map(f)).collect(),
+            );
+        }
+        for (label, f) in costs {
+            row(
+                &format!("{name} share-consume: {label}"),
+                ran.iter()
+                    .map(|b| pick_consume(b).and_then(|c| f(&c.cost)))
+                    .collect(),
+            );
+        }
+    }
     if p.transactions {
         type T = fn(&TxnProduceFigures) -> f64;
         let txn: [(&str, T); 8] = [
@@ -1251,6 +1633,9 @@ fn print_table(report: &Report) {
         "broker peak RSS MiB (session)",
         ran.iter().map(|b| b.broker_peak_rss_mib).collect(),
     );
+    if p.tls || p.sasl {
+        print_secured_side_by_side(&ran);
+    }
     println!("targets (Lockstep / Kafka):");
     for t in &report.targets {
         let verdict = match t.met {

@@ -8,7 +8,8 @@
 //!
 //! Checked: without ACLs alice gets TOPIC_AUTHORIZATION_FAILED on produce and
 //! GROUP_AUTHORIZATION_FAILED on share-consume; with DESCRIBE only, TOPIC_AUTHORIZATION_FAILED on
-//! fetch and produce; after `--add` each works; a PREFIXED ACL lets bob
+//! fetch and produce; after `--add` each works; the authorized operations of DescribeCluster,
+//! Metadata and DescribeGroups are hers (and every one for the super user); a PREFIXED ACL lets bob
 //! write every topic under its prefix and nothing else; a DENY beats an ALLOW; `--list` shows the
 //! ACLs; they survive a restart; `--remove` takes one away.
 //!
@@ -398,6 +399,55 @@ fn acls_authorize_produce_fetch_and_share_consume() {
         json!({"conf": alice, "action": "share", "topic": t1, "group": group, "count": 25, "seconds": 30}),
     );
     assert_eq!(r["consumed"], 25, "{r}");
+
+    // Authorized operations (KIP-430) are the principal's: alice's from her ACLs (READ and
+    // WRITE imply DESCRIBE), every one for the super user.
+    let r = client(
+        &python,
+        json!({"conf": alice, "action": "describe", "topic": t1, "group": group}),
+    );
+    assert_eq!(r["topic"], json!(["DESCRIBE", "READ", "WRITE"]), "{r}");
+    assert_eq!(r["group"], json!(["DESCRIBE", "READ"]), "{r}");
+    // No CLUSTER DESCRIBE: the field is 0 (the unit tests of `authorize` check the wire),
+    // which librdkafka reports as no list at all.
+    assert_eq!(r["cluster"], Value::Null, "{r}");
+    let r = client(
+        &python,
+        json!({"conf": admin, "action": "describe", "topic": t1, "group": group}),
+    );
+    let every = |ops: &[&str]| json!(ops);
+    assert_eq!(
+        r["topic"],
+        every(&[
+            "ALTER",
+            "ALTER_CONFIGS",
+            "CREATE",
+            "DELETE",
+            "DESCRIBE",
+            "DESCRIBE_CONFIGS",
+            "READ",
+            "WRITE"
+        ]),
+        "{r}"
+    );
+    assert_eq!(
+        r["group"],
+        every(&["ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"]),
+        "{r}"
+    );
+    assert_eq!(
+        r["cluster"],
+        every(&[
+            "ALTER",
+            "ALTER_CONFIGS",
+            "CLUSTER_ACTION",
+            "CREATE",
+            "DESCRIBE",
+            "DESCRIBE_CONFIGS",
+            "IDEMPOTENT_WRITE"
+        ]),
+        "{r}"
+    );
 
     // PREFIXED: bob may write every p18acl-orders-* topic, and nothing else.
     broker.acls(&[

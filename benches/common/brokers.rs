@@ -6,6 +6,13 @@
 //! "Kafka Server started" and accepts connections); each child dies with the bench
 //! (PR_SET_PDEATHSIG) and is killed when its [`Broker`] is dropped, so no run leaves a broker
 //! behind. Every wait is bounded (`LOCKSTEP_READY_WITHIN`, `KAFKA_READY_WITHIN`, the stop grace).
+//!
+//! Either broker can serve secured listeners beside its PLAINTEXT one ([`Secured`]): SSL
+//! ([`Broker::tls_port`]) and optionally SASL_SSL with SCRAM-SHA-512 ([`Broker::sasl_ssl_port`];
+//! users are added with AlterUserScramCredentials), the same PEM key store for both (private
+//! key and certificate chain in one file, `ssl.keystore.type=PEM`), Lockstep through a
+//! `--config` file, Kafka through `KAFKA_EXTRA_PROPS`, with the same property lines;
+//! [`make_certificates`] makes a CA and a server certificate for 127.0.0.1 with the `openssl` CLI.
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -51,11 +58,50 @@ pub struct LockstepOptions {
 pub struct Broker {
     pub kind: Kind,
     child: Option<Child>,
+    /// The PLAINTEXT listener.
     pub port: u16,
+    /// The SSL listener, when started with a key store.
+    pub tls_port: Option<u16>,
+    /// The SASL_SSL (SCRAM-SHA-512) listener, when asked for.
+    pub sasl_ssl_port: Option<u16>,
     /// Lockstep's Prometheus endpoint, when asked for.
     pub metrics_port: Option<u16>,
     /// Lockstep's shard count (0 for Kafka).
     pub shards: usize,
+}
+
+/// Secured listeners a broker serves beside its PLAINTEXT one.
+#[derive(Clone, Copy, Debug)]
+pub struct Secured<'a> {
+    /// The server's PEM key store: private key and certificate chain.
+    pub keystore: &'a Path,
+    /// Also a SASL_SSL listener with SCRAM-SHA-512.
+    pub sasl_scram: bool,
+}
+
+/// The listener name of the SASL_SSL listener (mapped to SASL_SSL).
+const SASL_SSL_LISTENER: &str = "SASLS";
+
+/// The `listeners` entries of `secured` on `tls` / `sasl` and the lines both brokers get for
+/// them (the map without the controller, which Kafka adds).
+fn secured_props(secured: &Secured<'_>, tls: u16, sasl: Option<u16>) -> (String, String, String) {
+    let mut listeners = format!("SSL://127.0.0.1:{tls}");
+    let mut map = "PLAINTEXT:PLAINTEXT,SSL:SSL".to_string();
+    let mut lines = format!(
+        "ssl.keystore.type=PEM\nssl.keystore.location={}\n",
+        secured.keystore.display()
+    );
+    if let Some(sasl) = sasl {
+        listeners += &format!(",{SASL_SSL_LISTENER}://127.0.0.1:{sasl}");
+        map += &format!(",{SASL_SSL_LISTENER}:SASL_SSL");
+        lines += &format!(
+            "sasl.enabled.mechanisms=SCRAM-SHA-512\n\
+             listener.name.{}.scram-sha-512.sasl.jaas.config=\
+             org.apache.kafka.common.security.scram.ScramLoginModule required;\n",
+            SASL_SSL_LISTENER.to_lowercase()
+        );
+    }
+    (listeners, map, lines)
 }
 
 pub fn free_port() -> u16 {
@@ -92,10 +138,32 @@ impl Broker {
         self.child.as_ref().map_or(0, |c| c.id())
     }
 
+    /// `host:port` of the SSL listener.
+    pub fn tls_bootstrap(&self) -> Option<String> {
+        self.tls_port.map(|p| format!("127.0.0.1:{p}"))
+    }
+
+    /// `host:port` of the SASL_SSL listener.
+    pub fn sasl_ssl_bootstrap(&self) -> Option<String> {
+        self.sasl_ssl_port.map(|p| format!("127.0.0.1:{p}"))
+    }
+
     /// Starts the release `lockstep` binary with its data in `dir/data`.
     pub fn start_lockstep(dir: &Path, options: LockstepOptions) -> Result<Broker, String> {
+        Broker::start_lockstep_with(dir, options, None)
+    }
+
+    /// [`start_lockstep`](Self::start_lockstep), and with `secured` its secured listeners on
+    /// more free ports, configured through a Kafka-style `dir/server.properties`.
+    pub fn start_lockstep_with(
+        dir: &Path,
+        options: LockstepOptions,
+        secured: Option<Secured<'_>>,
+    ) -> Result<Broker, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let port = free_port();
+        let tls_port = secured.map(|_| free_port());
+        let sasl_ssl_port = secured.filter(|s| s.sasl_scram).map(|_| free_port());
         let shards = options.shards.unwrap_or_else(cores);
         let metrics_port = options.metrics.then(free_port);
         // `LOCKSTEP_BROKER_BIN` runs another build (an A/B of two engines in one bench build).
@@ -103,8 +171,25 @@ impl Broker {
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_lockstep").into());
         let mut command = Command::new(&binary);
+        match (secured, tls_port) {
+            (Some(secured), Some(tls)) => {
+                let config = dir.join("server.properties");
+                let (listeners, map, lines) = secured_props(&secured, tls, sasl_ssl_port);
+                std::fs::write(
+                    &config,
+                    format!(
+                        "listeners=PLAINTEXT://127.0.0.1:{port},{listeners}\n\
+                         listener.security.protocol.map={map}\n{lines}"
+                    ),
+                )
+                .map_err(|e| format!("{}: {e}", config.display()))?;
+                command.arg("--config").arg(&config);
+            }
+            _ => {
+                command.args(["--listen", &format!("127.0.0.1:{port}")]);
+            }
+        }
         command
-            .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--shards", &shards.to_string()])
             .arg("--data-dir")
             .arg(dir.join("data"))
@@ -132,6 +217,8 @@ impl Broker {
             kind: Kind::Lockstep,
             child: Some(child),
             port,
+            tls_port,
+            sasl_ssl_port,
             metrics_port,
             shards,
         };
@@ -153,8 +240,32 @@ impl Broker {
     /// Starts Kafka 4.4 in `dir` (formatted on first start); `extra_props` are extra
     /// `server.properties` lines (`KAFKA_EXTRA_PROPS`). Its output goes to `dir/kafka.out`.
     pub fn start_kafka(dir: &Path, extra_props: &str) -> Result<Broker, String> {
+        Broker::start_kafka_with(dir, extra_props, None)
+    }
+
+    /// [`start_kafka`](Self::start_kafka), and with `secured` (as for Lockstep) its secured
+    /// listeners beside the PLAINTEXT one the script needs (`listeners` with the controller's
+    /// port, which the bench then chooses: `KAFKA_CONTROLLER_PORT`).
+    pub fn start_kafka_with(
+        dir: &Path,
+        extra_props: &str,
+        secured: Option<Secured<'_>>,
+    ) -> Result<Broker, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let port = free_port();
+        let tls_port = secured.map(|_| free_port());
+        let sasl_ssl_port = secured.filter(|s| s.sasl_scram).map(|_| free_port());
+        let controller_port = free_port();
+        let mut props = extra_props.to_string();
+        if let (Some(secured), Some(tls)) = (secured, tls_port) {
+            let (listeners, map, lines) = secured_props(&secured, tls, sasl_ssl_port);
+            // Later lines win in a properties file: these replace the script's listeners.
+            props.push_str(&format!(
+                "\nlisteners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port},{listeners}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port},{listeners}\n\
+                 listener.security.protocol.map=CONTROLLER:PLAINTEXT,{map}\n{lines}"
+            ));
+        }
         let out_path = dir.join("kafka.out");
         let out = std::fs::File::create(&out_path).map_err(|e| e.to_string())?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
@@ -164,7 +275,8 @@ impl Broker {
             .arg("run")
             .arg(dir.join("kafka"))
             .arg(port.to_string())
-            .env("KAFKA_EXTRA_PROPS", extra_props)
+            .env("KAFKA_EXTRA_PROPS", &props)
+            .env("KAFKA_CONTROLLER_PORT", controller_port.to_string())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
@@ -176,6 +288,8 @@ impl Broker {
             kind: Kind::Kafka,
             child: Some(child),
             port,
+            tls_port,
+            sasl_ssl_port,
             metrics_port: None,
             shards: 0,
         };
@@ -275,4 +389,34 @@ pub fn kafka_available() -> Result<(), String> {
         let last = stderr.lines().last().unwrap_or("").to_string();
         Err(format!("tools/kafka-reference.sh fetch failed: {last}"))
     }
+}
+
+/// A CA (`dir/ca.pem`, what a client's PEM trust store names) and a server certificate for
+/// IP 127.0.0.1 and localhost signed by it, with its unencrypted PKCS#8 key, in one PEM key store
+/// (`dir/server-keystore.pem`), made with the `openssl` CLI (EC P-256, valid 2 days). Returns the
+/// key store's path.
+pub fn make_certificates(dir: &Path) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let script = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                  -keyout ca.key -out ca.pem -days 2 -subj /CN=lockstep-bench-ca\n\
+                  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext\n\
+                  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                  -keyout server.key -out server.csr -subj /CN=localhost\n\
+                  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+                  -days 2 -extfile server.ext -out server.pem\n\
+                  cat server.key server.pem > server-keystore.pem";
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run sh for openssl: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "openssl failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(dir.join("server-keystore.pem"))
 }

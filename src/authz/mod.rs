@@ -20,6 +20,13 @@
 //! unrelated ACLs. The set is kept in the topic registry (durable on shard 0, a snapshot on
 //! every shard; `server::registry`). No authorizer configured means every request is allowed.
 //!
+//! Authorized operations (KIP-430: Metadata, DescribeCluster, DescribeGroups,
+//! ConsumerGroupDescribe, ShareGroupDescribe) are a bit field of operation codes
+//! ([`operations_field`]): of the operations the resource type supports
+//! ([`ResourceType::described_operations`], Kafka's `AclEntry.supportedOperations` without ALL),
+//! those [`Authorizer::authorized_operations`] allows, or all of them without an authorizer
+//! ([`ResourceType::all_operations`]); [`OPERATIONS_NOT_REQUESTED`] when not asked for.
+//!
 //! [`AclFilter`] is the filter of DescribeAcls and DeleteAcls: ANY matches every value of a
 //! field; the pattern type MATCH matches the ACLs that would apply to the named resource (its
 //! literal, the literal `*` and prefixes of it).
@@ -40,6 +47,18 @@ pub const AUTHORIZER_CLASS_NAMES: &[&str] = &[
 pub const WILDCARD_PRINCIPAL: &str = "User:*";
 /// The host (and the literal resource name) that matches every host (resource).
 pub const WILDCARD: &str = "*";
+/// An `AuthorizedOperations` field that was not asked for (or whose resource is not described):
+/// the schema's default, INT32_MIN.
+pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+/// Kafka's `Utils.to32BitField`: bit `code` set for each operation.
+pub fn operations_field(ops: impl IntoIterator<Item = Operation>) -> i32 {
+    ops.into_iter().fold(0i32, |field, op| {
+        let code = op.code();
+        assert!((0..31).contains(&code), "operation code {code} fits a bit field");
+        field | (1 << code)
+    })
+}
 
 /// Kafka's `ResourceType` (wire code in [`ResourceType::code`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -70,6 +89,20 @@ impl ResourceType {
 
     pub fn from_code(code: i8) -> Option<ResourceType> {
         ResourceType::ALL.into_iter().find(|t| t.code() == code)
+    }
+
+    /// The operations a describe reports for a resource of this type: those it supports, ALL
+    /// excepted (Kafka's `AclEntry.supportedOperations`).
+    pub fn described_operations(self) -> impl Iterator<Item = Operation> {
+        Operation::ALL_OPS
+            .into_iter()
+            .filter(move |op| *op != Operation::All && self.supports(*op))
+    }
+
+    /// The authorized operations of a resource of this type when no authorizer is configured:
+    /// every operation it supports.
+    pub fn all_operations(self) -> i32 {
+        operations_field(self.described_operations())
     }
 
     /// The operations an ACL on this resource type may name (Kafka's `AclEntry.supportedOperations`).
@@ -605,6 +638,22 @@ impl Authorizer<'_> {
             }
         }
         allowed || (!any_acl && self.config.allow_if_no_acl)
+    }
+
+    /// Kafka's `AuthHelper.authorizedOperations`: the bit field of the operations `who` may
+    /// perform on `name` of `resource_type` (each decided as [`authorize`](Self::authorize),
+    /// implications included).
+    pub fn authorized_operations(
+        &self,
+        who: Requester<'_>,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> i32 {
+        operations_field(
+            resource_type
+                .described_operations()
+                .filter(|op| self.authorize(who, *op, resource_type, name)),
+        )
     }
 
     /// Kafka's `authorizeByResourceType`: whether `who` may do `op` on SOME resource of the

@@ -359,9 +359,99 @@ fn decisions_agree_with_a_brute_force_model() {
                                 "seed {seed} round {round}: {who:?} {op:?} {rt:?} {name} with {list:#?}"
                             );
                         }
+                        // The authorized-operations field is the model's decisions, bit by bit.
+                        let field: i32 = rt
+                            .described_operations()
+                            .filter(|op| model_decision(&list, &config, who, *op, rt, name))
+                            .map(|op| 1 << op.code())
+                            .sum();
+                        assert_eq!(
+                            authz.authorized_operations(who, rt, name),
+                            field,
+                            "seed {seed} round {round}: {who:?} {rt:?} {name}"
+                        );
                     }
                 }
             }
         }
     }
+}
+
+#[test]
+fn authorized_operations_as_kafka_reports_them() {
+    use Operation::*;
+    // Without an authorizer: every supported operation, as Kafka 4.4 answers (measured on the
+    // reference broker with librdkafka's describe_cluster / describe_topics /
+    // describe_consumer_groups): CLUSTER 0x1fa0, TOPIC 0xdf8, GROUP 0xd48.
+    assert_eq!(ResourceType::Cluster.all_operations(), 0x1fa0);
+    assert_eq!(
+        ResourceType::Topic.all_operations(),
+        operations_field([
+            Read,
+            Write,
+            Create,
+            Delete,
+            Alter,
+            Describe,
+            DescribeConfigs,
+            AlterConfigs
+        ])
+    );
+    assert_eq!(ResourceType::Topic.all_operations(), 0xdf8);
+    assert_eq!(ResourceType::Group.all_operations(), 0xd48);
+    assert_eq!(OPERATIONS_NOT_REQUESTED, -2147483648);
+
+    let acls = set(vec![
+        allow_topic("t", PatternType::Literal, "User:alice", Read),
+        allow_topic("t", PatternType::Literal, "User:alice", AlterConfigs),
+        acl(
+            ResourceType::Topic,
+            PatternType::Literal,
+            "t",
+            "User:alice",
+            "*",
+            Describe,
+            Permission::Deny,
+        ),
+        allow_topic("t", PatternType::Literal, "User:bob", Read),
+        acl(
+            ResourceType::Group,
+            PatternType::Prefixed,
+            "g",
+            "User:bob",
+            "*",
+            All,
+            Permission::Allow,
+        ),
+    ]);
+    let mut config = AuthorizerConfig::default();
+    let authz = Authorizer {
+        config: &config,
+        acls: &acls,
+    };
+    // READ implies DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS; a DENY of DESCRIBE wins.
+    assert_eq!(
+        authz.authorized_operations(ALICE, ResourceType::Topic, "t"),
+        operations_field([Read, AlterConfigs, DescribeConfigs])
+    );
+    assert_eq!(
+        authz.authorized_operations(BOB, ResourceType::Topic, "t"),
+        operations_field([Read, Describe])
+    );
+    // ALL on a prefix: every group operation of every group under it, none elsewhere.
+    assert_eq!(
+        authz.authorized_operations(BOB, ResourceType::Group, "g-1"),
+        ResourceType::Group.all_operations()
+    );
+    assert_eq!(authz.authorized_operations(BOB, ResourceType::Group, "h"), 0);
+    assert_eq!(authz.authorized_operations(ALICE, ResourceType::Cluster, "kafka-cluster"), 0);
+    config.super_users.insert("User:alice".into());
+    let authz = Authorizer {
+        config: &config,
+        acls: &acls,
+    };
+    assert_eq!(
+        authz.authorized_operations(ALICE, ResourceType::Cluster, "kafka-cluster"),
+        0x1fa0
+    );
 }

@@ -15,7 +15,8 @@
 //!
 //! Which API needs what (Kafka's "Operations and Resources on Protocols"; the project's keys
 //! 1000–1005 as operations on their group) is the table in [`gate`]. Handlers stay unaware of
-//! authorization.
+//! authorization: where a request asks for authorized operations (KIP-430), handlers report all
+//! of them and [`operations`] narrows the answer to the principal's.
 
 use super::{respond, Bus, ConnInfo, Outcome};
 use crate::authz::{Authorizer, AuthorizerConfig, Operation, Requester, ResourceType};
@@ -77,9 +78,10 @@ impl Ctx<'_> {
 
 /// Decides `request` for the connection's principal; `Pass` when no authorizer is configured.
 pub fn gate<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Gate {
-    let Some(config) = conn.authorizer.as_deref() else {
+    let Some(config_arc) = conn.authorizer.clone() else {
         return Gate::Pass;
     };
+    let config = &*config_arc;
     let registry = bus.registry();
     let principal = conn.principal.borrow().clone();
     let host = conn.peer_addr.ip().to_canonical().to_string();
@@ -95,7 +97,16 @@ pub fn gate<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Gate {
         registry: &registry,
     };
     match decide(&ctx, request) {
-        Ok(gate) => gate,
+        Ok(gate) => operations::narrow(
+            request,
+            operations::Principal {
+                config: config_arc.clone(),
+                registry: registry.clone(),
+                principal,
+                host,
+            },
+            gate,
+        ),
         // A body that does not decode is the handler's to refuse (it closes the connection).
         Err(()) => Gate::Pass,
     }
@@ -853,6 +864,7 @@ fn offset_fetch(ctx: &Ctx<'_>, request: &Request) -> Result<Gate, ()> {
 }
 
 mod more;
+mod operations;
 mod txn;
 
 #[cfg(test)]

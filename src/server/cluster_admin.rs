@@ -44,11 +44,7 @@ pub const LEADER_EPOCH: i32 = 0;
 pub const ENDPOINT_TYPE_BROKER: i8 = 1;
 pub const ENDPOINT_TYPE_CONTROLLER: i8 = 2;
 
-/// Authorized operations "not requested" (Kafka's `Integer.MIN_VALUE`).
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
-/// The cluster operations Kafka 4.4 reports without an authorizer (ALTER, CREATE, DESCRIBE,
-/// CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), measured.
-const CLUSTER_OPERATIONS: i32 = 0x1fa0;
+use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 /// Kafka's message for a DescribeProducers partition of an unknown topic.
 const NOT_HOSTED: &str = "This server does not host this topic-partition.";
@@ -92,7 +88,8 @@ pub fn describe_cluster_response(
     broker.port = i32::from(conn.local_addr.port());
     response.brokers = vec![broker];
     if request.include_cluster_authorized_operations {
-        response.cluster_authorized_operations = CLUSTER_OPERATIONS;
+        // All of them; with an authorizer `authorize` narrows them to the principal's.
+        response.cluster_authorized_operations = ResourceType::Cluster.all_operations();
     }
     response
 }
@@ -355,8 +352,10 @@ mod tests {
             assert_eq!(back.brokers.len(), 1);
             assert_eq!(back.brokers[0].port, 19092);
             assert_eq!(back.brokers[0].host.as_str(), "127.0.0.1");
+            // What Kafka 4.4 reports without an authorizer (ALTER, CREATE, DESCRIBE,
+            // CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), measured.
             let ops = if version == 1 {
-                CLUSTER_OPERATIONS
+                0x1fa0
             } else {
                 i32::MIN
             };

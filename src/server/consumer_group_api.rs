@@ -25,11 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Authorized operations "not requested".
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
-/// The group operations Kafka reports without an authorizer (READ, DESCRIBE, DELETE,
-/// DESCRIBE_CONFIGS, ALTER_CONFIGS).
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
@@ -201,7 +197,8 @@ pub fn described_group(
         })
         .collect();
     if include_authorized_operations {
-        out.authorized_operations = GROUP_OPERATIONS;
+        // All of them; with an authorizer `authorize` narrows them to the principal's.
+        out.authorized_operations = ResourceType::Group.all_operations();
     }
     out
 }

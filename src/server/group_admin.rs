@@ -19,11 +19,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-/// Without ACLs every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8),
-/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11), as Kafka's `AclOperation` codes.
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
-/// `AuthorizedOperations` when they were not asked for.
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 /// One DescribeGroups answer from what the group's shard returned.
 pub fn described_group(
@@ -53,9 +49,6 @@ pub fn described_group(
             out.group_state = sb(&d.state);
             out.protocol_type = sb(&d.protocol_type);
             out.protocol_data = sb(&d.protocol);
-            if include_operations {
-                out.authorized_operations = GROUP_OPERATIONS;
-            }
             out.members = d
                 .members
                 .iter()
@@ -71,6 +64,12 @@ pub fn described_group(
                 })
                 .collect();
         }
+    }
+    // As Kafka: every group answered without an error (a dead one before v6 included) carries
+    // the operations, all of them here; with an authorizer `authorize` narrows them to the
+    // principal's.
+    if include_operations && out.error_code == 0 {
+        out.authorized_operations = ResourceType::Group.all_operations();
     }
     out
 }

@@ -7,6 +7,7 @@
 //! of every group; it advertises the address the client connected to.
 
 use super::{respond, Bus, ConnInfo, Outcome};
+use crate::authz::ResourceType;
 use crate::constants::BROKER_NODE_ID;
 use crate::protocol::codec::{decode_body, Request};
 use crate::server::registry::{validate_topic_name, TopicMeta, TopicRegistry};
@@ -142,6 +143,20 @@ pub fn metadata_response(
             })
             .collect()
     };
+    // KIP-430, as Kafka: the topics answered by name or found by id carry their operations
+    // (all of them here; with an authorizer `authorize` narrows them to the principal's), and
+    // v8–10 the cluster's.
+    if version >= 8 && request.include_topic_authorized_operations {
+        let topic_ops = ResourceType::Topic.all_operations();
+        for t in &mut response.topics {
+            if t.error_code != ResponseError::UnknownTopicId.code() {
+                t.topic_authorized_operations = topic_ops;
+            }
+        }
+    }
+    if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = ResourceType::Cluster.all_operations();
+    }
     response
 }
 
@@ -343,6 +358,45 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn authorized_operations_when_asked_for() {
+        let mut by_name = MetadataRequestTopic::default();
+        by_name.name = Some(TopicName(sb("orders")));
+        let mut unknown = MetadataRequestTopic::default();
+        unknown.name = Some(TopicName(sb("nope")));
+        let mut bad_id = MetadataRequestTopic::default();
+        bad_id.name = None;
+        bad_id.topic_id = uuid::Uuid::from_u128(99);
+        let mut request = MetadataRequest::default();
+        request.topics = Some(vec![by_name, unknown, bad_id]);
+        for version in [7, 8, 10, 11, 12] {
+            for asked in [false, true] {
+                request.include_topic_authorized_operations = asked;
+                request.include_cluster_authorized_operations = asked;
+                let response = round_trip(
+                    &metadata_response(&registry(), &request, version, &conn()),
+                    version,
+                );
+                let ops: Vec<i32> = response
+                    .topics
+                    .iter()
+                    .map(|t| t.topic_authorized_operations)
+                    .collect();
+                let topic = if asked && version >= 8 { 0xdf8 } else { i32::MIN };
+                assert_eq!(ops, vec![topic, topic, i32::MIN], "v{version} {asked}");
+                let cluster = if asked && (8..=10).contains(&version) {
+                    0x1fa0
+                } else {
+                    i32::MIN
+                };
+                assert_eq!(
+                    response.cluster_authorized_operations, cluster,
+                    "v{version} {asked}"
+                );
+            }
+        }
     }
 
     #[test]

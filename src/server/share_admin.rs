@@ -48,11 +48,7 @@ pub const SHARE_GROUP_TYPE: &str = "share";
 /// The name of Kafka's share-group assignor; Lockstep's assignor (`share_group::assign`) does
 /// the same job: spread each topic's partitions over its subscribers.
 pub const SHARE_ASSIGNOR_NAME: &str = "simple";
-/// ShareGroupDescribe's `AuthorizedOperations` when they were not asked for.
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
-/// Without ACLs every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8),
-/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11), as Kafka's `AclOperation` codes.
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
@@ -215,7 +211,8 @@ pub fn described_group(
     out.assignment_epoch = group.assignment_epoch;
     out.assignor_name = sb(SHARE_ASSIGNOR_NAME);
     if include_operations {
-        out.authorized_operations = GROUP_OPERATIONS;
+        // All of them; with an authorizer `authorize` narrows them to the principal's.
+        out.authorized_operations = ResourceType::Group.all_operations();
     }
     out.members = group
         .members
@@ -857,7 +854,10 @@ mod tests {
         assert_eq!(only_state.error_code, 0);
         assert_eq!(only_state.group_state.as_str(), "Empty");
         assert!(only_state.members.is_empty());
-        assert_eq!(only_state.authorized_operations, GROUP_OPERATIONS);
+        assert_eq!(
+            only_state.authorized_operations,
+            ResourceType::Group.all_operations()
+        );
 
         let unknown = round_trip(described_group("x", None, false, &reg, false));
         assert_eq!(unknown.error_code, ResponseError::GroupIdNotFound.code());

@@ -416,3 +416,220 @@ fn list_answers_hide_what_the_principal_may_not_describe() {
     let groups: Vec<String> = seen.groups.iter().map(|g| g.group_id.to_string()).collect();
     assert_eq!(groups, vec!["g1".to_string()]);
 }
+
+/// Runs `gate` on `req` and, when the handler runs, `handler` on what it is given; the answer.
+fn answered<R: Decodable>(
+    bus: &RegistryBus,
+    req: &Request,
+    handler: impl FnOnce(&Request) -> Outcome,
+) -> R {
+    let outcome = match gate(bus, &conn(true), req) {
+        Gate::Pass => handler(req),
+        Gate::Filtered(inner, merge) => merge(handler(&inner)),
+        Gate::Answer(outcome) => outcome,
+    };
+    let Outcome::Respond(frame) = outcome else {
+        panic!("expected a response");
+    };
+    response_body(req, &frame).expect("a response to the request")
+}
+
+fn metadata_handler(registry: Arc<TopicRegistry>) -> impl FnOnce(&Request) -> Outcome {
+    move |r: &Request| {
+        let body: MetadataRequest = decode_body(r).unwrap();
+        let resp =
+            crate::server::metadata::metadata_response(&registry, &body, r.api_version, &conn(true));
+        respond(r, &resp)
+    }
+}
+
+#[test]
+fn metadata_reports_the_principals_topic_and_cluster_operations() {
+    use Operation::*;
+    let field = |ops: &[Operation]| crate::authz::operations_field(ops.iter().copied());
+    let reg = registry(vec![
+        allow(ResourceType::Topic, "a", Read),
+        allow(ResourceType::Topic, "a", AlterConfigs),
+        allow(ResourceType::Topic, "b", Describe),
+    ]);
+    let bus = RegistryBus(reg.clone());
+    let mut body = MetadataRequest::default();
+    body.topics = Some(
+        ["a", "b"]
+            .iter()
+            .map(|t| {
+                let mut m = metadata_request::MetadataRequestTopic::default();
+                m.name = Some(TopicName(sb(t)));
+                m
+            })
+            .collect(),
+    );
+    body.include_topic_authorized_operations = true;
+    body.include_cluster_authorized_operations = true;
+    let req = request(apis::METADATA, 10, &body);
+    let resp: MetadataResponse = answered(&bus, &req, metadata_handler(reg.clone()));
+    let ops: Vec<(String, i32)> = resp
+        .topics
+        .iter()
+        .map(|t| (t.name.as_ref().unwrap().to_string(), t.topic_authorized_operations))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("a".into(), field(&[Read, Describe, AlterConfigs, DescribeConfigs])),
+            ("b".into(), field(&[Describe])),
+        ]
+    );
+    // No CLUSTER DESCRIBE: 0, as Kafka.
+    assert_eq!(resp.cluster_authorized_operations, 0);
+
+    // A refused topic keeps INT32_MIN beside the narrowed one; the cluster's with ALTER.
+    let reg = registry(vec![
+        allow(ResourceType::Topic, "a", Write),
+        allow(ResourceType::Cluster, CLUSTER_NAME, Alter),
+    ]);
+    let bus = RegistryBus(reg.clone());
+    let resp: MetadataResponse = answered(&bus, &req, metadata_handler(reg.clone()));
+    let ops: Vec<(String, i16, i32)> = resp
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().unwrap().to_string(),
+                t.error_code,
+                t.topic_authorized_operations,
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("a".into(), 0, field(&[Write, Describe])),
+            ("b".into(), TOPIC_DENIED, i32::MIN),
+        ]
+    );
+    assert_eq!(resp.cluster_authorized_operations, field(&[Alter, Describe]));
+
+    // Not asked for: the gate leaves the request alone.
+    body.include_topic_authorized_operations = false;
+    body.include_cluster_authorized_operations = false;
+    body.topics.as_mut().unwrap().truncate(1);
+    let req = request(apis::METADATA, 10, &body);
+    assert!(matches!(gate(&bus, &conn(true), &req), Gate::Pass));
+}
+
+#[test]
+fn describes_report_the_principals_group_and_cluster_operations() {
+    use Operation::*;
+    let field = |ops: &[Operation]| crate::authz::operations_field(ops.iter().copied());
+    let all = ResourceType::Group.all_operations();
+    let reg = registry(vec![
+        allow(ResourceType::Group, "g", Read),
+        allow(ResourceType::Group, "h", Delete),
+        allow(ResourceType::Cluster, CLUSTER_NAME, Describe),
+    ]);
+    let bus = RegistryBus(reg.clone());
+    let groups = || vec![GroupId(sb("g")), GroupId(sb("h")), GroupId(sb("x"))];
+
+    // DescribeGroups v5: the handler answers the two allowed groups (dead, no error before v6)
+    // with every operation; "x" is refused.
+    let mut body = DescribeGroupsRequest::default();
+    body.groups = groups();
+    body.include_authorized_operations = true;
+    let req = request(apis::DESCRIBE_GROUPS, 5, &body);
+    let resp: DescribeGroupsResponse = answered(&bus, &req, |r| {
+        let seen: DescribeGroupsRequest = decode_body(r).unwrap();
+        let mut out = DescribeGroupsResponse::default();
+        out.groups = seen
+            .groups
+            .iter()
+            .map(|g| crate::server::group_admin::described_group(g, Ok(None), 5, true))
+            .collect();
+        respond(r, &out)
+    });
+    let ops: Vec<(String, i16, i32)> = resp
+        .groups
+        .iter()
+        .map(|g| (g.group_id.to_string(), g.error_code, g.authorized_operations))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("g".into(), 0, field(&[Read, Describe])),
+            ("h".into(), 0, field(&[Delete, Describe])),
+            ("x".into(), GROUP_DENIED, i32::MIN),
+        ]
+    );
+
+    // ShareGroupDescribe and ConsumerGroupDescribe: the same narrowing; a group the handler
+    // answers with an error keeps INT32_MIN.
+    let mut body = ShareGroupDescribeRequest::default();
+    body.group_ids = groups();
+    body.include_authorized_operations = true;
+    let req = request(apis::SHARE_GROUP_DESCRIBE, 1, &body);
+    let resp: ShareGroupDescribeResponse = answered(&bus, &req, |r| {
+        let seen: ShareGroupDescribeRequest = decode_body(r).unwrap();
+        let mut out = ShareGroupDescribeResponse::default();
+        out.groups = seen
+            .group_ids
+            .iter()
+            .map(|g| {
+                let mut d = share_group_describe_response::DescribedGroup::default();
+                d.group_id = g.clone();
+                if g.as_str() == "h" {
+                    d.error_code = 69; // GROUP_ID_NOT_FOUND
+                    d.authorized_operations = i32::MIN;
+                } else {
+                    d.authorized_operations = all;
+                }
+                d
+            })
+            .collect();
+        respond(r, &out)
+    });
+    let ops: Vec<(String, i32)> = resp
+        .groups
+        .iter()
+        .map(|g| (g.group_id.to_string(), g.authorized_operations))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("g".into(), field(&[Read, Describe])),
+            ("h".into(), i32::MIN),
+            ("x".into(), i32::MIN),
+        ]
+    );
+    let mut body = ConsumerGroupDescribeRequest::default();
+    body.group_ids = vec![GroupId(sb("h"))];
+    body.include_authorized_operations = true;
+    let req = request(apis::CONSUMER_GROUP_DESCRIBE, 0, &body);
+    let resp: ConsumerGroupDescribeResponse = answered(&bus, &req, |r| {
+        let mut out = ConsumerGroupDescribeResponse::default();
+        let mut d = consumer_group_describe_response::DescribedGroup::default();
+        d.group_id = GroupId(sb("h"));
+        d.authorized_operations = all;
+        out.groups = vec![d];
+        respond(r, &out)
+    });
+    assert_eq!(
+        resp.groups[0].authorized_operations,
+        field(&[Delete, Describe])
+    );
+
+    // DescribeCluster with CLUSTER DESCRIBE only.
+    let mut body = DescribeClusterRequest::default();
+    body.include_cluster_authorized_operations = true;
+    let req = request(apis::DESCRIBE_CLUSTER, 1, &body);
+    let resp: DescribeClusterResponse = answered(&bus, &req, |r| {
+        let seen: DescribeClusterRequest = decode_body(r).unwrap();
+        let out = crate::server::cluster_admin::describe_cluster_response(
+            &reg,
+            &seen,
+            1,
+            &conn(true),
+        );
+        respond(r, &out)
+    });
+    assert_eq!(resp.cluster_authorized_operations, field(&[Describe]));
+}

@@ -8,6 +8,10 @@ actions:
   consume       topic, partitions, count: assign() from offset 0; {"consumed": n, "errors": [...]}
   share         topic, group, count: ShareConsumer (implicit acks) until count records or 20 s;
                 {"consumed": n, "errors": [...]}
+  describe      topic, group: the authorized operations (KIP-430) of the cluster
+                (DescribeCluster), the topic (Metadata) and the group (DescribeGroups):
+                {"cluster": [names] | null, "topic": ..., "group": ...}, sorted operation names,
+                null when the broker sent none (INT32_MIN); "NAME_error" if a describe failed
 Errors are Kafka error names (KafkaError.name()), so the test asserts on e.g.
 TOPIC_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED.
 """
@@ -16,7 +20,7 @@ import sys
 import time
 
 from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer, ShareConsumer,
-                             TopicPartition)
+                             TopicCollection, TopicPartition)
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
@@ -110,6 +114,25 @@ try:
             errors.add(name_of(e))
         out["consumed"] = got
         out["errors"] = sorted(errors)
+    elif action == "describe":
+        admin = AdminClient(conf)
+
+        def ops(found):
+            return None if found is None else sorted(o.name for o in found)
+
+        def describe(what, call):
+            try:
+                out[what] = ops(call().authorized_operations)
+            except Exception as e:  # noqa: BLE001 - reported to the test
+                out[what + "_error"] = name_of(e)
+
+        describe("cluster", lambda: admin.describe_cluster(
+            include_authorized_operations=True).result(timeout=30))
+        describe("topic", lambda: admin.describe_topics(
+            TopicCollection([req["topic"]]),
+            include_authorized_operations=True)[req["topic"]].result(timeout=30))
+        describe("group", lambda: admin.describe_consumer_groups(
+            [req["group"]], include_authorized_operations=True)[req["group"]].result(timeout=30))
     else:
         out["error"] = f"unknown action {action}"
 except Exception as e:  # noqa: BLE001 - the test asserts on the error text
