@@ -253,9 +253,13 @@ impl<F> Segment<F> {
     /// tail. Chunks it overlaps are replaced.
     pub(super) fn add_chunk(&mut self, position: u64, len: u64, data: CachedBytes) {
         assert!(len as usize <= data.len(), "a chunk holds its bytes");
-        assert!(position + len <= self.tail.start, "a chunk is below the tail");
+        assert!(
+            position + len <= self.tail.start,
+            "a chunk is below the tail"
+        );
         let end = position + len;
-        self.cache.retain(|c| c.end() <= position || c.position >= end);
+        self.cache
+            .retain(|c| c.end() <= position || c.position >= end);
         let at = self.cache.partition_point(|c| c.position < position);
         self.cache.insert(
             at,

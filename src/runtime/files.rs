@@ -29,11 +29,11 @@
 use crate::constants::{ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES, SHARD_READ_CACHE_LOGS_MAX};
 use crate::log::{BlockWrite, CachedBytes, FlushTicket, ReadAhead};
 use crate::model::TopicPartition;
-use std::collections::VecDeque;
 use crate::server::join::join_all;
 use glommio::io::{BufferedFile, Directory, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -67,8 +67,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 group_id: op.group_id.clone(),
                 partition: r.key(),
             };
-            let (Some(sp), Ok(partition)) = (self.share.live(&key), self.lookup(r))
-            else {
+            let (Some(sp), Ok(partition)) = (self.share.live(&key), self.lookup(r)) else {
                 continue;
             };
             let start = partition.log.log_start_offset() as i64;

@@ -285,7 +285,10 @@ pub fn overlapping_batches(log_bytes: &Bytes, ranges: &[AcquiredRange]) -> Bytes
     let mut spans: Vec<(usize, usize)> = Vec::new();
     for b in raw {
         let Ok(h) = parse_header(b) else { continue };
-        let (first, last) = (h.base_offset, h.base_offset + i64::from(h.last_offset_delta));
+        let (first, last) = (
+            h.base_offset,
+            h.base_offset + i64::from(h.last_offset_delta),
+        );
         if !ranges.iter().any(|r| r.first <= last && r.last >= first) {
             continue;
         }
@@ -389,7 +392,7 @@ mod tests {
                 delivery_count: 2
             }]
         );
-        assert!(acquire_from_log(&mut sp, "b", &[], 500, 500, 2)
+        assert!(acquire_from_log(&mut sp, "b", &Bytes::new(), 500, 500, 2)
             .acquired
             .is_empty());
     }
