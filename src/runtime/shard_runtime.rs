@@ -256,6 +256,13 @@ impl ShardHandle {
                 let fetched = self.state.borrow_mut().share_fetch(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
+                // What the member's next fetch will read, read ahead now (while the consumer
+                // processes these records), so that it finds it in memory.
+                let next = self.state.borrow().share_fetch_read_ahead(&op);
+                if !next.is_empty() {
+                    let ctx = self.clone();
+                    glommio::spawn_local(async move { ctx.read_ahead(next).await }).detach();
+                }
                 ShardReply::ShareFetched(fetched)
             }
             ShardOp::ShareProbe(op) => {
