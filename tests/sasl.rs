@@ -1,8 +1,9 @@
 //! Issue 18: SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) over SASL_PLAINTEXT and SASL_SSL,
-//! SCRAM users managed with `kafka-configs`, a fuzzed SASL exchange, connection limits.
+//! SCRAM users managed with `kafka-configs`, fuzzed SASL exchanges and TLS handshakes,
+//! connection limits.
 //!
-//! One broker started from a `--config` file with three listeners: `PLAINTEXT`, `SASLP`
-//! (SASL_PLAINTEXT) and `SASLS` (SASL_SSL, a certificate made by the `openssl` CLI), every
+//! One broker started from a `--config` file with four listeners: `PLAINTEXT`, `SASLP`
+//! (SASL_PLAINTEXT), `SASLS` (SASL_SSL, a certificate made by the `openssl` CLI) and `TLS` (SSL), every
 //! mechanism enabled, PLAIN users `admin` and `carol` from the JAAS text. Clients: librdkafka
 //! (confluent-kafka, `tests/clients/python/sasl_client.py`) and Java (Kafka 4.4's
 //! `kafka-configs` and ProducerPerformance through `tools/kafka-reference.sh class`).
@@ -101,6 +102,8 @@ struct Ports {
     plain: u16,
     saslp: u16,
     sasls: u16,
+    /// An SSL listener (TLS without SASL), for the TLS fuzz.
+    tls: u16,
 }
 
 /// The SASL and TLS lines both brokers get.
@@ -125,14 +128,16 @@ fn start_target(dir: &Path, extra: &str) -> (Target, Ports) {
         plain: free_port(),
         saslp: free_port(),
         sasls: free_port(),
+        tls: free_port(),
     };
     let Ports {
         plain,
         saslp,
         sasls,
+        tls,
     } = ports;
     let listeners = format!(
-        "PLAINTEXT://127.0.0.1:{plain},SASLP://127.0.0.1:{saslp},SASLS://127.0.0.1:{sasls}"
+        "PLAINTEXT://127.0.0.1:{plain},SASLP://127.0.0.1:{saslp},SASLS://127.0.0.1:{sasls},TLS://127.0.0.1:{tls}"
     );
     if against_kafka() {
         let cport = free_port();
@@ -140,7 +145,7 @@ fn start_target(dir: &Path, extra: &str) -> (Target, Ports) {
         let props = format!(
             "listeners={listeners},CONTROLLER://127.0.0.1:{cport}\n\
              advertised.listeners={listeners}\n\
-             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL\n\
+             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL,TLS:SSL\n\
              {}{extra}",
             security_props(dir)
         );
@@ -166,7 +171,7 @@ fn start_target(dir: &Path, extra: &str) -> (Target, Ports) {
         &config,
         format!(
             "listeners={listeners}\n\
-             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL,TLS:SSL\n\
              log.dirs={}\n\
              num.partitions=2\n\
              {}{extra}",
@@ -649,6 +654,21 @@ fn sasl_exchange_on_the_wire_and_fuzzed() {
         let mut sink = Vec::new();
         let _ = s.read_to_end(&mut sink);
     }
+    // Fuzzed TLS handshakes on the SSL and SASL_SSL listeners (same seeded RNG).
+    let client_tls = tls_client_config(&dir.join("ca.pem"));
+    for port in [ports.tls, ports.sasls] {
+        fuzz_tls(port, &client_tls, &mut rng, TLS_FUZZ_ROUNDS);
+    }
+    let tls_only = json!({
+        "bootstrap.servers": format!("127.0.0.1:{}", ports.tls),
+        "security.protocol": "SSL",
+        "ssl.ca.location": dir.join("ca.pem").display().to_string(),
+    });
+    let md = python_client(&python, json!({"conf": tls_only, "action": "metadata"}));
+    assert!(
+        md.get("brokers").is_some(),
+        "the SSL listener serves after the TLS fuzzing: {md}"
+    );
     let admin = sasl_conf(dir, ports.saslp, false, "PLAIN", "admin", "admin-secret");
     let md = python_client(&python, json!({"conf": admin, "action": "metadata"}));
     assert!(
@@ -658,6 +678,115 @@ fn sasl_exchange_on_the_wire_and_fuzzed() {
     let tls = sasl_conf(dir, ports.sasls, true, "PLAIN", "admin", "admin-secret");
     let md = python_client(&python, json!({"conf": tls, "action": "metadata"}));
     assert!(md.get("brokers").is_some(), "{md}");
+}
+
+/// Connections per port of the TLS fuzz.
+const TLS_FUZZ_ROUNDS: usize = 300;
+
+/// A rustls client trusting `ca` (the broker's certificate names 127.0.0.1).
+fn tls_client_config(ca: &Path) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("ca.pem") {
+        roots.add(cert.expect("a CA certificate")).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+fn tls_client(config: &std::sync::Arc<rustls::ClientConfig>) -> rustls::ClientConnection {
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    rustls::ClientConnection::new(config.clone(), name).unwrap()
+}
+
+fn random_bytes<R: Rng>(rng: &mut R, max: usize) -> Vec<u8> {
+    (0..rng.gen_range(1..max)).map(|_| rng.gen()).collect()
+}
+
+/// `rounds` fuzzed connections to the TLS listener on `port`: truncated and mutated ClientHello
+/// records, records with random bodies and lengths, random bytes after a valid ClientHello, and,
+/// after a completed handshake, random raw bytes (not TLS records) or random bytes inside
+/// application-data records (random Kafka frames). Each connection ends with the write side shut
+/// and whatever the broker sends read until it closes or 2 s pass. Panics only on the setup.
+fn fuzz_tls<R: Rng>(
+    port: u16,
+    config: &std::sync::Arc<rustls::ClientConfig>,
+    rng: &mut R,
+    rounds: usize,
+) {
+    // One real ClientHello (its randoms are rustls's; the mutations are the seed's).
+    let mut hello = Vec::new();
+    tls_client(config).write_tls(&mut hello).unwrap();
+    assert_eq!(hello[0], 0x16, "a handshake record");
+    let mut handshakes = 0;
+    for i in 0..rounds {
+        let mut s = connect(port);
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let payload: Vec<u8> = match i % 6 {
+            0 => hello[..rng.gen_range(1..hello.len())].to_vec(),
+            1 => {
+                let mut v = hello.clone();
+                for _ in 0..rng.gen_range(1..6) {
+                    let at = rng.gen_range(0..v.len());
+                    v[at] = rng.gen();
+                }
+                v
+            }
+            2 => {
+                // A record header of any type and version with a random length and body.
+                let mut v = vec![
+                    [0x14u8, 0x15, 0x16, 0x17, rng.gen()][rng.gen_range(0..5)],
+                    3,
+                    rng.gen_range(0..5),
+                ];
+                v.extend(rng.gen::<u16>().to_be_bytes());
+                v.extend(random_bytes(rng, 300));
+                v
+            }
+            3 => {
+                let mut v = hello.clone();
+                v.extend(random_bytes(rng, 300));
+                v
+            }
+            _ => {
+                let mut tls = tls_client(config);
+                let mut done = true;
+                while tls.is_handshaking() {
+                    if tls.complete_io(&mut s).is_err() {
+                        done = false;
+                        break;
+                    }
+                }
+                assert!(
+                    done,
+                    "round {i}: a real TLS handshake with port {port} failed"
+                );
+                handshakes += 1;
+                if i % 6 == 4 {
+                    random_bytes(rng, 300)
+                } else {
+                    // Random frames inside TLS: a size prefix then junk.
+                    let mut plain = (rng.gen_range(-8i32..4096)).to_be_bytes().to_vec();
+                    plain.extend(random_bytes(rng, 200));
+                    let _ = tls.writer().write_all(&plain);
+                    let mut v = Vec::new();
+                    let _ = tls.write_tls(&mut v);
+                    v
+                }
+            }
+        };
+        let _ = s.write_all(&payload);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = s.read_to_end(&mut Vec::new());
+    }
+    eprintln!("TLS fuzz on port {port}: {rounds} connections, {handshakes} completed handshakes");
 }
 
 /// Whether a new connection to `port` is served (ApiVersions answered) or refused.

@@ -6,6 +6,11 @@
 //! target/test-deps/venv, `tests/clients/python/security_client.py`) and Java (Kafka 4.4's
 //! ProducerPerformance with PEM key and trust stores, `tools/kafka-reference.sh class`).
 //!
+//! With `LOCKSTEP_INTEROP_TARGET=kafka` the TLS scenario runs against a private Kafka 4.4
+//! (`tools/kafka-reference.sh start` on free ports, the same listeners, certificates and TLS
+//! settings, stopped at the end); the configuration-file checks (unknown keys, a bad value) are
+//! Lockstep's own.
+//!
 //! ```text
 //! cargo test --release --test security
 //! ```
@@ -16,24 +21,63 @@ use common::{check_deps, die_with_parent, free_port, ROOT};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-struct Running(Child);
+fn against_kafka() -> bool {
+    std::env::var("LOCKSTEP_INTEROP_TARGET").as_deref() == Ok("kafka")
+}
+
+/// The broker under test: Lockstep (a child) or a private Kafka 4.4 (its directory and port).
+enum Running {
+    Lockstep(Child),
+    Kafka(PathBuf, u16),
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        match self {
+            Running::Lockstep(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Running::Kafka(dir, port) => {
+                let _ = Command::new(Path::new(ROOT).join("tools/kafka-reference.sh"))
+                    .arg("stop")
+                    .arg(&*dir)
+                    .arg(port.to_string())
+                    .stdout(Stdio::null())
+                    .status();
+            }
+        }
     }
 }
 
 fn start(config: &Path) -> Running {
-    Running(common::spawn_with_config(
+    Running::Lockstep(common::spawn_with_config(
         env!("CARGO_BIN_EXE_lockstep"),
         config,
     ))
+}
+
+/// A private Kafka 4.4 with the PLAINTEXT listener on `plain` and `extra` server.properties lines.
+fn start_kafka(dir: &Path, plain: u16, extra: &str) -> Running {
+    let cport = free_port();
+    let kdir = dir.join("kafka");
+    let status = Command::new(Path::new(ROOT).join("tools/kafka-reference.sh"))
+        .arg("start")
+        .arg(&kdir)
+        .arg(plain.to_string())
+        .env("KAFKA_CONTROLLER_PORT", cport.to_string())
+        .env(
+            "KAFKA_EXTRA_PROPS",
+            extra.replace("{cport}", &cport.to_string()),
+        )
+        .status()
+        .expect("run kafka-reference.sh start");
+    assert!(status.success(), "Kafka 4.4 did not start");
+    Running::Kafka(kdir, plain)
 }
 
 fn sh(dir: &Path, script: &str) {
@@ -117,8 +161,29 @@ fn config_file_two_listeners_and_mutual_tls() {
         ),
     )
     .unwrap();
-    let _broker = start(&config);
     let d = |name: &str| dir.path().join(name).display().to_string();
+    let _broker = if against_kafka() {
+        // Kafka needs both listeners advertised (Lockstep advertises an unnamed one as it binds).
+        start_kafka(
+            dir.path(),
+            plain,
+            &format!(
+                "listeners=PLAINTEXT://127.0.0.1:{plain},SECURE://127.0.0.1:{ssl},CONTROLLER://127.0.0.1:{{cport}}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SECURE://127.0.0.1:{ssl}\n\
+                 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SECURE:SSL\n\
+                 num.partitions=2\n\
+                 ssl.keystore.type=PEM\n\
+                 ssl.keystore.location={}\n\
+                 ssl.client.auth=required\n\
+                 ssl.truststore.type=PEM\n\
+                 ssl.truststore.location={}\n",
+                d("server-keystore.pem"),
+                d("ca.pem")
+            ),
+        )
+    } else {
+        start(&config)
+    };
     let plain_conf = serde_json::json!({"bootstrap.servers": format!("127.0.0.1:{plain}")});
     let tls_conf = serde_json::json!({
         "bootstrap.servers": format!("127.0.0.1:{ssl}"),

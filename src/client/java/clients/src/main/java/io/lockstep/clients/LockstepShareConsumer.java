@@ -1,6 +1,7 @@
 package io.lockstep.clients;
 
 import io.lockstep.clients.internals.BrokerConnection;
+import io.lockstep.clients.internals.ConnectionSecurity;
 import io.lockstep.clients.internals.NodePool;
 import io.lockstep.clients.internals.PendingAcks;
 import io.lockstep.clients.internals.PendingAcks.Batch;
@@ -86,7 +87,10 @@ import org.slf4j.LoggerFactory;
  * fetch.max.bytes} (52428800), {@code max.partition.fetch.bytes} (1048576), {@code
  * request.timeout.ms} (30000), {@code default.api.timeout.ms} (60000), {@code max.poll.interval.ms}
  * (300000), and {@code key.deserializer}
- * / {@code value.deserializer} when the constructor is given none. Other keys are ignored.
+ * / {@code value.deserializer} when the constructor is given none, and kafka-clients' security
+ * settings ({@code security.protocol}, {@code ssl.*}, {@code sasl.mechanism} PLAIN / SCRAM-SHA-256 /
+ * SCRAM-SHA-512, {@code sasl.jaas.config}; a refused login makes {@code poll} throw {@code
+ * SaslAuthenticationException}). Other keys are ignored.
  *
  * <p><b>Semantics</b>, as Kafka's {@code KafkaShareConsumer}:
  * <ul>
@@ -288,7 +292,8 @@ public class LockstepShareConsumer<K, V> implements TransactionalShareConsumer<K
             throw new ConfigException("max.poll.interval.ms", maxPollIntervalMs, "must be at least 1");
         }
         this.nodes = new NodePool(props.getProperty("bootstrap.servers"),
-                props.getProperty("client.id", "lockstep-share-consumer-" + groupId), requestTimeout);
+                props.getProperty("client.id", "lockstep-share-consumer-" + groupId), requestTimeout,
+                ConnectionSecurity.fromProperties(props));
         this.heartbeatThread = new Thread(this::heartbeatLoop, "lockstep-share-heartbeat-" + groupId);
         heartbeatThread.setDaemon(true);
         heartbeatThread.start();

@@ -1,6 +1,7 @@
 package io.lockstep.clients;
 
 import io.lockstep.clients.internals.BrokerConnection;
+import io.lockstep.clients.internals.ConnectionSecurity;
 import io.lockstep.clients.internals.NodePool;
 import io.lockstep.clients.internals.ShareTxnMessages;
 import io.lockstep.clients.internals.Wire;
@@ -34,7 +35,12 @@ import org.apache.kafka.common.protocol.Errors;
  * (required: the group of begin/prepare/commit/abort), {@code client.id}, {@code
  * request.timeout.ms} (one request's wait, default 30000), {@code default.api.timeout.ms} (one
  * call's deadline including retries, default 60000), {@code retry.backoff.ms} (first backoff,
- * default 100) and {@code retry.backoff.max.ms} (default 1600).
+ * default 100), {@code retry.backoff.max.ms} (default 1600), and kafka-clients' security settings:
+ * {@code security.protocol} (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), {@code ssl.truststore.*} /
+ * {@code ssl.keystore.*} (JKS, PKCS12, PEM), {@code ssl.endpoint.identification.algorithm}, {@code
+ * sasl.mechanism} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and {@code sasl.jaas.config}. A refused
+ * login is thrown at once as {@code SaslAuthenticationException} (SASL_AUTHENTICATION_FAILED), a
+ * refused TLS handshake as {@code SslAuthenticationException}.
  *
  * <p>Routing: every call goes to the group's coordinator, found with FindCoordinator (key type
  * GROUP) on a bootstrap connection and cached until an error says it moved.
@@ -72,7 +78,8 @@ public class LockstepShareTransactionCoordinator implements ShareTransactionCoor
         this.backoffInitialMs = longProp(props, "retry.backoff.ms", 100);
         this.backoffMaxMs = Math.max(backoffInitialMs, longProp(props, "retry.backoff.max.ms", 1_600));
         this.nodes = new NodePool(props.getProperty("bootstrap.servers"),
-                props.getProperty("client.id", "lockstep-share-txn-coordinator"), requestTimeout);
+                props.getProperty("client.id", "lockstep-share-txn-coordinator"), requestTimeout,
+                ConnectionSecurity.fromProperties(props));
     }
 
     static long longProp(Properties props, String name, long fallback) {

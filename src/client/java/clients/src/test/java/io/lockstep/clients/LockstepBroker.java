@@ -34,6 +34,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * directory ({@code --shards 2}, as tests/common/mod.rs starts it), ready once it prints {@code
  * lockstep ready:}. The binary is the system property {@code lockstep.bin}, else env {@code
  * LOCKSTEP_BIN}, else {@code ../../../../target/release/lockstep} from the module directory.
+ * {@link #startWithConfig} starts it from a {@code server.properties} instead (TLS, SASL, ACLs).
  * Shared with the flink module through this module's test-jar.
  */
 public final class LockstepBroker implements AutoCloseable {
@@ -43,6 +44,8 @@ public final class LockstepBroker implements AutoCloseable {
 
     private final Path dir;
     private final int port;
+    /** The {@code --config} file, or null for {@code --listen} on {@link #port}. */
+    private Path config;
     private Process process;
     private final List<String> output = new ArrayList<>();
 
@@ -101,15 +104,36 @@ public final class LockstepBroker implements AutoCloseable {
         }
     }
 
-    private static int freePort() throws IOException {
+    /**
+     * Starts a broker from a {@code server.properties} text: {@code configText} gets the free port
+     * {@link #bootstrap} names (give it to a PLAINTEXT listener) and the data directory (for {@code
+     * log.dirs}), and answers the file's text. The file is written into {@code dir}.
+     */
+    public static LockstepBroker startWithConfig(Path dir, java.util.function.BiFunction<Integer, Path, String> configText) {
+        try {
+            Files.createDirectories(dir);
+            LockstepBroker b = new LockstepBroker(dir, freePort());
+            b.config = dir.resolve("server.properties");
+            Files.writeString(b.config, configText.apply(b.port, dir.resolve("data")));
+            b.launch();
+            return b;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** A free loopback port. */
+    public static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         }
     }
 
     private void spawn() throws IOException {
-        ProcessBuilder pb = new ProcessBuilder(binary().toString(), "--listen", "127.0.0.1:" + port,
-                "--data-dir", dir.resolve("data").toString(), "--shards", "2");
+        ProcessBuilder pb = config != null
+                ? new ProcessBuilder(binary().toString(), "--config", config.toString(), "--shards", "2")
+                : new ProcessBuilder(binary().toString(), "--listen", "127.0.0.1:" + port,
+                        "--data-dir", dir.resolve("data").toString(), "--shards", "2");
         pb.redirectErrorStream(true);
         process = pb.start();
         process.getOutputStream().close();
@@ -180,7 +204,12 @@ public final class LockstepBroker implements AutoCloseable {
 
     /** Creates {@code topic} and sets {@code group}'s share.auto.offset.reset to earliest. */
     public void createTopic(String topic, int partitions, String group) {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap()))) {
+        createTopic(bootstrap(), topic, partitions, group);
+    }
+
+    /** {@link #createTopic(String, int, String)} on any broker (e.g. a Kafka 4.4 for a differential run). */
+    public static void createTopic(String bootstrap, String topic, int partitions, String group) {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
             if (group != null) {
                 setGroupConfig(admin, group, "share.auto.offset.reset", "earliest");
@@ -208,8 +237,13 @@ public final class LockstepBroker implements AutoCloseable {
 
     /** Produces values {@code prefix0 .. prefix(n-1)} round-robin over {@code partitions} partitions. */
     public void produce(String topic, int partitions, String prefix, int n) {
+        produce(bootstrap(), topic, partitions, prefix, n);
+    }
+
+    /** {@link #produce(String, int, String, int)} to any broker. */
+    public static void produce(String bootstrap, String topic, int partitions, String prefix, int n) {
         Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap());
+        p.put("bootstrap.servers", bootstrap);
         p.put("acks", "all");
         p.put("enable.idempotence", "false");
         p.put("linger.ms", "0");

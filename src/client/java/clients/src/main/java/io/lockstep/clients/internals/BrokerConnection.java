@@ -12,11 +12,20 @@ import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
+import javax.net.ssl.SSLHandshakeException;
+import javax.security.sasl.SaslClient;
+import javax.security.sasl.SaslException;
 import org.apache.kafka.common.errors.NetworkException;
+import org.apache.kafka.common.errors.SaslAuthenticationException;
+import org.apache.kafka.common.errors.SslAuthenticationException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.message.ApiVersionsRequestData;
 import org.apache.kafka.common.message.ApiVersionsResponseData;
 import org.apache.kafka.common.message.RequestHeaderData;
+import org.apache.kafka.common.message.SaslAuthenticateRequestData;
+import org.apache.kafka.common.message.SaslAuthenticateResponseData;
+import org.apache.kafka.common.message.SaslHandshakeRequestData;
+import org.apache.kafka.common.message.SaslHandshakeResponseData;
 import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.ByteBufferAccessor;
 import org.apache.kafka.common.protocol.Errors;
@@ -24,9 +33,10 @@ import org.apache.kafka.common.protocol.Message;
 import org.apache.kafka.common.protocol.ObjectSerializationCache;
 
 /**
- * One blocking connection to one broker: size-prefixed Kafka frames over a socket, one request in
- * flight at a time (the caller's thread waits for its answer). On connect it asks ApiVersions and
- * keeps the broker's version ranges for {@link #version}.
+ * One blocking connection to one broker: size-prefixed Kafka frames over a socket (TLS and SASL
+ * as {@link ConnectionSecurity} says), one request in flight at a time (the caller's thread waits
+ * for its answer). On connect it asks ApiVersions, keeps the broker's version ranges for {@link
+ * #version}, and then authenticates with SASL if configured.
  *
  * <p>Any I/O failure, timeout or unexpected correlation id closes the connection and surfaces as a
  * {@link NetworkException} or {@link TimeoutException} (both retriable); the owner reconnects.
@@ -59,18 +69,47 @@ public final class BrokerConnection implements AutoCloseable {
     }
 
     /**
-     * Connects to {@code host:port} and negotiates API versions.
+     * Connects to {@code host:port} in plaintext and negotiates API versions.
      *
      * @throws NetworkException if the broker cannot be reached or answers ApiVersions with an error
      */
     public static BrokerConnection connect(String host, int port, String clientId, Duration connectTimeout,
             Duration requestTimeout) {
+        return connect(host, port, clientId, ConnectionSecurity.PLAINTEXT, connectTimeout, requestTimeout);
+    }
+
+    /**
+     * Connects to {@code host:port}, runs the TLS handshake and SASL authentication {@code
+     * security} asks for (ApiVersions, then SaslHandshake v1 and SaslAuthenticate, as Kafka's
+     * clients do), and negotiates API versions.
+     *
+     * @throws NetworkException if the broker cannot be reached, closes the connection or answers
+     *     ApiVersions with an error (retriable)
+     * @throws SslAuthenticationException the TLS handshake failed (certificate refused either
+     *     way, host name mismatch, no common protocol)
+     * @throws SaslAuthenticationException the broker refused the credentials
+     *     (SASL_AUTHENTICATION_FAILED) or the exchange broke off
+     * @throws org.apache.kafka.common.errors.UnsupportedSaslMechanismException the listener does
+     *     not enable the mechanism
+     */
+    public static BrokerConnection connect(String host, int port, String clientId, ConnectionSecurity security,
+            Duration connectTimeout, Duration requestTimeout) {
         Socket socket = new Socket();
         BrokerConnection c;
         try {
             socket.setTcpNoDelay(true);
-            socket.connect(new InetSocketAddress(host, port), (int) Math.max(1, connectTimeout.toMillis()));
-            c = new BrokerConnection(host, port, clientId, socket);
+            int connectMs = (int) Math.max(1, Math.min(Integer.MAX_VALUE, connectTimeout.toMillis()));
+            socket.connect(new InetSocketAddress(host, port), connectMs);
+            socket.setSoTimeout(connectMs);
+            Socket secured;
+            try {
+                secured = security.secure(socket, host, port);
+            } catch (SSLHandshakeException e) {
+                closeQuietly(socket);
+                throw new SslAuthenticationException("TLS handshake with " + host + ":" + port + " failed: "
+                        + e.getMessage(), e);
+            }
+            c = new BrokerConnection(host, port, clientId, secured);
         } catch (IOException e) {
             closeQuietly(socket);
             throw new NetworkException("cannot connect to " + host + ":" + port + ": " + e.getMessage(), e);
@@ -89,10 +128,68 @@ public final class BrokerConnection implements AutoCloseable {
             for (ApiVersionsResponseData.ApiVersion v : response.apiKeys()) {
                 c.versions.put(v.apiKey(), new short[] {v.minVersion(), v.maxVersion()});
             }
+            if (security.mechanism() != null) {
+                c.authenticate(security, requestTimeout);
+            }
             return c;
         } catch (RuntimeException e) {
             c.close();
             throw e;
+        }
+    }
+
+    /**
+     * SaslHandshake v1 naming the mechanism, then SaslAuthenticate rounds until the SASL client is
+     * complete. Errors in either answer are thrown as Kafka's exception for the code (with the
+     * broker's message); a token the client cannot accept (e.g. a wrong server signature) as
+     * {@link SaslAuthenticationException}.
+     */
+    private void authenticate(ConnectionSecurity security, Duration timeout) {
+        String mechanism = security.mechanism();
+        short handshakeVersion = version(ApiKeys.SASL_HANDSHAKE.id, (short) 1, (short) 1);
+        ByteBuffer body = send(ApiKeys.SASL_HANDSHAKE, handshakeVersion,
+                new SaslHandshakeRequestData().setMechanism(mechanism), timeout);
+        SaslHandshakeResponseData handshake = new SaslHandshakeResponseData(new ByteBufferAccessor(body),
+                handshakeVersion);
+        if (handshake.errorCode() != Errors.NONE.code()) {
+            Errors error = Errors.forCode(handshake.errorCode());
+            throw error.exception("SaslHandshake " + mechanism + " with " + address() + ": " + error.name()
+                    + " (enabled: " + handshake.mechanisms() + ")");
+        }
+        short authVersion = version(ApiKeys.SASL_AUTHENTICATE.id, (short) 0, (short) 2);
+        SaslClient client = security.saslClient(host);
+        try {
+            byte[] challenge = new byte[0];
+            while (!client.isComplete()) {
+                byte[] token;
+                try {
+                    token = client.evaluateChallenge(challenge);
+                } catch (SaslException e) {
+                    throw new SaslAuthenticationException(mechanism + " authentication with " + address()
+                            + " failed: " + e.getMessage(), e);
+                }
+                if (token == null) {
+                    break;
+                }
+                ByteBuffer answer = send(ApiKeys.SASL_AUTHENTICATE, authVersion,
+                        new SaslAuthenticateRequestData().setAuthBytes(token), timeout);
+                SaslAuthenticateResponseData r = new SaslAuthenticateResponseData(new ByteBufferAccessor(answer),
+                        authVersion);
+                if (r.errorCode() != Errors.NONE.code()) {
+                    throw Errors.forCode(r.errorCode()).exception(r.errorMessage());
+                }
+                challenge = r.authBytes() == null ? new byte[0] : r.authBytes();
+            }
+            if (!client.isComplete()) {
+                throw new SaslAuthenticationException(mechanism + " authentication with " + address()
+                        + " did not complete");
+            }
+        } finally {
+            try {
+                client.dispose();
+            } catch (SaslException ignored) {
+                // nothing held
+            }
         }
     }
 

@@ -18,7 +18,9 @@ import org.apache.kafka.common.protocol.Errors;
 /**
  * The brokers a client talks to: the bootstrap addresses, the node addresses learned from
  * FindCoordinator / Metadata / ShareFetch answers, and one lazily opened {@link BrokerConnection}
- * per address. A broken connection is dropped and reopened on next use.
+ * per address, secured as the client's {@link ConnectionSecurity} says. A broken connection is
+ * dropped and reopened on next use. Authentication failures ({@code SaslAuthenticationException},
+ * {@code SslAuthenticationException}) are not retriable and reach the caller.
  */
 public final class NodePool implements AutoCloseable {
     /** A broker's node id and address. */
@@ -31,14 +33,25 @@ public final class NodePool implements AutoCloseable {
     private final List<String[]> bootstrap = new ArrayList<>();
     private final String clientId;
     private final Duration connectTimeout;
+    private final ConnectionSecurity security;
     private final Map<Integer, Node> nodes = new HashMap<>();
     private final Map<String, BrokerConnection> connections = new HashMap<>();
     private int nextBootstrap;
 
     /**
+     * A pool of plaintext connections.
+     *
      * @param bootstrapServers comma-separated {@code host:port} list
      */
     public NodePool(String bootstrapServers, String clientId, Duration connectTimeout) {
+        this(bootstrapServers, clientId, connectTimeout, ConnectionSecurity.PLAINTEXT);
+    }
+
+    /**
+     * @param bootstrapServers comma-separated {@code host:port} list
+     * @param security TLS and SASL of every connection
+     */
+    public NodePool(String bootstrapServers, String clientId, Duration connectTimeout, ConnectionSecurity security) {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {
             throw new ConfigException("bootstrap.servers must be set");
         }
@@ -52,6 +65,7 @@ public final class NodePool implements AutoCloseable {
         }
         this.clientId = clientId;
         this.connectTimeout = connectTimeout;
+        this.security = java.util.Objects.requireNonNull(security, "security");
     }
 
     /** Records (or updates) the address of node {@code node.id()}. */
@@ -97,7 +111,7 @@ public final class NodePool implements AutoCloseable {
         if (c != null && !c.probeClosed()) {
             return c;
         }
-        c = BrokerConnection.connect(host, port, clientId, connectTimeout, requestTimeout);
+        c = BrokerConnection.connect(host, port, clientId, security, connectTimeout, requestTimeout);
         connections.put(address, c);
         return c;
     }
