@@ -27,6 +27,16 @@ pub const LOG_PREALLOCATE_BYTES: u64 = 16 * 1024 * 1024;
 /// Recently written bytes of the active segment kept in memory after their write completed
 /// (consumers at the tail read them without touching the disk).
 pub const LOG_TAIL_CACHE_BYTES: u64 = 256 * 1024;
+/// Most file bytes one read of a partition log asks the engine to read ahead (io_uring,
+/// `O_DIRECT`) before it runs.
+pub const LOG_READ_AHEAD_BYTES_MAX: u64 = 2 * 1024 * 1024;
+/// Read ahead past a read's byte budget: its last batch may end past the budget.
+pub const LOG_READ_AHEAD_SLACK_BYTES: u64 = 64 * 1024;
+/// Most bytes read ahead a partition log keeps (the lowest chunks go first).
+pub const LOG_READ_CACHE_BYTES_MAX: u64 = 2 * 1024 * 1024;
+/// Partition logs of one shard that keep bytes read ahead at a time (the least recently read
+/// drop theirs): at most this × [`LOG_READ_CACHE_BYTES_MAX`] per shard.
+pub const SHARD_READ_CACHE_LOGS_MAX: usize = 8;
 /// Open DMA file handles the engine keeps per shard (least recently written closed first).
 pub const ENGINE_OPEN_FILES_MAX: usize = 256;
 
@@ -48,6 +58,8 @@ const _: () = assert!((FRAME_PAYLOAD_BYTES_MAX as u64) < JOURNAL_SEGMENT_BYTES_D
 const _: () = assert!(LOG_BLOCK_BYTES.is_power_of_two() && LOG_BLOCK_BYTES >= 512);
 const _: () = assert!(LOG_PREALLOCATE_BYTES % LOG_BLOCK_BYTES == 0);
 const _: () = assert!(LOG_TAIL_CACHE_BYTES % LOG_BLOCK_BYTES == 0 && LOG_TAIL_CACHE_BYTES > 0);
+const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX % LOG_BLOCK_BYTES == 0);
+const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX <= LOG_READ_CACHE_BYTES_MAX);
 
 // ---- Broker: network, requests, shards (issue 3) ----
 

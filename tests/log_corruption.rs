@@ -58,7 +58,7 @@ fn make_log(root: &Path, n: u64) -> (PathBuf, Vec<u8>) {
         log.append(&batch(i), 0).unwrap();
     }
     log.flush().unwrap();
-    let all = log.read(0, usize::MAX).unwrap().records;
+    let all = log.read(0, usize::MAX).unwrap().records.to_vec();
     (dir, all)
 }
 
@@ -392,7 +392,7 @@ fn no_single_flip_in_the_active_segment_alters_data() {
                 let kept = if log.log_end_offset() == 0 {
                     Vec::new()
                 } else {
-                    log.read(0, usize::MAX).unwrap().records
+                    log.read(0, usize::MAX).unwrap().records.to_vec()
                 };
                 assert!(
                     all.starts_with(&kept),

@@ -6,14 +6,18 @@ use super::batch::{self, BatchError, BatchHeader};
 use super::checkpoint::{self, CheckpointSlot};
 use super::group_commit::GroupCommit;
 use super::index;
-use super::segment::{align_up, read_frame, BlockWrite, ScannedFrame, Segment, Tail};
+use super::segment::{
+    align_up, read_frame_head, read_payload, BlockWrite, CachedBytes, ScannedFrame, Segment, Tail,
+};
 use crate::constants::{
-    FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_INDEX_INTERVAL_BYTES,
-    LOG_INDEX_INTERVAL_BYTES_MIN, LOG_PREALLOCATE_BYTES, LOG_SEGMENT_BYTES_DEFAULT,
-    LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
+    FRAME_PAYLOAD_BYTES_MAX, LOG_INDEX_INTERVAL_BYTES, LOG_INDEX_INTERVAL_BYTES_MIN,
+    LOG_PREALLOCATE_BYTES, LOG_READ_AHEAD_BYTES_MAX, LOG_READ_AHEAD_SLACK_BYTES,
+    LOG_READ_CACHE_BYTES_MAX, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN,
+    LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
 };
 use crate::storage::file::{Storage, StorageFile};
 use crate::storage::frame::{encode_frame, frame_total_bytes, FrameMeta};
+use bytes::Bytes;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -184,8 +188,9 @@ pub struct AppendInfo {
 /// Whole batches read from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadResult {
-    /// Concatenated record batches, as stored (Kafka's fetch `records` field).
-    pub records: Vec<u8>,
+    /// Concatenated record batches, as stored (Kafka's fetch `records` field); slices of it
+    /// go on to the answer without another copy.
+    pub records: Bytes,
     pub batches: usize,
     /// Base offset of the first batch returned (may be below the offset asked for).
     pub first_offset: u64,
@@ -193,6 +198,18 @@ pub struct ReadResult {
     pub next_offset: u64,
     pub log_start_offset: u64,
     pub log_end_offset: u64,
+}
+
+/// Part of a segment file a read would take from the file ([`PartitionLog::read_ahead`]):
+/// whole blocks, for the runtime to read through the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadAhead {
+    pub path: PathBuf,
+    pub segment_base: u64,
+    /// A multiple of the block size.
+    pub position: u64,
+    /// A multiple of the block size (the file may end before).
+    pub len: u64,
 }
 
 /// A flush to perform: every block write made durable (an `O_DSYNC` write, or a write and
@@ -856,6 +873,31 @@ impl<S: Storage> PartitionLog<S> {
     /// Whole batches from the one containing `offset`, up to `max_bytes` (but at least one
     /// batch). `offset == log_end_offset` gives an empty result.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadResult, LogError> {
+        self.read_records(offset, max_bytes, u64::MAX)
+    }
+
+    /// The segment index and byte position where a read of `offset` starts (the indexed
+    /// frame at or before it), for `log_start <= offset < log_end`.
+    fn read_start(&self, offset: u64) -> (usize, u64) {
+        let mut seg_i = self.segments.partition_point(|s| s.base_offset <= offset) - 1;
+        while self.segments[seg_i].next_offset <= offset {
+            seg_i += 1; // an empty segment at `offset` (never the last: offset < end)
+        }
+        let position = index::lookup_offset(&self.segments[seg_i].index, offset)
+            .map_or(HEADER_BYTES_U64, |e| e.position);
+        (seg_i, position)
+    }
+
+    /// [`Self::read`], stopping also after the batch that brings the records from `offset` on
+    /// to `max_records` (a ShareFetch reads what its record budget can take). Each payload
+    /// is copied once, from the in-memory tail, the read cache or the file, into the result;
+    /// batch headers are not parsed here (the frame's id and count say where a batch is).
+    pub fn read_records(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        max_records: u64,
+    ) -> Result<ReadResult, LogError> {
         let start = self.log_start_offset;
         let end = self.log_end_offset();
         if offset < start || offset > end {
@@ -866,7 +908,7 @@ impl<S: Storage> PartitionLog<S> {
             });
         }
         let mut result = ReadResult {
-            records: Vec::new(),
+            records: Bytes::new(),
             batches: 0,
             first_offset: offset,
             next_offset: offset,
@@ -876,13 +918,8 @@ impl<S: Storage> PartitionLog<S> {
         if offset == end {
             return Ok(result);
         }
-        let mut seg_i = self.segments.partition_point(|s| s.base_offset <= offset) - 1;
-        while self.segments[seg_i].next_offset <= offset {
-            seg_i += 1; // an empty segment at `offset` (never the last: offset < end)
-        }
-        let mut position = index::lookup_offset(&self.segments[seg_i].index, offset)
-            .map_or(HEADER_BYTES_U64, |e| e.position);
-        let mut scratch = Vec::new();
+        let (mut seg_i, mut position) = self.read_start(offset);
+        let mut records = Vec::new();
         loop {
             let segment = &self.segments[seg_i];
             if position >= segment.size {
@@ -893,7 +930,7 @@ impl<S: Storage> PartitionLog<S> {
                 position = HEADER_BYTES_U64;
                 continue;
             }
-            let frame = read_frame(segment, position, &mut scratch)?;
+            let frame = read_frame_head(segment, position)?;
             let corrupt = |reason: String| LogError::Corrupt {
                 path: segment.path.clone(),
                 position,
@@ -917,19 +954,112 @@ impl<S: Storage> PartitionLog<S> {
                     "frame holds offset {} where offset {} was expected",
                     frame.meta.id, result.next_offset
                 )));
-            } else if result.records.len() + frame.payload_len > max_bytes {
+            } else if records.len() + frame.payload_len > max_bytes {
                 break;
             }
-            let payload = &scratch[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + frame.payload_len];
-            result.records.extend_from_slice(payload);
+            if frame.meta.kind != BATCH_FRAME_KIND {
+                return Err(corrupt(format!(
+                    "frame kind {} is not a record batch",
+                    frame.meta.kind
+                )));
+            }
+            read_payload(segment, position, &frame, &mut records)?;
             result.batches += 1;
             result.next_offset = frame_end;
             position += frame.total_bytes;
-            if result.records.len() >= max_bytes {
+            if records.len() >= max_bytes || frame_end.saturating_sub(offset) >= max_records {
                 break;
             }
         }
+        result.records = Bytes::from(records);
         Ok(result)
+    }
+
+    /// The parts of segment files a read of `offset` (up to `max_bytes`) would take from the
+    /// files rather than from memory: block-aligned ranges for the runtime to read ahead
+    /// through the engine ([`Self::fill_read_cache`]). At most [`LOG_READ_AHEAD_BYTES_MAX`]
+    /// in all; empty if everything is in memory.
+    pub fn read_ahead(&self, offset: u64, max_bytes: usize) -> Vec<ReadAhead> {
+        let mut out = Vec::new();
+        if offset < self.log_start_offset || offset >= self.log_end_offset() {
+            return out;
+        }
+        let (mut seg_i, mut position) = self.read_start(offset);
+        // The indexed frame may start an index interval before the offset, and the last
+        // batch may run past the byte budget.
+        let mut left = (max_bytes as u64)
+            .saturating_add(self.config.index_interval_bytes + LOG_READ_AHEAD_SLACK_BYTES)
+            .min(LOG_READ_AHEAD_BYTES_MAX);
+        while left > 0 && seg_i < self.segments.len() {
+            let segment = &self.segments[seg_i];
+            let end = (position + left).min(segment.size);
+            if position < end {
+                if let Some((from, to)) = segment.missing(position, end) {
+                    out.push(ReadAhead {
+                        path: segment.path.clone(),
+                        segment_base: segment.base_offset,
+                        position: from,
+                        len: to - from,
+                    });
+                }
+                left -= end - position;
+            }
+            seg_i += 1;
+            position = HEADER_BYTES_U64;
+        }
+        out
+    }
+
+    /// Hands the log the bytes of a [`ReadAhead`] the runtime read (`data` holds at least
+    /// the file's bytes `[position, position + read)`, `read <= len`; a short read ends at
+    /// the file's end). Ignored if the segment is gone or its tail moved below the range.
+    /// The log keeps at most [`LOG_READ_CACHE_BYTES_MAX`] read ahead, dropping the lowest
+    /// chunks first (consumers move forward).
+    pub fn fill_read_cache(&mut self, ahead: &ReadAhead, read: u64, data: CachedBytes) {
+        let Some(segment) = self
+            .segments
+            .iter_mut()
+            .find(|s| s.base_offset == ahead.segment_base && s.path == ahead.path)
+        else {
+            return;
+        };
+        let len = read.min(ahead.len).min(data.len() as u64);
+        if len == 0 || ahead.position + len > segment.tail.start {
+            return;
+        }
+        segment.add_chunk(ahead.position, len, data);
+        let keep = (ahead.segment_base, ahead.position);
+        while self.read_cache_bytes() > LOG_READ_CACHE_BYTES_MAX {
+            let victim = self
+                .segments
+                .iter()
+                .enumerate()
+                .flat_map(|(i, s)| {
+                    s.cache
+                        .iter()
+                        .enumerate()
+                        .map(move |(j, c)| (i, j, (s.base_offset, c.position)))
+                })
+                .find(|&(_, _, at)| at != keep);
+            match victim {
+                Some((i, j, _)) => {
+                    self.segments[i].cache.remove(j);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Bytes read ahead and held by the log's segments.
+    pub fn read_cache_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.cached_bytes()).sum()
+    }
+
+    /// Drops everything read ahead (the shard's budget of read-ahead memory is spent).
+    pub fn drop_read_cache(&mut self) {
+        for segment in &mut self.segments {
+            segment.cache.clear();
+        }
     }
 
     /// ListOffsets by timestamp: the first batch (at or after the log start) whose
@@ -944,9 +1074,10 @@ impl<S: Storage> PartitionLog<S> {
             let mut position = index::lookup_timestamp(&segment.index, timestamp)
                 .map_or(HEADER_BYTES_U64, |e| e.position);
             while position < segment.size {
-                let frame = read_frame(segment, position, &mut scratch)?;
-                let payload = &scratch[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + frame.payload_len];
-                let header = batch::parse_header(payload).map_err(|e| LogError::Corrupt {
+                let frame = read_frame_head(segment, position)?;
+                scratch.clear();
+                read_payload(segment, position, &frame, &mut scratch)?;
+                let header = batch::parse_header(&scratch).map_err(|e| LogError::Corrupt {
                     path: segment.path.clone(),
                     position,
                     reason: e.to_string(),
@@ -1018,6 +1149,7 @@ mod tests {
     use crate::log::batch::BatchBuilder;
     use crate::log::segment::{parse_file_name, segment_file_name};
     use crate::storage::file::SimStorage;
+    use std::rc::Rc;
 
     fn batch(records: usize, ts: i64, fill: usize) -> Vec<u8> {
         let mut b = BatchBuilder::new(ts);
@@ -1316,6 +1448,104 @@ mod tests {
         assert!(report.truncated.is_empty() && report.indexes_rebuilt.is_empty());
         assert_eq!(log.log_end_offset(), end);
         assert_eq!(log.read(0, usize::MAX).unwrap().next_offset, end);
+    }
+
+    /// Fills `log`'s read cache as the runtime does, from the file's bytes (or, with
+    /// `poison`, from wrong bytes, to prove the reads used the cache).
+    fn read_ahead_from_files(
+        storage: &SimStorage,
+        log: &mut PartitionLog<SimStorage>,
+        offset: u64,
+        max_bytes: usize,
+    ) -> usize {
+        let parts = log.read_ahead(offset, max_bytes);
+        for part in &parts {
+            assert_eq!(part.position % crate::constants::LOG_BLOCK_BYTES, 0);
+            assert_eq!(part.len % crate::constants::LOG_BLOCK_BYTES, 0);
+            let file = storage.contents(&part.path).unwrap();
+            let from = part.position as usize;
+            let to = (from + part.len as usize).min(file.len());
+            let data: CachedBytes = Rc::new(file[from..to].to_vec());
+            log.fill_read_cache(part, (to - from) as u64, data);
+        }
+        parts.len()
+    }
+
+    #[test]
+    fn reads_ahead_serve_reads_and_change_nothing_they_return() {
+        let storage = SimStorage::new();
+        let config = LogConfig {
+            segment_bytes: 64 * 1024,
+            index_interval_bytes: 1024,
+            ..LogConfig::default()
+        };
+        let (mut log, _) = open(&storage, config);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut filled = 0;
+        for round in 0..400 {
+            let n = 1 + next() % 4;
+            log.append(&batch(n as usize, round, (next() % 900) as usize), 0)
+                .unwrap();
+            if next() % 3 == 0 {
+                log.flush().unwrap();
+            }
+            let end = log.log_end_offset();
+            let offset = next() % end;
+            let max_bytes = 1 + (next() % 20_000) as usize;
+            let before = log.read(offset, max_bytes).unwrap();
+            filled += read_ahead_from_files(&storage, &mut log, offset, max_bytes);
+            assert!(log.read_cache_bytes() <= LOG_READ_CACHE_BYTES_MAX);
+            assert_eq!(
+                log.read(offset, max_bytes).unwrap(),
+                before,
+                "round {round}"
+            );
+            // Everything the read needed from the files is in memory now.
+            assert!(
+                log.read_ahead(offset, max_bytes).is_empty(),
+                "round {round}"
+            );
+            let records = 1 + next() % 10;
+            let limited = log.read_records(offset, usize::MAX, records).unwrap();
+            assert!(limited.batches >= 1);
+            assert!(limited.next_offset - offset >= records || limited.next_offset == end);
+            let full = log.read(offset, usize::MAX).unwrap();
+            assert_eq!(&full.records[..limited.records.len()], &limited.records[..]);
+        }
+        assert!(
+            log.segment_count() > 3 && filled > 5,
+            "{filled} fills, {} segments",
+            log.segment_count()
+        );
+        log.drop_read_cache();
+        assert_eq!(log.read_cache_bytes(), 0);
+    }
+
+    #[test]
+    fn reads_take_read_ahead_bytes_instead_of_the_file() {
+        let storage = SimStorage::new();
+        let (mut log, _) = open(&storage, small());
+        for i in 0..40 {
+            log.append(&batch(1, i, 100), 0).unwrap();
+        }
+        log.flush().unwrap();
+        let sealed = log.segments()[0].clone();
+        let parts = log.read_ahead(0, 1000);
+        assert_eq!(parts[0].path, sealed.path);
+        // A chunk whose bytes differ from the file: the read checks its CRC and says so.
+        let mut wrong = storage.contents(&sealed.path).unwrap();
+        wrong[HEADER_BYTES_U64 as usize + 40] ^= 0xff;
+        let len = parts[0].len.min(wrong.len() as u64);
+        log.fill_read_cache(&parts[0], len, Rc::new(wrong[..len as usize].to_vec()));
+        assert!(matches!(log.read(0, 1000), Err(LogError::Corrupt { .. })));
+        log.drop_read_cache();
+        assert_eq!(log.read(0, 1000).unwrap().first_offset, 0);
     }
 
     #[test]

@@ -6,6 +6,13 @@
 //! in-memory tail; a flush ticket hands the unwritten bytes to the engine as whole blocks
 //! (`O_DIRECT`), the partially filled last block included, which the next write rewrites from
 //! memory. Reads of bytes at or past the tail's start come from memory.
+//!
+//! Below the tail, a read takes what the segment's read cache holds ([`Chunk`]s the runtime
+//! read ahead through io_uring, `O_DIRECT`, see [`super::PartitionLog::read_ahead`]) and the
+//! rest from the file (`pread`, the synchronous fallback). A chunk only ever holds bytes that
+//! were on the file and final when it was read (below the tail's start, which only moves
+//! forward; a sealed segment's bytes never change), so it is never stale; it dies with its
+//! segment.
 
 use super::batch::{self, BatchHeader};
 use super::index::IndexEntry;
@@ -15,10 +22,26 @@ use crate::constants::{
     LOG_TAIL_CACHE_BYTES,
 };
 use crate::storage::file::StorageFile;
-use crate::storage::frame::{
-    self, decode_frame, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd,
-};
+use crate::storage::frame::{self, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Bytes of a segment file read ahead through the engine (the runtime's DMA buffer, shared).
+pub type CachedBytes = Rc<dyn Deref<Target = [u8]>>;
+
+/// File bytes `[position, position + len)` of a segment, read ahead (`len <= data.len()`).
+pub(super) struct Chunk {
+    pub(super) position: u64,
+    pub(super) len: u64,
+    pub(super) data: CachedBytes,
+}
+
+impl Chunk {
+    pub(super) fn end(&self) -> u64 {
+        self.position + self.len
+    }
+}
 
 pub(super) struct Segment<F> {
     pub(super) base_offset: u64,
@@ -41,6 +64,8 @@ pub(super) struct Segment<F> {
     pub(super) tail: Tail,
     /// The file's length as this process made it (preallocated zeros past `size`).
     pub(super) allocated: u64,
+    /// Read-ahead chunks below the tail, sorted by position, not overlapping.
+    pub(super) cache: Vec<Chunk>,
 }
 
 /// The in-memory end of a segment: file bytes `[start, start + bytes.len())`, which is
@@ -162,28 +187,92 @@ impl<F> Segment<F> {
             dirty,
             tail: Tail::none(),
             allocated: 0,
+            cache: Vec::new(),
         }
     }
 
-    /// Reads segment bytes at `position` into `buf`: from the tail what it holds, the rest
-    /// from the file.
+    /// Reads segment bytes at `position` into `buf`: from the tail what it holds, then from
+    /// the read cache, the rest from the file.
     pub(super) fn read_at(&self, buf: &mut [u8], position: u64) -> std::io::Result<()>
     where
         F: StorageFile,
     {
-        let end = position + buf.len() as u64;
-        if position >= self.tail.start {
-            self.tail.read(buf, position);
-            return Ok(());
+        let mut done = 0;
+        while done < buf.len() {
+            let at = position + done as u64;
+            let rest = &mut buf[done..];
+            if at >= self.tail.start {
+                self.tail.read(rest, at);
+                return Ok(());
+            }
+            let below_tail = (self.tail.start - at).min(rest.len() as u64);
+            let n = match self.cache.iter().find(|c| c.position <= at && at < c.end()) {
+                Some(chunk) => {
+                    let n = (chunk.end() - at).min(below_tail) as usize;
+                    let from = (at - chunk.position) as usize;
+                    rest[..n].copy_from_slice(&chunk.data[from..from + n]);
+                    n
+                }
+                None => {
+                    let next = self
+                        .cache
+                        .iter()
+                        .map(|c| c.position)
+                        .find(|&p| p > at)
+                        .unwrap_or(u64::MAX);
+                    let n = below_tail.min(next - at) as usize;
+                    self.file.read_at(&mut rest[..n], at)?;
+                    n
+                }
+            };
+            assert!(n > 0, "a read makes progress");
+            done += n;
         }
-        if end <= self.tail.start {
-            return self.file.read_at(buf, position);
-        }
-        let split = (self.tail.start - position) as usize;
-        let (head, rest) = buf.split_at_mut(split);
-        self.file.read_at(head, position)?;
-        self.tail.read(rest, self.tail.start);
         Ok(())
+    }
+
+    /// The file bytes of `[from, to)` that neither the tail nor the read cache holds, as one
+    /// block-aligned range (from the first byte missing to the last), or `None`.
+    pub(super) fn missing(&self, from: u64, to: u64) -> Option<(u64, u64)> {
+        let mut from = from;
+        let mut to = to.min(self.tail.start);
+        for chunk in &self.cache {
+            if chunk.position <= from && from < chunk.end() {
+                from = chunk.end();
+            }
+        }
+        for chunk in self.cache.iter().rev() {
+            if chunk.position < to && to <= chunk.end() {
+                to = chunk.position;
+            }
+        }
+        (from < to).then(|| (align_down(from), align_up(to).min(self.tail.start)))
+    }
+
+    /// Adds a chunk read ahead: file bytes `[position, position + len)` in `data`, below the
+    /// tail. Chunks it overlaps are replaced.
+    pub(super) fn add_chunk(&mut self, position: u64, len: u64, data: CachedBytes) {
+        assert!(len as usize <= data.len(), "a chunk holds its bytes");
+        assert!(
+            position + len <= self.tail.start,
+            "a chunk is below the tail"
+        );
+        let end = position + len;
+        self.cache
+            .retain(|c| c.end() <= position || c.position >= end);
+        let at = self.cache.partition_point(|c| c.position < position);
+        self.cache.insert(
+            at,
+            Chunk {
+                position,
+                len,
+                data,
+            },
+        );
+    }
+
+    pub(super) fn cached_bytes(&self) -> u64 {
+        self.cache.iter().map(|c| c.len).sum()
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -393,20 +482,22 @@ fn valid_looking_frames(bytes: &[u8], from: usize) -> usize {
     count
 }
 
-/// A frame read back from a segment by [`read_frame`]; its payload is in the scratch buffer.
-pub(super) struct ReadFrame {
+/// The header of a frame read back from a segment by [`read_frame_head`].
+pub(super) struct FrameHead {
     pub(super) meta: FrameMeta,
+    pub(super) crc: u32,
+    /// Header bytes 4..24 (covered by the CRC with the payload).
+    pub(super) covered: [u8; FRAME_HEADER_BYTES - 4],
     pub(super) payload_len: usize,
     pub(super) total_bytes: u64,
 }
 
-/// Reads and CRC-checks the frame at `position` of a segment into `scratch` (header at
-/// `scratch[0..]`, payload at `scratch[FRAME_HEADER_BYTES..]`).
-pub(super) fn read_frame<F: StorageFile>(
+/// Reads and checks the header of the frame at `position` of a segment (its length within
+/// the segment, its flags); the payload's CRC is checked by [`read_payload`].
+pub(super) fn read_frame_head<F: StorageFile>(
     segment: &Segment<F>,
     position: u64,
-    scratch: &mut Vec<u8>,
-) -> Result<ReadFrame, LogError> {
+) -> Result<FrameHead, LogError> {
     let path = &segment.path;
     let size = segment.size;
     let corrupt = |reason: String| LogError::Corrupt {
@@ -419,13 +510,21 @@ pub(super) fn read_frame<F: StorageFile>(
             "frame header needs {FRAME_HEADER_BYTES} bytes, segment ends at {size}"
         )));
     }
-    scratch.resize(FRAME_HEADER_BYTES, 0);
+    let mut header = [0u8; FRAME_HEADER_BYTES];
     segment
-        .read_at(&mut scratch[..FRAME_HEADER_BYTES], position)
+        .read_at(&mut header, position)
         .map_err(io_err("read", path))?;
-    let len = u32::from_le_bytes(scratch[4..8].try_into().expect("4 bytes")) as usize;
+    let le32 = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    if header.iter().all(|&b| b == 0) {
+        return Err(corrupt("zero frame header inside the segment".into()));
+    }
+    let len = le32(4) as usize;
     if len == 0 || len > FRAME_PAYLOAD_BYTES_MAX {
         return Err(corrupt(format!("invalid frame length {len}")));
+    }
+    let flags = u16::from_le_bytes([header[18], header[19]]);
+    if flags != 0 {
+        return Err(corrupt(format!("frame flags {flags:#x} are not zero")));
     }
     let need = (FRAME_HEADER_BYTES + len) as u64;
     if position + need > size {
@@ -433,17 +532,52 @@ pub(super) fn read_frame<F: StorageFile>(
             "frame of {need} bytes runs past the segment end at {size}"
         )));
     }
-    scratch.resize(FRAME_HEADER_BYTES + len, 0);
-    segment
-        .read_at(
-            &mut scratch[FRAME_HEADER_BYTES..],
-            position + FRAME_HEADER_BYTES as u64,
-        )
-        .map_err(io_err("read", path))?;
-    let frame = decode_frame(scratch, 0).map_err(|e| corrupt(e.to_string()))?;
-    Ok(ReadFrame {
-        meta: frame.meta,
+    Ok(FrameHead {
+        meta: FrameMeta {
+            id: u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")),
+            kind: u16::from_le_bytes([header[16], header[17]]),
+            count: le32(20),
+        },
+        crc: le32(0),
+        covered: header[4..].try_into().expect("20 bytes"),
         payload_len: len,
         total_bytes: frame_total_bytes(len) as u64,
     })
+}
+
+/// Appends the payload of the frame `head` at `position` to `out`, once its CRC checks
+/// (one copy: from the tail, the read cache or the file straight into `out`).
+pub(super) fn read_payload<F: StorageFile>(
+    segment: &Segment<F>,
+    position: u64,
+    head: &FrameHead,
+    out: &mut Vec<u8>,
+) -> Result<(), LogError> {
+    let start = out.len();
+    out.resize(start + head.payload_len, 0);
+    let result = segment
+        .read_at(&mut out[start..], position + FRAME_HEADER_BYTES as u64)
+        .map_err(io_err("read", &segment.path))
+        .and_then(|()| {
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&head.covered);
+            crc.update(&out[start..]);
+            let computed = crc.finalize();
+            if computed == head.crc {
+                Ok(())
+            } else {
+                Err(LogError::Corrupt {
+                    path: segment.path.clone(),
+                    position,
+                    reason: format!(
+                        "frame CRC mismatch: stored {:#010x}, computed {computed:#010x}",
+                        head.crc
+                    ),
+                })
+            }
+        });
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
 }

@@ -92,21 +92,7 @@ pub fn archive_unreadable(
         // The member acquired these offsets a moment ago; failing to archive them is a bug.
         panic!("archiving unreadable offsets just acquired failed: {e:?}");
     }
-    let mut records = Vec::new();
-    if let Ok(batches) = crate::log::batch::split_batches(&fetched.records) {
-        for bytes in batches {
-            let Ok(h) = crate::log::batch::parse_header(bytes) else {
-                continue;
-            };
-            let last = h.base_offset + i64::from(h.last_offset_delta);
-            if kept
-                .iter()
-                .any(|r| r.first <= last && r.last >= h.base_offset)
-            {
-                records.extend_from_slice(bytes);
-            }
-        }
-    }
+    let records = crate::server::share_fetch::overlapping_batches(&fetched.records, &kept);
     crate::server::share_fetch::ShareFetched {
         records,
         acquired: kept,
@@ -152,6 +138,7 @@ mod tests {
         log.extend(batch(5, 1, 0x30, 1));
         log.extend(batch(6, 2, 0x30, 1));
         log.extend(batch(7, -1, 0, 1));
+        let log = bytes::Bytes::from(log);
         for (read_committed, delivered) in [(true, vec![3, 4, 7]), (false, vec![0, 1, 2, 3, 4, 7])]
         {
             let unreadable = unreadable_ranges(&log, &txns, read_committed);

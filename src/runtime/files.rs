@@ -16,15 +16,24 @@
 //!   (`fdatasync` acts on the inode, so a second descriptor flushes what the log
 //!   wrote); file handles are cached the same way, in their own map.
 //!
+//! - Reads ahead ([`read_ahead`]): the parts of segment files a Fetch or ShareFetch is about
+//!   to read, `O_DIRECT` through io_uring into aligned buffers that the logs then keep
+//!   (shared, no copy) until their reads copy the payloads into an answer. Read handles are
+//!   cached in a third map (read-only, no `O_DSYNC`); a file system without `O_DIRECT` gets
+//!   no read-ahead (the log's `pread` serves it). The engine also remembers which partitions
+//!   hold read-ahead bytes ([`note_read_cache`]): at most [`SHARD_READ_CACHE_LOGS_MAX`].
+//!
 //! Everything of one ticket runs concurrently; the first error is returned with its path.
 //! A file system without `O_DIRECT` (tmpfs) gets buffered writes and `fdatasync` instead.
 
-use crate::constants::{ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES};
-use crate::log::{BlockWrite, FlushTicket};
+use crate::constants::{ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES, SHARD_READ_CACHE_LOGS_MAX};
+use crate::log::{BlockWrite, CachedBytes, FlushTicket, ReadAhead};
+use crate::model::TopicPartition;
 use crate::server::join::join_all;
 use glommio::io::{BufferedFile, Directory, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -100,6 +109,10 @@ struct Engine {
     files: HashMap<PathBuf, (Handle, u64)>,
     /// `fdatasync` handles.
     syncs: HashMap<PathBuf, (Rc<BufferedFile>, u64)>,
+    /// Read-ahead handles (`None`: the file system refused `O_DIRECT`).
+    reads: HashMap<PathBuf, (Option<Rc<DmaFile>>, u64)>,
+    /// Partitions holding read-ahead bytes, least recently filled first.
+    read_cached: VecDeque<TopicPartition>,
     clock: u64,
 }
 
@@ -132,6 +145,8 @@ thread_local! {
         mode: sync_mode(),
         files: HashMap::new(),
         syncs: HashMap::new(),
+        reads: HashMap::new(),
+        read_cached: VecDeque::new(),
         clock: 0,
     });
 }
@@ -196,6 +211,7 @@ fn forget(path: &Path) {
         let mut engine = engine.borrow_mut();
         engine.files.remove(path);
         engine.syncs.remove(path);
+        engine.reads.remove(path);
     });
 }
 
@@ -324,6 +340,65 @@ async fn sync_dir(path: &Path) -> io::Result<()> {
     let result = dir.sync().await.map_err(|e| with_path(path, e));
     let closed = dir.close().await.map_err(|e| with_path(path, e));
     result.and(closed)
+}
+
+async fn read_handle(path: &Path) -> Option<Rc<DmaFile>> {
+    let found = ENGINE.with(|engine| {
+        let engine = &mut *engine.borrow_mut();
+        engine.clock += 1;
+        let now = engine.clock;
+        engine.reads.get_mut(path).map(|(file, used)| {
+            *used = now;
+            file.clone()
+        })
+    });
+    if let Some(file) = found {
+        return file;
+    }
+    let file = DmaFile::open(path).await.ok().map(Rc::new);
+    ENGINE.with(|engine| {
+        let engine = &mut *engine.borrow_mut();
+        insert(
+            &mut engine.reads,
+            &mut engine.clock,
+            path,
+            file.clone(),
+            |_| false,
+        );
+    });
+    file
+}
+
+/// Reads `ahead` (block aligned) through io_uring, `O_DIRECT`: the bytes read (fewer at the
+/// file's end) and the buffer holding them. `None` if the file cannot be read that way (no
+/// `O_DIRECT`, gone, an error): the log reads it with `pread` instead.
+pub async fn read_ahead(ahead: &ReadAhead) -> Option<(u64, CachedBytes)> {
+    let file = read_handle(&ahead.path).await?;
+    let len = usize::try_from(ahead.len).ok()?;
+    match file.read_at_aligned(ahead.position, len).await {
+        Ok(read) => {
+            let n = read.len() as u64;
+            Some((n, Rc::new(read) as CachedBytes))
+        }
+        Err(error) => {
+            tracing::debug!(file = %ahead.path.display(), %error, "read-ahead failed");
+            forget(&ahead.path);
+            None
+        }
+    }
+}
+
+/// Notes that `partition`'s log was handed read-ahead bytes; returns the partitions whose
+/// read-ahead bytes should be dropped (the least recently filled past
+/// [`SHARD_READ_CACHE_LOGS_MAX`]).
+pub fn note_read_cache(partition: &TopicPartition) -> Vec<TopicPartition> {
+    ENGINE.with(|engine| {
+        let cached = &mut engine.borrow_mut().read_cached;
+        cached.retain(|p| p != partition);
+        cached.push_back(partition.clone());
+        let excess = cached.len().saturating_sub(SHARD_READ_CACHE_LOGS_MAX);
+        cached.drain(..excess).collect()
+    })
 }
 
 type Step<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;

@@ -177,11 +177,34 @@ impl ShardHandle {
         }
     }
 
+    /// Reads `parts` ahead through the engine (concurrently) and hands them to their logs
+    /// (`server::read_ahead`); what fails is left to the logs' `pread`.
+    async fn read_ahead(&self, parts: Vec<crate::server::read_ahead::PartitionReadAhead>) {
+        if parts.is_empty() {
+            return;
+        }
+        let reads = parts.iter().map(|p| files::read_ahead(&p.ahead));
+        let results = crate::server::join::join_all(reads.collect::<Vec<_>>()).await;
+        let mut state = self.state.borrow_mut();
+        for (part, result) in parts.iter().zip(results) {
+            if let Some((read, data)) = result {
+                state.fill_read_cache(part, read, data);
+                for evicted in files::note_read_cache(&part.partition) {
+                    state.drop_read_cache(&evicted);
+                }
+            }
+        }
+    }
+
     /// Runs an operation on this shard.
     pub async fn execute(&self, op: ShardOp) -> ShardReply {
         match op {
             ShardOp::Produce(op) => self.produce(op).await,
-            ShardOp::Fetch(op) => ShardReply::Fetch(self.state.borrow().fetch(&op)),
+            ShardOp::Fetch(op) => {
+                let ahead = self.state.borrow().fetch_read_ahead(&op);
+                self.read_ahead(ahead).await;
+                ShardReply::Fetch(self.state.borrow().fetch(&op))
+            }
             ShardOp::ListOffsets(op) => {
                 ShardReply::ListOffsets(self.state.borrow().list_offsets(&op))
             }
@@ -228,9 +251,18 @@ impl ShardHandle {
                 ShardReply::ShareSession(outcome.map_err(|e| e.code()))
             }
             ShardOp::ShareFetch(op) => {
+                let ahead = self.state.borrow().share_fetch_read_ahead(&op);
+                self.read_ahead(ahead).await;
                 let fetched = self.state.borrow_mut().share_fetch(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
+                // What the member's next fetch will read, read ahead now (while the consumer
+                // processes these records), so that it finds it in memory.
+                let next = self.state.borrow().share_fetch_read_ahead(&op);
+                if !next.is_empty() {
+                    let ctx = self.clone();
+                    glommio::spawn_local(async move { ctx.read_ahead(next).await }).detach();
+                }
                 ShardReply::ShareFetched(fetched)
             }
             ShardOp::ShareProbe(op) => {

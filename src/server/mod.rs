@@ -44,6 +44,7 @@ pub mod producer_state;
 pub mod ptxn_api;
 pub mod ptxn_share;
 pub mod ptxn_share_api;
+pub mod read_ahead;
 pub mod registry;
 pub mod scram_api;
 pub mod shard_state;

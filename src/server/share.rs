@@ -184,6 +184,11 @@ fn state_key(state: &SharePartitionState) -> ShareKey {
 }
 
 impl ShareState {
+    /// The live share partition of `key`, if there is one (read-only).
+    pub(crate) fn live(&self, key: &ShareKey) -> Option<&SharePartition> {
+        self.partitions.get(key)
+    }
+
     /// Rebuilds the durable views, the transactions this shard coordinates, and the locks of
     /// prepared transactions from a recovered journal. ONGOING transactions are aborted (their
     /// ABORTED records are queued as entries); live partitions are made with the group configs
@@ -682,9 +687,10 @@ impl<S: Storage + Clone> ShardState<S> {
         sp: &mut SharePartition,
         r: &PartitionRef,
         ask: usize,
+        max_records: u64,
         min_one_batch: bool,
         read_committed: bool,
-    ) -> (Result<Vec<u8>, (i16, Option<String>)>, i64) {
+    ) -> (Result<Bytes, (i16, Option<String>)>, i64) {
         let mut hw = 0;
         let read = match self.lookup(r) {
             Err(code) => Err((code, None)),
@@ -700,20 +706,22 @@ impl<S: Storage + Clone> ShardState<S> {
                     >= u64::from(sp.config().partition_max_record_locks)
                     && from > sp.speo();
                 if from >= hw || ask == 0 || capped {
-                    Ok(Vec::new())
+                    Ok(Bytes::new())
                 } else {
                     // Read what one fetch can plausibly hand out, not the whole byte budget
-                    // (clients ask for 50 MiB and 500 records).
+                    // (clients ask for 50 MiB and 500 records): the record budget, plus the
+                    // records in flight that may lie between.
                     let ask = ask.min(SHARE_FETCH_READ_BYTES_MAX);
-                    match partition.log.read(from as u64, ask) {
+                    let records = max_records.saturating_add(sp.in_flight_records());
+                    match partition.log.read_records(from as u64, ask, records) {
                         Ok(read) => {
-                            let below_hw = trim_to(&read.records, hw);
+                            let below_hw = trim_to(&read.records, hw).len();
                             let fitting = if min_one_batch {
                                 below_hw
                             } else {
-                                fit_bytes(below_hw, ask)
+                                fit_bytes(&read.records[..below_hw], ask).len()
                             };
-                            Ok(fitting.to_vec())
+                            Ok(read.records.slice(..fitting))
                         }
                         Err(e) => Err((log_error_code(&e), Some(e.to_string()))),
                     }
@@ -770,7 +778,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 op.partition_max_bytes
             };
             let (read, wait_offset) =
-                self.share_read(&mut sp, r, ask, min_one_batch, read_committed);
+                self.share_read(&mut sp, r, ask, records_left, min_one_batch, read_committed);
             match read {
                 Ok(bytes) if !bytes.is_empty() => {
                     let budget = u32::try_from(records_left).expect("budget from a u32");
@@ -798,7 +806,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     if !fetched.records.is_empty() {
                         min_one_batch = false;
                     }
-                    result.records = Bytes::from(fetched.records);
+                    result.records = fetched.records;
                     result.acquired = fetched.acquired;
                 }
                 Ok(_) => {}
@@ -840,6 +848,7 @@ impl<S: Storage + Clone> ShardState<S> {
                             &mut sp,
                             r,
                             op.partition_max_bytes,
+                            u64::MAX,
                             true,
                             read_committed,
                         );

@@ -28,12 +28,15 @@
 
 use crate::log::batch::{parse_header, split_batches};
 use crate::share::{AcquiredRange, SharePartition};
+use bytes::Bytes;
 
 /// What one ShareFetch returns for one partition.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ShareFetched {
-    /// Whole batches, concatenated, each overlapping an acquired range.
-    pub records: Vec<u8>,
+    /// Whole batches, concatenated, each overlapping an acquired range (a slice of the bytes
+    /// read from the log when they are contiguous there, as they are unless ranges between
+    /// them went to other members).
+    pub records: Bytes,
     pub acquired: Vec<AcquiredRange>,
     /// Offsets acquired, counted against the request's MaxRecords (the ranges' spans).
     pub count: u64,
@@ -147,7 +150,7 @@ pub fn split_at_batches(
 pub fn acquire_from_log(
     sp: &mut SharePartition,
     member: &str,
-    log_bytes: &[u8],
+    log_bytes: &Bytes,
     max_records: u32,
     batch_size: u32,
     now_ms: u64,
@@ -193,7 +196,7 @@ fn split_batch_rest(range: AcquiredRange, batch_starts: &[i64]) -> Vec<AcquiredR
 pub fn acquire_from_log_in_mode(
     sp: &mut SharePartition,
     member: &str,
-    log_bytes: &[u8],
+    log_bytes: &Bytes,
     max_records: u32,
     batch_size: u32,
     record_limit: bool,
@@ -264,19 +267,47 @@ pub fn acquire_from_log_in_mode(
             .flat_map(|r| split_at_batches(r, &starts, batch_size))
             .collect()
     };
-    let mut records = Vec::new();
-    for (first, last, bytes) in &batches {
-        if acquired
-            .iter()
-            .any(|r| r.first <= *last && r.last >= *first)
-        {
-            records.extend_from_slice(bytes);
-        }
-    }
+    let records = overlapping_batches(log_bytes, &acquired);
     ShareFetched {
         records,
         acquired,
         count,
+    }
+}
+
+/// The whole batches of `log_bytes` that overlap one of `ranges`: a slice of `log_bytes`
+/// when they are contiguous in it (no copy), else their concatenation.
+pub fn overlapping_batches(log_bytes: &Bytes, ranges: &[AcquiredRange]) -> Bytes {
+    let Ok(raw) = split_batches(log_bytes) else {
+        return Bytes::new();
+    };
+    let base = log_bytes.as_ptr() as usize;
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for b in raw {
+        let Ok(h) = parse_header(b) else { continue };
+        let (first, last) = (
+            h.base_offset,
+            h.base_offset + i64::from(h.last_offset_delta),
+        );
+        if !ranges.iter().any(|r| r.first <= last && r.last >= first) {
+            continue;
+        }
+        let start = b.as_ptr() as usize - base;
+        match spans.last_mut() {
+            Some(span) if span.1 == start => span.1 = start + b.len(),
+            _ => spans.push((start, start + b.len())),
+        }
+    }
+    match spans.as_slice() {
+        [] => Bytes::new(),
+        [(from, to)] => log_bytes.slice(*from..*to),
+        _ => {
+            let mut out = Vec::with_capacity(spans.iter().map(|(f, t)| t - f).sum());
+            for (from, to) in &spans {
+                out.extend_from_slice(&log_bytes[*from..*to]);
+            }
+            Bytes::from(out)
+        }
     }
 }
 
@@ -286,7 +317,7 @@ mod tests {
     use crate::log::batch::{set_base_offset, BatchBuilder};
     use crate::share::{AckBatch, AcknowledgeType, ShareConfig};
 
-    fn log(batches: &[(i64, usize)]) -> Vec<u8> {
+    fn log(batches: &[(i64, usize)]) -> Bytes {
         let mut out = Vec::new();
         for (base, n) in batches {
             let mut b = BatchBuilder::new(1_000);
@@ -297,7 +328,7 @@ mod tests {
             set_base_offset(&mut bytes, *base);
             out.extend_from_slice(&bytes);
         }
-        out
+        Bytes::from(out)
     }
 
     #[test]
@@ -361,7 +392,7 @@ mod tests {
                 delivery_count: 2
             }]
         );
-        assert!(acquire_from_log(&mut sp, "b", &[], 500, 500, 2)
+        assert!(acquire_from_log(&mut sp, "b", &Bytes::new(), 500, 500, 2)
             .acquired
             .is_empty());
     }
