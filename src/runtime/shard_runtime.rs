@@ -1,5 +1,8 @@
-//! One shard's runtime: its [`ShardState`], the cross-shard mesh endpoints, group commit,
-//! durability and data waits, admin serialisation on shard 0, and the [`Bus`] handlers use.
+//! One shard's runtime: its runtime-free core (`crate::shard`: the [`ShardState`], the state
+//! journal and its group commit, the share-transaction steps), for which [`ShardHandle`]
+//! implements `ShardIo` with glommio; the cross-shard mesh endpoints, partition-log group
+//! commit, durability and data waits, admin serialisation on shard 0, and the [`Bus`] handlers
+//! use.
 //!
 //! Invariants:
 //! - `state` is borrowed only in synchronous sections; no `RefCell` borrow lives across an
