@@ -19,6 +19,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use common::process::Lockstep;
 use kafka_protocol::messages::{
     add_offsets_to_txn_request::AddOffsetsToTxnRequest,
@@ -28,14 +29,17 @@ use kafka_protocol::messages::{
     FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListTransactionsRequest, TopicName,
     TransactionalId,
 };
+use kafka_protocol::messages::{produce_request, ProduceRequest};
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
 use lockstep::client::connection::Connection;
+use lockstep::log::batch::BatchBuilder;
 
 const CONCURRENT_TRANSACTIONS: i16 = 51;
 const PRODUCER_FENCED: i16 = 90;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_TXN_STATE: i16 = 48;
+const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
@@ -414,6 +418,120 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
         end_txn(&mut conn, 3, slow_id, spid, 0, true),
         PRODUCER_FENCED
     );
+    if let Some(lockstep) = &mut broker.lockstep {
+        lockstep.assert_alive();
+    }
+}
+
+/// Produce v9 of one transactional batch (`n` records from `seq`) of producer (pid, epoch) to
+/// one partition, naming the transactional id: its error code.
+fn produce_txn(
+    conn: &mut Connection,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    topic: &str,
+    partition: i32,
+    seq: i32,
+) -> i16 {
+    let mut b = BatchBuilder::new(1_000);
+    b.attributes = 0x10;
+    b.producer_id = pid;
+    b.producer_epoch = epoch;
+    b.base_sequence = seq;
+    b.record(1_000, None, Some(b"v"));
+    let mut p = produce_request::PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(Bytes::from(b.build()));
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = TopicName(s(topic));
+    t.partition_data = vec![p];
+    let mut r = ProduceRequest::default();
+    r.transactional_id = Some(tid(id));
+    r.acks = -1;
+    r.timeout_ms = 10_000;
+    r.topic_data = vec![t];
+    let resp = conn.send(&r, 9).expect("produce");
+    resp.responses[0].partition_responses[0].error_code
+}
+
+/// KIP-890 part 1, the server-side defence against hanging transactions: a transactional
+/// batch is appended only to a partition its producer's ongoing transaction holds (the leader
+/// asks the coordinator, AddPartitionsToTxn verifyOnly, before the first batch of a
+/// transaction in a partition), so a late batch cannot open a transaction nobody will end.
+#[test]
+fn transactional_produce_is_verified_with_the_coordinator() {
+    let mut broker = target();
+    let n = |x: &str| common::wire::unique("pV", x);
+    let (topic, id, other) = (n("verify"), n("verify-txn"), n("verify-other"));
+    let (topic, id, other) = (&*topic, &*id, &*other);
+    create(&broker, &[topic]);
+    let mut conn = connect(&broker);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (err, pid, epoch) = loop {
+        let got = init(&mut conn, id, 60_000, None);
+        if got.0 == 0 || Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(err, 0);
+    // The codes are Kafka 4.4's, measured on the reference broker (2026-12-02).
+    let mut produce = |id: &str, producer: (i64, i16), partition: i32, seq: i32| {
+        produce_txn(&mut conn, id, producer, topic, partition, seq)
+    };
+    // Kafka may still be creating the new topic or electing its leader
+    // (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let code = produce(id, (pid, epoch), 0, 0);
+        if !matches!(code, 3 | 6) || Instant::now() > deadline {
+            break code;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(first, INVALID_TXN_STATE, "not added yet");
+    let mut conn2 = connect(&broker);
+    assert_eq!(
+        add_partitions(&mut conn2, 3, id, pid, epoch, topic, &[0]),
+        vec![0]
+    );
+    assert_eq!(produce(id, (pid, epoch), 0, 0), 0, "added");
+    assert_eq!(
+        produce(id, (pid, epoch), 0, 1),
+        0,
+        "the open transaction goes on"
+    );
+    assert_eq!(
+        produce(id, (pid, epoch), 1, 0),
+        INVALID_TXN_STATE,
+        "another partition"
+    );
+    assert_eq!(
+        produce(id, (pid, epoch - 1), 0, 2),
+        INVALID_PRODUCER_EPOCH,
+        "old epoch"
+    );
+    // Open here: no verification, so the request's transactional id is not looked at.
+    assert_eq!(
+        produce(other, (pid, epoch), 0, 2),
+        0,
+        "open: not verified again"
+    );
+    assert_eq!(
+        produce(id, (4242, 0), 0, 0),
+        INVALID_PRODUCER_ID_MAPPING,
+        "made-up producer"
+    );
+    assert_eq!(end_txn(&mut conn2, 3, id, pid, epoch, false), 0);
+    wait_state(&mut conn2, id, "CompleteAbort", Duration::from_secs(10));
+    // A late batch after the abort (same epoch in transaction version 1) cannot open a
+    // transaction nobody would end.
+    assert_eq!(
+        produce(id, (pid, epoch), 0, 3),
+        INVALID_TXN_STATE,
+        "after the abort"
+    );
+    drop(produce);
     if let Some(lockstep) = &mut broker.lockstep {
         lockstep.assert_alive();
     }

@@ -1,6 +1,7 @@
 //! The partition and group sides of producer transactions on the wire (issue 17), against the
 //! broker binary with raw requests (kafka-protocol's codecs), and across a SIGKILL + restart:
-//! - a transactional batch (with the request's transactional id) is accepted and holds the last
+//! - a transactional batch (with the request's transactional id, of a transaction the
+//!   coordinator holds the partition in: KIP-890 part 1 is `tests/producer_txn.rs`) is accepted and holds the last
 //!   stable offset: a read_committed Fetch gets nothing past it and `last_stable_offset` = its
 //!   first offset, ListOffsets(latest, read_committed) answers it, a read_uncommitted Fetch gets
 //!   the records with `aborted_transactions` null; DescribeProducers reports the open
@@ -19,10 +20,11 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
+    add_partitions_to_txn_request::{AddPartitionsToTxnRequest, AddPartitionsToTxnTopic},
     describe_producers_request, fetch_request, list_offsets_request, offset_fetch_request,
     produce_request, txn_offset_commit_request, DescribeProducersRequest, FetchRequest, GroupId,
-    ListOffsetsRequest, OffsetFetchRequest, ProduceRequest, TopicName, TransactionalId,
-    TxnOffsetCommitRequest,
+    InitProducerIdRequest, ListOffsetsRequest, OffsetFetchRequest, ProduceRequest, TopicName,
+    TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
@@ -31,8 +33,6 @@ use lockstep::log::batch::BatchBuilder;
 
 mod common;
 use common::process::Lockstep;
-
-const PID: i64 = 4242;
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
@@ -132,7 +132,40 @@ fn txn_start(conn: &mut Connection, topic: &str) -> Vec<(i64, i64)> {
         .collect()
 }
 
-fn txn_offset_commit(conn: &mut Connection, topic: &str, group: &str, offset: i64) -> i16 {
+/// Opens transaction "tx" on `topic`-0 with the coordinator, as a producer does before its
+/// first transactional batch (the partition verifies it, KIP-890 part 1): its producer id.
+fn begin(conn: &mut Connection, topic: &str) -> i64 {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = Some(TransactionalId(s("tx")));
+    r.transaction_timeout_ms = 300_000;
+    r.producer_id = (-1).into();
+    r.producer_epoch = -1;
+    let back = conn.send(&r, 4).expect("InitProducerId");
+    assert_eq!((back.error_code, back.producer_epoch), (0, 0));
+    let pid = i64::from(back.producer_id);
+    let mut t = AddPartitionsToTxnTopic::default();
+    t.name = TopicName(s(topic));
+    t.partitions = vec![0];
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(s("tx"));
+    r.v3_and_below_producer_id = pid.into();
+    r.v3_and_below_producer_epoch = 0;
+    r.v3_and_below_topics = vec![t];
+    let back = conn.send(&r, 3).expect("AddPartitionsToTxn");
+    assert_eq!(
+        back.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    pid
+}
+
+fn txn_offset_commit(
+    conn: &mut Connection,
+    topic: &str,
+    group: &str,
+    pid: i64,
+    offset: i64,
+) -> i16 {
     let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
     p.partition_index = 0;
     p.committed_offset = offset;
@@ -142,7 +175,7 @@ fn txn_offset_commit(conn: &mut Connection, topic: &str, group: &str, offset: i6
     let mut r = TxnOffsetCommitRequest::default();
     r.transactional_id = TransactionalId(s("tx"));
     r.group_id = GroupId(s(group));
-    r.producer_id = PID.into();
+    r.producer_id = pid.into();
     r.generation_id = -1;
     r.topics = vec![t];
     let resp = conn.send(&r, 3).expect("txn offset commit");
@@ -172,13 +205,14 @@ fn open_transactions_hold_the_lso_across_a_restart() {
         .create_topics(&[NewTopic::new(topic, 1)])
         .expect("create topic");
     let mut conn = Connection::connect(&broker.addr(), "ptxn-wire").expect("connect");
+    let pid = begin(&mut conn, topic);
 
     assert_eq!(
         produce(&mut conn, topic, None, batch(0, -1, -1, -1, 2)),
         (0, 0)
     );
     assert_eq!(
-        produce(&mut conn, topic, Some("tx"), batch(0x10, PID, 0, 0, 3)),
+        produce(&mut conn, topic, Some("tx"), batch(0x10, pid, 0, 0, 3)),
         (0, 2)
     );
     assert_eq!(
@@ -187,13 +221,13 @@ fn open_transactions_hold_the_lso_across_a_restart() {
     );
     // Refused as Kafka 4.4 refuses them.
     assert_eq!(
-        produce(&mut conn, topic, None, batch(0x10, PID, 0, 3, 1)).0,
+        produce(&mut conn, topic, None, batch(0x10, pid, 0, 3, 1)).0,
         53
     );
     assert_eq!(produce(&mut conn, topic, None, control_batch()).0, 87);
     // A non-transactional batch of the producer inside its transaction: INVALID_TXN_STATE.
     assert_eq!(
-        produce(&mut conn, topic, None, batch(0, PID, 0, 3, 1)).0,
+        produce(&mut conn, topic, None, batch(0, pid, 0, 3, 1)).0,
         48
     );
 
@@ -204,10 +238,10 @@ fn open_transactions_hold_the_lso_across_a_restart() {
         assert_eq!((hw, lso, aborted), (6, 2, None));
         assert!(bytes > 0 && all > bytes, "read_committed stops at the LSO");
         assert_eq!((latest(conn, topic, 1), latest(conn, topic, 0)), (2, 6));
-        assert_eq!(txn_start(conn, topic), vec![(PID, 2)]);
+        assert_eq!(txn_start(conn, topic), vec![(pid, 2)]);
     };
     check(&mut conn);
-    assert_eq!(txn_offset_commit(&mut conn, topic, group, 4), 0);
+    assert_eq!(txn_offset_commit(&mut conn, topic, group, pid, 4), 0);
     assert_eq!(committed(&mut conn, topic, group, false), (-1, 0));
     assert_eq!(committed(&mut conn, topic, group, true), (-1, 88));
 
@@ -217,8 +251,8 @@ fn open_transactions_hold_the_lso_across_a_restart() {
     assert_eq!(committed(&mut conn, topic, group, true), (-1, 88));
     // The transaction goes on after the restart (sequence 3 of the same epoch).
     assert_eq!(
-        produce(&mut conn, topic, Some("tx"), batch(0x10, PID, 0, 3, 1)),
+        produce(&mut conn, topic, Some("tx"), batch(0x10, pid, 0, 3, 1)),
         (0, 6)
     );
-    assert_eq!(txn_start(&mut conn, topic), vec![(PID, 2)]);
+    assert_eq!(txn_start(&mut conn, topic), vec![(pid, 2)]);
 }

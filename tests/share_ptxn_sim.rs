@@ -139,6 +139,7 @@ impl Sim {
                     records: Bytes::from(b.build()),
                     acks: -1,
                     timeout_ms: 1_000,
+                    verification_guard: None,
                 },
                 0,
             );

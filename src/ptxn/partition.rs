@@ -8,6 +8,15 @@
 //! it what a read may return ([`TxnPartition::last_stable_offset`],
 //! [`TxnPartition::aborted_in`]).
 //!
+//! KIP-890 part 1 (the server-side defence against hanging transactions): the first
+//! transactional batch of a producer's transaction in this partition is appended only once the
+//! transaction coordinator has confirmed the partition is in the producer's ongoing
+//! transaction. [`TxnPartition::check_verified`] hands out a *verification guard* for it; the
+//! produce handler asks the coordinator (AddPartitionsToTxn verifyOnly) and sends the batch
+//! again with the guard; a marker for the producer, or its first batch, clears the guard, so a
+//! batch verified before its transaction ended cannot open a new one after it. Guards are not
+//! persisted: after a restart a batch is simply verified again.
+//!
 //! Not persisted: it is rebuilt at open by replaying the log's batch headers (and the one
 //! record of every control batch, for its type), in the same pass that rebuilds the producer
 //! state, so it needs no file and no format of its own (`schemas/FORMAT.md`, "Transactions").
@@ -100,6 +109,22 @@ pub struct TxnPartition {
     /// offset). They hold the LSO until the high watermark passes the marker.
     ending: Vec<(i64, i64)>,
     aborted: VecDeque<AbortedTxn>,
+    /// Verification guards: producer id → (guard, epoch) handed out and not yet used or
+    /// cleared by a marker.
+    guards: HashMap<i64, (u64, i16)>,
+    /// The last guard handed out (guards are unique per partition).
+    last_guard: u64,
+}
+
+/// Whether a transactional batch may be appended ([`TxnPartition::check_verified`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verification {
+    /// The producer's transaction is open here, or the batch carries the guard the coordinator
+    /// confirmed: append.
+    Verified,
+    /// The batch would open a transaction here: ask the coordinator, then send the batch again
+    /// with this guard.
+    Needed { guard: u64 },
 }
 
 impl TxnPartition {
@@ -115,6 +140,37 @@ impl TxnPartition {
         Ok(())
     }
 
+    /// KIP-890 part 1: may a transactional batch of (`producer_id`, `epoch`) carrying `guard`
+    /// (`None`: not verified yet) be appended? A batch that would open the producer's
+    /// transaction here needs the guard of a verification the coordinator confirmed since the
+    /// producer's last marker; otherwise a new guard is handed out (replacing an older one).
+    pub fn check_verified(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        guard: Option<u64>,
+    ) -> Verification {
+        if self.open.contains_key(&producer_id) {
+            return Verification::Verified;
+        }
+        if let Some(guard) = guard {
+            if self.guards.get(&producer_id) == Some(&(guard, epoch)) {
+                return Verification::Verified;
+            }
+        }
+        self.last_guard += 1;
+        self.guards.insert(producer_id, (self.last_guard, epoch));
+        Verification::Needed {
+            guard: self.last_guard,
+        }
+    }
+
+    /// A marker for `producer_id` reached this partition (written or skipped): a verification
+    /// in flight belongs to the transaction it ends.
+    pub fn clear_guard(&mut self, producer_id: i64) {
+        self.guards.remove(&producer_id);
+    }
+
     /// Records an appended data batch starting at `base_offset` (live, or replayed at open).
     pub fn record_data(
         &mut self,
@@ -126,6 +182,7 @@ impl TxnPartition {
         if !transactional || producer_id < 0 {
             return;
         }
+        self.guards.remove(&producer_id);
         let open = self.open.entry(producer_id).or_insert(OpenTxn {
             first_offset: base_offset,
             epoch,
@@ -523,5 +580,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn first_batch_of_a_transaction_needs_a_verified_guard() {
+        let mut t = TxnPartition::new();
+        let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
+            panic!("a new transaction needs verification");
+        };
+        // A wrong guard or epoch hands out a new one; the right one passes.
+        assert_ne!(
+            t.check_verified(7, 1, Some(guard)),
+            Verification::Verified,
+            "another epoch"
+        );
+        let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
+            panic!()
+        };
+        assert_eq!(t.check_verified(7, 0, Some(guard)), Verification::Verified);
+        t.record_data(7, 0, true, 10);
+        // Open: later batches need nothing.
+        assert_eq!(t.check_verified(7, 0, None), Verification::Verified);
+        t.record_marker(7, TxnOutcome::Abort, 12);
+        // A guard verified before a marker is void after it.
+        let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
+            panic!()
+        };
+        t.clear_guard(7);
+        assert!(matches!(
+            t.check_verified(7, 0, Some(guard)),
+            Verification::Needed { .. }
+        ));
     }
 }

@@ -592,6 +592,7 @@ impl ShardHandle {
                 records: p.records,
                 acks: -1,
                 timeout_ms: SHARE_DLQ_PRODUCE_TIMEOUT_MS,
+                verification_guard: None,
             });
             let call = self.call(shard, op);
             async move { (p.group_id, p.target, p.count, call.await) }
@@ -1183,12 +1184,13 @@ mod tests {
                     topic_id,
                     partition: 0,
                 };
-                let produce = |records| {
+                let produce = |records, guard| {
                     ShardOp::Produce(ProduceOp {
                         partition: r.clone(),
                         records,
                         acks: -1,
                         timeout_ms: 10_000,
+                        verification_guard: guard,
                     })
                 };
                 let fetch = || {
@@ -1206,9 +1208,24 @@ mod tests {
                     ShardReply::Fetch(mut parts) => parts.remove(0),
                     other => panic!("{other:?}"),
                 };
-                for (pid, seq, n) in [(7, 0, 2), (8, 0, 1), (7, 2, 1)] {
-                    match shard.execute(produce(txn_batch(pid, seq, n))).await {
-                        ShardReply::Produce(p) => assert_eq!(p.error_code, 0, "{p:?}"),
+                // A batch opening a producer's transaction here comes back with a guard to
+                // verify (KIP-890 part 1; the produce handler asks the coordinator); sent again
+                // with it, it is appended. A later batch of the open transaction needs none.
+                for (pid, seq, n, opens) in [(7, 0, 2, true), (8, 0, 1, true), (7, 2, 1, false)] {
+                    let mut guard = None;
+                    if opens {
+                        match shard.execute(produce(txn_batch(pid, seq, n), None)).await {
+                            ShardReply::Produce(p) => {
+                                assert!(p.verification_guard.is_some(), "{p:?}");
+                                guard = p.verification_guard;
+                            }
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                    match shard.execute(produce(txn_batch(pid, seq, n), guard)).await {
+                        ShardReply::Produce(p) => {
+                            assert_eq!((p.error_code, p.verification_guard), (0, None), "{p:?}")
+                        }
                         other => panic!("{other:?}"),
                     }
                 }

@@ -45,6 +45,10 @@ pub struct ProduceOp {
     pub acks: i16,
     /// How long to wait for the durable flush before answering REQUEST_TIMED_OUT.
     pub timeout_ms: u64,
+    /// KIP-890 part 1: the verification guard the coordinator confirmed for this batch
+    /// (`None`: not verified; a transactional batch that would open its producer's transaction
+    /// in the partition is then answered with a guard to verify, not appended).
+    pub verification_guard: Option<u64>,
 }
 
 /// Result of a produce to one partition.
@@ -55,6 +59,9 @@ pub struct ProduceResult {
     /// Offset of the first record of the batch (of the original batch for a duplicate), or -1.
     pub base_offset: i64,
     pub log_start_offset: i64,
+    /// Not appended: the batch would open its producer's transaction in the partition; verify
+    /// the partition with the transaction coordinator and send it again with this guard.
+    pub verification_guard: Option<u64>,
 }
 
 impl ProduceResult {
@@ -64,6 +71,7 @@ impl ProduceResult {
             error_message: Some(message.into()),
             base_offset: -1,
             log_start_offset: -1,
+            verification_guard: None,
         }
     }
 }

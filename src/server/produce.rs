@@ -7,6 +7,12 @@
 //! producer's transaction in the partition, `crate::ptxn::partition`), applies the
 //! idempotent-producer rules, appends, and — for acks=all — answers only once the batch is durable. With acks=0
 //! no response is written at all, as Kafka does.
+//!
+//! KIP-890 part 1: a transactional batch that would open its producer's transaction in a
+//! partition comes back with a verification guard instead; the handler asks the transaction
+//! coordinator whether the partition is in the producer's ongoing transaction
+//! ([`super::ptxn_api::verify_for_produce`], one call per producer) and sends the verified
+//! batches again with their guards.
 
 use super::join::join_all;
 use super::ops::{PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply};
@@ -33,6 +39,87 @@ enum Slot<F> {
 /// have it too).
 fn is_transactional(records: &[u8]) -> bool {
     crate::log::batch::parse_header(records).is_ok_and(|h| h.is_transactional())
+}
+
+/// KIP-890 part 1: the batches answered with a verification guard are verified with the
+/// transaction coordinator (one call per producer id and epoch) and sent again with their
+/// guards; a partition the coordinator does not confirm gets its error.
+async fn verify_and_resend<B: Bus>(
+    bus: &B,
+    transactional_id: &str,
+    sent: &[(crate::model::ShardId, ProduceOp)],
+    replies: &mut [Option<ShardReply>],
+) {
+    // (producer id, epoch) → [(call index, guard)].
+    let mut by_producer: std::collections::BTreeMap<(i64, i16), Vec<(usize, u64)>> =
+        std::collections::BTreeMap::new();
+    for (i, reply) in replies.iter().enumerate() {
+        if let Some(ShardReply::Produce(ProduceResult {
+            verification_guard: Some(guard),
+            ..
+        })) = reply
+        {
+            let Ok(header) = crate::log::batch::parse_header(&sent[i].1.records) else {
+                continue;
+            };
+            by_producer
+                .entry((header.producer_id, header.producer_epoch))
+                .or_default()
+                .push((i, *guard));
+        }
+    }
+    let mut resend = Vec::new();
+    for ((pid, epoch), waiting) in by_producer {
+        let partitions: Vec<(String, i32)> = waiting
+            .iter()
+            .map(|(i, _)| {
+                (
+                    sent[*i].1.partition.topic.clone(),
+                    sent[*i].1.partition.partition,
+                )
+            })
+            .collect();
+        let codes =
+            super::ptxn_api::verify_for_produce(bus, transactional_id, pid, epoch, &partitions)
+                .await;
+        for ((i, guard), code) in waiting.into_iter().zip(codes) {
+            if code == 0 {
+                resend.push((i, guard));
+            } else {
+                replies[i] = Some(ShardReply::Produce(ProduceResult::error(
+                    code,
+                    format!(
+                        "{}-{} is not in the ongoing transaction of producer {pid} epoch {epoch}",
+                        sent[i].1.partition.topic, sent[i].1.partition.partition
+                    ),
+                )));
+            }
+        }
+    }
+    let calls = resend.iter().map(|&(i, guard)| {
+        let (shard, op) = &sent[i];
+        let op = ProduceOp {
+            verification_guard: Some(guard),
+            ..op.clone()
+        };
+        bus.call(*shard, ShardOp::Produce(op))
+    });
+    let calls: Vec<_> = calls.collect();
+    for ((i, _), reply) in resend.iter().zip(join_all(calls).await) {
+        // A second guard means a marker intervened: the transaction this batch was verified
+        // for has ended.
+        let reply = match reply {
+            ShardReply::Produce(ProduceResult {
+                verification_guard: Some(_),
+                ..
+            }) => ShardReply::Produce(ProduceResult::error(
+                ResponseError::InvalidTxnState.code(),
+                "the transaction ended while the batch was verified",
+            )),
+            other => other,
+        };
+        replies[*i] = Some(reply);
+    }
 }
 
 /// Produce.
@@ -71,6 +158,8 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
     // One slot per partition, in request order; pending slots index into `calls`.
     let mut layout: Vec<TopicSlots> = Vec::new();
     let mut calls = Vec::new();
+    // The op behind each call and its shard, to send a batch again once it is verified.
+    let mut sent: Vec<(crate::model::ShardId, ProduceOp)> = Vec::new();
     for topic in &decoded.topic_data {
         let meta = if version >= TOPIC_IDS_FROM_VERSION {
             registry.topic_by_id(&topic.topic_id)
@@ -120,9 +209,11 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
                                 records: records.clone(),
                                 acks,
                                 timeout_ms,
+                                verification_guard: None,
                             };
                             let shard = partition_shard(&meta.name, data.index, bus.shard_count());
-                            calls.push(bus.call(shard, ShardOp::Produce(op)));
+                            calls.push(bus.call(shard, ShardOp::Produce(op.clone())));
+                            sent.push((shard, op));
                             Slot::Pending(calls.len() - 1)
                         }
                     },
@@ -134,6 +225,9 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
     }
     let mut replies: Vec<Option<ShardReply>> =
         join_all(calls).await.into_iter().map(Some).collect();
+    if let Some(id) = &decoded.transactional_id {
+        verify_and_resend(bus, id.as_str(), &sent, &mut replies).await;
+    }
     if acks == 0 {
         return Outcome::NoResponse;
     }

@@ -177,6 +177,34 @@ fn topic_results(
         .collect()
 }
 
+/// KIP-890 part 1, for Produce: is each partition in the ongoing transaction of
+/// (`producer_id`, `producer_epoch`)? Per-partition codes, in order, as Kafka 4.4 answers the
+/// produce (measured on the reference broker, `tests/producer_txn.rs`): not in the transaction
+/// INVALID_TXN_STATE, another producer id INVALID_PRODUCER_ID_MAPPING, a fenced epoch
+/// INVALID_PRODUCER_EPOCH; a transaction still completing is NOT_ENOUGH_REPLICAS, which
+/// producers retry (Kafka's mapping of CONCURRENT_TRANSACTIONS for Produce).
+pub async fn verify_for_produce<B: Bus>(
+    bus: &B,
+    id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &[(String, i32)],
+) -> Vec<i16> {
+    let codes = add_partitions(bus, id, producer_id, producer_epoch, partitions, true, 4).await;
+    codes
+        .into_iter()
+        .map(|code| match code {
+            c if c == ResponseError::ProducerFenced.code() => {
+                ResponseError::InvalidProducerEpoch.code()
+            }
+            c if c == ResponseError::ConcurrentTransactions.code() => {
+                ResponseError::NotEnoughReplicas.code()
+            }
+            c => c,
+        })
+        .collect()
+}
+
 /// Adds (or verifies) one transaction's partitions; per-partition codes, in order.
 async fn add_partitions<B: Bus>(
     bus: &B,

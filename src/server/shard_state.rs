@@ -26,7 +26,7 @@ use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
 use crate::model::{partition_shard, ShardId, TopicPartition};
 use crate::ptxn::partition::{
-    control_record, control_type, marker_outcome, MarkerAction, TxnPartition,
+    control_record, control_type, marker_outcome, MarkerAction, TxnPartition, Verification,
 };
 use crate::ptxn::TxnMarker;
 use crate::storage::file::Storage;
@@ -578,6 +578,21 @@ impl<S: Storage + Clone> ShardState<S> {
         {
             return fail(e.code(), e.to_string());
         }
+        if header.is_transactional() {
+            if let Verification::Needed { guard } = partition.txns.check_verified(
+                header.producer_id,
+                header.producer_epoch,
+                op.verification_guard,
+            ) {
+                return ProduceApplied {
+                    result: ProduceResult {
+                        verification_guard: Some(guard),
+                        ..ProduceResult::error(0, "verify with the transaction coordinator")
+                    },
+                    durable_target: None,
+                };
+            }
+        }
         let last_sequence = wrap_sequence(header.base_sequence, header.last_offset_delta);
         let idempotent = header.producer_id >= 0;
         if idempotent && header.base_sequence < 0 {
@@ -604,6 +619,7 @@ impl<S: Storage + Clone> ShardState<S> {
                         error_message: None,
                         base_offset,
                         log_start_offset,
+                        verification_guard: None,
                     },
                     durable_target: Some((key, last_offset as u64 + 1)),
                 }
@@ -637,6 +653,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 error_message: None,
                 base_offset: info.base_offset as i64,
                 log_start_offset,
+                verification_guard: None,
             },
             durable_target: Some((key, info.last_offset + 1)),
         }
@@ -809,6 +826,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 tracing::warn!(topic = %r.topic, partition = r.partition, error = %e, "transaction marker refused");
                 e.code()
             })?;
+        partition.txns.clear_guard(marker.producer_id);
         if action == MarkerAction::Skip {
             return Ok(None);
         }
@@ -1073,20 +1091,26 @@ mod tests {
         Bytes::from(b.build())
     }
 
+    /// Produces `records`; a batch that needs a verification (KIP-890 part 1) is sent again
+    /// with its guard, as the produce handler does once the coordinator confirms it.
     fn produce(
         state: &mut ShardState<SimStorage>,
         r: &PartitionRef,
         records: Bytes,
     ) -> ProduceApplied {
-        state.produce(
-            &ProduceOp {
-                partition: r.clone(),
-                records,
-                acks: -1,
-                timeout_ms: 1000,
-            },
-            1_000,
-        )
+        let mut op = ProduceOp {
+            partition: r.clone(),
+            records,
+            acks: -1,
+            timeout_ms: 1000,
+            verification_guard: None,
+        };
+        let applied = state.produce(&op, 1_000);
+        if applied.result.verification_guard.is_none() {
+            return applied;
+        }
+        op.verification_guard = applied.result.verification_guard;
+        state.produce(&op, 1_000)
     }
 
     fn flush(state: &mut ShardState<SimStorage>, key: &TopicPartition) {
