@@ -34,6 +34,7 @@ pub mod runtime;
 pub mod sasl;
 pub mod scram;
 pub mod server;
+pub mod shard;
 pub mod share;
 pub mod storage;
 pub mod txn;

@@ -29,7 +29,7 @@ pub mod credentials;
 pub mod fatal;
 pub mod files;
 pub mod shard_runtime;
-pub mod sync;
+pub use crate::shard::sync;
 pub mod tls;
 
 use crate::config::BrokerConfig;

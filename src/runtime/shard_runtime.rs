@@ -1,5 +1,8 @@
-//! One shard's runtime: its [`ShardState`], the cross-shard mesh endpoints, group commit,
-//! durability and data waits, admin serialisation on shard 0, and the [`Bus`] handlers use.
+//! One shard's runtime: its runtime-free core (`crate::shard`: the [`ShardState`], the state
+//! journal and its group commit, the share-transaction steps), for which [`ShardHandle`]
+//! implements `ShardIo` with glommio; the cross-shard mesh endpoints, partition-log group
+//! commit, durability and data waits, admin serialisation on shard 0, and the [`Bus`] handlers
+//! use.
 //!
 //! Invariants:
 //! - `state` is borrowed only in synchronous sections; no `RefCell` borrow lives across an
@@ -19,9 +22,7 @@ use super::fatal::{self, Fatal};
 use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
 use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
-use crate::constants::{
-    DELETE_RECORDS_DURABLE_POLL_MS, SHARE_DLQ_PRODUCE_TIMEOUT_MS, TXN_PREPARE_WAIT_MS,
-};
+use crate::constants::{DELETE_RECORDS_DURABLE_POLL_MS, SHARE_DLQ_PRODUCE_TIMEOUT_MS};
 use crate::journal::Journal;
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::{LogGauge, ShardMetrics};
@@ -31,20 +32,19 @@ use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
     AdminOp, AdminReply, CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult,
-    ShardOp, ShardReply, ShareAckResult, ShareGroupsListed, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
+    ShardOp, ShardReply, ShareAckResult, ShareGroupsListed, WaitOp,
 };
 use crate::server::registry::random_uuid;
 use crate::server::shard_state::ShardState;
 use crate::server::share_session::SessionKey;
 use crate::server::{Bus, TopicRegistry};
+use crate::shard::ShardCore;
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
-use crate::txn::TxnState;
 use glommio::channels::channel_mesh::Senders;
 use glommio::sync::Semaphore;
 use kafka_protocol::ResponseError;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -81,13 +81,12 @@ struct DataWaiter {
 
 /// The shard's runtime state; shared by its tasks through [`ShardHandle`].
 pub struct ShardRuntime {
-    pub id: ShardId,
-    pub shard_count: usize,
+    /// The runtime-free core: the state, the journal and its group commit (`crate::shard`);
+    /// `ShardRuntime` derefs to it.
+    core: ShardCore<FsStorage, MmapDir>,
     pub data_dir: PathBuf,
-    state: RefCell<ShardState<FsStorage>>,
-    /// The shard's state journal (share-partition state); see `server::share`.
-    journal: RefCell<Journal<MmapDir>>,
-    journal_sync: RefCell<PartitionSync>,
+    /// Origin of the core's monotonic clock.
+    started: Instant,
     senders: Option<Senders<MeshMsg>>,
     next_request_id: Cell<u64>,
     pending: RefCell<HashMap<u64, OneshotSender<ShardReply>>>,
@@ -110,6 +109,13 @@ pub struct ShardRuntime {
 #[derive(Clone)]
 pub struct ShardHandle(pub Rc<ShardRuntime>);
 
+impl std::ops::Deref for ShardRuntime {
+    type Target = ShardCore<FsStorage, MmapDir>;
+    fn deref(&self) -> &ShardCore<FsStorage, MmapDir> {
+        &self.core
+    }
+}
+
 impl std::ops::Deref for ShardHandle {
     type Target = ShardRuntime;
     fn deref(&self) -> &ShardRuntime {
@@ -126,12 +132,9 @@ impl ShardHandle {
         request_bytes_max: u64,
     ) -> ShardHandle {
         ShardHandle(Rc::new(ShardRuntime {
-            id: state.id,
-            shard_count: state.shard_count,
             data_dir: state.data_dir.clone(),
-            state: RefCell::new(state),
-            journal: RefCell::new(journal),
-            journal_sync: RefCell::new(PartitionSync::default()),
+            core: ShardCore::new(state, journal),
+            started: Instant::now(),
             senders,
             next_request_id: Cell::new(1),
             pending: RefCell::new(HashMap::new()),
@@ -315,7 +318,7 @@ impl ShardHandle {
                 }
                 ShardReply::ShareReleased(0)
             }
-            ShardOp::Txn(op) => ShardReply::Txn(self.txn(op).await),
+            ShardOp::Txn(op) => ShardReply::Txn(crate::shard::txn::execute(self, op).await),
             ShardOp::ShareListGroups => {
                 let state = self.state.borrow();
                 let groups = &state.share.groups;
@@ -584,428 +587,10 @@ impl ShardHandle {
         results
     }
 
-    /// After a restart: asks the coordinator about every transaction that holds LOCKED
-    /// records here and applies its decision; PREPARE keeps the locks (only the framework's
-    /// coordinator decides). ONGOING or unknown ones are aborted (DESIGN.md §6).
+    /// After a restart: resolves the transactions that hold LOCKED records here with their
+    /// coordinators (`shard::txn::resolve_locked_transactions`).
     pub fn resolve_locked_transactions(&self) {
-        let pending = self.state.borrow().share.txn_locked();
-        if pending.is_empty() {
-            return;
-        }
-        let ctx = self.clone();
-        glommio::spawn_local(async move {
-            for (group_id, transaction_id) in pending {
-                let shard = group_shard(&group_id, ctx.shard_count);
-                let reply = ctx
-                    .call(
-                        shard,
-                        ShardOp::Txn(TxnOp::State {
-                            group_id: group_id.clone(),
-                            transaction_id: transaction_id.clone(),
-                        }),
-                    )
-                    .await;
-                let state = match reply {
-                    ShardReply::Txn(TxnReplyMsg::Answer(a)) => a.state,
-                    other => {
-                        tracing::error!(shard = %ctx.id, group = %group_id, txn = %transaction_id, ?other, "cannot resolve locked records; they stay locked");
-                        continue;
-                    }
-                };
-                let commit = match state {
-                    TxnState::Prepare => continue,
-                    TxnState::Committed => true,
-                    TxnState::Aborted | TxnState::Ongoing | TxnState::Empty => false,
-                };
-                tracing::info!(shard = %ctx.id, group = %group_id, txn = %transaction_id, state = state.name(), "resolving locked records after restart");
-                ctx.state
-                    .borrow_mut()
-                    .txn_apply(&group_id, &transaction_id, commit);
-                ctx.append_share_entries();
-            }
-        })
-        .detach();
-    }
-
-    /// Appends pending entries and waits until they are durable.
-    async fn persist_share_entries(&self) -> Result<(), String> {
-        match self.append_share_entries() {
-            Some(seq) => self.wait_journal(seq).await,
-            None => Ok(()),
-        }
-    }
-
-    /// The shards of a transaction's participant partitions (unknown topics are skipped:
-    /// their share state went with them).
-    fn participant_shards(&self, partitions: &[TopicPartition]) -> BTreeSet<ShardId> {
-        let registry = self.registry();
-        partitions
-            .iter()
-            .filter_map(|p| {
-                registry
-                    .topic_by_id(&p.topic_id)
-                    .map(|t| partition_shard(&t.name, p.partition, self.shard_count))
-            })
-            .collect()
-    }
-
-    /// Tells the participants of a decided transaction to apply it (they persist lazily; a
-    /// crash before they do is resolved at restart by asking the coordinator).
-    fn spawn_apply(&self, group_id: &str, id: &str, partitions: &[TopicPartition], commit: bool) {
-        for shard in self.participant_shards(partitions) {
-            let op = ShardOp::Txn(TxnOp::Apply {
-                group_id: group_id.to_string(),
-                transaction_id: id.to_string(),
-                commit,
-            });
-            let ctx = self.clone();
-            glommio::spawn_local(async move {
-                ctx.call(shard, op).await;
-            })
-            .detach();
-        }
-    }
-
-    /// Tells the participants of transactions aborted for their timeout to release their
-    /// locks, whichever operation noticed the timeout (`ShareState::take_timed_out`).
-    fn abort_timed_out(&self, records: Vec<crate::txn::TxnRecord>) {
-        for record in records {
-            tracing::info!(shard = %self.id, group = %record.group_id, txn = %record.transaction_id, "share transaction timed out; aborted");
-            let partitions: Vec<TopicPartition> =
-                record.participants.iter().map(|p| p.partition).collect();
-            self.spawn_apply(&record.group_id, &record.transaction_id, &partitions, false);
-        }
-    }
-
-    fn record_txn_metrics(&self) {
-        let (active, counters) = {
-            let state = self.state.borrow();
-            (state.share.txn_active(), state.share.txn_counters)
-        };
-        self.with_metrics(|m| {
-            m.share_txn_active = active as u64;
-            m.share_txn_aborted = counters.aborted;
-            m.share_txn_timed_out = counters.timed_out;
-        });
-    }
-
-    async fn txn(&self, op: TxnOp) -> TxnReplyMsg {
-        let now = wall_ms() as u64;
-        let config = |group: &str| self.registry().group_config(group).txn;
-        let reply = match op {
-            TxnOp::Begin {
-                group_id,
-                transaction_id,
-                timeout_ms,
-            } => {
-                // The config is read before the state is borrowed mutably (the registry lives
-                // in the same cell).
-                let config = config(&group_id);
-                let answer = self.state.borrow_mut().share.txn_begin(
-                    &group_id,
-                    &transaction_id,
-                    timeout_ms,
-                    config,
-                    now,
-                );
-                // Answered once durable: the journal's unflushed tail does not survive a process
-                // kill, and a begun transaction the coordinator forgets could not be aborted
-                // (and listed ABORTED) by the recovery after a restart.
-                match self.persist_share_entries().await {
-                    Ok(()) => TxnReplyMsg::Answer(answer),
-                    Err(cause) => {
-                        tracing::error!(shard = %self.id, cause = %cause, "share transaction begin not durable");
-                        TxnReplyMsg::Answer(TxnAnswer::error(
-                            ResponseError::KafkaStorageError.code(),
-                            "the transaction could not be made durable",
-                            answer.state,
-                        ))
-                    }
-                }
-            }
-            TxnOp::Register {
-                group_id,
-                member_id,
-                transaction_id,
-                partitions,
-            } => {
-                let config = config(&group_id);
-                TxnReplyMsg::Registered(self.state.borrow_mut().share.txn_register(
-                    &group_id,
-                    &member_id,
-                    &transaction_id,
-                    &partitions,
-                    config,
-                    now,
-                ))
-            }
-            TxnOp::AckDone {
-                group_id,
-                transaction_id,
-                locked,
-            } => {
-                let late =
-                    self.state
-                        .borrow_mut()
-                        .share
-                        .txn_ack_done(&group_id, &transaction_id, &locked);
-                self.append_share_entries();
-                if !late.is_empty() {
-                    self.spawn_apply(&group_id, &transaction_id, &late, false);
-                }
-                TxnReplyMsg::Done(Ok(()))
-            }
-            TxnOp::Prepare {
-                group_id,
-                transaction_id,
-            } => TxnReplyMsg::Answer(self.txn_prepare(&group_id, &transaction_id).await),
-            TxnOp::Commit {
-                group_id,
-                transaction_id,
-            } => TxnReplyMsg::Answer(self.txn_decide(&group_id, &transaction_id, true).await),
-            TxnOp::Abort {
-                group_id,
-                transaction_id,
-            } => TxnReplyMsg::Answer(self.txn_decide(&group_id, &transaction_id, false).await),
-            TxnOp::List { group_id, states } => {
-                let config = config(&group_id);
-                let listed = self
-                    .state
-                    .borrow_mut()
-                    .share
-                    .txn_list(&group_id, &states, config, now);
-                self.append_share_entries();
-                TxnReplyMsg::Listed(listed)
-            }
-            TxnOp::State {
-                group_id,
-                transaction_id,
-            } => {
-                let state = self
-                    .state
-                    .borrow()
-                    .share
-                    .txn_get(&group_id, &transaction_id)
-                    .map_or(TxnState::Empty, |r| r.state);
-                TxnReplyMsg::Answer(TxnAnswer {
-                    error_code: 0,
-                    error_message: None,
-                    state,
-                    timeout_ms: 0,
-                })
-            }
-            TxnOp::Lock {
-                group_id,
-                member_id,
-                transaction_id,
-                partitions,
-            } => {
-                let locked = self.state.borrow_mut().txn_lock(
-                    &group_id,
-                    &member_id,
-                    &transaction_id,
-                    &partitions,
-                );
-                self.append_share_entries();
-                TxnReplyMsg::Locked(locked)
-            }
-            TxnOp::PersistLocks {
-                group_id,
-                transaction_id,
-            } => {
-                self.state
-                    .borrow_mut()
-                    .share
-                    .txn_persist_locks(&group_id, &transaction_id);
-                TxnReplyMsg::Done(self.persist_share_entries().await)
-            }
-            TxnOp::ProducerLock {
-                group_id,
-                member_id,
-                owner,
-                partitions,
-            } => {
-                let mut locked = self.state.borrow_mut().ptxn_share_lock(
-                    &group_id,
-                    &member_id,
-                    owner,
-                    &partitions,
-                );
-                // The client may commit as soon as it has the answer: the locks must be
-                // durable by then, or a crash would lose them and the commit marker would
-                // find the records AVAILABLE (redelivered after the output was committed).
-                if let Err(e) = self.persist_share_entries().await {
-                    for result in locked.iter_mut().filter(|r| r.is_ok()) {
-                        *result = Err(ShareAckResult::error(
-                            ResponseError::KafkaStorageError.code(),
-                            e.clone(),
-                        ));
-                    }
-                }
-                TxnReplyMsg::Locked(locked)
-            }
-            TxnOp::Apply {
-                group_id,
-                transaction_id,
-                commit,
-            } => {
-                self.state
-                    .borrow_mut()
-                    .txn_apply(&group_id, &transaction_id, commit);
-                self.append_share_entries();
-                TxnReplyMsg::Done(Ok(()))
-            }
-        };
-        let timed_out = self.state.borrow_mut().share.take_timed_out();
-        self.abort_timed_out(timed_out);
-        self.record_txn_metrics();
-        reply
-    }
-
-    /// Phase 1 on the coordinator (DESIGN.md §6).
-    async fn txn_prepare(&self, group_id: &str, id: &str) -> TxnAnswer {
-        let started = Instant::now();
-        let config = self.registry().group_config(group_id).txn;
-        let answer =
-            self.state
-                .borrow_mut()
-                .share
-                .txn_prepare(group_id, id, config, wall_ms() as u64);
-        self.append_share_entries();
-        if answer.error_code != 0 {
-            return answer;
-        }
-        // New acknowledgements are refused now; wait for those in flight.
-        let deadline = Instant::now() + Duration::from_millis(TXN_PREPARE_WAIT_MS);
-        while self.state.borrow().share.txn_acks_in_flight(group_id, id) > 0 {
-            if Instant::now() > deadline {
-                return TxnAnswer::error(
-                    ResponseError::RequestTimedOut.code(),
-                    "acknowledgements into the transaction did not complete",
-                    TxnState::Prepare,
-                );
-            }
-            glommio::timer::sleep(Duration::from_millis(1)).await;
-        }
-        let Some(record) = self.state.borrow().share.txn_get(group_id, id) else {
-            return TxnAnswer::error(
-                ResponseError::TransactionalIdNotFound.code(),
-                "the transaction was forgotten",
-                TxnState::Empty,
-            );
-        };
-        if record.state != TxnState::Prepare {
-            return TxnAnswer::error(
-                ResponseError::InvalidTxnState.code(),
-                format!("the transaction is {} now", record.state.name()),
-                record.state,
-            );
-        }
-        let partitions: Vec<TopicPartition> =
-            record.participants.iter().map(|p| p.partition).collect();
-        // Locks held on this shard go into this journal just before the PREPARE record: one
-        // journal is durable in prefix order, so one flush covers both. Other shards' locks
-        // must be durable before the record is written.
-        let mut shards = self.participant_shards(&partitions);
-        if shards.remove(&self.id) {
-            self.state
-                .borrow_mut()
-                .share
-                .txn_persist_locks(group_id, id);
-        }
-        let calls = shards
-            .into_iter()
-            .map(|shard| {
-                self.call(
-                    shard,
-                    ShardOp::Txn(TxnOp::PersistLocks {
-                        group_id: group_id.to_string(),
-                        transaction_id: id.to_string(),
-                    }),
-                )
-            })
-            .collect();
-        for reply in join_all(calls).await {
-            match reply {
-                ShardReply::Txn(TxnReplyMsg::Done(Ok(()))) => {}
-                other => {
-                    return TxnAnswer::error(
-                        ResponseError::KafkaStorageError.code(),
-                        format!("a participant could not persist its locks: {other:?}"),
-                        TxnState::Prepare,
-                    )
-                }
-            }
-        }
-        let recorded = self
-            .state
-            .borrow_mut()
-            .share
-            .txn_record_prepared(group_id, id);
-        if let Err(e) = self.persist_share_entries().await {
-            return TxnAnswer::error(
-                ResponseError::KafkaStorageError.code(),
-                e,
-                TxnState::Prepare,
-            );
-        }
-        let record = self.state.borrow().share.txn_get(group_id, id);
-        let state = record.as_ref().map_or(TxnState::Empty, |r| r.state);
-        if !recorded || state != TxnState::Prepare {
-            return TxnAnswer::error(
-                ResponseError::InvalidTxnState.code(),
-                "the transaction was aborted while it was being prepared",
-                state,
-            );
-        }
-        let micros = started.elapsed().as_micros() as u64;
-        self.with_metrics(|m| m.share_txn_prepare.record(micros));
-        TxnAnswer {
-            error_code: 0,
-            error_message: None,
-            state,
-            timeout_ms: record.map_or(0, |r| r.timeout_ms),
-        }
-    }
-
-    /// Phase 2 on the coordinator: commit or abort, durable before the answer, then the
-    /// participants apply it.
-    async fn txn_decide(&self, group_id: &str, id: &str, commit: bool) -> TxnAnswer {
-        let started = Instant::now();
-        let config = self.registry().group_config(group_id).txn;
-        let now = wall_ms() as u64;
-        let before = self.state.borrow().share.txn_get(group_id, id);
-        let answer = {
-            let mut state = self.state.borrow_mut();
-            if commit {
-                state.share.txn_commit(group_id, id, config, now)
-            } else {
-                state.share.txn_abort(group_id, id, config, now)
-            }
-        };
-        if let Err(e) = self.persist_share_entries().await {
-            return TxnAnswer::error(ResponseError::KafkaStorageError.code(), e, answer.state);
-        }
-        let after = self.state.borrow().share.txn_get(group_id, id);
-        if let Some(record) = &after {
-            let decided = record.state.is_finished()
-                && before.as_ref().is_some_and(|b| !b.state.is_finished());
-            if decided {
-                let partitions: Vec<TopicPartition> =
-                    record.participants.iter().map(|p| p.partition).collect();
-                self.spawn_apply(
-                    group_id,
-                    id,
-                    &partitions,
-                    record.state == TxnState::Committed,
-                );
-                if commit {
-                    let micros = started.elapsed().as_micros() as u64;
-                    self.with_metrics(|m| m.share_txn_commit.record(micros));
-                }
-            }
-        }
-        answer
+        crate::shard::txn::resolve_locked_transactions(self)
     }
 
     /// Appends the share entries an operation produced and waits until they are durable;
@@ -1081,94 +666,19 @@ impl ShardHandle {
         }
     }
 
-    /// Appends the share state's pending journal entries; returns the last sequence number
-    /// appended (`None`: nothing to append). No flush starts here: entries nobody waits for
-    /// (new share partitions, locks of ONGOING transactions, applied decisions) ride on the next
-    /// flush a waiter starts (`wait_journal`), or on housekeeping's, so the journal does not
-    /// flush continuously under load. An append that fails poisons the journal (the entries are
-    /// already out of the share state) and takes the fatal path: it never returns then.
-    /// Consumer-group entries (`crate::group`) go with the share state's.
+    /// Appends the state's pending journal entries (`shard::append_entries`; a failed append
+    /// takes the fatal path).
     fn append_share_entries(&self) -> Option<u64> {
-        let entries = {
-            let mut state = self.state.borrow_mut();
-            let mut entries = state.share.take_entries();
-            entries.extend(state.groups.take_entries());
-            entries.extend(state.ptxn.take_entries());
-            entries
-        };
-        if entries.is_empty() {
-            return None;
-        }
-        let appended = self.journal.borrow_mut().append_all(&entries);
-        match appended {
-            Ok(last) => last,
-            Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
-        }
+        crate::shard::append_entries(self)
     }
 
-    /// Completes once journal entry `seq` is durable.
+    /// Completes once journal entry `seq` is durable (`shard::wait_journal`).
     async fn wait_journal(&self, seq: u64) -> Result<(), String> {
-        if self.journal.borrow().durable_end() > seq {
-            return Ok(());
-        }
-        let (tx, rx) = oneshot();
-        self.journal_sync.borrow_mut().waiters.park(seq + 1, tx);
-        self.ensure_journal_flush();
-        match rx.await {
-            Some(result) => result,
-            None => Err("the state journal flush was abandoned".into()),
-        }
+        crate::shard::wait_journal(self, seq).await
     }
 
     fn ensure_journal_flush(&self) {
-        {
-            let mut sync = self.journal_sync.borrow_mut();
-            if sync.flushing {
-                return;
-            }
-            sync.flushing = true;
-        }
-        let ctx = self.clone();
-        glommio::spawn_local(async move { ctx.journal_flush_loop().await }).detach();
-    }
-
-    async fn journal_flush_loop(&self) {
-        let mut first = true;
-        loop {
-            // After the first flush, go on only for someone waiting: entries appended meanwhile
-            // that nobody waits for wait for the next flush anyone needs.
-            if !first && self.journal_sync.borrow().waiters.is_empty() {
-                break;
-            }
-            first = false;
-            let ticket = self.journal.borrow_mut().begin_flush();
-            let ticket = match ticket {
-                Ok(Some(ticket)) => ticket,
-                Ok(None) => break,
-                Err(e) => fatal::exit(Some(self.id), Fatal::JournalPoisoned, &e.to_string()),
-            };
-            let started = Instant::now();
-            // One O_DIRECT + O_DSYNC write of the tail's blocks (src/runtime/files.rs).
-            let result = files::flush_journal(&ticket).await;
-            let micros = started.elapsed().as_micros() as u64;
-            self.with_metrics(|m| m.fsync.record(micros));
-            let completed = self.journal.borrow_mut().complete_flush(ticket, result);
-            match completed {
-                Ok(()) => {
-                    let end = self.journal.borrow().durable_end();
-                    let released = self.journal_sync.borrow_mut().waiters.release(end);
-                    for waiter in released {
-                        waiter.send(Ok(()));
-                    }
-                }
-                Err(e) => fatal::exit(
-                    Some(self.id),
-                    Fatal::JournalPoisoned,
-                    &format!("state journal flush: {e}"),
-                ),
-            }
-        }
-        self.journal_sync.borrow_mut().flushing = false;
+        crate::shard::ensure_journal_flush(self)
     }
 
     /// Expires acquisition locks and member sessions; snapshots and compacts the journal.
@@ -1186,9 +696,7 @@ impl ShardHandle {
             tracing::info!(shard = %self.id, group = %d.group_id, member = %d.member_id, "share member session timed out");
             self.member_gone(d.group_id, d.member_id);
         }
-        let expired = self.state.borrow_mut().share.txn_expire(now);
-        self.abort_timed_out(expired);
-        self.record_txn_metrics();
+        crate::shard::txn::expire(self);
         if !self.state.borrow().share.dlq.is_empty() {
             // Records archived at the delivery limit by lock expiry: their DLQ copies first,
             // then the journal (module docs of `server::share_dlq`).
@@ -1602,6 +1110,53 @@ impl Bus for ShardHandle {
     fn credentials(&self) -> Option<Arc<dyn crate::server::CredentialAdmin>> {
         let store = self.0.credentials.borrow().clone()?;
         Some(store)
+    }
+}
+
+/// The shard core's I/O on glommio: the mesh, timers, detached tasks, io_uring block writes,
+/// the fatal path. (Not imported here: `Bus` has methods of the same names.)
+impl crate::shard::ShardIo for ShardHandle {
+    type Storage = FsStorage;
+    type Dir = MmapDir;
+
+    fn core(&self) -> &ShardCore<FsStorage, MmapDir> {
+        &self.0.core
+    }
+
+    fn now_ms(&self) -> u64 {
+        wall_ms() as u64
+    }
+
+    fn monotonic_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+
+    fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply> {
+        Bus::call(self, shard, op)
+    }
+
+    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> {
+        glommio::timer::sleep(Duration::from_millis(ms))
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + 'static) {
+        glommio::spawn_local(task).detach();
+    }
+
+    fn flush_journal(
+        &self,
+        ticket: &crate::journal::FlushTicket,
+    ) -> impl Future<Output = std::io::Result<()>> {
+        // One O_DIRECT + O_DSYNC write of the tail's blocks (src/runtime/files.rs).
+        files::flush_journal(ticket)
+    }
+
+    fn journal_poisoned(&self, detail: &str) -> ! {
+        fatal::exit(Some(self.id), Fatal::JournalPoisoned, detail)
+    }
+
+    fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics)) {
+        ShardHandle::with_metrics(self, f)
     }
 }
 

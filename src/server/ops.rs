@@ -395,19 +395,14 @@ pub enum TxnOp {
         transaction_id: String,
         timeout_ms: i64,
     },
-    /// Coordinator: the transaction must be ONGOING; registers participants (one
-    /// acknowledgement in flight each, until `AckDone`).
-    Register {
+    /// Coordinator: ShareAcknowledgeTransactional, in one call. Registers the partitions (the
+    /// transaction must be ONGOING, the member known), has the partitions' shards lock the
+    /// records (`Lock`), and completes the acknowledgements (`shard::txn`).
+    Acknowledge {
         group_id: String,
         member_id: String,
         transaction_id: String,
-        partitions: Vec<TopicPartition>,
-    },
-    /// Coordinator: the acknowledgements `Register` started are done; `locked` per partition.
-    AckDone {
-        group_id: String,
-        transaction_id: String,
-        locked: Vec<(TopicPartition, u64)>,
+        partitions: Vec<(PartitionRef, Vec<AckBatch>)>,
     },
     /// Coordinator: phase 1; answered once the participants' locks and the PREPARE record
     /// are durable.
@@ -487,13 +482,40 @@ impl TxnAnswer {
 #[derive(Clone, Debug)]
 pub enum TxnReplyMsg {
     Answer(TxnAnswer),
-    /// Per partition of `Register`: `None` if registered, else the refusal.
-    Registered(Vec<Option<TxnAnswer>>),
+    /// Per partition of `Acknowledge`: acknowledged into the transaction, or why not.
+    Acknowledged(Vec<Result<(), TxnAckError>>),
     /// Per partition of `Lock`: records locked, or the refusal.
     Locked(Vec<Result<u64, ShareAckResult>>),
     Listed(Vec<TxnRecord>),
-    /// `PersistLocks`, `Apply`, `AckDone`: done, or why not.
+    /// `PersistLocks`, `Apply`: done, or why not.
     Done(Result<(), String>),
+}
+
+/// Why one partition of a transactional acknowledgement was not acknowledged; the handler maps
+/// it to the partition's Kafka error code ([`TxnAckError::code`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnAckError {
+    /// The coordinator refused it: the transaction is not ONGOING (its state is in the answer)
+    /// or the member is not in the group. The same for every partition of the request.
+    Refused(TxnAnswer),
+    /// The partition's share state refused the lock (records not acquired by the member, ...).
+    NotLocked(ShareAckResult),
+    /// The partition's shard did not answer the lock.
+    Call(CallError),
+}
+
+impl TxnAckError {
+    /// The partition's error code and message.
+    pub fn code_and_message(&self) -> (i16, Option<String>) {
+        match self {
+            TxnAckError::Refused(answer) => (answer.error_code, answer.error_message.clone()),
+            TxnAckError::NotLocked(result) => (result.error_code, result.error_message.clone()),
+            TxnAckError::Call(failure) => (
+                failure.code(),
+                Some(format!("the partition's shard did not lock: {failure:?}")),
+            ),
+        }
+    }
 }
 
 /// The share-partition start offset of one partition for DescribeShareGroupOffsets.

@@ -1,7 +1,8 @@
 //! Share transactions on a shard (issue 5, DESIGN.md §6): the synchronous steps of the
 //! coordinator (on the group's shard: [`GroupTransactions`] per group) and of the participants
-//! (on the partitions' shards: LOCKED ranges in their [`SharePartition`]s). The runtime strings
-//! them together with the waits for durability; handlers are in `txn_api`.
+//! (on the partitions' shards: LOCKED ranges in their [`SharePartition`]s). The shard core
+//! (`crate::shard::txn`) strings them together with the calls between shards and the waits for
+//! durability; handlers are in `txn_api`.
 //!
 //! Journal (what makes the protocol crash-safe):
 //! - The coordinator writes a `TransactionRecord` entry for every change of a transaction

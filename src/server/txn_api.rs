@@ -1,23 +1,22 @@
 //! The share-transaction APIs (keys 1000–1005, `schemas/share-transactions.md`).
 //!
-//! Every call goes to the group's shard, the transaction coordinator. A transactional
-//! acknowledgement registers its partitions there (the transaction must be ONGOING and the
-//! member must belong to the group), locks the records on the partitions' shards, and reports
-//! back what it locked (`TxnOp::AckDone`); prepare waits for acknowledgements in flight.
+//! Every call goes to the group's shard, the transaction coordinator, once. A transactional
+//! acknowledgement is one `TxnOp::Acknowledge`: the coordinator registers its partitions (the
+//! transaction must be ONGOING and the member must belong to the group), has the partitions'
+//! shards lock the records, and completes it; prepare waits for acknowledgements in flight.
 //! Prepare is answered once the participants' locks and the PREPARE record are durable;
-//! commit and abort once the decision record is (`runtime::shard_runtime` strings the steps).
+//! commit and abort once the decision record is (`shard::txn` strings the steps).
 //!
 //! Deviation from the wire spec: GROUP_ID_NOT_FOUND is not used. A share group exists once it
 //! is named (as Kafka creates groups on first use), so a framework's coordinator may begin a
 //! checkpoint's transaction before any worker joined; operations on ids a group never had
 //! answer TRANSACTIONAL_ID_NOT_FOUND.
 
-use super::join::join_all;
-use super::ops::{PartitionRef, ShardOp, ShardReply, TxnAnswer, TxnOp, TxnReplyMsg};
+use super::ops::{PartitionRef, ShardOp, ShardReply, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg};
 use super::{respond, Bus, Outcome};
 use crate::constants::REQUEST_PARTITIONS_MAX;
+use crate::model::group_shard;
 use crate::model::TopicPartition;
-use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, Request};
 use crate::protocol::share_txn::{
@@ -239,8 +238,8 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
 /// One partition of a transactional acknowledgement.
 struct Part {
     txn_partition: TopicPartition,
-    /// Where it is and what to lock, or the partition's error.
-    target: Result<(ShardId, PartitionRef, Vec<AckBatch>), (i16, Option<String>)>,
+    /// What to lock, or the partition's error.
+    target: Result<(PartitionRef, Vec<AckBatch>), (i16, Option<String>)>,
 }
 
 /// ShareAcknowledgeTransactional v0.
@@ -260,7 +259,6 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
         return respond(request, &response);
     }
     let registry = bus.registry();
-    let shards = bus.shard_count();
     let mut parts: Vec<Part> = Vec::with_capacity(count);
     for t in &req.topics {
         for p in &t.partitions {
@@ -297,7 +295,6 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     super::share_api::ack_batches(&raw, super::share_api::RenewPolicy::Unknown).map(
                         |batches| {
                             (
-                                partition_shard(&meta.name, p.partition_index, shards),
                                 PartitionRef {
                                     topic: meta.name.clone(),
                                     topic_id: t.topic_id,
@@ -323,26 +320,36 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
         })
         .collect();
 
-    // 1. The coordinator: the transaction must be ONGOING, the member known.
+    // One call: the coordinator registers, has the partitions' shards lock, and completes.
     let valid: Vec<usize> = (0..parts.len())
         .filter(|i| parts[*i].target.is_ok())
         .collect();
-    let registered = if valid.is_empty() {
-        Vec::new()
-    } else {
-        match coordinator(
-            bus,
-            &req.group_id,
-            TxnOp::Register {
-                group_id: req.group_id.clone(),
-                member_id: req.member_id.clone(),
-                transaction_id: req.transaction_id.clone(),
-                partitions: valid.iter().map(|i| parts[*i].txn_partition).collect(),
-            },
-        )
-        .await
-        {
-            TxnReplyMsg::Registered(refusals) => refusals,
+    if !valid.is_empty() {
+        let partitions = valid
+            .iter()
+            .filter_map(|i| parts[*i].target.as_ref().ok().cloned())
+            .collect();
+        let op = TxnOp::Acknowledge {
+            group_id: req.group_id.clone(),
+            member_id: req.member_id.clone(),
+            transaction_id: req.transaction_id.clone(),
+            partitions,
+        };
+        match coordinator(bus, &req.group_id, op).await {
+            TxnReplyMsg::Acknowledged(outcomes) => {
+                for (i, outcome) in valid.iter().zip(outcomes) {
+                    let Err(refused) = outcome else { continue };
+                    if let TxnAckError::Refused(answer) = &refused {
+                        // The same for every partition: the transaction's (or the member's)
+                        // state.
+                        if response.error_code == 0 {
+                            response.error_code = answer.error_code;
+                            response.error_message = answer.error_message.clone();
+                        }
+                    }
+                    results[*i] = refused.code_and_message();
+                }
+            }
             other => {
                 let answer = as_answer(other);
                 response.error_code = answer.error_code;
@@ -350,89 +357,6 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 return respond(request, &response);
             }
         }
-    };
-    let mut to_lock: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
-    let mut registered_parts: Vec<usize> = Vec::new();
-    for (i, refusal) in valid.iter().zip(registered) {
-        match refusal {
-            None => {
-                registered_parts.push(*i);
-                if let Ok((shard, _, _)) = &parts[*i].target {
-                    to_lock.entry(*shard).or_default().push(*i);
-                }
-            }
-            Some(answer) => {
-                // The same for every partition: the transaction's (or the member's) state.
-                if response.error_code == 0 {
-                    response.error_code = answer.error_code;
-                    response.error_message = answer.error_message.clone();
-                }
-                results[*i] = (answer.error_code, answer.error_message);
-            }
-        }
-    }
-
-    // 2. The participants lock; 3. the coordinator learns what they locked.
-    let mut locked: BTreeMap<usize, u64> = BTreeMap::new();
-    let shard_list: Vec<ShardId> = to_lock.keys().copied().collect();
-    let calls = to_lock
-        .iter()
-        .map(|(shard, indexes)| {
-            let partitions = indexes
-                .iter()
-                .filter_map(|i| match &parts[*i].target {
-                    Ok((_, r, batches)) => Some((r.clone(), batches.clone())),
-                    Err(_) => None,
-                })
-                .collect();
-            bus.call(
-                *shard,
-                ShardOp::Txn(TxnOp::Lock {
-                    group_id: req.group_id.clone(),
-                    member_id: req.member_id.clone(),
-                    transaction_id: req.transaction_id.clone(),
-                    partitions,
-                }),
-            )
-        })
-        .collect();
-    for (shard, reply) in shard_list.iter().zip(join_all(calls).await) {
-        let indexes = &to_lock[shard];
-        match reply {
-            ShardReply::Txn(TxnReplyMsg::Locked(outcomes)) => {
-                for (i, outcome) in indexes.iter().zip(outcomes) {
-                    match outcome {
-                        Ok(n) => {
-                            locked.insert(*i, n);
-                        }
-                        Err(refused) => results[*i] = (refused.error_code, refused.error_message),
-                    }
-                }
-            }
-            other => {
-                for i in indexes {
-                    results[*i] = (
-                        ResponseError::UnknownServerError.code(),
-                        Some(format!("the partition's shard answered {other:?}")),
-                    );
-                }
-            }
-        }
-    }
-    if !registered_parts.is_empty() {
-        coordinator(
-            bus,
-            &req.group_id,
-            TxnOp::AckDone {
-                group_id: req.group_id.clone(),
-                transaction_id: req.transaction_id.clone(),
-                locked: registered_parts
-                    .iter()
-                    .map(|i| (parts[*i].txn_partition, locked.get(i).copied().unwrap_or(0)))
-                    .collect(),
-            },
-        )
-        .await;
     }
 
     let mut by_topic: BTreeMap<uuid::Uuid, Vec<PartitionData>> = BTreeMap::new();

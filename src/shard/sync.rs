@@ -1,6 +1,7 @@
-//! Single-threaded synchronisation primitives for one shard's tasks: a one-shot reply slot and
-//! a set-once event. Not `Send`: they never leave their executor thread. Executor-agnostic
-//! (plain wakers), so they are tested without glommio.
+//! Single-threaded synchronisation primitives for one shard's tasks: a one-shot reply slot, a
+//! set-once event, and a notification that can fire many times. Not `Send`: they never leave
+//! their executor thread. Executor-agnostic (plain wakers), so the shard core uses them under
+//! glommio and under the deterministic simulation alike, and they are tested without either.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -130,6 +131,55 @@ impl Event {
     }
 }
 
+/// A notification that fires any number of times: [`Notify::listen`] returns a future that
+/// completes at the first [`Notify::notify`] after the call to `listen` (not before), so a
+/// waiter listens, then checks its condition, then waits, and no notification is lost between.
+#[derive(Clone, Default)]
+pub struct Notify {
+    inner: Rc<RefCell<NotifyInner>>,
+}
+
+#[derive(Default)]
+struct NotifyInner {
+    generation: u64,
+    wakers: Vec<Waker>,
+}
+
+impl Notify {
+    pub fn new() -> Notify {
+        Notify::default()
+    }
+
+    /// Wakes every current listener.
+    pub fn notify(&self) {
+        let wakers = {
+            let mut inner = self.inner.borrow_mut();
+            inner.generation += 1;
+            std::mem::take(&mut inner.wakers)
+        };
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// Completes at the next [`Notify::notify`].
+    pub fn listen(&self) -> impl Future<Output = ()> + 'static {
+        let inner = self.inner.clone();
+        let seen = inner.borrow().generation;
+        std::future::poll_fn(move |cx| {
+            let mut inner = inner.borrow_mut();
+            if inner.generation != seen {
+                Poll::Ready(())
+            } else {
+                if !inner.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    inner.wakers.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +211,21 @@ mod tests {
         block_on(b);
         block_on(event.wait());
         assert!(event.is_set());
+    }
+
+    #[test]
+    fn notify_wakes_listeners_registered_before_it_only() {
+        let notify = Notify::new();
+        let mut before = Box::pin(notify.listen());
+        assert!(block_on(poll_once(&mut before)).is_none());
+        notify.notify();
+        block_on(before);
+        let mut after = Box::pin(notify.listen());
+        assert!(
+            block_on(poll_once(&mut after)).is_none(),
+            "an earlier notification does not complete a later listener"
+        );
+        notify.notify();
+        block_on(after);
     }
 }

@@ -1,0 +1,204 @@
+//! The runtime-free shard core (issue 13): one shard's state ([`ShardState`]), its state
+//! journal and the journal's group-commit bookkeeping, and the steps that string them together
+//! with waits — written once, generic over [`ShardIo`], the little I/O a shard needs (call
+//! another shard, sleep, spawn a background task, write a journal flush, the clock).
+//!
+//! `src/runtime/` implements [`ShardIo`] with glommio (`ShardHandle`: the channel mesh, timers,
+//! io_uring block writes); `tests/share_txn_sim.rs` implements it deterministically (a seeded
+//! single-threaded executor, a virtual clock, a crash that drops every task and what the
+//! journal had not flushed), so the simulation runs this code, not a copy of it.
+//!
+//! What lives here:
+//! - [`ShardCore`]: the state, the journal, the journal's flush bookkeeping (at most one flush
+//!   in flight; entries appended meanwhile are covered by the next one, and waiters are
+//!   released once a completed flush covers them), and the notification prepare waits on.
+//! - [`append_entries`], [`wait_journal`], [`persist_entries`], [`ensure_journal_flush`]: the
+//!   journal's group commit. A failed append or flush poisons the journal and takes the I/O's
+//!   fatal path ([`ShardIo::journal_poisoned`]) before anyone waiting is answered.
+//! - [`txn`]: every step of share transactions (DESIGN.md §6): the coordinator's begin,
+//!   acknowledgement fan-out, prepare, commit / abort, list, timeouts, and the participants'
+//!   lock / persist / apply and their resolution after a restart.
+//!
+//! Invariants: no `RefCell` borrow of the state or the journal lives across an `.await`; after
+//! every await, what was read before is read again.
+
+pub mod sync;
+pub mod txn;
+
+use crate::journal::{FlushTicket, Journal};
+use crate::log::group_commit::CommitWaiters;
+use crate::metrics::ShardMetrics;
+use crate::model::ShardId;
+use crate::server::ops::{ShardOp, ShardReply};
+use crate::server::shard_state::ShardState;
+use crate::storage::file::Storage;
+use crate::storage::mmap::RegionDir;
+use std::cell::RefCell;
+use std::future::Future;
+use sync::{oneshot, Notify, OneshotSender};
+
+/// The I/O one shard's core needs; the runtime implements it with glommio, the simulation
+/// deterministically.
+pub trait ShardIo: Clone + 'static {
+    type Storage: Storage + Clone + 'static;
+    type Dir: RegionDir + 'static;
+
+    /// This shard's core.
+    fn core(&self) -> &ShardCore<Self::Storage, Self::Dir>;
+    /// Wall-clock (or virtual) milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+    /// A monotonic clock in microseconds (latency metrics).
+    fn monotonic_us(&self) -> u64;
+    /// Runs `op` on `shard` (locally when it is this shard, in a task of its own) and returns
+    /// its reply; a shard that cannot be reached answers [`ShardReply::Failed`].
+    fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply>;
+    /// Completes after `ms` milliseconds.
+    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
+    /// Runs `task` in the background on this shard (it is not awaited by anyone).
+    fn spawn(&self, task: impl Future<Output = ()> + 'static);
+    /// Writes a journal flush ticket durably (the storage engine's block write).
+    fn flush_journal(&self, ticket: &FlushTicket) -> impl Future<Output = std::io::Result<()>>;
+    /// The journal cannot take more entries or be made durable: the process must end (or,
+    /// in a simulation, the run fails). Never returns.
+    fn journal_poisoned(&self, detail: &str) -> !;
+    /// Updates this shard's metrics.
+    fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics));
+}
+
+#[derive(Default)]
+struct JournalSync {
+    flushing: bool,
+    waiters: CommitWaiters<OneshotSender<Result<(), String>>>,
+}
+
+/// One shard's state, its journal and the bookkeeping of the journal's flushes.
+pub struct ShardCore<S: Storage + Clone, D: RegionDir> {
+    pub id: ShardId,
+    pub shard_count: usize,
+    pub state: RefCell<ShardState<S>>,
+    /// The shard's state journal (share, consumer-group and producer-transaction state).
+    pub journal: RefCell<Journal<D>>,
+    journal_sync: RefCell<JournalSync>,
+    /// Fired whenever acknowledgements into a share transaction complete (prepare waits on it).
+    pub(crate) txn_acks_done: Notify,
+}
+
+impl<S: Storage + Clone, D: RegionDir> ShardCore<S, D> {
+    pub fn new(state: ShardState<S>, journal: Journal<D>) -> ShardCore<S, D> {
+        ShardCore {
+            id: state.id,
+            shard_count: state.shard_count,
+            state: RefCell::new(state),
+            journal: RefCell::new(journal),
+            journal_sync: RefCell::new(JournalSync::default()),
+            txn_acks_done: Notify::new(),
+        }
+    }
+
+    /// Takes the state and the journal back (a simulated crash rebuilds the core from them).
+    pub fn into_parts(self) -> (ShardState<S>, Journal<D>) {
+        (self.state.into_inner(), self.journal.into_inner())
+    }
+
+    /// The registry snapshot this shard holds.
+    pub fn registry(&self) -> std::sync::Arc<crate::server::TopicRegistry> {
+        self.state.borrow().registry().clone()
+    }
+}
+
+/// Appends the state's pending journal entries (share, consumer-group, producer-transaction);
+/// returns the last sequence number appended (`None`: nothing to append). No flush starts
+/// here: entries nobody waits for ride on the next flush a waiter starts ([`wait_journal`]),
+/// or on housekeeping's, so the journal does not flush continuously under load. An append that
+/// fails poisons the journal (the entries are already out of the state) and takes the fatal
+/// path: it never returns then.
+pub fn append_entries<I: ShardIo>(io: &I) -> Option<u64> {
+    let core = io.core();
+    let entries = {
+        let mut state = core.state.borrow_mut();
+        let mut entries = state.share.take_entries();
+        entries.extend(state.groups.take_entries());
+        entries.extend(state.ptxn.take_entries());
+        entries
+    };
+    if entries.is_empty() {
+        return None;
+    }
+    let appended = core.journal.borrow_mut().append_all(&entries);
+    match appended {
+        Ok(last) => last,
+        Err(e) => io.journal_poisoned(&e.to_string()),
+    }
+}
+
+/// Completes once journal entry `seq` is durable.
+pub async fn wait_journal<I: ShardIo>(io: &I, seq: u64) -> Result<(), String> {
+    let core = io.core();
+    if core.journal.borrow().durable_end() > seq {
+        return Ok(());
+    }
+    let (tx, rx) = oneshot();
+    core.journal_sync.borrow_mut().waiters.park(seq + 1, tx);
+    ensure_journal_flush(io);
+    match rx.await {
+        Some(result) => result,
+        None => Err("the state journal flush was abandoned".into()),
+    }
+}
+
+/// Appends pending entries and waits until they are durable.
+pub async fn persist_entries<I: ShardIo>(io: &I) -> Result<(), String> {
+    match append_entries(io) {
+        Some(seq) => wait_journal(io, seq).await,
+        None => Ok(()),
+    }
+}
+
+/// Starts the journal's flush loop unless it runs.
+pub fn ensure_journal_flush<I: ShardIo>(io: &I) {
+    {
+        let mut sync = io.core().journal_sync.borrow_mut();
+        if sync.flushing {
+            return;
+        }
+        sync.flushing = true;
+    }
+    let task = io.clone();
+    io.spawn(async move { journal_flush_loop(&task).await });
+}
+
+/// Flushes until nobody waits: one ticket at a time, released waiters after each.
+async fn journal_flush_loop<I: ShardIo>(io: &I) {
+    let core = io.core();
+    let mut first = true;
+    loop {
+        // After the first flush, go on only for someone waiting: entries appended meanwhile
+        // that nobody waits for wait for the next flush anyone needs.
+        if !first && core.journal_sync.borrow().waiters.is_empty() {
+            break;
+        }
+        first = false;
+        let ticket = core.journal.borrow_mut().begin_flush();
+        let ticket = match ticket {
+            Ok(Some(ticket)) => ticket,
+            Ok(None) => break,
+            Err(e) => io.journal_poisoned(&e.to_string()),
+        };
+        let started = io.monotonic_us();
+        let result = io.flush_journal(&ticket).await;
+        let micros = io.monotonic_us().saturating_sub(started);
+        io.with_metrics(|m| m.fsync.record(micros));
+        let completed = core.journal.borrow_mut().complete_flush(ticket, result);
+        match completed {
+            Ok(()) => {
+                let end = core.journal.borrow().durable_end();
+                let released = core.journal_sync.borrow_mut().waiters.release(end);
+                for waiter in released {
+                    waiter.send(Ok(()));
+                }
+            }
+            Err(e) => io.journal_poisoned(&format!("state journal flush: {e}")),
+        }
+    }
+    core.journal_sync.borrow_mut().flushing = false;
+}
