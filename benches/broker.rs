@@ -586,11 +586,17 @@ fn main() {
                         .tls_share_consume
                         .as_ref()
                         .expect("TLS share-consume measured");
-                    assert_eq!(c.records, plan.records, "every record share-consumed over TLS");
+                    assert_eq!(
+                        c.records, plan.records,
+                        "every record share-consumed over TLS"
+                    );
                 }
                 if plan.sasl {
                     let p = l.sasl_produce.as_ref().expect("SASL_SSL produce measured");
-                    assert_eq!(p.records, plan.records, "every record produced over SASL_SSL");
+                    assert_eq!(
+                        p.records, plan.records,
+                        "every record produced over SASL_SSL"
+                    );
                     let c = l
                         .sasl_share_consume
                         .as_ref()
@@ -1393,8 +1399,12 @@ fn print_secured_side_by_side(ran: &[&BrokerResult]) {
         for (label, f) in consume {
             line(
                 label,
-                [&b.share_consume, &b.tls_share_consume, &b.sasl_share_consume]
-                    .map(|c| c.as_ref().map(f)),
+                [
+                    &b.share_consume,
+                    &b.tls_share_consume,
+                    &b.sasl_share_consume,
+                ]
+                .map(|c| c.as_ref().map(f)),
             );
         }
     }
@@ -1554,12 +1564,18 @@ fn print_table(report: &Report) {
     }
     type Pick<T> = fn(&BrokerResult) -> Option<&T>;
     let secured: [(&str, bool, Pick<ProduceFigures>, Pick<ConsumeFigures>); 2] = [
-        ("TLS", p.tls, |b| b.tls_produce.as_ref(), |b| {
-            b.tls_share_consume.as_ref()
-        }),
-        ("SASL_SSL", p.sasl, |b| b.sasl_produce.as_ref(), |b| {
-            b.sasl_share_consume.as_ref()
-        }),
+        (
+            "TLS",
+            p.tls,
+            |b| b.tls_produce.as_ref(),
+            |b| b.tls_share_consume.as_ref(),
+        ),
+        (
+            "SASL_SSL",
+            p.sasl,
+            |b| b.sasl_produce.as_ref(),
+            |b| b.sasl_share_consume.as_ref(),
+        ),
     ];
     for (name, on, pick_produce, pick_consume) in secured {
         if !on {

@@ -432,7 +432,13 @@ fn acls_authorize_produce_fetch_and_share_consume() {
     );
     assert_eq!(
         r["group"],
-        every(&["ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"]),
+        every(&[
+            "ALTER_CONFIGS",
+            "DELETE",
+            "DESCRIBE",
+            "DESCRIBE_CONFIGS",
+            "READ"
+        ]),
         "{r}"
     );
     assert_eq!(

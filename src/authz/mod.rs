@@ -55,7 +55,10 @@ pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 pub fn operations_field(ops: impl IntoIterator<Item = Operation>) -> i32 {
     ops.into_iter().fold(0i32, |field, op| {
         let code = op.code();
-        assert!((0..31).contains(&code), "operation code {code} fits a bit field");
+        assert!(
+            (0..31).contains(&code),
+            "operation code {code} fits a bit field"
+        );
         field | (1 << code)
     })
 }

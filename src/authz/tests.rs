@@ -443,8 +443,14 @@ fn authorized_operations_as_kafka_reports_them() {
         authz.authorized_operations(BOB, ResourceType::Group, "g-1"),
         ResourceType::Group.all_operations()
     );
-    assert_eq!(authz.authorized_operations(BOB, ResourceType::Group, "h"), 0);
-    assert_eq!(authz.authorized_operations(ALICE, ResourceType::Cluster, "kafka-cluster"), 0);
+    assert_eq!(
+        authz.authorized_operations(BOB, ResourceType::Group, "h"),
+        0
+    );
+    assert_eq!(
+        authz.authorized_operations(ALICE, ResourceType::Cluster, "kafka-cluster"),
+        0
+    );
     config.super_users.insert("User:alice".into());
     let authz = Authorizer {
         config: &config,

@@ -5,7 +5,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     produce_request::{PartitionProduceData, TopicProduceData},
-    ProduceRequest, TopicName,
+    ProduceRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -173,34 +173,7 @@ impl Producer {
     }
 
     fn produce_to(&mut self, node: i32, topic: &str, partition: i32, batch: Bytes) -> Result<i64> {
-        let mut data = PartitionProduceData::default();
-        data.index = partition;
-        data.records = Some(batch);
-        let mut topic_data = TopicProduceData::default();
-        topic_data.name = TopicName(StrBytes::from_string(topic.to_string()));
-        topic_data.partition_data.push(data);
-        let mut request = ProduceRequest::default();
-        request.acks = -1;
-        request.timeout_ms = 30_000;
-        request.topic_data.push(topic_data);
-        let (lo, hi) = PRODUCE_VERSIONS;
-        let (_, response) = self.nodes.node(node)?.send_negotiated(&request, lo, hi)?;
-        let p = response
-            .responses
-            .iter()
-            .flat_map(|t| t.partition_responses.iter())
-            .find(|p| p.index == partition)
-            .ok_or_else(|| {
-                ClientError::Protocol(format!("Produce {topic}/{partition}: partition missing"))
-            })?;
-        if p.error_code != 0 {
-            return Err(ClientError::kafka(
-                p.error_code,
-                p.error_message.as_ref(),
-                format!("Produce {topic}/{partition}"),
-            ));
-        }
-        Ok(p.base_offset)
+        produce_one(&mut self.nodes, node, None, topic, partition, batch)
     }
 }
 
@@ -247,4 +220,52 @@ mod tests {
         assert!(set.records.iter().all(|r| r.transactional && !r.control));
         assert_eq!(set.records[6].sequence, 16);
     }
+}
+
+/// One Produce (acks=all) of one batch to one partition at broker `node`, naming
+/// `transactional_id` if the batch is transactional: the batch's base offset, or the broker's
+/// error for the partition.
+pub(crate) fn produce_one(
+    nodes: &mut NodePool,
+    node: i32,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    batch: Bytes,
+) -> Result<i64> {
+    let mut data = PartitionProduceData::default();
+    data.index = partition;
+    data.records = Some(batch);
+    let mut topic_data = TopicProduceData::default();
+    topic_data.name = TopicName(StrBytes::from_string(topic.to_string()));
+    topic_data.partition_data.push(data);
+    let mut request = ProduceRequest::default();
+    request.transactional_id =
+        transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_string())));
+    request.acks = -1;
+    request.timeout_ms = 30_000;
+    request.topic_data.push(topic_data);
+    let (lo, hi) = PRODUCE_VERSIONS;
+    let (_, response) = nodes.node(node)?.send_negotiated(&request, lo, hi)?;
+    let p = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .find(|p| p.index == partition)
+        .ok_or_else(|| {
+            ClientError::Protocol(format!("Produce {topic}/{partition}: partition missing"))
+        })?;
+    if p.error_code != 0 {
+        let what = if transactional_id.is_some() {
+            "transactional Produce"
+        } else {
+            "Produce"
+        };
+        return Err(ClientError::kafka(
+            p.error_code,
+            p.error_message.as_ref(),
+            format!("{what} {topic}/{partition}"),
+        ));
+    }
+    Ok(p.base_offset)
 }

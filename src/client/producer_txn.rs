@@ -42,14 +42,13 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::{
     add_partitions_to_txn_request::{AddPartitionsToTxnRequest, AddPartitionsToTxnTopic},
     describe_transactions_request::DescribeTransactionsRequest,
-    produce_request::{PartitionProduceData, TopicProduceData},
-    EndTxnRequest, InitProducerIdRequest, ProduceRequest, TopicName, TransactionalId,
+    EndTxnRequest, InitProducerIdRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::admin;
 use super::connection::{ClientError, NodePool, Result};
-use super::producer::{encode_batch_as, BatchIdentity, ProducerRecord, PRODUCE_VERSIONS};
+use super::producer::{encode_batch_as, BatchIdentity, ProducerRecord};
 use super::share_consumer::{AckType, ShareConsumer, ShareRecord};
 
 /// FindCoordinator key type of a transactional id.
@@ -479,35 +478,8 @@ impl TransactionalProducer {
         partition: i32,
         batch: bytes::Bytes,
     ) -> Result<i64> {
-        let mut data = PartitionProduceData::default();
-        data.index = partition;
-        data.records = Some(batch);
-        let mut topic_data = TopicProduceData::default();
-        topic_data.name = TopicName(sb(topic));
-        topic_data.partition_data.push(data);
-        let mut request = ProduceRequest::default();
-        request.transactional_id = Some(TransactionalId(sb(&self.transactional_id)));
-        request.acks = -1;
-        request.timeout_ms = 30_000;
-        request.topic_data.push(topic_data);
-        let (lo, hi) = PRODUCE_VERSIONS;
-        let (_, response) = self.nodes.node(node)?.send_negotiated(&request, lo, hi)?;
-        let p = response
-            .responses
-            .iter()
-            .flat_map(|t| t.partition_responses.iter())
-            .find(|p| p.index == partition)
-            .ok_or_else(|| {
-                ClientError::Protocol(format!("Produce {topic}/{partition}: partition missing"))
-            })?;
-        if p.error_code != 0 {
-            return Err(ClientError::kafka(
-                p.error_code,
-                p.error_message.as_ref(),
-                format!("transactional Produce {topic}/{partition}"),
-            ));
-        }
-        Ok(p.base_offset)
+        let id = Some(self.transactional_id.as_str());
+        super::producer::produce_one(&mut self.nodes, node, id, topic, partition, batch)
     }
 
     /// Acknowledges `acks` (records `consumer` acquired; ACCEPT or REJECT) inside the open

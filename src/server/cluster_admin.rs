@@ -354,11 +354,7 @@ mod tests {
             assert_eq!(back.brokers[0].host.as_str(), "127.0.0.1");
             // What Kafka 4.4 reports without an authorizer (ALTER, CREATE, DESCRIBE,
             // CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), measured.
-            let ops = if version == 1 {
-                0x1fa0
-            } else {
-                i32::MIN
-            };
+            let ops = if version == 1 { 0x1fa0 } else { i32::MIN };
             assert_eq!(back.cluster_authorized_operations, ops);
         }
         let mut request = DescribeClusterRequest::default();

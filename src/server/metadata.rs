@@ -384,7 +384,11 @@ mod tests {
                     .iter()
                     .map(|t| t.topic_authorized_operations)
                     .collect();
-                let topic = if asked && version >= 8 { 0xdf8 } else { i32::MIN };
+                let topic = if asked && version >= 8 {
+                    0xdf8
+                } else {
+                    i32::MIN
+                };
                 assert_eq!(ops, vec![topic, topic, i32::MIN], "v{version} {asked}");
                 let cluster = if asked && (8..=10).contains(&version) {
                     0x1fa0

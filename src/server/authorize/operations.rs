@@ -19,7 +19,7 @@
 
 use super::{respond, response_body, Gate, Merge, CLUSTER_NAME};
 use crate::authz::{
-    AuthorizerConfig, Authorizer, Operation, Requester, ResourceType, OPERATIONS_NOT_REQUESTED,
+    Authorizer, AuthorizerConfig, Operation, Requester, ResourceType, OPERATIONS_NOT_REQUESTED,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, Request};
@@ -55,7 +55,8 @@ impl Principal {
 
     /// The field for `name` of `rt` (the handler filled it: it was asked for).
     pub fn operations(&self, rt: ResourceType, name: &str) -> i32 {
-        self.authorizer().authorized_operations(self.who(), rt, name)
+        self.authorizer()
+            .authorized_operations(self.who(), rt, name)
     }
 
     /// The CLUSTER field: 0 unless the principal may DESCRIBE the cluster (Kafka's

@@ -437,8 +437,12 @@ fn answered<R: Decodable>(
 fn metadata_handler(registry: Arc<TopicRegistry>) -> impl FnOnce(&Request) -> Outcome {
     move |r: &Request| {
         let body: MetadataRequest = decode_body(r).unwrap();
-        let resp =
-            crate::server::metadata::metadata_response(&registry, &body, r.api_version, &conn(true));
+        let resp = crate::server::metadata::metadata_response(
+            &registry,
+            &body,
+            r.api_version,
+            &conn(true),
+        );
         respond(r, &resp)
     }
 }
@@ -471,12 +475,20 @@ fn metadata_reports_the_principals_topic_and_cluster_operations() {
     let ops: Vec<(String, i32)> = resp
         .topics
         .iter()
-        .map(|t| (t.name.as_ref().unwrap().to_string(), t.topic_authorized_operations))
+        .map(|t| {
+            (
+                t.name.as_ref().unwrap().to_string(),
+                t.topic_authorized_operations,
+            )
+        })
         .collect();
     assert_eq!(
         ops,
         vec![
-            ("a".into(), field(&[Read, Describe, AlterConfigs, DescribeConfigs])),
+            (
+                "a".into(),
+                field(&[Read, Describe, AlterConfigs, DescribeConfigs])
+            ),
             ("b".into(), field(&[Describe])),
         ]
     );
@@ -508,7 +520,10 @@ fn metadata_reports_the_principals_topic_and_cluster_operations() {
             ("b".into(), TOPIC_DENIED, i32::MIN),
         ]
     );
-    assert_eq!(resp.cluster_authorized_operations, field(&[Alter, Describe]));
+    assert_eq!(
+        resp.cluster_authorized_operations,
+        field(&[Alter, Describe])
+    );
 
     // Not asked for: the gate leaves the request alone.
     body.include_topic_authorized_operations = false;
@@ -550,7 +565,13 @@ fn describes_report_the_principals_group_and_cluster_operations() {
     let ops: Vec<(String, i16, i32)> = resp
         .groups
         .iter()
-        .map(|g| (g.group_id.to_string(), g.error_code, g.authorized_operations))
+        .map(|g| {
+            (
+                g.group_id.to_string(),
+                g.error_code,
+                g.authorized_operations,
+            )
+        })
         .collect();
     assert_eq!(
         ops,
@@ -623,12 +644,8 @@ fn describes_report_the_principals_group_and_cluster_operations() {
     let req = request(apis::DESCRIBE_CLUSTER, 1, &body);
     let resp: DescribeClusterResponse = answered(&bus, &req, |r| {
         let seen: DescribeClusterRequest = decode_body(r).unwrap();
-        let out = crate::server::cluster_admin::describe_cluster_response(
-            &reg,
-            &seen,
-            1,
-            &conn(true),
-        );
+        let out =
+            crate::server::cluster_admin::describe_cluster_response(&reg, &seen, 1, &conn(true));
         respond(r, &out)
     });
     assert_eq!(resp.cluster_authorized_operations, field(&[Describe]));
