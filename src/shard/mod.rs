@@ -3,7 +3,7 @@
 //! with waits — written once, generic over [`ShardIo`], the little I/O a shard needs (call
 //! another shard, sleep, spawn a background task, write a journal flush, the clock).
 //!
-//! `src/runtime/` implements [`ShardIo`] with glommio (`ShardHandle`: the channel mesh, timers,
+//! `src/runtime/` implements [`ShardIo`] on its executor (`ShardHandle`: the channel mesh, timers,
 //! io_uring block writes); `tests/share_txn_sim.rs` implements it deterministically (a seeded
 //! single-threaded executor, a virtual clock, a crash that drops every task and what the
 //! journal had not flushed), so the simulation runs this code, not a copy of it.
@@ -37,7 +37,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use sync::{oneshot, Notify, OneshotSender};
 
-/// The I/O one shard's core needs; the runtime implements it with glommio, the simulation
+/// The I/O one shard's core needs; the runtime (`src/runtime/`) implements it, the simulation
 /// deterministically.
 pub trait ShardIo: Clone + 'static {
     type Storage: Storage + Clone + 'static;

@@ -1,7 +1,7 @@
 //! Single-threaded synchronisation primitives for one shard's tasks: a one-shot reply slot, a
 //! set-once event, and a notification that can fire many times. Not `Send`: they never leave
 //! their executor thread. Executor-agnostic (plain wakers), so the shard core uses them under
-//! glommio and under the deterministic simulation alike, and they are tested without either.
+//! the runtime's executor and under the deterministic simulation alike, and they are tested without either.
 
 use std::cell::RefCell;
 use std::future::Future;
