@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::{check_deps, die_with_parent, free_port, ROOT};
+use common::{check_deps, die_with_parent, free_port, sh, ROOT};
 use serde_json::{json, Value};
 
 use std::path::{Path, PathBuf};
@@ -32,18 +32,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 const AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
-
-fn sh(dir: &Path, script: &str) {
-    let status = Command::new("sh")
-        .arg("-ec")
-        .arg(script)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run sh");
-    assert!(status.success(), "failed: {script}");
-}
 
 /// A CA, a server certificate for 127.0.0.1/localhost, client certificates CN=admin, CN=alice,
 /// CN=bob; EC P-256, unencrypted PKCS#8 keys; `NAME-keystore.pem` = key + certificate.

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{check_deps, die_with_parent, free_port, ROOT};
+use common::{check_deps, die_with_parent, free_port, sh, ROOT};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -67,18 +67,6 @@ fn start_lockstep(config: &Path) -> Target {
         env!("CARGO_BIN_EXE_lockstep"),
         config,
     ))
-}
-
-fn sh(dir: &Path, script: &str) {
-    let status = Command::new("sh")
-        .arg("-ec")
-        .arg(script)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run sh");
-    assert!(status.success(), "failed: {script}");
 }
 
 /// A CA and a server certificate for 127.0.0.1/localhost (EC P-256, PKCS#8 key).

@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{check_deps, die_with_parent, free_port, ROOT};
+use common::{check_deps, die_with_parent, free_port, sh, ROOT};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -78,18 +78,6 @@ fn start_kafka(dir: &Path, plain: u16, extra: &str) -> Running {
         .expect("run kafka-reference.sh start");
     assert!(status.success(), "Kafka 4.4 did not start");
     Running::Kafka(kdir, plain)
-}
-
-fn sh(dir: &Path, script: &str) {
-    let status = Command::new("sh")
-        .arg("-ec")
-        .arg(script)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run sh");
-    assert!(status.success(), "failed: {script}");
 }
 
 /// A CA, a server certificate for 127.0.0.1/localhost and a client certificate

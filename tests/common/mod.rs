@@ -308,3 +308,17 @@ pub fn spawn_with_config(bin: &str, config: &Path) -> Child {
     eprintln!("{line}");
     child
 }
+
+/// Runs `script` with `sh -ec` in `dir` (output discarded); panics naming it if it fails. The
+/// security tests make their certificates with it (the `openssl` CLI).
+pub fn sh(dir: &Path, script: &str) {
+    let status = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run sh");
+    assert!(status.success(), "failed: {script}");
+}
