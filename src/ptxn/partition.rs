@@ -3,7 +3,7 @@
 //! transaction index, as Kafka's `ProducerStateManager` and `TransactionIndex`.
 //!
 //! Owned by the shard that owns the partition, next to its log and its idempotent-producer
-//! state ([`crate::server::producer_state`]). Synchronous and I/O-free: the shard feeds it every
+//! state ([`crate::shard::producer_state`]). Synchronous and I/O-free: the shard feeds it every
 //! batch it appends ([`TxnPartition::record_data`], [`TxnPartition::record_marker`]) and asks
 //! it what a read may return ([`TxnPartition::last_stable_offset`],
 //! [`TxnPartition::aborted_in`]).

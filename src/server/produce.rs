@@ -14,12 +14,12 @@
 //! ([`super::ptxn_api::verify_for_produce`], one call per producer) and sends the verified
 //! batches again with their guards.
 
-use super::join::join_all;
-use super::ops::{PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply};
 use super::{Bus, Outcome};
 use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
 use crate::model::partition_shard;
 use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::shard::join::join_all;
+use crate::shard::ops::{PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply};
 use kafka_protocol::messages::{produce_response, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;

@@ -20,7 +20,7 @@ use super::ops::{
 };
 use super::producer_state::{BatchRecord, ProducerSnapshot, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
-use super::share::ShareState;
+use super::share_state::ShareState;
 use crate::config::TopicSettings;
 use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
@@ -1060,7 +1060,7 @@ fn remove_log_dir<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::log::batch::BatchBuilder;
-    use crate::server::ops::FetchPartitionOp;
+    use crate::shard::ops::FetchPartitionOp;
     use crate::storage::file::SimStorage;
 
     fn registry(topics: &[(&str, u128, i32)]) -> Arc<TopicRegistry> {
@@ -1338,7 +1338,7 @@ mod tests {
     fn share_offsets_alter_describe_delete_and_replay() {
         use crate::journal::entries::Entry;
         use crate::journal::{Location, Recovered, RecoveredEntry};
-        use crate::server::share::ShareState;
+        use crate::shard::share_state::ShareState;
         let storage = SimStorage::new();
         let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
         let r = pref("t", 1, 0);
@@ -1403,8 +1403,8 @@ mod tests {
     /// redelivery of records acknowledged above the new start.
     #[test]
     fn share_partition_follows_the_log_start() {
-        use crate::server::ops::{ShareAckOp, ShareFetchOp};
-        use crate::server::share::ShareKey;
+        use crate::shard::ops::{ShareAckOp, ShareFetchOp};
+        use crate::shard::share_state::ShareKey;
         use crate::share::{AckBatch, AcknowledgeType, RecordState};
         let mut reg = TopicRegistry::new("c".into());
         reg.create_topic("t", Uuid::from_u128(1), 1, &[]).unwrap();
