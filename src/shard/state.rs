@@ -958,8 +958,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .iter()
             .filter(|(_, p)| {
                 !p.log.is_poisoned()
-                    && (p.log.durable_end_offset() < p.log.log_end_offset()
-                        || p.log.flush_in_flight())
+                    && (p.log.durable_end_offset() < p.log.log_end_offset() || p.log.flush_due())
             })
             .map(|(k, _)| *k)
             .collect();
