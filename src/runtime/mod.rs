@@ -13,7 +13,8 @@
 //! operations until every shard has drained, flushes all its partitions, and exits.
 //!
 //! - [`shard_runtime`]: per-shard runtime state and the `Bus` implementation handlers use.
-//! - [`conn`]: the listener and client connections.
+//! - [`conn`]: the listener and client connections; [`frame_write`], writing gathered
+//!   response frames (record payloads not copied).
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: the io_uring storage engine: block writes and syncs of flush tickets, journal flushes.
@@ -28,6 +29,7 @@ pub mod conn;
 pub mod credentials;
 pub mod fatal;
 pub mod files;
+pub mod frame_write;
 pub mod shard_runtime;
 pub use crate::shard::sync;
 pub mod tls;
