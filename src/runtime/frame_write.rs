@@ -236,7 +236,23 @@ mod tests {
         let fd = stream.as_raw_fd();
         // A blocking std stream as the "async" writer: its write waits for room, as the
         // runtime's does.
-        let mut writer = futures_lite::io::AllowStdIo::new(&mut stream);
+        struct Blocking<'a>(&'a mut std::net::TcpStream);
+        impl AsyncWrite for Blocking<'_> {
+            fn poll_write(
+                mut self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                Poll::Ready(std::io::Write::write(&mut *self.0, buf))
+            }
+            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+            fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+        }
+        let mut writer = Blocking(&mut stream);
         futures_lite::future::block_on(async {
             for _ in 0..frames {
                 write_gathered(&mut writer, Some(fd), &frame).await.unwrap();
