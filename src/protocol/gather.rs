@@ -431,6 +431,44 @@ mod tests {
         }
     }
 
+    /// Not a test: what the copy into the frame cost (`cargo test --release --lib
+    /// encode_cost -- --ignored --nocapture`). A ShareFetch answer of 4 partitions × 1 MiB.
+    #[test]
+    #[ignore]
+    fn encode_cost() {
+        let spec = api_spec(SHARE_FETCH).unwrap();
+        let payloads: Vec<Bytes> = (0..4u8).map(|i| Bytes::from(vec![i; 1 << 20])).collect();
+        let mut response = ShareFetchResponse::default();
+        let mut topic = sfr::ShareFetchableTopicResponse::default();
+        for (i, p) in payloads.iter().enumerate() {
+            let mut part = sfr::PartitionData::default();
+            part.partition_index = i as i32;
+            part.records = Some(p.clone());
+            part.acquired_records = vec![sfr::AcquiredRecords::default(); 4];
+            topic.partitions.push(part);
+        }
+        response.responses.push(topic);
+        let rounds = 200;
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(encode_response(spec, 2, 1, &response).unwrap());
+        }
+        let plain = started.elapsed() / rounds;
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(
+                encode_response_gathered(spec, 2, 1, &response, &payloads).unwrap(),
+            );
+        }
+        let gathered = started.elapsed() / rounds;
+        println!(
+            "4 MiB ShareFetch answer: plain encode {plain:?}, gathered {gathered:?} \
+             (per 1 KiB record: {:.3} µs vs {:.3} µs)",
+            plain.as_secs_f64() * 1e6 / 4096.0,
+            gathered.as_secs_f64() * 1e6 / 4096.0
+        );
+    }
+
     #[test]
     fn unregistered_bytes_and_small_payloads_are_copied() {
         let spec = api_spec(SHARE_FETCH).unwrap();
