@@ -11,11 +11,11 @@
 //! An ACL or filter with a value outside Kafka's model answers INVALID_REQUEST for that item.
 
 use super::admin::call_controller;
-use super::ops::{AdminOp, AdminReply};
 use super::{respond, Bus, ConnInfo, Outcome};
 use crate::authz::{AclBinding, AclFilter};
 use crate::constants::REQUEST_ENTITIES_MAX;
 use crate::protocol::codec::{decode_body, Request};
+use crate::shard::ops::{AdminOp, AdminReply};
 use kafka_protocol::messages::{
     create_acls_response, delete_acls_response, describe_acls_response, CreateAclsRequest,
     CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,

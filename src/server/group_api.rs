@@ -21,7 +21,7 @@ use crate::group::ops::{GroupOp, GroupReply};
 use crate::group::{CommitPartition, FetchedOffset};
 use crate::model::group_shard;
 use crate::protocol::codec::Request;
-use crate::server::ops::{ShardOp, ShardReply};
+use crate::shard::ops::{ShardOp, ShardReply};
 use kafka_protocol::messages::{
     join_group_response, leave_group_response, offset_commit_response, offset_fetch_response,
     GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,

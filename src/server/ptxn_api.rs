@@ -21,7 +21,7 @@ use crate::ptxn::coordinator::{
     CoordError, InitRequest, ListFilter, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use crate::ptxn::TxnOutcome;
-use crate::server::ops::{AdminOp, AdminReply, PtxnOp, PtxnReply, ShardOp, ShardReply};
+use crate::shard::ops::{AdminOp, AdminReply, PtxnOp, PtxnReply, ShardOp, ShardReply};
 use kafka_protocol::messages::{
     add_partitions_to_txn_request, add_partitions_to_txn_response, describe_transactions_response,
     list_transactions_response, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
@@ -496,7 +496,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let calls: Vec<_> = (0..bus.shard_count())
         .map(|shard| call(bus, ShardId(shard as u16), PtxnOp::List(filter.clone())))
         .collect();
-    for reply in super::join::join_all(calls).await {
+    for reply in crate::shard::join::join_all(calls).await {
         match reply {
             Ok(PtxnReply::Listed(listed)) => {
                 for m in listed {

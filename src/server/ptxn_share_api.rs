@@ -33,7 +33,6 @@
 //! Deviation from the draft: MemberEpoch is not checked (the member-id check on every offset
 //! is: only the member holding a record's acquisition lock can lock it).
 
-use super::ops::{PartitionRef, PtxnOp, PtxnReply, ShardOp, ShardReply, TxnOp, TxnReplyMsg};
 use super::{respond, Bus, Outcome};
 use crate::constants::{REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
@@ -44,6 +43,7 @@ use crate::protocol::txn_share::{
 };
 use crate::ptxn::coordinator::CoordError;
 use crate::ptxn::share::{ack_batch, ProducerLock};
+use crate::shard::ops::{PartitionRef, PtxnOp, PtxnReply, ShardOp, ShardReply, TxnOp, TxnReplyMsg};
 use crate::share::AckBatch;
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
@@ -193,7 +193,10 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
             )
         })
         .collect();
-    for (shard, reply) in shard_list.iter().zip(super::join::join_all(calls).await) {
+    for (shard, reply) in shard_list
+        .iter()
+        .zip(crate::shard::join::join_all(calls).await)
+    {
         let indexes = &by_shard[shard];
         match reply {
             ShardReply::Txn(TxnReplyMsg::Locked(outcomes)) => {

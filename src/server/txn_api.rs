@@ -12,7 +12,6 @@
 //! checkpoint's transaction before any worker joined; operations on ids a group never had
 //! answer TRANSACTIONAL_ID_NOT_FOUND.
 
-use super::ops::{PartitionRef, ShardOp, ShardReply, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg};
 use super::{respond, Bus, Outcome};
 use crate::constants::REQUEST_PARTITIONS_MAX;
 use crate::model::group_shard;
@@ -26,6 +25,9 @@ use crate::protocol::share_txn::{
     ShareBeginTransactionResponse, ShareCommitTransactionRequest, ShareCommitTransactionResponse,
     ShareListTransactionsRequest, ShareListTransactionsResponse, SharePrepareTransactionRequest,
     SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
+};
+use crate::shard::ops::{
+    PartitionRef, ShardOp, ShardReply, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg,
 };
 use crate::share::AckBatch;
 use crate::txn::TxnState;

@@ -22,17 +22,29 @@
 //! Invariants: no `RefCell` borrow of the state or the journal lives across an `.await`; after
 //! every await, what was read before is read again.
 
+pub mod join;
+pub mod ops;
+pub mod producer_state;
+pub mod ptxn_share;
+pub mod read_ahead;
+pub mod registry;
+pub mod share_dlq;
+pub mod share_group;
+pub mod share_session;
+pub mod share_state;
+pub mod state;
 pub mod sync;
 pub mod txn;
+pub mod txn_state;
 
 use crate::journal::{FlushTicket, Journal};
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::ShardMetrics;
 use crate::model::ShardId;
-use crate::server::ops::{ShardOp, ShardReply};
-use crate::server::shard_state::ShardState;
 use crate::storage::file::Storage;
 use crate::storage::mmap::RegionDir;
+use ops::{ShardOp, ShardReply};
+use state::ShardState;
 use std::cell::RefCell;
 use std::future::Future;
 use sync::{oneshot, Notify, OneshotSender};
@@ -101,7 +113,7 @@ impl<S: Storage + Clone, D: RegionDir> ShardCore<S, D> {
     }
 
     /// The registry snapshot this shard holds.
-    pub fn registry(&self) -> std::sync::Arc<crate::server::TopicRegistry> {
+    pub fn registry(&self) -> std::sync::Arc<registry::TopicRegistry> {
         self.state.borrow().registry().clone()
     }
 }
