@@ -7,7 +7,9 @@
 //!
 //! Per connection, a reader (this task) turns bytes into frames and starts one handler task
 //! per request; a writer task awaits the handlers **in request order** and writes their
-//! responses, so responses keep request order whatever the handlers' durations.
+//! responses, so responses keep request order whatever the handlers' durations. Fetch and
+//! ShareFetch responses come in pieces whose records are the log's own bytes
+//! (`frame_write`: one `sendmsg` on a plaintext connection, one vectored write into rustls).
 //!
 //! Bounds (constants.rs):
 //! - at most `CONNECTION_INFLIGHT_REQUESTS_MAX` requests queued per connection (the reader
@@ -54,6 +56,7 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::StaticPermit;
 use glommio::Task;
 use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -183,7 +186,10 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
     let mut conn = ConnInfo::new(endpoint.advertised.unwrap_or(local_addr), peer_addr);
     conn.authorizer = endpoint.authorizer.clone();
     let closed_on_error = match &endpoint.tls {
-        None => serve_authenticated(&ctx, stream, conn, &endpoint).await,
+        None => {
+            let plain_fd = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            serve_authenticated(&ctx, stream, conn, &endpoint, plain_fd).await
+        }
         Some(acceptor) => {
             let handshake =
                 futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
@@ -206,7 +212,7 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
                             }
                         }
                     }
-                    serve_authenticated(&ctx, tls, conn, &endpoint).await
+                    serve_authenticated(&ctx, tls, conn, &endpoint, None).await
                 }
                 Some(Err(e)) => {
                     tracing::debug!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, error = %e, "TLS handshake failed");
@@ -231,12 +237,14 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
 }
 
 /// Runs the SASL exchange if the listener has SASL, then serves frames; returns whether the
-/// connection closed on an error.
+/// connection closed on an error. `plain_fd` is the socket of a plaintext `stream` (gathered
+/// responses are written to it directly), `None` for TLS.
 async fn serve_authenticated<S>(
     ctx: &ShardHandle,
     mut stream: S,
     conn: ConnInfo,
     endpoint: &Endpoint,
+    plain_fd: Option<RawFd>,
 ) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
@@ -247,6 +255,7 @@ where
             stream,
             conn,
             FrameDecoder::new(REQUEST_FRAME_BYTES_MAX),
+            plain_fd,
         )
         .await;
     };
@@ -263,7 +272,7 @@ where
     )
     .await;
     match exchange {
-        Some(Ok(decoder)) => serve_frames(ctx, stream, conn, decoder).await,
+        Some(Ok(decoder)) => serve_frames(ctx, stream, conn, decoder, plain_fd).await,
         Some(Err(reason)) => {
             tracing::info!(shard = %ctx.id, peer = %conn.peer_addr, listener = %endpoint.name, %reason, "SASL authentication ended the connection");
             let _ = stream.close().await;
@@ -301,6 +310,7 @@ fn sasl_request(
     use kafka_protocol::protocol::StrBytes;
     let respond = |outcome: Outcome| match outcome {
         Outcome::Respond(frame) => Ok(frame),
+        Outcome::RespondGathered(frame) => Ok(frame.to_bytes()),
         Outcome::Close(reason) => Err(reason),
         Outcome::NoResponse => Err("no response".to_string()),
     };
@@ -442,19 +452,21 @@ where
 }
 
 /// Serves Kafka frames on `stream` until it closes; returns whether it closed on an error.
-/// `decoder` may already hold bytes read (after a SASL exchange).
+/// `decoder` may already hold bytes read (after a SASL exchange); `plain_fd` as in
+/// [`serve_authenticated`].
 async fn serve_frames<S>(
     ctx: &ShardHandle,
     stream: S,
     conn: ConnInfo,
     decoder: FrameDecoder,
+    plain_fd: Option<RawFd>,
 ) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let ctx = ctx.clone();
     let peer_addr = conn.peer_addr;
-    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (mut reader, mut writer) = super::frame_write::split(stream);
     let (queue_tx, queue_rx) =
         local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
     let writer_done = super::sync::Event::new();
@@ -481,6 +493,14 @@ where
             match outcome {
                 Outcome::Respond(frame) => {
                     if writer.write_all(&frame).await.is_err() {
+                        break;
+                    }
+                    writer_ctx.with_metrics(|m| m.bytes_out += frame.len() as u64);
+                }
+                Outcome::RespondGathered(frame) => {
+                    let written =
+                        super::frame_write::write_gathered(&mut writer, plain_fd, &frame).await;
+                    if written.is_err() {
                         break;
                     }
                     writer_ctx.with_metrics(|m| m.bytes_out += frame.len() as u64);

@@ -14,7 +14,8 @@
 //!
 //! - [`shard_handle`]: per-shard runtime glue: the core's I/O (`ShardIo`) on glommio and the
 //!   `Bus` implementation handlers use; op execution is the core's (`crate::shard::exec`).
-//! - [`conn`]: the listener and client connections.
+//! - [`conn`]: the listener and client connections; [`frame_write`], writing gathered
+//!   response frames (record payloads not copied).
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: the io_uring storage engine: block writes and syncs of flush tickets, journal flushes.
@@ -29,6 +30,7 @@ pub mod conn;
 pub mod credentials;
 pub mod fatal;
 pub mod files;
+pub mod frame_write;
 pub mod shard_handle;
 pub use crate::shard::sync;
 pub mod tls;

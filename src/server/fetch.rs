@@ -13,7 +13,7 @@
 //! the aborted transactions that overlap it (`crate::ptxn::partition`); control batches are
 //! returned as stored, and clients skip them. ListOffsets read_committed answers latest = LSO.
 
-use super::{respond, Bus, Outcome};
+use super::{respond, respond_gathered, Bus, Outcome};
 use crate::constants::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX};
 use crate::model::{partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
@@ -313,7 +313,11 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         topics[w.topic_index].partitions.push(p);
     }
     response.responses = topics;
-    respond(request, &response)
+    let payloads = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().filter_map(|p| p.records.as_ref()));
+    respond_gathered(request, &response, payloads)
 }
 
 /// ListOffsets v1–10: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.

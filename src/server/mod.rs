@@ -170,13 +170,47 @@ pub(crate) fn respond<T: kafka_protocol::protocol::Encodable>(
     }
 }
 
+/// [`respond`] with `payloads` (the response's record fields, as the log handed them out)
+/// left in their own `Bytes`: the same frame, in pieces the connection writes without copying
+/// the records (`protocol::gather`).
+pub(crate) fn respond_gathered<'a, T: kafka_protocol::protocol::Encodable>(
+    request: &crate::protocol::codec::Request,
+    body: &T,
+    payloads: impl IntoIterator<Item = &'a bytes::Bytes>,
+) -> Outcome {
+    match crate::protocol::gather::encode_response_gathered(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        body,
+        payloads,
+    ) {
+        Ok(frame) => Outcome::RespondGathered(frame),
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}
+
 /// What the connection does after a request was handled.
 #[derive(Debug)]
 pub enum Outcome {
     /// Write this frame (size prefix included).
     Respond(bytes::Bytes),
+    /// Write this frame, given in pieces (Fetch and ShareFetch: the records are the log's
+    /// `Bytes`); on the wire the same as `Respond` of the pieces concatenated.
+    RespondGathered(crate::protocol::gather::GatheredFrame),
     /// Write nothing (produce with acks=0).
     NoResponse,
     /// Close the connection after the responses before this one (malformed request).
     Close(String),
+}
+
+impl Outcome {
+    /// A gathered frame as one buffer (for code that decodes the answer again: the
+    /// authorizer's filtered requests); other outcomes unchanged.
+    pub fn flattened(self) -> Outcome {
+        match self {
+            Outcome::RespondGathered(frame) => Outcome::Respond(frame.to_bytes()),
+            other => other,
+        }
+    }
 }

@@ -15,7 +15,7 @@
 //! records at once; a connection that no longer owns the member's session (the member opened a
 //! newer one elsewhere) releases nothing when it drops.
 
-use super::{respond, Bus, ConnInfo, Outcome};
+use super::{respond, respond_gathered, Bus, ConnInfo, Outcome};
 use crate::constants::{
     BROKER_NODE_ID, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, REQUEST_PARTITIONS_MAX,
     SHARE_FETCH_RECHECK_MS,
@@ -829,7 +829,11 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         })
         .collect();
     response.node_endpoints = vec![node_endpoint(conn)];
-    respond(request, &response)
+    let payloads = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().filter_map(|p| p.records.as_ref()));
+    respond_gathered(request, &response, payloads)
 }
 
 /// ShareAcknowledge v1–v2 (v2: AcknowledgeType RENEW, KIP-1222).
