@@ -32,7 +32,8 @@ use crate::server::admin::{fail_reply, Controller};
 use crate::server::join::join_all;
 use crate::server::ops::{
     AdminOp, AdminReply, CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult,
-    ShardOp, ShardReply, ShareAckResult, ShareGroupsListed, WaitOp,
+    ShardOp, ShardReply, ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply,
+    WaitOp,
 };
 use crate::server::registry::random_uuid;
 use crate::server::shard_state::ShardState;
@@ -254,6 +255,8 @@ impl ShardHandle {
                 ShardReply::ShareSession(outcome.map_err(|e| e.code()))
             }
             ShardOp::ShareFetch(op) => {
+                // The request's acknowledgements here first: what they release can be acquired.
+                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
                 let ahead = self.state.borrow().share_fetch_read_ahead(&op);
                 self.read_ahead(ahead).await;
                 let fetched = self.state.borrow_mut().share_fetch(&op, wall_ms() as u64);
@@ -266,13 +269,20 @@ impl ShardHandle {
                     let ctx = self.clone();
                     glommio::spawn_local(async move { ctx.read_ahead(next).await }).detach();
                 }
-                ShardReply::ShareFetched(fetched)
+                ShardReply::ShareFetched(ShareFetchReply {
+                    acknowledged: self.acknowledged_durable(acked).await,
+                    partitions: fetched,
+                })
             }
             ShardOp::ShareProbe(op) => {
+                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
                 let probed = self.state.borrow_mut().share_probe(&op, wall_ms() as u64);
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
-                ShardReply::ShareProbed(probed)
+                ShardReply::ShareProbed(ShareProbeReply {
+                    acknowledged: self.acknowledged_durable(acked).await,
+                    partitions: probed,
+                })
             }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
@@ -597,6 +607,43 @@ impl ShardHandle {
     /// results that succeeded become KAFKA_STORAGE_ERROR if they cannot be made durable.
     async fn share_results_durable(&self, mut results: Vec<ShareAckResult>) -> Vec<ShareAckResult> {
         let durable = match self.append_share_entries() {
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
+        };
+        if let Err(cause) = durable {
+            for r in results.iter_mut().filter(|r| r.error_code == 0) {
+                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+            }
+        }
+        results
+    }
+
+    /// A ShareFetch's acknowledgements on this shard, applied before it acquires or measures
+    /// (`None`: it carries none): their results and the journal entry that makes them durable.
+    async fn acknowledge_first(
+        &self,
+        op: Option<&crate::server::ops::ShareAckOp>,
+    ) -> Option<(Vec<ShareAckResult>, Option<u64>)> {
+        let op = op?;
+        let results = self
+            .state
+            .borrow_mut()
+            .share_acknowledge(op, wall_ms() as u64);
+        // DLQ copies are durable before the ARCHIVED state is journalled.
+        self.copy_to_dlq().await;
+        Some((results, self.append_share_entries()))
+    }
+
+    /// The results of [`ShardHandle::acknowledge_first`] once durable (KAFKA_STORAGE_ERROR
+    /// for each that is not).
+    async fn acknowledged_durable(
+        &self,
+        acked: Option<(Vec<ShareAckResult>, Option<u64>)>,
+    ) -> Vec<ShareAckResult> {
+        let Some((mut results, seq)) = acked else {
+            return Vec::new();
+        };
+        let durable = match seq {
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         };
