@@ -252,7 +252,7 @@ impl ShardHandle {
                 } else {
                     sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, op.conn_id, now)
                 };
-                ShardReply::ShareSession(outcome.map_err(|e| e.code()))
+                ShardReply::ShareSession(outcome)
             }
             ShardOp::ShareFetch(op) => {
                 // The request's acknowledgements here first: what they release can be acquired.
@@ -372,12 +372,7 @@ impl ShardHandle {
                 ShardReply::ShareOffsetsDeleted(self.share_results_durable(results).await)
             }
             ShardOp::ShareDeleteGroup { group_id } => ShardReply::ShareGroupDeleted(
-                self.state
-                    .borrow_mut()
-                    .share
-                    .groups
-                    .delete_empty(&group_id)
-                    .map_err(|e| e.code()),
+                self.state.borrow_mut().share.groups.delete_empty(&group_id),
             ),
             ShardOp::DeleteRecords {
                 partitions,

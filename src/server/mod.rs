@@ -29,6 +29,7 @@ pub mod admin;
 pub mod api_versions;
 pub mod authorize;
 pub mod cluster_admin;
+pub mod codes;
 pub mod configs;
 pub mod consumer_group_api;
 pub mod delete_admin;

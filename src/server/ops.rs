@@ -11,8 +11,8 @@
 //! under the same name) is refused rather than applied to the wrong log.
 
 use super::registry::TopicRegistry;
-use super::share_group::{Heartbeat, HeartbeatAnswer, ShareGroup};
-use super::share_session::{SessionKey, SessionOutcome};
+use super::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
+use super::share_session::{SessionError, SessionKey, SessionOutcome};
 use crate::model::TopicPartition;
 use crate::share::{AckBatch, AcquiredRange};
 use crate::txn::{TxnRecord, TxnState};
@@ -718,7 +718,7 @@ pub enum ShardReply {
     Admin(AdminReply),
     Installed,
     ShareHeartbeat(HeartbeatAnswer),
-    ShareSession(Result<SessionOutcome, i16>),
+    ShareSession(Result<SessionOutcome, SessionError>),
     ShareFetched(ShareFetchReply),
     ShareProbed(ShareProbeReply),
     ShareAcknowledged(Vec<ShareAckResult>),
@@ -732,9 +732,7 @@ pub enum ShardReply {
     ShareOffsetsAltered(Vec<ShareAckResult>),
     /// One result per topic id of the op, in order.
     ShareOffsetsDeleted(Vec<ShareAckResult>),
-    /// `Ok(true)`: the group was coordinated there (and is forgotten now), `Ok(false)`: it was
-    /// not; `Err`: a Kafka error code (NON_EMPTY_GROUP).
-    ShareGroupDeleted(Result<bool, i16>),
+    ShareGroupDeleted(GroupDeletion),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
     /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka

@@ -33,7 +33,7 @@
 //! Deviation from the draft: MemberEpoch is not checked (the member-id check on every offset
 //! is: only the member holding a record's acquisition lock can lock it).
 
-use super::ops::{PartitionRef, PtxnOp, PtxnReply, ShardOp, ShardReply, TxnOp, TxnReplyMsg};
+use super::ops::{PartitionRef, PtxnOp, ShareAckResult, TxnOp};
 use super::{respond, Bus, Outcome};
 use crate::constants::{REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
@@ -44,6 +44,10 @@ use crate::protocol::txn_share::{
 };
 use crate::ptxn::coordinator::CoordError;
 use crate::ptxn::share::{ack_batch, ProducerLock};
+use crate::shard::call::{Ptxn, Txn};
+
+/// A verification's answer: a verdict per partition, or the transaction's error.
+type Verified = Result<Vec<Result<(), CoordError>>, CoordError>;
 use crate::share::AckBatch;
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
@@ -138,8 +142,9 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
             partitions,
         };
         let shard = group_shard(&transactional_id, shards);
-        match bus.call(shard, ShardOp::ProducerTxn(op)).await {
-            ShardReply::ProducerTxn(PtxnReply::Verified(Ok(each))) => {
+        let verified = bus.call_op(shard, Ptxn::<Verified>::new(op)).await;
+        match verified {
+            Ok(Ok(each)) => {
                 assert_eq!(each.len(), to_verify.len(), "one verdict per partition");
                 for (i, verdict) in to_verify.iter().zip(each) {
                     if let Err(e) = verdict {
@@ -147,12 +152,12 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     }
                 }
             }
-            ShardReply::ProducerTxn(PtxnReply::Verified(Err(e))) => {
+            Ok(Err(e)) => {
                 response.error_code = verification_code(&e);
                 return respond(request, &response);
             }
-            other => {
-                response.error_code = other.unexpected("transaction verification").code();
+            Err(failure) => {
+                response.error_code = failure.code();
                 return respond(request, &response);
             }
         }
@@ -182,32 +187,27 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     Err(_) => None,
                 })
                 .collect();
-            bus.call(
-                *shard,
-                ShardOp::Txn(TxnOp::ProducerLock {
-                    group_id: req.group_id.clone(),
-                    member_id: req.member_id.clone(),
-                    owner,
-                    partitions,
-                }),
-            )
+            let op = TxnOp::ProducerLock {
+                group_id: req.group_id.clone(),
+                member_id: req.member_id.clone(),
+                owner,
+                partitions,
+            };
+            bus.call_op(*shard, Txn::<Vec<Result<u64, ShareAckResult>>>::new(op))
         })
         .collect();
     for (shard, reply) in shard_list.iter().zip(super::join::join_all(calls).await) {
         let indexes = &by_shard[shard];
         match reply {
-            ShardReply::Txn(TxnReplyMsg::Locked(outcomes)) => {
+            Ok(outcomes) => {
                 for (i, outcome) in indexes.iter().zip(outcomes) {
                     if let Err(refused) = outcome {
                         results[*i] = refused.error_code;
                     }
                 }
             }
-            other => {
-                let code = match other {
-                    ShardReply::Failed(failure) => failure.code(),
-                    _ => ResponseError::UnknownServerError.code(),
-                };
+            Err(failure) => {
+                let code = failure.code();
                 for i in indexes {
                     results[*i] = code;
                 }

@@ -333,7 +333,7 @@ async fn release_everywhere<B: Bus>(bus: &B, group_id: &str, member_id: &str) {
 async fn session<B: Bus>(bus: &B, op: ShareSessionOp) -> Result<SessionOutcome, i16> {
     let shard = group_shard(&op.key.group_id, bus.shard_count());
     match bus.call_op(shard, op).await {
-        Ok(outcome) => outcome,
+        Ok(outcome) => outcome.map_err(|refused| refused.code()),
         Err(failure) => Err(failure.code()),
     }
 }

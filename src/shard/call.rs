@@ -28,8 +28,8 @@ use crate::server::ops::{
     TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::server::producer_state::ProducerSnapshot;
-use crate::server::share_group::{Heartbeat, HeartbeatAnswer, ShareGroup};
-use crate::server::share_session::SessionOutcome;
+use crate::server::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
+use crate::server::share_session::{SessionError, SessionOutcome};
 use crate::txn::TxnRecord;
 use std::marker::PhantomData;
 use uuid::Uuid;
@@ -85,7 +85,7 @@ op!(ListOffsetsOp, "list offsets", Vec<ListedOffset>, |op| ShardOp::ListOffsets(
 op!(WaitOp, "wait for data", bool, |op| ShardOp::WaitForData(op), ShardReply::Waited(r) => r);
 op!(Heartbeat, "share heartbeat", HeartbeatAnswer, |op| ShardOp::ShareHeartbeat(op),
     ShardReply::ShareHeartbeat(r) => r);
-op!(ShareSessionOp, "share session", Result<SessionOutcome, i16>, |op| ShardOp::ShareSession(op),
+op!(ShareSessionOp, "share session", Result<SessionOutcome, SessionError>, |op| ShardOp::ShareSession(op),
     ShardReply::ShareSession(r) => r);
 op!(ShareFetchOp, "share fetch", ShareFetchReply, |op| ShardOp::ShareFetch(op),
     ShardReply::ShareFetched(r) => r);
@@ -169,7 +169,7 @@ op!(DeleteShareOffsets, "share delete offsets", Vec<ShareAckResult>,
 pub struct DeleteShareGroup {
     pub group_id: String,
 }
-op!(DeleteShareGroup, "share delete group", Result<bool, i16>,
+op!(DeleteShareGroup, "share delete group", GroupDeletion,
     |op| ShardOp::ShareDeleteGroup { group_id: op.group_id },
     ShardReply::ShareGroupDeleted(r) => r);
 
