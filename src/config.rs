@@ -9,7 +9,7 @@
 //!   [`TopicSettings::resolve`] never sees an invalid value. Topic overrides fall back to the
 //!   broker's dynamic value of the synonym key, then to the static default.
 //!
-//! The stored overrides are owned by the topic registry (`server::registry`), which every shard
+//! The stored overrides are owned by the topic registry (`shard::registry`), which every shard
 //! holds a copy of; this module is pure data and validation.
 
 pub use crate::config_file::{Listener, SecurityProtocol, TlsSettings};
@@ -578,7 +578,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
 ];
 
 /// Share-group configs (resource type GROUP), Kafka's names and ranges; the typed view is
-/// `server::share_group::ShareGroupConfig`.
+/// `shard::share_group::ShareGroupConfig`.
 pub const GROUP_CONFIGS: &[ConfigDef] = &[
     ConfigDef {
         name: "share.auto.offset.reset",

@@ -40,7 +40,7 @@ pub struct Offset(pub i64);
 /// shard's partition logs, share partitions, transaction participants, share sessions). The id
 /// and not the name, as the share and transaction APIs name partitions: a topic deleted and
 /// created again under the same name is another topic. Where the name is needed too (to find
-/// the owning shard, to answer with it), operations carry a `server::ops::PartitionRef`.
+/// the owning shard, to answer with it), operations carry a `shard::ops::PartitionRef`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
     pub topic_id: Uuid,

@@ -29,7 +29,7 @@ use kafka_protocol::messages::{
     FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListTransactionsRequest, TopicName,
     TransactionalId,
 };
-use kafka_protocol::messages::{produce_request, ProduceRequest};
+use kafka_protocol::messages::{produce_request, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use lockstep::client::admin::{Admin, NewTopic};
 use lockstep::client::connection::Connection;
@@ -238,10 +238,20 @@ fn delete_topic(conn: &mut Connection, topic: &str) {
     assert_eq!(back.responses[0].error_code, 0, "delete {topic}");
 }
 
+/// Creates `topics` (2 partitions each) and waits until every partition has a leader (Kafka
+/// answers UNKNOWN_TOPIC_OR_PARTITION for a moment after creating a topic).
 fn create(broker: &Target, topics: &[&str]) {
     let mut admin = Admin::connect(&broker.addr).expect("admin");
     let new: Vec<NewTopic> = topics.iter().map(|t| NewTopic::new(t, 2)).collect();
     admin.create_topics(&new).expect("create topics");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !topics.iter().all(|t| {
+        let metadata = admin.metadata(Some(&[t])).expect("metadata");
+        (0..2).all(|p| metadata.leader(t, p).is_some())
+    }) {
+        assert!(Instant::now() < deadline, "no leaders for {topics:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -452,6 +462,148 @@ fn produce_txn(
     r.topic_data = vec![t];
     let resp = conn.send(&r, 9).expect("produce");
     resp.responses[0].partition_responses[0].error_code
+}
+
+/// Sends `requests` on one new connection without waiting for answers (as a producer with
+/// several requests in flight does), then reads every answer; answers in request order.
+fn pipelined_produce(addr: &str, requests: &[ProduceRequest]) -> Vec<ProduceResponse> {
+    use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+    use std::io::{Read, Write};
+    const VERSION: i16 = 9;
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut out = bytes::BytesMut::new();
+    for (correlation_id, request) in requests.iter().enumerate() {
+        let mut header = RequestHeader::default();
+        header.request_api_key = ApiKey::Produce as i16;
+        header.request_api_version = VERSION;
+        header.correlation_id = correlation_id as i32;
+        header.client_id = Some(s("pipelined"));
+        let mut frame = bytes::BytesMut::new();
+        header
+            .encode(&mut frame, ProduceRequest::header_version(VERSION))
+            .unwrap();
+        request.encode(&mut frame, VERSION).unwrap();
+        out.extend_from_slice(&(frame.len() as i32).to_be_bytes());
+        out.extend_from_slice(&frame);
+    }
+    stream.write_all(&out).expect("write the requests");
+    (0..requests.len())
+        .map(|correlation_id| {
+            let mut size = [0u8; 4];
+            stream.read_exact(&mut size).expect("read an answer");
+            let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+            stream.read_exact(&mut frame).expect("read an answer");
+            let mut buf = Bytes::from(frame);
+            let header =
+                ResponseHeader::decode(&mut buf, ProduceResponse::header_version(VERSION)).unwrap();
+            assert_eq!(
+                header.correlation_id, correlation_id as i32,
+                "answers in order"
+            );
+            ProduceResponse::decode(&mut buf, VERSION).unwrap()
+        })
+        .collect()
+}
+
+/// KIP-890 part 1 with requests in flight together: the first batches of a producer's
+/// transaction in a partition, sent in several requests without waiting, all need the
+/// coordinator's verification; they must still be appended in sequence order. Lockstep handles
+/// a connection's requests concurrently, and the first request also carries a batch for a
+/// partition whose transaction is open, so it waits for that batch's flush before it asks the
+/// coordinator: the later requests' batches are verified first, and must not overtake the first
+/// one (which would then be refused as out of order for good).
+#[test]
+fn pipelined_first_batches_of_a_transaction_keep_their_order() {
+    let mut broker = target();
+    let n = |x: &str| common::wire::unique("pV", x);
+    let (topic, id) = (n("pipelined"), n("pipelined-txn"));
+    let (topic, id) = (&*topic, &*id);
+    create(&broker, &[topic]);
+    let mut conn = connect(&broker);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (err, pid, epoch) = loop {
+        let got = init(&mut conn, id, 60_000, None);
+        if got.0 == 0 || Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(err, 0);
+    // The next sequence of each partition.
+    let mut next = [0i32; 2];
+    let mut batch = |partition: i32| {
+        let mut b = BatchBuilder::new(1_000);
+        b.attributes = 0x10;
+        b.producer_id = pid;
+        b.producer_epoch = epoch;
+        b.base_sequence = next[partition as usize];
+        next[partition as usize] += 1;
+        b.record(1_000, None, Some(b"v"));
+        let mut p = produce_request::PartitionProduceData::default();
+        p.index = partition;
+        p.records = Some(Bytes::from(b.build()));
+        p
+    };
+    let request = |partitions: Vec<produce_request::PartitionProduceData>| {
+        let mut t = produce_request::TopicProduceData::default();
+        t.name = TopicName(s(topic));
+        t.partition_data = partitions;
+        let mut r = ProduceRequest::default();
+        r.transactional_id = Some(tid(id));
+        r.acks = -1;
+        r.timeout_ms = 10_000;
+        r.topic_data = vec![t];
+        r
+    };
+    for round in 0..5 {
+        assert_eq!(
+            add_partitions(&mut conn, 3, id, pid, epoch, topic, &[0, 1]),
+            vec![0, 0],
+            "round {round}"
+        );
+        // Partition 1's transaction opens first. (Kafka may still be creating the new topic or
+        // electing its leader: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER.)
+        let open = [request(vec![batch(1)])];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let opened = loop {
+            let code = pipelined_produce(&broker.addr, &open)[0].responses[0].partition_responses
+                [0]
+            .error_code;
+            if !matches!(code, 3 | 6) || Instant::now() > deadline {
+                break code;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(opened, 0, "round {round}");
+        let mut requests = vec![request(vec![batch(0), batch(1)])];
+        requests.extend((0..4).map(|_| request(vec![batch(0)])));
+        let answers = pipelined_produce(&broker.addr, &requests);
+        let offsets: Vec<(i16, i64)> = answers
+            .iter()
+            .map(|a| {
+                let p = a.responses[0]
+                    .partition_responses
+                    .iter()
+                    .find(|p| p.index == 0)
+                    .expect("an answer for partition 0");
+                (p.error_code, p.base_offset)
+            })
+            .collect();
+        assert!(
+            offsets.iter().all(|(code, _)| *code == 0)
+                && offsets.windows(2).all(|w| w[0].1 < w[1].1),
+            "round {round}: (error, base offset) of partition 0's batches in sequence order: {offsets:?}"
+        );
+        assert_eq!(end_txn(&mut conn, 3, id, pid, epoch, true), 0);
+        wait_state(&mut conn, id, "CompleteCommit", Duration::from_secs(10));
+    }
+    if let Some(lockstep) = &mut broker.lockstep {
+        lockstep.assert_alive();
+    }
 }
 
 /// KIP-890 part 1, the server-side defence against hanging transactions: a transactional

@@ -19,7 +19,7 @@
 //!
 //! The markers themselves (commit → ACKNOWLEDGED, abort → redelivered at the same delivery
 //! count) are tested end to end in `share_producer_txn_e2e.rs`; their share side in
-//! `ptxn::share` and `server::ptxn_share`.
+//! `ptxn::share` and `shard::ptxn_share`.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -45,14 +45,14 @@ use lockstep::journal::{FlushTicket, Journal, JournalConfig};
 use lockstep::log::batch::BatchBuilder;
 use lockstep::metrics::ShardMetrics;
 use lockstep::model::{group_shard, partition_shard, ShardId};
-use lockstep::server::ops::{
+use lockstep::shard::ops::{
     CallError, PartitionRef, ProduceOp, ShardOp, ShardReply, ShareAckOp, ShareFetchOp, TxnAckError,
     TxnAnswer, TxnOp, TxnReplyMsg,
 };
-use lockstep::server::registry::TopicRegistry;
-use lockstep::server::shard_state::ShardState;
-use lockstep::server::share::ShareState;
-use lockstep::server::share_group::Heartbeat;
+use lockstep::shard::registry::TopicRegistry;
+use lockstep::shard::share_group::Heartbeat;
+use lockstep::shard::share_state::ShareState;
+use lockstep::shard::state::ShardState;
 use lockstep::shard::sync::oneshot;
 use lockstep::shard::{self, txn, ShardCore, ShardIo};
 use lockstep::share::{AckBatch, AcknowledgeType, RecordState};

@@ -18,7 +18,7 @@
 //! The ACLs live in an [`AclSet`], ordered by (resource type, pattern type, name, ...), so a
 //! decision looks up the literal name, the literal `*` and each prefix of the name: no scan of
 //! unrelated ACLs. The set is kept in the topic registry (durable on shard 0, a snapshot on
-//! every shard; `server::registry`). No authorizer configured means every request is allowed.
+//! every shard; `shard::registry`). No authorizer configured means every request is allowed.
 //!
 //! Authorized operations (KIP-430: Metadata, DescribeCluster, DescribeGroups,
 //! ConsumerGroupDescribe, ShareGroupDescribe) are a bit field of operation codes

@@ -1,5 +1,5 @@
 //! Offsets committed inside producer transactions (TxnOffsetCommit, issue 17), pending until the
-//! transaction's marker reaches the group ([`crate::server::ops::ShardOp::GroupTxnMarker`]), as
+//! transaction's marker reaches the group ([`crate::shard::ops::ShardOp::GroupTxnMarker`]), as
 //! Kafka's `OffsetMetadataManager` keeps `pendingTransactionalOffsets`.
 //!
 //! Pure data on the group's shard, next to the group's [`super::OffsetStore`]. Every change is a

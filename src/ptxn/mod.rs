@@ -12,9 +12,9 @@
 //!   KIP-1289's draft): LOCKED by the producer id and epoch, resolved by its marker.
 //!
 //! The coordinator ends a transaction by sending a [`TxnMarker`] to every participant:
-//! [`crate::server::ops::ShardOp::WriteTxnMarkers`] to the partitions' shards (a control batch
+//! [`crate::shard::ops::ShardOp::WriteTxnMarkers`] to the partitions' shards (a control batch
 //! in each log, and the share records the transaction LOCKED are resolved) and
-//! [`crate::server::ops::ShardOp::GroupTxnMarker`] to each group's shard (pending transactional
+//! [`crate::shard::ops::ShardOp::GroupTxnMarker`] to each group's shard (pending transactional
 //! offsets become committed or are dropped). Both are answered once the result is durable;
 //! the coordinator retries until every participant has answered, so applying a marker twice
 //! must be harmless (idempotent by producer id and epoch).

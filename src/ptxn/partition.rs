@@ -3,7 +3,7 @@
 //! transaction index, as Kafka's `ProducerStateManager` and `TransactionIndex`.
 //!
 //! Owned by the shard that owns the partition, next to its log and its idempotent-producer
-//! state ([`crate::server::producer_state`]). Synchronous and I/O-free: the shard feeds it every
+//! state ([`crate::shard::producer_state`]). Synchronous and I/O-free: the shard feeds it every
 //! batch it appends ([`TxnPartition::record_data`], [`TxnPartition::record_marker`]) and asks
 //! it what a read may return ([`TxnPartition::last_stable_offset`],
 //! [`TxnPartition::aborted_in`]).
@@ -16,6 +16,13 @@
 //! again with the guard; a marker for the producer, or its first batch, clears the guard, so a
 //! batch verified before its transaction ended cannot open a new one after it. Guards are not
 //! persisted: after a restart a batch is simply verified again.
+//!
+//! While a verification is pending, the lowest sequence among the producer's batches that asked
+//! for it is kept (as Kafka's `VerificationStateEntry`), and a batch with a higher sequence is
+//! refused OUT_OF_ORDER_SEQUENCE_NUMBER even with the guard: batches of one producer verified
+//! concurrently could otherwise be appended out of order, because a producer this partition has
+//! no state for may start at any sequence. A later batch overtaking the first would leave the
+//! first refused as out of order forever.
 //!
 //! Not persisted: it is rebuilt at open by replaying the log's batch headers (and the one
 //! record of every control batch, for its type), in the same pass that rebuilds the producer
@@ -70,6 +77,13 @@ pub enum TxnError {
         epoch: i16,
         current: i16,
     },
+    /// A batch whose sequence is above that of an earlier batch of its producer still being
+    /// verified (Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER, which the client retries).
+    EarlierBatchVerifying {
+        producer_id: i64,
+        sequence: i32,
+        lowest_sequence: i32,
+    },
 }
 
 impl TxnError {
@@ -78,6 +92,9 @@ impl TxnError {
         match self {
             TxnError::NotTransactional { .. } => ResponseError::InvalidTxnState.code(),
             TxnError::StaleMarker { .. } => ResponseError::InvalidProducerEpoch.code(),
+            TxnError::EarlierBatchVerifying { .. } => {
+                ResponseError::OutOfOrderSequenceNumber.code()
+            }
         }
     }
 }
@@ -97,6 +114,14 @@ impl std::fmt::Display for TxnError {
                 f,
                 "marker for producer {producer_id} epoch {epoch} is older than its open transaction's epoch {current}"
             ),
+            TxnError::EarlierBatchVerifying {
+                producer_id,
+                sequence,
+                lowest_sequence,
+            } => write!(
+                f,
+                "producer {producer_id}: sequence {sequence} waits for its earlier batch at sequence {lowest_sequence}, which is being verified"
+            ),
         }
     }
 }
@@ -109,11 +134,19 @@ pub struct TxnPartition {
     /// offset). They hold the LSO until the high watermark passes the marker.
     ending: Vec<(i64, i64)>,
     aborted: VecDeque<AbortedTxn>,
-    /// Verification guards: producer id → (guard, epoch) handed out and not yet used or
-    /// cleared by a marker.
-    guards: HashMap<i64, (u64, i16)>,
+    /// Verification guards handed out and not yet used or cleared by a marker, by producer id.
+    guards: HashMap<i64, Guard>,
     /// The last guard handed out (guards are unique per partition).
     last_guard: u64,
+}
+
+/// A verification in flight for one producer ([`TxnPartition::check_verified`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Guard {
+    guard: u64,
+    epoch: i16,
+    /// The lowest base sequence among the batches that asked for this verification.
+    lowest_sequence: i32,
 }
 
 /// Whether a transactional batch may be appended ([`TxnPartition::check_verified`]).
@@ -140,36 +173,55 @@ impl TxnPartition {
         Ok(())
     }
 
-    /// KIP-890 part 1: may a transactional batch of (`producer_id`, `epoch`) carrying `guard`
-    /// (`None`: not verified yet) be appended? A batch that would open the producer's
-    /// transaction here needs the guard of a verification the coordinator confirmed since the
-    /// producer's last marker; otherwise the producer's guard for this epoch is handed out (a new
-    /// one if it has none).
+    /// KIP-890 part 1: may a transactional batch of (`producer_id`, `epoch`) starting at
+    /// `sequence` and carrying `guard` (`None`: not verified yet) be appended? A batch that would
+    /// open the producer's transaction here needs the guard of a verification the coordinator
+    /// confirmed since the producer's last marker; otherwise the producer's guard for this epoch
+    /// is handed out (a new one if it has none). A batch above the lowest sequence that asked for
+    /// the pending verification is refused until that one is appended.
     pub fn check_verified(
         &mut self,
         producer_id: i64,
         epoch: i16,
+        sequence: i32,
         guard: Option<u64>,
-    ) -> Verification {
+    ) -> Result<Verification, TxnError> {
         if self.open.contains_key(&producer_id) {
-            return Verification::Verified;
+            return Ok(Verification::Verified);
         }
-        match self.guards.get(&producer_id) {
-            Some(&(current, at)) if at == epoch && guard == Some(current) => {
-                return Verification::Verified;
+        match self.guards.get_mut(&producer_id) {
+            Some(pending) if pending.epoch == epoch && guard == Some(pending.guard) => {
+                if sequence > pending.lowest_sequence {
+                    return Err(TxnError::EarlierBatchVerifying {
+                        producer_id,
+                        sequence,
+                        lowest_sequence: pending.lowest_sequence,
+                    });
+                }
+                return Ok(Verification::Verified);
             }
             // Several requests of the producer in flight share one verification (as Kafka's
             // verification state entry): a guard is replaced only by a marker or a new epoch.
-            Some(&(current, at)) if at == epoch => {
-                return Verification::Needed { guard: current };
+            Some(pending) if pending.epoch == epoch => {
+                pending.lowest_sequence = pending.lowest_sequence.min(sequence);
+                return Ok(Verification::Needed {
+                    guard: pending.guard,
+                });
             }
             _ => {}
         }
         self.last_guard += 1;
-        self.guards.insert(producer_id, (self.last_guard, epoch));
-        Verification::Needed {
+        self.guards.insert(
+            producer_id,
+            Guard {
+                guard: self.last_guard,
+                epoch,
+                lowest_sequence: sequence,
+            },
+        );
+        Ok(Verification::Needed {
             guard: self.last_guard,
-        }
+        })
     }
 
     /// A marker for `producer_id` reached this partition (written or skipped): a verification
@@ -592,40 +644,85 @@ mod tests {
     #[test]
     fn first_batch_of_a_transaction_needs_a_verified_guard() {
         let mut t = TxnPartition::new();
-        let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
-            panic!("a new transaction needs verification");
+        let needed = |v: Result<Verification, TxnError>| match v {
+            Ok(Verification::Needed { guard }) => guard,
+            other => panic!("expected a verification, got {other:?}"),
         };
+        let guard = needed(t.check_verified(7, 0, 0, None));
         // Requests in flight together share the guard; a wrong guard does not pass.
-        assert_eq!(t.check_verified(7, 0, None), Verification::Needed { guard });
-        assert_eq!(
-            t.check_verified(7, 0, Some(guard + 1)),
-            Verification::Needed { guard }
-        );
+        assert_eq!(needed(t.check_verified(7, 0, 0, None)), guard);
+        assert_eq!(needed(t.check_verified(7, 0, 0, Some(guard + 1))), guard);
         // A new epoch gets a new guard, and the old one is void.
-        let Verification::Needed { guard: newer } = t.check_verified(7, 1, None) else {
-            panic!()
-        };
+        let newer = needed(t.check_verified(7, 1, 0, None));
         assert_ne!(newer, guard);
-        assert!(matches!(
-            t.check_verified(7, 1, Some(guard)),
-            Verification::Needed { .. }
-        ));
-        let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
-            panic!()
-        };
-        assert_eq!(t.check_verified(7, 0, Some(guard)), Verification::Verified);
+        needed(t.check_verified(7, 1, 0, Some(guard)));
+        let guard = needed(t.check_verified(7, 0, 0, None));
+        assert_eq!(
+            t.check_verified(7, 0, 0, Some(guard)),
+            Ok(Verification::Verified)
+        );
         t.record_data(7, 0, true, 10);
         // Open: later batches need nothing.
-        assert_eq!(t.check_verified(7, 0, None), Verification::Verified);
+        assert_eq!(t.check_verified(7, 0, 5, None), Ok(Verification::Verified));
         t.record_marker(7, TxnOutcome::Abort, 12);
         // A guard verified before a marker is void after it.
-        let Verification::Needed { guard } = t.check_verified(7, 0, None) else {
+        let guard = needed(t.check_verified(7, 0, 6, None));
+        t.clear_guard(7);
+        needed(t.check_verified(7, 0, 6, Some(guard)));
+    }
+
+    /// Two batches of one producer verified concurrently: the later one (higher sequence) may
+    /// not overtake the earlier, even with the guard, until the earlier one is appended (a
+    /// producer without state here may start at any sequence, so nothing else would stop it).
+    #[test]
+    fn a_later_batch_waits_for_the_earliest_one_being_verified() {
+        let mut t = TxnPartition::new();
+        let Ok(Verification::Needed { guard }) = t.check_verified(7, 0, 15, None) else {
             panic!()
         };
-        t.clear_guard(7);
-        assert!(matches!(
-            t.check_verified(7, 0, Some(guard)),
-            Verification::Needed { .. }
-        ));
+        // An earlier batch asks too (a retry): it becomes the lowest.
+        assert_eq!(
+            t.check_verified(7, 0, 0, None),
+            Ok(Verification::Needed { guard })
+        );
+        assert_eq!(
+            t.check_verified(7, 0, 15, Some(guard)),
+            Err(TxnError::EarlierBatchVerifying {
+                producer_id: 7,
+                sequence: 15,
+                lowest_sequence: 0
+            })
+        );
+        assert_eq!(
+            TxnError::EarlierBatchVerifying {
+                producer_id: 7,
+                sequence: 15,
+                lowest_sequence: 0
+            }
+            .code(),
+            45
+        );
+        assert_eq!(
+            t.check_verified(7, 0, 0, Some(guard)),
+            Ok(Verification::Verified)
+        );
+        t.record_data(7, 0, true, 0);
+        assert_eq!(
+            t.check_verified(7, 0, 15, Some(guard)),
+            Ok(Verification::Verified)
+        );
+        // A new epoch starts over from its own first batch.
+        t.record_marker(7, TxnOutcome::Abort, 12);
+        let Ok(Verification::Needed { guard }) = t.check_verified(7, 1, 30, None) else {
+            panic!()
+        };
+        let Ok(Verification::Needed { guard: newer }) = t.check_verified(7, 2, 4, None) else {
+            panic!()
+        };
+        assert_ne!(guard, newer);
+        assert_eq!(
+            t.check_verified(7, 2, 4, Some(newer)),
+            Ok(Verification::Verified)
+        );
     }
 }

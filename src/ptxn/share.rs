@@ -34,7 +34,7 @@
 //!   PREPARE_COMMIT / PREPARE_ABORT after its own recovery); they are not asked about at the
 //!   share-transaction coordinator ([`is_producer_lock`] keeps them out of that resolution).
 //!
-//! Synchronous and I/O-free; the shard (`server::transactions`) journals what these return.
+//! Synchronous and I/O-free; the shard (`shard::txn_state`) journals what these return.
 
 use super::{TxnMarker, TxnOutcome};
 use crate::share::{AckBatch, AcknowledgeType, ShareError, SharePartition};

@@ -4,7 +4,7 @@
 //! AVAILABLE on abort.
 //!
 //! [`crate::runtime::shard_runtime`]'s WriteTxnMarkers calls
-//! [`crate::server::shard_state::ShardState::ptxn_share_resolve`] (`server::ptxn_share`, rules in
+//! [`crate::shard::state::ShardState::ptxn_share_resolve`] (`shard::ptxn_share`, rules in
 //! [`crate::ptxn::share`]) for every partition the marker reaches (whether or not a control batch
 //! was written there), then appends and waits for the share journal entries it produced before
 //! answering. It is idempotent: the coordinator retries markers until every participant answers.
@@ -47,10 +47,10 @@ pub fn unreadable_ranges(
 pub fn archive_unreadable(
     sp: &mut crate::share::SharePartition,
     member: &str,
-    fetched: crate::server::share_fetch::ShareFetched,
+    fetched: crate::share::fetch::ShareFetched,
     unreadable: &[(i64, i64)],
     now_ms: u64,
-) -> crate::server::share_fetch::ShareFetched {
+) -> crate::share::fetch::ShareFetched {
     use crate::share::{AckBatch, AcknowledgeType, AcquiredRange};
     if unreadable.is_empty() || fetched.acquired.is_empty() {
         return fetched;
@@ -92,8 +92,8 @@ pub fn archive_unreadable(
         // The member acquired these offsets a moment ago; failing to archive them is a bug.
         panic!("archiving unreadable offsets just acquired failed: {e:?}");
     }
-    let records = crate::server::share_fetch::overlapping_batches(&fetched.records, &kept);
-    crate::server::share_fetch::ShareFetched {
+    let records = crate::share::fetch::overlapping_batches(&fetched.records, &kept);
+    crate::share::fetch::ShareFetched {
         records,
         acquired: kept,
         count: fetched.count,
@@ -106,7 +106,7 @@ mod tests {
     use crate::log::batch::{set_base_offset, BatchBuilder};
     use crate::ptxn::partition::TxnPartition;
     use crate::ptxn::TxnOutcome;
-    use crate::server::share_fetch::acquire_from_log;
+    use crate::share::fetch::acquire_from_log;
     use crate::share::{ShareConfig, SharePartition};
 
     fn batch(base: i64, pid: i64, attributes: i16, n: usize) -> Vec<u8> {

@@ -29,7 +29,7 @@
 use crate::constants::{ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES, SHARD_READ_CACHE_LOGS_MAX};
 use crate::log::{BlockWrite, CachedBytes, FlushTicket, ReadAhead};
 use crate::model::TopicPartition;
-use crate::server::join::join_all;
+use crate::shard::join::join_all;
 use glommio::io::{BufferedFile, Directory, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -41,12 +41,10 @@ use crate::constants::{
 use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
-use crate::server::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
-use crate::server::shard_state::{
-    check_journal_shards, journal_dir, remove_orphan_logs, ShardState,
-};
-use crate::server::share::ShareState;
-use crate::server::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
+use crate::shard::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
+use crate::shard::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
+use crate::shard::share_state::ShareState;
+use crate::shard::state::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};

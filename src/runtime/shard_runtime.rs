@@ -29,16 +29,17 @@ use crate::metrics::{LogGauge, ShardMetrics};
 use crate::model::{group_shard, partition_shard};
 use crate::model::{ShardId, TopicPartition};
 use crate::server::admin::{fail_reply, Controller};
-use crate::server::join::join_all;
-use crate::server::ops::{
+use crate::server::Bus;
+use crate::shard::join::join_all;
+use crate::shard::ops::{
     AdminOp, AdminReply, CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult,
     ShardOp, ShardReply, ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply,
     WaitOp,
 };
-use crate::server::registry::random_uuid;
-use crate::server::shard_state::ShardState;
-use crate::server::share_session::SessionKey;
-use crate::server::{Bus, TopicRegistry};
+use crate::shard::registry::random_uuid;
+use crate::shard::registry::TopicRegistry;
+use crate::shard::share_session::SessionKey;
+use crate::shard::state::ShardState;
 use crate::shard::ShardCore;
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
@@ -182,13 +183,13 @@ impl ShardHandle {
     }
 
     /// Reads `parts` ahead through the engine (concurrently) and hands them to their logs
-    /// (`server::read_ahead`); what fails is left to the logs' `pread`.
-    async fn read_ahead(&self, parts: Vec<crate::server::read_ahead::PartitionReadAhead>) {
+    /// (`shard::read_ahead`); what fails is left to the logs' `pread`.
+    async fn read_ahead(&self, parts: Vec<crate::shard::read_ahead::PartitionReadAhead>) {
         if parts.is_empty() {
             return;
         }
         let reads = parts.iter().map(|p| files::read_ahead(&p.ahead));
-        let results = crate::server::join::join_all(reads.collect::<Vec<_>>()).await;
+        let results = crate::shard::join::join_all(reads.collect::<Vec<_>>()).await;
         let mut state = self.state.borrow_mut();
         for (part, result) in parts.iter().zip(results) {
             if let Some((read, data)) = result {
@@ -617,7 +618,7 @@ impl ShardHandle {
     /// (`None`: it carries none): their results and the journal entry that makes them durable.
     async fn acknowledge_first(
         &self,
-        op: Option<&crate::server::ops::ShareAckOp>,
+        op: Option<&crate::shard::ops::ShareAckOp>,
     ) -> Option<(Vec<ShareAckResult>, Option<u64>)> {
         let op = op?;
         let results = self
@@ -650,7 +651,7 @@ impl ShardHandle {
         results
     }
 
-    /// Produces the DLQ copies the share state owes (KIP-1191, `server::share_dlq`) with
+    /// Produces the DLQ copies the share state owes (KIP-1191, `shard::share_dlq`) with
     /// acks=all, each to its DLQ partition's shard, and waits for them. A copy that cannot be
     /// written is logged and dropped: the records stay ARCHIVED (Kafka's "Failed to write to
     /// DLQ, proceeding to ARCHIVED regardless").
@@ -741,7 +742,7 @@ impl ShardHandle {
         crate::shard::txn::expire(self);
         if !self.state.borrow().share.dlq.is_empty() {
             // Records archived at the delivery limit by lock expiry: their DLQ copies first,
-            // then the journal (module docs of `server::share_dlq`).
+            // then the journal (module docs of `shard::share_dlq`).
             let ctx = self.clone();
             glommio::spawn_local(async move {
                 ctx.copy_to_dlq().await;
@@ -1214,7 +1215,7 @@ mod tests {
     use crate::journal::JournalConfig;
     use crate::log::batch::BatchBuilder;
     use crate::ptxn::{TxnMarker, TxnOutcome};
-    use crate::server::ops::{FetchOp, FetchPartitionOp};
+    use crate::shard::ops::{FetchOp, FetchPartitionOp};
     use bytes::Bytes;
 
     fn txn_batch(pid: i64, seq: i32, n: usize) -> Bytes {
@@ -1240,7 +1241,7 @@ mod tests {
                 reg.create_topic("t", topic_id, 1, &[]).unwrap();
                 let (state, _) =
                     ShardState::open(ShardId(0), 1, &data, FsStorage, Arc::new(reg), 0).unwrap();
-                let journal_dir = crate::server::shard_state::journal_dir(&data, ShardId(0));
+                let journal_dir = crate::shard::state::journal_dir(&data, ShardId(0));
                 let (journal, _) = Journal::open(
                     MmapDir::open(&journal_dir).unwrap(),
                     JournalConfig::default(),

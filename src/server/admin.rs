@@ -10,11 +10,6 @@
 //! Producer ids come from blocks reserved durably in the registry
 //! (`producer_ids_reserved_until`), so an id is never handed out twice, across restarts too.
 
-use super::ops::{
-    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult,
-    GrowResult, NewPartitions, NewTopic, TopicRef,
-};
-use super::registry::{TopicError, TopicRegistry};
 use super::{respond, Bus, Outcome};
 use crate::config::{
     broker_config_def, effective_broker_value, effective_topic_value, group_config_def,
@@ -27,6 +22,11 @@ use crate::protocol::codec::{decode_body, Request};
 use crate::shard::call::{
     AllocateProducerId, AlterConfigs, CreatePartitions, CreateTopics, DeleteTopics, Op,
 };
+use crate::shard::ops::{
+    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult,
+    GrowResult, NewPartitions, NewTopic, TopicRef,
+};
+use crate::shard::registry::{TopicError, TopicRegistry};
 use kafka_protocol::messages::{
     create_partitions_response, create_topics_response, delete_topics_response,
     incremental_alter_configs_response, CreatePartitionsRequest, CreatePartitionsResponse,

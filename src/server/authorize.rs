@@ -22,7 +22,7 @@ use super::{respond, Bus, ConnInfo, Outcome};
 use crate::authz::{Authorizer, AuthorizerConfig, Operation, Requester, ResourceType};
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, Request};
-use crate::server::registry::TopicRegistry;
+use crate::shard::registry::TopicRegistry;
 use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};

@@ -20,15 +20,15 @@
 //!
 //! Errors of unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION per partition, as Kafka.
 
-use super::join::join_all;
-use super::ops::{ListOffsetsOp, PartitionRef};
-use super::producer_state::ProducerSnapshot;
 use super::{decode_counted, respond, Bus, ConnInfo, Outcome};
 use crate::constants::{BROKER_NODE_ID, REQUEST_PARTITIONS_MAX};
 use crate::model::{partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
-use crate::server::registry::TopicRegistry;
 use crate::shard::call::DescribeProducers;
+use crate::shard::join::join_all;
+use crate::shard::ops::{ListOffsetsOp, PartitionRef};
+use crate::shard::producer_state::ProducerSnapshot;
+use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::{
     describe_cluster_response, describe_producers_response, offset_for_leader_epoch_response,
     DescribeClusterRequest, DescribeClusterResponse, DescribeProducersRequest,
@@ -275,7 +275,7 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
         .map(|(shard, items)| {
             let partitions = items
                 .iter()
-                .map(|(_, r)| (r.clone(), crate::server::shard_state::LATEST_TIMESTAMP))
+                .map(|(_, r)| (r.clone(), crate::shard::state::LATEST_TIMESTAMP))
                 .collect();
             bus.call_op(
                 *shard,

@@ -1,7 +1,7 @@
 //! The Kafka error codes of the shard core's typed errors, chosen here, at the edge: the state
 //! machines say what went wrong ([`SessionError`], ...), the handlers answer the code.
 
-use super::share_session::SessionError;
+use crate::shard::share_session::SessionError;
 use kafka_protocol::ResponseError;
 
 impl SessionError {

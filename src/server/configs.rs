@@ -5,7 +5,6 @@
 //! specific first, as Kafka does.
 
 use super::admin::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
-use super::registry::TopicRegistry;
 use super::{respond, Bus, Outcome};
 use crate::config::{
     broker_config_def, effective_broker_value, effective_topic_value, ConfigDef, ConfigSource,
@@ -13,6 +12,7 @@ use crate::config::{
 };
 use crate::constants::BROKER_NODE_ID;
 use crate::protocol::codec::{decode_body, Request};
+use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::{
     describe_configs_response, DescribeConfigsRequest, DescribeConfigsResponse,
 };

@@ -15,7 +15,7 @@ use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::group::ops::{GroupOp, GroupReply};
 use crate::kip848::{Consumer848Group, HeartbeatError, HeartbeatIn, HeartbeatOut, TopicMeta, Tp};
 use crate::protocol::codec::Request;
-use crate::server::registry::TopicRegistry;
+use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::{
     consumer_group_describe_response, consumer_group_heartbeat_response,
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
@@ -318,7 +318,7 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
             &client_id,
             &host,
             || {
-                crate::server::registry::random_uuid()
+                crate::shard::registry::random_uuid()
                     .map(|u| u.to_string())
                     .unwrap_or_else(|_| format!("member-{}", conn.id))
             },

@@ -16,10 +16,6 @@
 //! its share-partition state (journalled tombstones, answered once durable) — what
 //! `kafka-share-groups --delete` does on Kafka.
 
-use super::join::join_all;
-use super::ops::{DeletedRecords, PartitionRef, ShareAckResult};
-use super::registry::TopicRegistry;
-use super::share_group::GroupDeletion;
 use super::{check_count, respond, Bus, Outcome};
 use crate::constants::{DELETE_RECORDS_WAIT_MS_MIN, REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
@@ -29,6 +25,10 @@ use crate::protocol::generated::delete_groups_response::{
     DeletableGroupResult, DeleteGroupsResponse,
 };
 use crate::shard::call::{DeleteRecords, DeleteShareGroup, DeleteShareOffsets};
+use crate::shard::join::join_all;
+use crate::shard::ops::{DeletedRecords, PartitionRef, ShareAckResult};
+use crate::shard::registry::TopicRegistry;
+use crate::shard::share_group::GroupDeletion;
 use kafka_protocol::messages::{
     delete_records_response, DeleteRecordsRequest, DeleteRecordsResponse,
 };

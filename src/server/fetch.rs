@@ -13,15 +13,15 @@
 //! the aborted transactions that overlap it (`crate::ptxn::partition`); control batches are
 //! returned as stored, and clients skip them. ListOffsets read_committed answers latest = LSO.
 
-use super::join::{first_of, join_all};
-use super::ops::{
-    FetchOp, FetchPartitionOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, WaitOp,
-};
-use super::registry::TopicRegistry;
 use super::{respond, Bus, Outcome};
 use crate::constants::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX};
 use crate::model::{partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
+use crate::shard::join::{first_of, join_all};
+use crate::shard::ops::{
+    FetchOp, FetchPartitionOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, WaitOp,
+};
+use crate::shard::registry::TopicRegistry;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     fetch_response, list_offsets_response, FetchRequest, FetchResponse, ListOffsetsRequest,

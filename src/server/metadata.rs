@@ -10,7 +10,7 @@ use super::{respond, Bus, ConnInfo, Outcome};
 use crate::authz::ResourceType;
 use crate::constants::BROKER_NODE_ID;
 use crate::protocol::codec::{decode_body, Request};
-use crate::server::registry::{validate_topic_name, TopicMeta, TopicRegistry};
+use crate::shard::registry::{validate_topic_name, TopicMeta, TopicRegistry};
 use kafka_protocol::messages::{
     find_coordinator_response, metadata_response, FindCoordinatorRequest, FindCoordinatorResponse,
     MetadataRequest, MetadataResponse, TopicName,

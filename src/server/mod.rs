@@ -7,9 +7,9 @@
 //! implement it in memory.
 //!
 //! State ownership:
-//! - [`shard_state::ShardState`]: one per shard; the partitions it owns (logs and producer states)
+//! - [`crate::shard::state::ShardState`]: one per shard; the partitions it owns (logs and producer states)
 //!   and its copy of the topic registry. Changed only by [`ShardOp`]s executed on that shard.
-//! - [`registry::TopicRegistry`]: immutable snapshots; shard 0 computes and persists changes
+//! - [`crate::shard::registry::TopicRegistry`]: immutable snapshots; shard 0 computes and persists changes
 //!   ([`admin`]) and installs them on every shard.
 //!
 //! Handlers: [`dispatch`] routes a parsed request to its family: [`api_versions`],
@@ -37,26 +37,13 @@ pub mod dispatch;
 pub mod fetch;
 pub mod group_admin;
 pub mod group_api;
-pub mod join;
 pub mod metadata;
-pub mod ops;
 pub mod produce;
-pub mod producer_state;
 pub mod ptxn_api;
-pub mod ptxn_share;
 pub mod ptxn_share_api;
-pub mod read_ahead;
-pub mod registry;
 pub mod scram_api;
-pub mod shard_state;
-pub mod share;
 pub mod share_admin;
 pub mod share_api;
-pub mod share_dlq;
-pub mod share_fetch;
-pub mod share_group;
-pub mod share_session;
-pub mod transactions;
 pub mod txn_api;
 pub mod txn_offset_api;
 
@@ -68,8 +55,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
-pub use ops::{ShardOp, ShardReply};
-pub use registry::TopicRegistry;
+use crate::shard::ops::{ShardOp, ShardReply};
+use crate::shard::registry::TopicRegistry;
 
 /// Kafka's principal of an unauthenticated client.
 pub const ANONYMOUS_PRINCIPAL: &str = "User:ANONYMOUS";
@@ -128,7 +115,7 @@ pub trait Bus {
         &self,
         shard: ShardId,
         op: O,
-    ) -> impl Future<Output = Result<O::Reply, ops::CallError>> {
+    ) -> impl Future<Output = Result<O::Reply, crate::shard::ops::CallError>> {
         let reply = self.call(shard, op.into_op());
         async move { crate::shard::call::typed::<O>(reply.await) }
     }

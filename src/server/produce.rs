@@ -14,12 +14,12 @@
 //! ([`super::ptxn_api::verify_for_produce`], one call per producer) and sends the verified
 //! batches again with their guards.
 
-use super::join::join_all;
-use super::ops::{PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply};
 use super::{Bus, Outcome};
 use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
 use crate::model::partition_shard;
 use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::shard::join::join_all;
+use crate::shard::ops::{PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply};
 use kafka_protocol::messages::{produce_response, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -47,11 +47,12 @@ fn is_transactional(records: &[u8]) -> bool {
 ///
 /// Requests of one producer are handled concurrently (Kafka reads a connection's next request
 /// only after answering the last), so a transactional batch may reach its partition while an
-/// earlier batch of the same producer is still being verified, and be refused
-/// OUT_OF_ORDER_SEQUENCE_NUMBER; the client would then see its earlier batch acknowledged
-/// before the refusal of the later one and give up. Such a batch is sent again every
-/// [`REORDER_RETRY_MS`] until the earlier one is appended, or [`REORDER_WAIT_MS`] have passed
-/// and the refusal is the answer.
+/// earlier batch of the same producer is still being verified. The partition refuses it
+/// OUT_OF_ORDER_SEQUENCE_NUMBER, even once verified, while a batch with a lower sequence waits
+/// for the same verification ([`crate::ptxn::partition::TxnPartition::check_verified`]). Rather
+/// than have the client send it again, such a batch is sent again every [`REORDER_RETRY_MS`]
+/// until the earlier one is appended, or [`REORDER_WAIT_MS`] have passed and the refusal is the
+/// answer.
 async fn verify_and_resend<B: Bus>(
     bus: &B,
     transactional_id: &str,

@@ -22,8 +22,8 @@ use crate::ptxn::coordinator::{
     CoordError, InitRequest, ListFilter, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use crate::ptxn::TxnOutcome;
-use crate::server::ops::PtxnOp;
 use crate::shard::call::{AllocateProducerId, Op, Ptxn};
+use crate::shard::ops::PtxnOp;
 use kafka_protocol::messages::{
     add_partitions_to_txn_request, add_partitions_to_txn_response, describe_transactions_response,
     list_transactions_response, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
@@ -492,7 +492,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let calls: Vec<_> = (0..bus.shard_count())
         .map(|shard| call(bus, ShardId(shard as u16), PtxnOp::List(filter.clone())))
         .collect();
-    let replies: Vec<Result<Vec<TxnMetadata>, i16>> = super::join::join_all(calls).await;
+    let replies: Vec<Result<Vec<TxnMetadata>, i16>> = crate::shard::join::join_all(calls).await;
     for reply in replies {
         match reply {
             Ok(listed) => {

@@ -33,7 +33,6 @@
 //! Deviation from the draft: MemberEpoch is not checked (the member-id check on every offset
 //! is: only the member holding a record's acquisition lock can lock it).
 
-use super::ops::{PartitionRef, PtxnOp, ShareAckResult, TxnOp};
 use super::{respond, Bus, Outcome};
 use crate::constants::{REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
@@ -45,6 +44,7 @@ use crate::protocol::txn_share::{
 use crate::ptxn::coordinator::CoordError;
 use crate::ptxn::share::{ack_batch, ProducerLock};
 use crate::shard::call::{Ptxn, Txn};
+use crate::shard::ops::{PartitionRef, PtxnOp, ShareAckResult, TxnOp};
 
 /// A verification's answer: a verdict per partition, or the transaction's error.
 type Verified = Result<Vec<Result<(), CoordError>>, CoordError>;
@@ -196,7 +196,10 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
             bus.call_op(*shard, Txn::<Vec<Result<u64, ShareAckResult>>>::new(op))
         })
         .collect();
-    for (shard, reply) in shard_list.iter().zip(super::join::join_all(calls).await) {
+    for (shard, reply) in shard_list
+        .iter()
+        .zip(crate::shard::join::join_all(calls).await)
+    {
         let indexes = &by_shard[shard];
         match reply {
             Ok(outcomes) => {

@@ -2,7 +2,7 @@
 //! ListGroups v0–5 (16), ShareGroupDescribe v1 (77), DescribeShareGroupOffsets v0–1 (90),
 //! AlterShareGroupOffsets v0 (91) and DeleteShareGroupOffsets v0 (92).
 //!
-//! Where the state is (`server::share`): a group's membership lives on the group's shard
+//! Where the state is (`shard::share_state`): a group's membership lives on the group's shard
 //! (`model::group_shard`); its share-partition state (the start offset, SPSO) on each
 //! partition's shard. A group is *known* if its shard coordinates it (it had members since
 //! the broker started) or if any shard holds share-partition state for it (membership is not
@@ -18,10 +18,6 @@
 //!
 //! The builders of response bodies from shard replies are pure and tested here.
 
-use super::join::join_all;
-use super::ops::{CallError, PartitionRef, ShareAckResult, ShareGroupsListed, ShareOffset};
-use super::registry::TopicRegistry;
-use super::share_group::ShareGroup;
 use super::{check_count, respond, Bus, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
@@ -34,6 +30,10 @@ use crate::shard::call::{
     AlterShareOffsets, DeleteShareOffsets, DescribeShareGroup, GetShareOffsets, Group,
     ListShareGroups,
 };
+use crate::shard::join::join_all;
+use crate::shard::ops::{CallError, PartitionRef, ShareAckResult, ShareGroupsListed, ShareOffset};
+use crate::shard::registry::TopicRegistry;
+use crate::shard::share_group::ShareGroup;
 use kafka_protocol::messages::{
     alter_share_group_offsets_response, delete_share_group_offsets_response, list_groups_response,
     share_group_describe_response, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
@@ -736,7 +736,7 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
 mod tests {
     use super::*;
     use crate::model::TopicPartition;
-    use crate::server::share_group::{AssignedTopic, ShareMember};
+    use crate::shard::share_group::{AssignedTopic, ShareMember};
     use kafka_protocol::protocol::{Decodable, Encodable};
 
     fn listed(coordinated: &[(&str, usize)], with_state: &[&str]) -> ShareGroupsListed {

@@ -1,12 +1,12 @@
 //! The KIP-932 share-group APIs: ShareGroupHeartbeat v1 (76), ShareFetch v1 (78) and
 //! ShareAcknowledge v1 (79), and what happens when a share consumer's connection drops.
 //!
-//! Routing (`server::share` has the state): a heartbeat runs on the group's shard. A
+//! Routing (`shard::share_state` has the state): a heartbeat runs on the group's shard. A
 //! ShareFetch first updates the member's share session on the group's shard (epochs as Kafka:
 //! 0 opens, -1 closes, otherwise the next epoch), then makes one call per partition shard that
 //! applies its piggybacked acknowledgements there and then acquires records (acknowledgements
 //! answered once durable; a shard the acquisition does not call gets an acknowledgement of its
-//! own, concurrently), within the request's limits as Kafka 4.4 does (`server::share_fetch`: one MaxRecords
+//! own, concurrently), within the request's limits as Kafka 4.4 does (`share::fetch`: one MaxRecords
 //! budget walked over the partitions in an order rotated every epoch, BatchSize, MaxBytes,
 //! MinBytes); with nothing to hand out (or less than MinBytes) it waits for new data, up to
 //! `MaxWaitMs`, looking again every `SHARE_FETCH_RECHECK_MS` for records released or expired
@@ -16,15 +16,6 @@
 //! records at once; a connection that no longer owns the member's session (the member opened a
 //! newer one elsewhere) releases nothing when it drops.
 
-use super::join::{first_of, join_all};
-use super::ops::{
-    CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
-    ShareProbeOp, ShareSessionOp, WaitOp,
-};
-use super::registry::TopicRegistry;
-use super::share_fetch::{group_in_order, min_bytes_satisfied, partition_max_bytes, rotate};
-use super::share_group::Heartbeat;
-use super::share_session::{SessionKey, SessionOutcome};
 use super::{respond, Bus, ConnInfo, Outcome};
 use crate::constants::{
     BROKER_NODE_ID, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, REQUEST_PARTITIONS_MAX,
@@ -38,6 +29,15 @@ use crate::protocol::generated::{
     ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
 use crate::shard::call::{Disconnected, ReleaseMember};
+use crate::shard::join::{first_of, join_all};
+use crate::shard::ops::{
+    CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
+    ShareProbeOp, ShareSessionOp, WaitOp,
+};
+use crate::shard::registry::TopicRegistry;
+use crate::shard::share_group::Heartbeat;
+use crate::shard::share_session::{SessionKey, SessionOutcome};
+use crate::share::fetch::{group_in_order, min_bytes_satisfied, partition_max_bytes, rotate};
 use crate::share::{AckBatch, AcknowledgeType};
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -386,7 +386,7 @@ fn top_level_error_fetch(request: &Request, code: i16, message: Option<&str>) ->
     respond(request, &response)
 }
 
-/// A ShareFetch's limits (module docs of `server::share_fetch`).
+/// A ShareFetch's limits (module docs of `share::fetch`).
 struct FetchLimits {
     max_records: u32,
     batch_size: u32,

@@ -12,7 +12,6 @@
 //! checkpoint's transaction before any worker joined; operations on ids a group never had
 //! answer TRANSACTIONAL_ID_NOT_FOUND.
 
-use super::ops::{PartitionRef, TxnAckError, TxnAnswer, TxnOp};
 use super::{respond, Bus, Outcome};
 use crate::constants::REQUEST_PARTITIONS_MAX;
 use crate::model::group_shard;
@@ -28,6 +27,7 @@ use crate::protocol::share_txn::{
     SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
 };
 use crate::shard::call::{Op, Txn};
+use crate::shard::ops::{PartitionRef, TxnAckError, TxnAnswer, TxnOp};
 use crate::share::AckBatch;
 use crate::txn::TxnRecord;
 use crate::txn::TxnState;

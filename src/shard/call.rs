@@ -19,7 +19,7 @@ use crate::authz::{AclBinding, AclFilter};
 use crate::group::ops::{GroupOp, GroupReply};
 use crate::ptxn::coordinator::{CoordError, InitAnswer, TxnMetadata};
 use crate::ptxn::TxnMarker;
-use crate::server::ops::{
+use crate::shard::ops::{
     AdminOp, AdminReply, AlterResource, AlterResult, CallError, CreateResult, DeleteResult,
     DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsOp, ListedOffset,
     NewPartitions, NewTopic, PartitionRef, ProduceOp, ProduceResult, PtxnOp, PtxnReply, ShardOp,
@@ -27,9 +27,9 @@ use crate::server::ops::{
     ShareOffset, ShareProbeOp, ShareProbeReply, ShareSessionOp, TopicRef, TxnAckError, TxnAnswer,
     TxnOp, TxnReplyMsg, WaitOp,
 };
-use crate::server::producer_state::ProducerSnapshot;
-use crate::server::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
-use crate::server::share_session::{SessionError, SessionOutcome};
+use crate::shard::producer_state::ProducerSnapshot;
+use crate::shard::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
+use crate::shard::share_session::{SessionError, SessionOutcome};
 use crate::txn::TxnRecord;
 use std::marker::PhantomData;
 use uuid::Uuid;

@@ -23,17 +23,29 @@
 //! every await, what was read before is read again.
 
 pub mod call;
+pub mod join;
+pub mod ops;
+pub mod producer_state;
+pub mod ptxn_share;
+pub mod read_ahead;
+pub mod registry;
+pub mod share_dlq;
+pub mod share_group;
+pub mod share_session;
+pub mod share_state;
+pub mod state;
 pub mod sync;
 pub mod txn;
+pub mod txn_state;
 
 use crate::journal::{FlushTicket, Journal};
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::ShardMetrics;
 use crate::model::ShardId;
-use crate::server::ops::{ShardOp, ShardReply};
-use crate::server::shard_state::ShardState;
 use crate::storage::file::Storage;
 use crate::storage::mmap::RegionDir;
+use ops::{ShardOp, ShardReply};
+use state::ShardState;
 use std::cell::RefCell;
 use std::future::Future;
 use sync::{oneshot, Notify, OneshotSender};
@@ -58,7 +70,7 @@ pub trait ShardIo: Clone + 'static {
         &self,
         shard: ShardId,
         op: O,
-    ) -> impl Future<Output = Result<O::Reply, crate::server::ops::CallError>> {
+    ) -> impl Future<Output = Result<O::Reply, crate::shard::ops::CallError>> {
         let reply = self.call(shard, op.into_op());
         async move { call::typed::<O>(reply.await) }
     }
@@ -111,7 +123,7 @@ impl<S: Storage + Clone, D: RegionDir> ShardCore<S, D> {
     }
 
     /// The registry snapshot this shard holds.
-    pub fn registry(&self) -> std::sync::Arc<crate::server::TopicRegistry> {
+    pub fn registry(&self) -> std::sync::Arc<registry::TopicRegistry> {
         self.state.borrow().registry().clone()
     }
 }

@@ -1,5 +1,5 @@
 //! Share transactions on the shard core (issue 5, DESIGN.md §6), every step that waits or talks
-//! to another shard; the synchronous steps they string together are `server::transactions`.
+//! to another shard; the synchronous steps they string together are `shard::txn_state`.
 //!
 //! Coordinator (the group's shard), [`execute`] of:
 //! - `Begin`: answered once the ONGOING record is durable.
@@ -28,10 +28,8 @@ use super::call::Txn;
 use super::{append_entries, persist_entries, ShardIo};
 use crate::constants::TXN_PREPARE_WAIT_MS;
 use crate::model::{group_shard, partition_shard, ShardId, TopicPartition};
-use crate::server::join::join_all;
-use crate::server::ops::{
-    PartitionRef, ShareAckResult, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg,
-};
+use crate::shard::join::join_all;
+use crate::shard::ops::{PartitionRef, ShareAckResult, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg};
 use crate::share::AckBatch;
 use crate::txn::{TxnRecord, TxnState};
 use kafka_protocol::ResponseError;

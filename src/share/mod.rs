@@ -18,6 +18,7 @@
 pub mod config;
 pub mod durable;
 pub mod error;
+pub mod fetch;
 pub mod partition;
 mod runs;
 pub mod state;

@@ -11,7 +11,7 @@
 
 use super::*;
 use crate::ptxn::coordinator::{MarkerResults, MarkerWork, TxnCoordinator};
-use crate::server::ops::{PtxnOp, PtxnReply};
+use crate::shard::ops::{PtxnOp, PtxnReply};
 use std::collections::BTreeMap;
 
 /// Runs one op on the coordinator (synchronous).

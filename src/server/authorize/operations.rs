@@ -23,8 +23,8 @@ use crate::authz::{
 };
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, Request};
-use crate::server::registry::TopicRegistry;
 use crate::server::Outcome;
+use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::sync::Arc;

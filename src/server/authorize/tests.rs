@@ -4,7 +4,7 @@ use super::*;
 use crate::authz::{AclBinding, PatternType, Permission};
 use crate::model::ShardId;
 use crate::protocol::apis::SUPPORTED_APIS;
-use crate::server::{ShardOp, ShardReply};
+use crate::shard::ops::{ShardOp, ShardReply};
 use std::sync::Arc;
 
 /// A bus that only knows the registry (the hook never calls shards).

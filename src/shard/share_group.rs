@@ -79,7 +79,7 @@ pub struct ShareGroupConfig {
     /// `share.heartbeat.interval.ms`.
     pub heartbeat_interval_ms: u64,
     /// `errors.deadletterqueue.topic.name` (KIP-1191): where records archived by a REJECT or
-    /// at the delivery count limit are copied (`server::share_dlq`); `None` when blank.
+    /// at the delivery count limit are copied (`shard::share_dlq`); `None` when blank.
     pub dlq_topic: Option<String>,
     /// `errors.deadletterqueue.copy.record.enable`: copy the original key and value too
     /// (otherwise a DLQ record carries only the context headers).

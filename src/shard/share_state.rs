@@ -36,12 +36,11 @@ use super::ops::{
     ShareProbeOp, ShareProbedPartition,
 };
 use super::registry::TopicRegistry;
-use super::shard_state::{log_error_code, trim_to, ShardState};
 use super::share_dlq::{self, DlqCopy, DlqTap};
-use super::share_fetch::{acquire_from_log_in_mode, fit_bytes};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
-use super::transactions::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
+use super::state::{log_error_code, trim_to, ShardState};
+use super::txn_state::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
 use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::journal::entries::{
     Entry, RunState, ShardSnapshot, SharePartitionState, StateRun as JournalRun, TransactionRecord,
@@ -49,6 +48,7 @@ use crate::journal::entries::{
 use crate::journal::entries::{LockOutcome as JournalOutcome, LockedRange as JournalRange};
 use crate::journal::Recovered;
 use crate::model::TopicPartition;
+use crate::share::fetch::{acquire_from_log_in_mode, fit_bytes};
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
 use crate::storage::file::Storage;
@@ -85,7 +85,7 @@ pub struct ShareState {
     recovered: BTreeMap<ShareKey, ShareSnapshot>,
     /// Journal entries produced and not yet taken by the runtime.
     entries: Vec<Entry>,
-    /// Share transactions of the groups coordinated here (`server::transactions`).
+    /// Share transactions of the groups coordinated here (`shard::txn_state`).
     pub(crate) txns: HashMap<String, GroupTransactions>,
     /// (group, transaction) whose PREPARE record is in the journal (phase 1 finished).
     pub(crate) prepared_durable: BTreeSet<(String, String)>,
@@ -95,7 +95,7 @@ pub struct ShareState {
     /// these after every transaction operation and in housekeeping
     /// ([`ShareState::take_timed_out`], [`ShareState::txn_expire`]).
     pub(crate) timed_out: Vec<crate::txn::TxnRecord>,
-    /// KIP-1191 copies owed to DLQ topics (`server::share_dlq`), taken by the runtime.
+    /// KIP-1191 copies owed to DLQ topics (`shard::share_dlq`), taken by the runtime.
     pub(crate) dlq: DlqTap,
     pub txn_counters: TxnCounters,
 }
@@ -916,7 +916,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .collect()
     }
 
-    /// The DLQ produces owed (KIP-1191, `server::share_dlq`): one batch per (group, DLQ
+    /// The DLQ produces owed (KIP-1191, `shard::share_dlq`): one batch per (group, DLQ
     /// partition), with the original key and value read from this shard's logs when the group
     /// copies records. Copies whose group's DLQ topic is unusable are dropped; the returned
     /// messages say why (Kafka archives them anyway).
@@ -1182,7 +1182,7 @@ fn lock_overlay(view: &ShareSnapshot, txn: &str, ranges: &[JournalRange]) -> Vec
 mod tests {
     use super::*;
     use crate::journal::{Location, RecoveredEntry};
-    use crate::server::transactions::locks_entry;
+    use crate::shard::txn_state::locks_entry;
     use crate::share::{AckBatch, AcknowledgeType, ShareConfig};
     use std::path::Path;
     use std::sync::Arc;

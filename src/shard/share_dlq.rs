@@ -29,7 +29,7 @@
 //! task of its own; there the ARCHIVED state may become durable first (README known limit).
 
 use crate::constants::SHARE_DLQ_TOPIC_NAME_PREFIX;
-use crate::server::registry::TopicRegistry;
+use crate::shard::registry::TopicRegistry;
 use crate::share::{AckBatch, AcknowledgeType, RecordState, SharePartition};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;

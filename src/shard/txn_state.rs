@@ -20,8 +20,8 @@
 //!   holds locks (`TxnOp::State`) and applies COMMITTED or ABORTED; PREPARE keeps the locks.
 
 use super::ops::{PartitionRef, ShareAckResult, TxnAnswer};
-use super::shard_state::ShardState;
-use super::share::{ShareKey, ShareState};
+use super::share_state::{ShareKey, ShareState};
+use super::state::ShardState;
 use crate::journal::entries::{
     Entry, LockOutcome as JournalOutcome, LockedRange as JournalRange, TransactionLocks,
     TransactionParticipant, TransactionRecord, TxnState as JournalTxnState,

@@ -4,7 +4,7 @@
 //! on the shard's share partitions and produces the journal entries, which the runtime makes
 //! durable before it answers (`runtime::shard_runtime`).
 //!
-//! Journal: the same entries as the share-transaction road (`server::transactions`). A lock
+//! Journal: the same entries as the share-transaction road (`shard::txn_state`). A lock
 //! writes the partition's state delta (LOCKED journalled as AVAILABLE) and a `TransactionLocks`
 //! entry whose transaction id is the owner name `#producer.{id}.{epoch}` (schemas/FORMAT.md);
 //! a marker writes the resolved delta and an empty `TransactionLocks` for each owner it
@@ -14,9 +14,9 @@
 //! restart (`ShareState::txn_locked` leaves them out).
 
 use super::ops::{PartitionRef, ShareAckResult};
-use super::shard_state::ShardState;
-use super::share::ShareKey;
-use super::transactions::locks_entry;
+use super::share_state::ShareKey;
+use super::state::ShardState;
+use super::txn_state::locks_entry;
 use crate::journal::entries::Entry;
 use crate::ptxn::share::{self as rules, ProducerLock, Resolved};
 use crate::ptxn::TxnMarker;

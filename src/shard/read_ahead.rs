@@ -7,11 +7,11 @@
 //! (an error, a race with a roll or retention, an eviction) is read with `pread`.
 
 use super::ops::{FetchOp, ShareFetchOp};
-use super::shard_state::ShardState;
+use super::state::ShardState;
 use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::log::{CachedBytes, PartitionLog, ReadAhead};
 use crate::model::TopicPartition;
-use crate::server::share::ShareKey;
+use crate::shard::share_state::ShareKey;
 use crate::storage::file::Storage;
 
 /// One part of a segment file to read ahead for a partition.

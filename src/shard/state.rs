@@ -20,7 +20,7 @@ use super::ops::{
 };
 use super::producer_state::{BatchRecord, ProducerSnapshot, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
-use super::share::ShareState;
+use super::share_state::ShareState;
 use crate::config::TopicSettings;
 use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
@@ -579,18 +579,23 @@ impl<S: Storage + Clone> ShardState<S> {
             return fail(e.code(), e.to_string());
         }
         if header.is_transactional() {
-            if let Verification::Needed { guard } = partition.txns.check_verified(
+            match partition.txns.check_verified(
                 header.producer_id,
                 header.producer_epoch,
+                header.base_sequence,
                 op.verification_guard,
             ) {
-                return ProduceApplied {
-                    result: ProduceResult {
-                        verification_guard: Some(guard),
-                        ..ProduceResult::error(0, "verify with the transaction coordinator")
-                    },
-                    durable_target: None,
-                };
+                Ok(Verification::Verified) => {}
+                Ok(Verification::Needed { guard }) => {
+                    return ProduceApplied {
+                        result: ProduceResult {
+                            verification_guard: Some(guard),
+                            ..ProduceResult::error(0, "verify with the transaction coordinator")
+                        },
+                        durable_target: None,
+                    }
+                }
+                Err(e) => return fail(e.code(), e.to_string()),
             }
         }
         let last_sequence = wrap_sequence(header.base_sequence, header.last_offset_delta);
@@ -1060,7 +1065,7 @@ fn remove_log_dir<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::log::batch::BatchBuilder;
-    use crate::server::ops::FetchPartitionOp;
+    use crate::shard::ops::FetchPartitionOp;
     use crate::storage::file::SimStorage;
 
     fn registry(topics: &[(&str, u128, i32)]) -> Arc<TopicRegistry> {
@@ -1176,6 +1181,45 @@ mod tests {
             outcome,
             coordinator_epoch: 3,
         }
+    }
+
+    /// KIP-890 part 1 with requests of one producer in flight together: both batches opening the
+    /// producer's transaction ask for a verification; the later one, sent again with the guard
+    /// before the earlier, is refused OUT_OF_ORDER_SEQUENCE_NUMBER and not appended (a producer
+    /// without state here may start at any sequence), so the batches land in sequence order.
+    #[test]
+    fn a_verified_batch_does_not_overtake_an_earlier_one_being_verified() {
+        let storage = SimStorage::new();
+        let reg = registry(&[("t", 1, 1)]);
+        let mut s = open(&storage, reg, 1, 0);
+        let r = pref("t", 1, 0);
+        let op = |records: Bytes, guard| ProduceOp {
+            partition: r.clone(),
+            records,
+            acks: -1,
+            timeout_ms: 1000,
+            verification_guard: guard,
+        };
+        let first = txn_batch(7, 0, 0, &[b"a", b"b"]);
+        let second = txn_batch(7, 0, 2, &[b"c"]);
+        let guard = s
+            .produce(&op(first.clone(), None), 1_000)
+            .result
+            .verification_guard;
+        assert!(guard.is_some());
+        assert_eq!(
+            s.produce(&op(second.clone(), None), 1_000)
+                .result
+                .verification_guard,
+            guard
+        );
+        let overtaking = s.produce(&op(second.clone(), guard), 1_000).result;
+        assert_eq!(overtaking.error_code, 45, "{overtaking:?}");
+        assert_eq!(s.lookup(&r).unwrap().log.log_end_offset(), 0);
+        let appended = s.produce(&op(first, guard), 1_000).result;
+        assert_eq!((appended.error_code, appended.base_offset), (0, 0));
+        let appended = s.produce(&op(second, guard), 1_000).result;
+        assert_eq!((appended.error_code, appended.base_offset), (0, 2));
     }
 
     /// Transactional produce, markers, read_committed reads and ListOffsets, DescribeProducers'
@@ -1338,7 +1382,7 @@ mod tests {
     fn share_offsets_alter_describe_delete_and_replay() {
         use crate::journal::entries::Entry;
         use crate::journal::{Location, Recovered, RecoveredEntry};
-        use crate::server::share::ShareState;
+        use crate::shard::share_state::ShareState;
         let storage = SimStorage::new();
         let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
         let r = pref("t", 1, 0);
@@ -1403,8 +1447,8 @@ mod tests {
     /// redelivery of records acknowledged above the new start.
     #[test]
     fn share_partition_follows_the_log_start() {
-        use crate::server::ops::{ShareAckOp, ShareFetchOp};
-        use crate::server::share::ShareKey;
+        use crate::shard::ops::{ShareAckOp, ShareFetchOp};
+        use crate::shard::share_state::ShareKey;
         use crate::share::{AckBatch, AcknowledgeType, RecordState};
         let mut reg = TopicRegistry::new("c".into());
         reg.create_topic("t", Uuid::from_u128(1), 1, &[]).unwrap();

@@ -283,7 +283,7 @@ pub enum AdminReply {
 }
 
 /// Acquire records for one share-group member from partitions of one shard, in order (module
-/// docs of `server::share_fetch`).
+/// docs of `share::fetch`).
 #[derive(Clone, Debug)]
 pub struct ShareFetchOp {
     pub group_id: String,
@@ -737,7 +737,7 @@ pub enum ShardReply {
     RecordsDeleted(Vec<DeletedRecords>),
     /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka
     /// error code.
-    Producers(Vec<Result<Vec<crate::server::producer_state::ProducerSnapshot>, i16>>),
+    Producers(Vec<Result<Vec<crate::shard::producer_state::ProducerSnapshot>, i16>>),
     Group(crate::group::ops::GroupReply),
     /// One result per partition of [`ShardOp::WriteTxnMarkers`], in order; `Err`: a Kafka
     /// error code.
