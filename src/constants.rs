@@ -254,6 +254,8 @@ pub const SHARE_FETCH_RECHECK_MS: u64 = 100;
 /// How often DeleteRecords looks whether a moved log start is durable (its checkpoint slot
 /// rides on the partition's next flush).
 pub const DELETE_RECORDS_DURABLE_POLL_MS: u64 = 1;
+/// How often a clean shutdown looks whether every partition's unflushed writes are durable.
+pub const FLUSH_ALL_POLL_MS: u64 = 5;
 /// Least time DeleteRecords waits for a moved log start to become durable, whatever the
 /// request's timeout (Kafka answers a single-replica DeleteRecords without waiting).
 pub const DELETE_RECORDS_WAIT_MS_MIN: u64 = 5_000;

@@ -3,7 +3,7 @@
 //! part) are resolved when its marker reaches the partition — ACKNOWLEDGED on commit,
 //! AVAILABLE on abort.
 //!
-//! [`crate::runtime::shard_runtime`]'s WriteTxnMarkers calls
+//! [`crate::shard::exec`]'s WriteTxnMarkers calls
 //! [`crate::shard::state::ShardState::ptxn_share_resolve`] (`shard::ptxn_share`, rules in
 //! [`crate::ptxn::share`]) for every partition the marker reaches (whether or not a control batch
 //! was written there), then appends and waits for the share journal entries it produced before

@@ -33,7 +33,7 @@
 //! is closed after the responses to earlier requests are written (Kafka's behaviour). Other
 //! connections are unaffected.
 
-use super::shard_runtime::ShardHandle;
+use super::shard_handle::ShardHandle;
 use crate::config_file::SecurityProtocol;
 use crate::conn_limits::ConnectionLimits;
 use crate::constants::{
@@ -120,14 +120,14 @@ enum Queued {
 pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, endpoint: Rc<Endpoint>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            ctx.shutdown.wait().await;
+            ctx.0.shutdown.wait().await;
             None
         })
         .await;
         match accepted {
             None => break,
             Some(Ok(stream)) => {
-                if ctx.connections_active.get() >= SHARD_CONNECTIONS_MAX {
+                if ctx.0.connections_active.get() >= SHARD_CONNECTIONS_MAX {
                     tracing::warn!(shard = %ctx.id, "connection limit reached; closing a new connection");
                     drop(stream);
                     continue;
@@ -173,7 +173,9 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
         _ => return,
     };
     let _ = stream.set_nodelay(true);
-    ctx.connections_active.set(ctx.connections_active.get() + 1);
+    ctx.0
+        .connections_active
+        .set(ctx.0.connections_active.get() + 1);
     ctx.with_metrics(|m| {
         m.connections_total += 1;
         m.connections_active += 1;
@@ -187,7 +189,7 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
                 futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
                     futures_lite::future::or(
                         glommio::timer::sleep(Duration::from_millis(TLS_HANDSHAKE_MS_MAX)),
-                        ctx.shutdown.wait(),
+                        ctx.0.shutdown.wait(),
                     )
                     .await;
                     None
@@ -217,7 +219,9 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
             }
         }
     };
-    ctx.connections_active.set(ctx.connections_active.get() - 1);
+    ctx.0
+        .connections_active
+        .set(ctx.0.connections_active.get() - 1);
     ctx.with_metrics(|m| {
         m.connections_active -= 1;
         if closed_on_error {
@@ -251,7 +255,7 @@ where
         async {
             futures_lite::future::or(
                 glommio::timer::sleep(Duration::from_millis(SASL_AUTHENTICATION_MS_MAX)),
-                ctx.shutdown.wait(),
+                ctx.0.shutdown.wait(),
             )
             .await;
             None
@@ -519,7 +523,8 @@ where
             if reserved.is_none() {
                 let permit = futures_lite::future::or(
                     async {
-                        ctx.request_bytes
+                        ctx.0
+                            .request_bytes
                             .acquire_static_permit(size.max(1) as u64)
                             .await
                             .ok()
@@ -583,7 +588,7 @@ where
             }
         }
         let read = futures_lite::future::or(async { Some(reader.read(&mut chunk).await) }, async {
-            futures_lite::future::or(ctx.shutdown.wait(), writer_done.wait()).await;
+            futures_lite::future::or(ctx.0.shutdown.wait(), writer_done.wait()).await;
             None
         })
         .await;
