@@ -239,6 +239,7 @@ impl Sim {
                 partition_max_bytes: 1 << 20,
                 min_one_batch: true,
                 acquire_created: true,
+                acknowledge: None,
             },
             self.now,
         );

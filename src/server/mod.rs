@@ -29,6 +29,7 @@ pub mod admin;
 pub mod api_versions;
 pub mod authorize;
 pub mod cluster_admin;
+pub mod codes;
 pub mod configs;
 pub mod consumer_group_api;
 pub mod delete_admin;
@@ -108,6 +109,16 @@ pub trait Bus {
     fn now_ms(&self) -> i64;
     /// Runs `op` on `shard` (locally when it is this shard) and returns its reply.
     fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply>;
+    /// Runs `op` on `shard` and returns its own reply (`shard::call::Op`), or why there is none;
+    /// handlers call this, never matching the transport's [`ShardReply`].
+    fn call_op<O: crate::shard::call::Op>(
+        &self,
+        shard: ShardId,
+        op: O,
+    ) -> impl Future<Output = Result<O::Reply, crate::shard::ops::CallError>> {
+        let reply = self.call(shard, op.into_op());
+        async move { crate::shard::call::typed::<O>(reply.await) }
+    }
     /// Completes after `ms` milliseconds.
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
     /// The broker's SCRAM credentials (`None`: a test double without them).

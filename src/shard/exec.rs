@@ -38,7 +38,7 @@ use crate::model::{ShardId, TopicPartition};
 use crate::shard::join::join_all;
 use crate::shard::ops::{
     CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply,
-    ShareAckResult, ShareGroupsListed, WaitOp,
+    ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_session::SessionKey;
@@ -120,9 +120,11 @@ pub trait ShardExec:
                 } else {
                     sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, op.conn_id, now)
                 };
-                ShardReply::ShareSession(outcome.map_err(|e| e.code()))
+                ShardReply::ShareSession(outcome)
             }
             ShardOp::ShareFetch(op) => {
+                // The request's acknowledgements here first: what they release can be acquired.
+                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
                 let ahead = self.state.borrow().share_fetch_read_ahead(&op);
                 self.read_ahead(ahead).await;
                 let fetched = self.state.borrow_mut().share_fetch(&op, self.now_ms());
@@ -135,13 +137,20 @@ pub trait ShardExec:
                     let ctx = self.clone();
                     self.spawn(async move { ctx.read_ahead(next).await });
                 }
-                ShardReply::ShareFetched(fetched)
+                ShardReply::ShareFetched(ShareFetchReply {
+                    acknowledged: self.acknowledged_durable(acked).await,
+                    partitions: fetched,
+                })
             }
             ShardOp::ShareProbe(op) => {
+                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
                 let probed = self.state.borrow_mut().share_probe(&op, self.now_ms());
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
-                ShardReply::ShareProbed(probed)
+                ShardReply::ShareProbed(ShareProbeReply {
+                    acknowledged: self.acknowledged_durable(acked).await,
+                    partitions: probed,
+                })
             }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
@@ -231,12 +240,7 @@ pub trait ShardExec:
                 ShardReply::ShareOffsetsDeleted(self.share_results_durable(results).await)
             }
             ShardOp::ShareDeleteGroup { group_id } => ShardReply::ShareGroupDeleted(
-                self.state
-                    .borrow_mut()
-                    .share
-                    .groups
-                    .delete_empty(&group_id)
-                    .map_err(|e| e.code()),
+                self.state.borrow_mut().share.groups.delete_empty(&group_id),
             ),
             ShardOp::DeleteRecords {
                 partitions,
@@ -461,6 +465,40 @@ pub trait ShardExec:
     /// results that succeeded become KAFKA_STORAGE_ERROR if they cannot be made durable.
     async fn share_results_durable(&self, mut results: Vec<ShareAckResult>) -> Vec<ShareAckResult> {
         let durable = match self.append_share_entries() {
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
+        };
+        if let Err(cause) = durable {
+            for r in results.iter_mut().filter(|r| r.error_code == 0) {
+                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+            }
+        }
+        results
+    }
+
+    /// A ShareFetch's acknowledgements on this shard, applied before it acquires or measures
+    /// (`None`: it carries none): their results and the journal entry that makes them durable.
+    async fn acknowledge_first(
+        &self,
+        op: Option<&crate::shard::ops::ShareAckOp>,
+    ) -> Option<(Vec<ShareAckResult>, Option<u64>)> {
+        let op = op?;
+        let results = self.state.borrow_mut().share_acknowledge(op, self.now_ms());
+        // DLQ copies are durable before the ARCHIVED state is journalled.
+        self.copy_to_dlq().await;
+        Some((results, self.append_share_entries()))
+    }
+
+    /// The results of `acknowledge_first` once durable (KAFKA_STORAGE_ERROR
+    /// for each that is not).
+    async fn acknowledged_durable(
+        &self,
+        acked: Option<(Vec<ShareAckResult>, Option<u64>)>,
+    ) -> Vec<ShareAckResult> {
+        let Some((mut results, seq)) = acked else {
+            return Vec::new();
+        };
+        let durable = match seq {
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         };

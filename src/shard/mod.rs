@@ -36,6 +36,7 @@
 //! Invariants: no `RefCell` borrow of the state or the journal lives across an `.await`; after
 //! every await, what was read before is read again.
 
+pub mod call;
 pub mod exec;
 pub mod join;
 pub mod ops;
@@ -80,6 +81,15 @@ pub trait ShardIo: Clone + 'static {
     /// Runs `op` on `shard` (locally when it is this shard, in a task of its own) and returns
     /// its reply; a shard that cannot be reached answers [`ShardReply::Failed`].
     fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply>;
+    /// [`ShardIo::call`] typed by the op (`call::Op`): its own reply, or why there is none.
+    fn call_op<O: call::Op>(
+        &self,
+        shard: ShardId,
+        op: O,
+    ) -> impl Future<Output = Result<O::Reply, crate::shard::ops::CallError>> {
+        let reply = self.call(shard, op.into_op());
+        async move { call::typed::<O>(reply.await) }
+    }
     /// Completes after `ms` milliseconds.
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
     /// Runs `task` in the background on this shard (it is not awaited by anyone).
