@@ -681,7 +681,10 @@ mod tests {
             let below = batches.clone().below(hw);
             let want = model.iter().take_while(|m| m.1 < hw).count();
             assert_eq!(below.spans().len(), want);
-            assert_eq!(below.bytes().len(), model[..want].iter().map(|m| m.2).sum::<usize>());
+            assert_eq!(
+                below.bytes().len(),
+                model[..want].iter().map(|m| m.2).sum::<usize>()
+            );
 
             let max = rng.gen_range(0..start + 10);
             let fit = batches.clone().fit(max);
@@ -706,7 +709,10 @@ mod tests {
             assert_eq!(runs.concat(), control);
             for run in &runs {
                 let at = run.as_ptr() as usize - batches.bytes().as_ptr() as usize;
-                assert!(at + run.len() <= batches.bytes().len(), "a slice, not a copy");
+                assert!(
+                    at + run.len() <= batches.bytes().len(),
+                    "a slice, not a copy"
+                );
             }
         }
     }

@@ -244,7 +244,9 @@ mod tests {
         let len = match rng.gen_range(0..4) {
             0 => 0,
             1 => rng.gen_range(1..RESPONSE_GATHER_PAYLOAD_BYTES_MIN),
-            _ => rng.gen_range(RESPONSE_GATHER_PAYLOAD_BYTES_MIN..4 * RESPONSE_GATHER_PAYLOAD_BYTES_MIN),
+            _ => rng.gen_range(
+                RESPONSE_GATHER_PAYLOAD_BYTES_MIN..4 * RESPONSE_GATHER_PAYLOAD_BYTES_MIN,
+            ),
         };
         let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
         // Sometimes a slice in the middle of a larger buffer, as the log hands them out.
@@ -376,7 +378,11 @@ mod tests {
         let shared = gathered
             .pieces()
             .iter()
-            .filter(|piece| payloads.iter().any(|p| p.as_ptr() == piece.as_ptr() && p.len() == piece.len()))
+            .filter(|piece| {
+                payloads
+                    .iter()
+                    .any(|p| p.as_ptr() == piece.as_ptr() && p.len() == piece.len())
+            })
             .count();
         assert_eq!(shared, large, "every large payload is gathered, not copied");
     }

@@ -47,8 +47,8 @@ use crate::journal::entries::{
 };
 use crate::journal::entries::{LockOutcome as JournalOutcome, LockedRange as JournalRange};
 use crate::journal::Recovered;
-use crate::model::TopicPartition;
 use crate::log::batch::Batches;
+use crate::model::TopicPartition;
 use crate::share::fetch::acquire_from_log_in_mode;
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
