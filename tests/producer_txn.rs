@@ -464,6 +464,20 @@ fn produce_txn(
     resp.responses[0].partition_responses[0].error_code
 }
 
+/// InitProducerId for `id` (60 s timeout), retried while the coordinator is still loading (Kafka
+/// answers COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for a moment): (producer id, epoch).
+fn init_ready(conn: &mut Connection, id: &str) -> (i64, i16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (err, pid, epoch) = init(conn, id, 60_000, None);
+        if err == 0 {
+            return (pid, epoch);
+        }
+        assert!(Instant::now() < deadline, "InitProducerId: error {err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Sends `requests` on one new connection without waiting for answers (as a producer with
 /// several requests in flight does), then reads every answer; answers in request order.
 fn pipelined_produce(addr: &str, requests: &[ProduceRequest]) -> Vec<ProduceResponse> {
@@ -524,15 +538,7 @@ fn pipelined_first_batches_of_a_transaction_keep_their_order() {
     let (topic, id) = (&*topic, &*id);
     create(&broker, &[topic]);
     let mut conn = connect(&broker);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (err, pid, epoch) = loop {
-        let got = init(&mut conn, id, 60_000, None);
-        if got.0 == 0 || Instant::now() > deadline {
-            break got;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert_eq!(err, 0);
+    let (pid, epoch) = init_ready(&mut conn, id);
     // The next sequence of each partition.
     let mut next = [0i32; 2];
     let mut batch = |partition: i32| {
@@ -618,15 +624,7 @@ fn transactional_produce_is_verified_with_the_coordinator() {
     let (topic, id, other) = (&*topic, &*id, &*other);
     create(&broker, &[topic]);
     let mut conn = connect(&broker);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (err, pid, epoch) = loop {
-        let got = init(&mut conn, id, 60_000, None);
-        if got.0 == 0 || Instant::now() > deadline {
-            break got;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert_eq!(err, 0);
+    let (pid, epoch) = init_ready(&mut conn, id);
     // The codes are Kafka 4.4's, measured on the reference broker (2026-12-02).
     let mut produce = |id: &str, producer: (i64, i16), partition: i32, seq: i32| {
         produce_txn(&mut conn, id, producer, topic, partition, seq)
