@@ -478,49 +478,13 @@ fn init_ready(conn: &mut Connection, id: &str) -> (i64, i16) {
     }
 }
 
-/// Sends `requests` on one new connection without waiting for answers (as a producer with
-/// several requests in flight does), then reads every answer; answers in request order.
+/// Sends `requests` (Produce v9) on one new connection without waiting for answers, as a
+/// producer with several requests in flight does; answers in request order.
 fn pipelined_produce(addr: &str, requests: &[ProduceRequest]) -> Vec<ProduceResponse> {
-    use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
-    use std::io::{Read, Write};
-    const VERSION: i16 = 9;
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut out = bytes::BytesMut::new();
-    for (correlation_id, request) in requests.iter().enumerate() {
-        let mut header = RequestHeader::default();
-        header.request_api_key = ApiKey::Produce as i16;
-        header.request_api_version = VERSION;
-        header.correlation_id = correlation_id as i32;
-        header.client_id = Some(s("pipelined"));
-        let mut frame = bytes::BytesMut::new();
-        header
-            .encode(&mut frame, ProduceRequest::header_version(VERSION))
-            .unwrap();
-        request.encode(&mut frame, VERSION).unwrap();
-        out.extend_from_slice(&(frame.len() as i32).to_be_bytes());
-        out.extend_from_slice(&frame);
-    }
-    stream.write_all(&out).expect("write the requests");
-    (0..requests.len())
-        .map(|correlation_id| {
-            let mut size = [0u8; 4];
-            stream.read_exact(&mut size).expect("read an answer");
-            let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
-            stream.read_exact(&mut frame).expect("read an answer");
-            let mut buf = Bytes::from(frame);
-            let header =
-                ResponseHeader::decode(&mut buf, ProduceResponse::header_version(VERSION)).unwrap();
-            assert_eq!(
-                header.correlation_id, correlation_id as i32,
-                "answers in order"
-            );
-            ProduceResponse::decode(&mut buf, VERSION).unwrap()
-        })
-        .collect()
+    Connection::connect(addr, "pipelined")
+        .expect("connect")
+        .send_pipelined(requests, 9)
+        .expect("pipelined produce")
 }
 
 /// KIP-890 part 1 with requests in flight together: the first batches of a producer's
