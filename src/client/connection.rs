@@ -369,7 +369,7 @@ impl Connection {
             )));
         }
         let call = ApiCall::of::<R>(version);
-        let result = (|| {
+        let result: Result<Vec<R::Response>> = (|| {
             let mut ids = Vec::with_capacity(requests.len());
             for request in requests {
                 let mut body = BytesMut::new();
