@@ -99,6 +99,12 @@ pub const CONNECTION_INFLIGHT_REQUESTS_MAX: usize = 32;
 pub const SHARD_CONNECTIONS_MAX: usize = 4096;
 /// Bytes read from a socket in one read call while assembling a frame.
 pub const SOCKET_READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Record payloads of a Fetch / ShareFetch response at least this long are written to the
+/// socket from the log's own `Bytes` (`protocol::gather`); shorter ones are copied into the
+/// frame (an iovec of their own costs more than the copy).
+pub const RESPONSE_GATHER_PAYLOAD_BYTES_MIN: usize = 1024;
+/// Pieces of a gathered response handed to one `sendmsg` (Linux's IOV_MAX is 1024).
+pub const SOCKET_WRITE_IOVECS_MAX: usize = 256;
 /// Messages queued on one cross-shard channel before senders wait.
 pub const SHARD_MESH_CHANNEL_MESSAGES: usize = 1024;
 /// Memory the runtime may lock for io_uring buffers per shard (the machine's memlock limit is small).
@@ -159,6 +165,7 @@ pub const METRICS_HTTP_REQUEST_BYTES_MAX: usize = 8 * 1024;
 const _: () = assert!(REQUEST_FRAME_BYTES_MAX <= i32::MAX as usize);
 const _: () = assert!(FETCH_RESPONSE_BYTES_MAX < RESPONSE_FRAME_BYTES_MAX);
 const _: () = assert!(SHARDS_MAX <= u16::MAX as usize);
+const _: () = assert!(SOCKET_WRITE_IOVECS_MAX > 0 && SOCKET_WRITE_IOVECS_MAX <= 1024);
 const _: () = assert!(TOPIC_PARTITIONS_MAX as usize <= BROKER_PARTITIONS_MAX);
 const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
 
@@ -262,6 +269,8 @@ pub const SHARE_FETCH_RECHECK_MS: u64 = 100;
 /// How often DeleteRecords looks whether a moved log start is durable (its checkpoint slot
 /// rides on the partition's next flush).
 pub const DELETE_RECORDS_DURABLE_POLL_MS: u64 = 1;
+/// How often a clean shutdown looks whether every partition's unflushed writes are durable.
+pub const FLUSH_ALL_POLL_MS: u64 = 5;
 /// Least time DeleteRecords waits for a moved log start to become durable, whatever the
 /// request's timeout (Kafka answers a single-replica DeleteRecords without waiting).
 pub const DELETE_RECORDS_WAIT_MS_MIN: u64 = 5_000;

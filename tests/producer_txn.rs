@@ -464,49 +464,27 @@ fn produce_txn(
     resp.responses[0].partition_responses[0].error_code
 }
 
-/// Sends `requests` on one new connection without waiting for answers (as a producer with
-/// several requests in flight does), then reads every answer; answers in request order.
-fn pipelined_produce(addr: &str, requests: &[ProduceRequest]) -> Vec<ProduceResponse> {
-    use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
-    use std::io::{Read, Write};
-    const VERSION: i16 = 9;
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut out = bytes::BytesMut::new();
-    for (correlation_id, request) in requests.iter().enumerate() {
-        let mut header = RequestHeader::default();
-        header.request_api_key = ApiKey::Produce as i16;
-        header.request_api_version = VERSION;
-        header.correlation_id = correlation_id as i32;
-        header.client_id = Some(s("pipelined"));
-        let mut frame = bytes::BytesMut::new();
-        header
-            .encode(&mut frame, ProduceRequest::header_version(VERSION))
-            .unwrap();
-        request.encode(&mut frame, VERSION).unwrap();
-        out.extend_from_slice(&(frame.len() as i32).to_be_bytes());
-        out.extend_from_slice(&frame);
+/// InitProducerId for `id` (60 s timeout), retried while the coordinator is still loading (Kafka
+/// answers COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for a moment): (producer id, epoch).
+fn init_ready(conn: &mut Connection, id: &str) -> (i64, i16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (err, pid, epoch) = init(conn, id, 60_000, None);
+        if err == 0 {
+            return (pid, epoch);
+        }
+        assert!(Instant::now() < deadline, "InitProducerId: error {err}");
+        std::thread::sleep(Duration::from_millis(200));
     }
-    stream.write_all(&out).expect("write the requests");
-    (0..requests.len())
-        .map(|correlation_id| {
-            let mut size = [0u8; 4];
-            stream.read_exact(&mut size).expect("read an answer");
-            let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
-            stream.read_exact(&mut frame).expect("read an answer");
-            let mut buf = Bytes::from(frame);
-            let header =
-                ResponseHeader::decode(&mut buf, ProduceResponse::header_version(VERSION)).unwrap();
-            assert_eq!(
-                header.correlation_id, correlation_id as i32,
-                "answers in order"
-            );
-            ProduceResponse::decode(&mut buf, VERSION).unwrap()
-        })
-        .collect()
+}
+
+/// Sends `requests` (Produce v9) on one new connection without waiting for answers, as a
+/// producer with several requests in flight does; answers in request order.
+fn pipelined_produce(addr: &str, requests: &[ProduceRequest]) -> Vec<ProduceResponse> {
+    Connection::connect(addr, "pipelined")
+        .expect("connect")
+        .send_pipelined(requests, 9)
+        .expect("pipelined produce")
 }
 
 /// KIP-890 part 1 with requests in flight together: the first batches of a producer's
@@ -524,15 +502,7 @@ fn pipelined_first_batches_of_a_transaction_keep_their_order() {
     let (topic, id) = (&*topic, &*id);
     create(&broker, &[topic]);
     let mut conn = connect(&broker);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (err, pid, epoch) = loop {
-        let got = init(&mut conn, id, 60_000, None);
-        if got.0 == 0 || Instant::now() > deadline {
-            break got;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert_eq!(err, 0);
+    let (pid, epoch) = init_ready(&mut conn, id);
     // The next sequence of each partition.
     let mut next = [0i32; 2];
     let mut batch = |partition: i32| {
@@ -618,15 +588,7 @@ fn transactional_produce_is_verified_with_the_coordinator() {
     let (topic, id, other) = (&*topic, &*id, &*other);
     create(&broker, &[topic]);
     let mut conn = connect(&broker);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (err, pid, epoch) = loop {
-        let got = init(&mut conn, id, 60_000, None);
-        if got.0 == 0 || Instant::now() > deadline {
-            break got;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert_eq!(err, 0);
+    let (pid, epoch) = init_ready(&mut conn, id);
     // The codes are Kafka 4.4's, measured on the reference broker (2026-12-02).
     let mut produce = |id: &str, producer: (i64, i16), partition: i32, seq: i32| {
         produce_txn(&mut conn, id, producer, topic, partition, seq)

@@ -16,7 +16,7 @@
 //!   (rebuilt from the log, replayed from the journal).
 //!
 //! Ending the transaction (WriteTxnMarkers / GroupTxnMarker) is the coordinator's call; those ops
-//! are tested in-process (`runtime::shard_runtime` tests) and end to end by the interop tests.
+//! are tested in-process (`runtime::shard_handle` tests) and end to end by the interop tests.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{

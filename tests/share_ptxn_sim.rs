@@ -19,6 +19,15 @@
 //! restart the producer's locks are not among the share transactions a participant asks about.
 //! At the end a drain must put every input record in the committed output exactly once.
 //!
+//! What it runs (issue 13): the production synchronous steps of the partition's shard —
+//! `ShardState::produce`, `share_fetch`, `ptxn_share_lock`, `ptxn_share_resolve`, the share state's
+//! journal entries and `ShareState::restore` — on a simulated journal and clock. The async steps
+//! that string them together in the broker are NOT driven here: the producer-transaction
+//! coordinator and its marker fan-out (`shard::exec::ptxn`, `ShardPtxn`) and the partition side's
+//! WriteTxnMarkers with its durability waits (`ShardExec::write_txn_markers`) are played by this
+//! driver with the same rules. (`tests/share_txn_sim.rs`, by contrast, runs the core's
+//! share-transaction steps themselves on a deterministic `ShardIo`.)
+//!
 //! `LOCKSTEP_SEED=n` replays one seed; `LOCKSTEP_SEEDS=n` runs n seeds (default 150).
 
 use bytes::Bytes;
@@ -230,6 +239,7 @@ impl Sim {
                 partition_max_bytes: 1 << 20,
                 min_one_batch: true,
                 acquire_created: true,
+                acknowledge: None,
             },
             self.now,
         );

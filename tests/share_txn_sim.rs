@@ -282,6 +282,33 @@ impl ShardIo for SimIo {
         panic!("journal poisoned on {}: {detail}", self.core.id)
     }
 
+    // The simulation routes share-transaction ops only (`call`): the partition logs, their
+    // read-ahead and the metadata controller are not part of it.
+    fn flush_log(
+        &self,
+        _ticket: &lockstep::log::FlushTicket,
+    ) -> impl Future<Output = std::io::Result<()>> {
+        async { unreachable!("the simulation flushes no partition log") }
+    }
+
+    fn read_ahead(
+        &self,
+        _parts: Vec<lockstep::shard::read_ahead::PartitionReadAhead>,
+    ) -> impl Future<Output = ()> {
+        async { unreachable!("the simulation reads no partition log ahead") }
+    }
+
+    fn log_poisoned(&self, detail: &str) -> ! {
+        panic!("partition log poisoned on {}: {detail}", self.core.id)
+    }
+
+    fn admin(
+        &self,
+        _op: lockstep::shard::ops::AdminOp,
+    ) -> impl Future<Output = lockstep::shard::ops::AdminReply> {
+        async { unreachable!("the simulation changes no metadata") }
+    }
+
     fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics)) {
         f(&mut self.world.metrics.borrow_mut())
     }
@@ -554,6 +581,7 @@ impl Sim {
                     partition_max_bytes: 1 << 20,
                     min_one_batch: true,
                     acquire_created: true,
+                    acknowledge: None,
                 },
                 now,
             );

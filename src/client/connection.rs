@@ -354,7 +354,56 @@ impl Connection {
         result
     }
 
+    /// Sends `requests` at `version` one after the other without waiting for answers (as a
+    /// client with several requests in flight does), then reads and decodes every answer, in
+    /// request order. Marks the connection broken on I/O and protocol errors.
+    pub fn send_pipelined<R: Request>(
+        &mut self,
+        requests: &[R],
+        version: i16,
+    ) -> Result<Vec<R::Response>> {
+        if self.broken {
+            return Err(ClientError::Protocol(format!(
+                "connection to {} is broken by an earlier error",
+                self.addr
+            )));
+        }
+        let call = ApiCall::of::<R>(version);
+        let result: Result<Vec<R::Response>> = (|| {
+            let mut ids = Vec::with_capacity(requests.len());
+            for request in requests {
+                let mut body = BytesMut::new();
+                request.encode(&mut body, version).map_err(|e| {
+                    ClientError::InvalidArgument(format!("encode API {} v{version}: {e}", R::KEY))
+                })?;
+                ids.push(self.write_request(call, &body)?);
+            }
+            ids.into_iter()
+                .map(|id| {
+                    let mut response = self.read_response(call, id)?;
+                    R::Response::decode(&mut response, version).map_err(|e| {
+                        ClientError::Protocol(format!(
+                            "decode response of API {} v{version} from {}: {e}",
+                            R::KEY,
+                            self.addr
+                        ))
+                    })
+                })
+                .collect()
+        })();
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
+    }
+
     fn exchange(&mut self, call: ApiCall, body: &[u8]) -> Result<Bytes> {
+        let correlation_id = self.write_request(call, body)?;
+        self.read_response(call, correlation_id)
+    }
+
+    /// Frames and writes one request without waiting for its answer; returns its correlation id.
+    fn write_request(&mut self, call: ApiCall, body: &[u8]) -> Result<i32> {
         if !(1..=2).contains(&call.request_header_version)
             || !(0..=1).contains(&call.response_header_version)
         {
@@ -381,19 +430,18 @@ impl Connection {
             .map_err(|_| ClientError::InvalidArgument("request larger than 2 GiB".to_string()))?;
         frame[..4].copy_from_slice(&len.to_be_bytes());
 
-        let io = |what: &str, source| ClientError::Io {
-            context: format!(
-                "{what} API {} v{} at {}",
-                call.api_key, call.version, self.addr
-            ),
-            source,
-        };
-        self.stream.write_all(&frame).map_err(|e| io("send", e))?;
+        self.stream
+            .write_all(&frame)
+            .map_err(|e| io_error(&self.addr, call, "send", e))?;
+        Ok(correlation_id)
+    }
 
+    /// Reads the answer to the request written with `correlation_id`.
+    fn read_response(&mut self, call: ApiCall, correlation_id: i32) -> Result<Bytes> {
         let mut len_bytes = [0u8; 4];
         self.stream
             .read_exact(&mut len_bytes)
-            .map_err(|e| io("receive", e))?;
+            .map_err(|e| io_error(&self.addr, call, "receive", e))?;
         let len = i32::from_be_bytes(len_bytes);
         let len = usize::try_from(len)
             .ok()
@@ -408,7 +456,7 @@ impl Connection {
         let mut payload = vec![0u8; len];
         self.stream
             .read_exact(&mut payload)
-            .map_err(|e| io("receive", e))?;
+            .map_err(|e| io_error(&self.addr, call, "receive", e))?;
         let mut payload = Bytes::from(payload);
         let response_header = ResponseHeader::decode(&mut payload, call.response_header_version)
             .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
@@ -419,6 +467,14 @@ impl Connection {
             )));
         }
         Ok(payload)
+    }
+}
+
+/// An I/O error of `what` (send, receive) for `call` on the connection to `addr`.
+fn io_error(addr: &str, call: ApiCall, what: &str, source: std::io::Error) -> ClientError {
+    ClientError::Io {
+        context: format!("{what} API {} v{} at {addr}", call.api_key, call.version),
+        source,
     }
 }
 

@@ -22,7 +22,13 @@
 //! Validation checks the structure the log relies on (length, magic, CRC, a record count
 //! consistent with `lastOffsetDelta`); the records themselves are stored as sent. Errors are
 //! typed so the broker can map them to Kafka error codes (`CORRUPT_MESSAGE`, ...).
+//!
+//! [`Batches`] carries bytes read from a log together with each batch's [`BatchSpan`] (where it
+//! lies, its offsets and the header fields a share fetch looks at), parsed once when the read
+//! returns; trimming, acquiring, filtering and answering then work on the spans and take slices
+//! of the bytes, never parsing a header again.
 
+use bytes::Bytes;
 use std::fmt;
 
 /// Bytes of the batch header before the first record.
@@ -358,6 +364,142 @@ fn put_varlong(out: &mut Vec<u8>, value: i64) {
     out.push(v as u8);
 }
 
+/// One record batch inside a [`Batches`]: where it lies and the header fields the read path
+/// uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchSpan {
+    /// Byte position of the batch in the bytes read.
+    pub start: usize,
+    /// Bytes of the batch (`12 + batchLength`).
+    pub len: usize,
+    pub base_offset: i64,
+    /// `baseOffset + lastOffsetDelta`.
+    pub last_offset: i64,
+    pub attributes: i16,
+    pub producer_id: i64,
+}
+
+impl BatchSpan {
+    fn of(start: usize, header: &BatchHeader) -> BatchSpan {
+        BatchSpan {
+            start,
+            len: header.total_bytes(),
+            base_offset: header.base_offset,
+            last_offset: header.base_offset + i64::from(header.last_offset_delta),
+            attributes: header.attributes,
+            producer_id: header.producer_id,
+        }
+    }
+
+    /// Byte position after the batch.
+    pub fn end(&self) -> usize {
+        self.start + self.len
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & 0x10 != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & 0x20 != 0
+    }
+}
+
+/// Whole record batches as read from a log, each batch's header parsed once ([`BatchSpan`]).
+/// Invariant: the spans are contiguous, in order, from byte 0, and cover exactly `bytes`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batches {
+    bytes: Bytes,
+    spans: Vec<BatchSpan>,
+}
+
+impl Batches {
+    /// The batches of `bytes` (concatenated whole batches, as a log read returns them), up to
+    /// the first that does not parse or runs past the end (a log read never has one: its
+    /// frames are checked).
+    pub fn parse(bytes: Bytes) -> Batches {
+        let mut spans = Vec::new();
+        let mut end = 0;
+        while end + BATCH_HEADER_BYTES <= bytes.len() {
+            let Ok(header) = parse_header(&bytes[end..]) else {
+                break;
+            };
+            if header.batch_length < (BATCH_HEADER_BYTES - BATCH_LOG_OVERHEAD_BYTES) as i32
+                || end + header.total_bytes() > bytes.len()
+            {
+                break;
+            }
+            spans.push(BatchSpan::of(end, &header));
+            end += header.total_bytes();
+        }
+        let mut bytes = bytes;
+        bytes.truncate(end);
+        Batches::checked(bytes, spans)
+    }
+
+    fn checked(bytes: Bytes, spans: Vec<BatchSpan>) -> Batches {
+        debug_assert!(spans.windows(2).all(|w| w[0].end() == w[1].start));
+        assert_eq!(spans.first().map_or(0, |s| s.start), 0);
+        assert_eq!(spans.last().map_or(0, BatchSpan::end), bytes.len());
+        Batches { bytes, spans }
+    }
+
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    pub fn spans(&self) -> &[BatchSpan] {
+        &self.spans
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The first `count` batches (a slice of the bytes).
+    pub fn prefix(mut self, count: usize) -> Batches {
+        self.spans.truncate(count);
+        let end = self.spans.last().map_or(0, BatchSpan::end);
+        Batches::checked(self.bytes.slice(..end), self.spans)
+    }
+
+    /// The batches before the first that reaches `end_offset` (the high watermark or the last
+    /// stable offset: every offset returned is below it).
+    pub fn below(self, end_offset: i64) -> Batches {
+        let count = self
+            .spans
+            .iter()
+            .take_while(|s| s.last_offset < end_offset)
+            .count();
+        self.prefix(count)
+    }
+
+    /// The most batches, from the first, within `max_bytes`.
+    pub fn fit(self, max_bytes: usize) -> Batches {
+        let count = self
+            .spans
+            .iter()
+            .take_while(|s| s.end() <= max_bytes)
+            .count();
+        self.prefix(count)
+    }
+
+    /// The bytes of the batches `keep` selects, as contiguous runs of the read's bytes
+    /// (slices, no copy), in order.
+    pub fn runs(&self, mut keep: impl FnMut(&BatchSpan) -> bool) -> Vec<Bytes> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for span in self.spans.iter().filter(|s| keep(s)) {
+            match runs.last_mut() {
+                Some(run) if run.1 == span.start => run.1 = span.end(),
+                _ => runs.push((span.start, span.end())),
+            }
+        }
+        runs.into_iter()
+            .map(|(from, to)| self.bytes.slice(from..to))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,6 +630,90 @@ mod tests {
                 .collect();
             let _ = validate(&bytes);
             let _ = split_batches(&bytes);
+            let _ = Batches::parse(Bytes::from(bytes));
+        }
+    }
+
+    /// `Batches` against a model: the list of (base offset, records, bytes) it was built from.
+    #[test]
+    fn batches_parsed_once_agree_with_a_model() {
+        use rand::{rngs::SmallRng, Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        println!("seed {seed}");
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for _ in 0..200 {
+            let mut model: Vec<(i64, i64, usize, i16)> = Vec::new();
+            let mut bytes = Vec::new();
+            let mut offset = rng.gen_range(0..100i64);
+            for _ in 0..rng.gen_range(0..8) {
+                let mut b = BatchBuilder::new(0);
+                b.attributes = [0, 0x10, 0x30][rng.gen_range(0..3)];
+                let n = rng.gen_range(1..6);
+                for _ in 0..n {
+                    b.record(0, None, Some(&vec![1u8; rng.gen_range(0..40)]));
+                }
+                let mut one = b.build();
+                set_base_offset(&mut one, offset);
+                model.push((offset, offset + n as i64 - 1, one.len(), b.attributes));
+                bytes.extend_from_slice(&one);
+                offset += n as i64 + rng.gen_range(0..3);
+            }
+            // A torn tail is left out.
+            let torn = rng.gen_bool(0.3);
+            if torn {
+                bytes.extend_from_slice(&[0, 0, 0]);
+            }
+            let batches = Batches::parse(Bytes::from(bytes.clone()));
+            assert_eq!(batches.spans().len(), model.len());
+            let mut start = 0;
+            for (span, (first, last, len, attributes)) in batches.spans().iter().zip(&model) {
+                assert_eq!((span.start, span.len), (start, *len));
+                assert_eq!((span.base_offset, span.last_offset), (*first, *last));
+                assert_eq!(span.is_control(), attributes & 0x20 != 0);
+                assert_eq!(span.is_transactional(), attributes & 0x10 != 0);
+                assert_eq!(span.producer_id, -1);
+                start += len;
+            }
+            assert_eq!(batches.bytes().len(), start);
+            assert_eq!(&batches.bytes()[..], &bytes[..start]);
+
+            let hw = rng.gen_range(0..offset + 2);
+            let below = batches.clone().below(hw);
+            let want = model.iter().take_while(|m| m.1 < hw).count();
+            assert_eq!(below.spans().len(), want);
+            assert_eq!(
+                below.bytes().len(),
+                model[..want].iter().map(|m| m.2).sum::<usize>()
+            );
+
+            let max = rng.gen_range(0..start + 10);
+            let fit = batches.clone().fit(max);
+            let mut used = 0;
+            let want = model
+                .iter()
+                .take_while(|m| {
+                    used += m.2;
+                    used <= max
+                })
+                .count();
+            assert_eq!(fit.spans().len(), want);
+            assert!(fit.bytes().len() <= max);
+
+            let runs = batches.runs(|s| s.is_control());
+            let control: Vec<u8> = batches
+                .spans()
+                .iter()
+                .filter(|s| s.is_control())
+                .flat_map(|s| batches.bytes()[s.start..s.end()].to_vec())
+                .collect();
+            assert_eq!(runs.concat(), control);
+            for run in &runs {
+                let at = run.as_ptr() as usize - batches.bytes().as_ptr() as usize;
+                assert!(
+                    at + run.len() <= batches.bytes().len(),
+                    "a slice, not a copy"
+                );
+            }
         }
     }
 }

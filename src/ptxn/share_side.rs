@@ -3,50 +3,44 @@
 //! part) are resolved when its marker reaches the partition — ACKNOWLEDGED on commit,
 //! AVAILABLE on abort.
 //!
-//! [`crate::runtime::shard_runtime`]'s WriteTxnMarkers calls
+//! [`crate::shard::exec`]'s WriteTxnMarkers calls
 //! [`crate::shard::state::ShardState::ptxn_share_resolve`] (`shard::ptxn_share`, rules in
 //! [`crate::ptxn::share`]) for every partition the marker reaches (whether or not a control batch
 //! was written there), then appends and waits for the share journal entries it produced before
 //! answering. It is idempotent: the coordinator retries markers until every participant answers.
 
-/// Offset ranges of `log_bytes` (whole batches, as read for a share fetch) that no share
-/// consumer may get: every control batch (transaction markers), and under `read_committed`
-/// every batch of an aborted transaction (Kafka's
+/// Offset ranges of `batches` (whole batches, as read for a share fetch, headers parsed once)
+/// that no share consumer may get: every control batch (transaction markers), and under
+/// `read_committed` every batch of an aborted transaction (Kafka's
 /// `SharePartition.filterAbortedTransactionalAcquiredRecords`). Inclusive ranges, in order.
 pub fn unreadable_ranges(
-    log_bytes: &[u8],
+    batches: &[crate::log::batch::BatchSpan],
     txns: &crate::ptxn::partition::TxnPartition,
     read_committed: bool,
 ) -> Vec<(i64, i64)> {
-    let Ok(batches) = crate::log::batch::split_batches(log_bytes) else {
-        return Vec::new();
-    };
     let mut out: Vec<(i64, i64)> = Vec::new();
-    for bytes in batches {
-        let Ok(h) = crate::log::batch::parse_header(bytes) else {
-            continue;
-        };
-        let last = h.base_offset + i64::from(h.last_offset_delta);
-        let skip = h.is_control()
+    for b in batches {
+        let skip = b.is_control()
             || (read_committed
-                && h.is_transactional()
-                && txns.is_aborted(h.producer_id, h.base_offset));
+                && b.is_transactional()
+                && txns.is_aborted(b.producer_id, b.base_offset));
         if skip {
             match out.last_mut() {
-                Some(prev) if prev.1 + 1 == h.base_offset => prev.1 = last,
-                _ => out.push((h.base_offset, last)),
+                Some(prev) if prev.1 + 1 == b.base_offset => prev.1 = b.last_offset,
+                _ => out.push((b.base_offset, b.last_offset)),
             }
         }
     }
     out
 }
 
-/// Takes the `unreadable` offsets out of what a share fetch just acquired for `member`: they
-/// are archived at once (as a GAP acknowledgement: no delivery, no dead-letter copy) and their
-/// batches are not returned.
+/// Takes the `unreadable` offsets out of what a share fetch just acquired for `member` from
+/// `log`: they are archived at once (as a GAP acknowledgement: no delivery, no dead-letter
+/// copy) and their batches are not returned.
 pub fn archive_unreadable(
     sp: &mut crate::share::SharePartition,
     member: &str,
+    log: &crate::log::batch::Batches,
     fetched: crate::share::fetch::ShareFetched,
     unreadable: &[(i64, i64)],
     now_ms: u64,
@@ -92,7 +86,9 @@ pub fn archive_unreadable(
         // The member acquired these offsets a moment ago; failing to archive them is a bug.
         panic!("archiving unreadable offsets just acquired failed: {e:?}");
     }
-    let records = crate::share::fetch::overlapping_batches(&fetched.records, &kept);
+    // What overlaps the kept ranges, from the read itself (the kept ranges lie inside the
+    // acquired ones, so these are the fetched batches less the unreadable ones).
+    let records = crate::share::fetch::overlapping_batches(log, &kept);
     crate::share::fetch::ShareFetched {
         records,
         acquired: kept,
@@ -139,12 +135,13 @@ mod tests {
         log.extend(batch(6, 2, 0x30, 1));
         log.extend(batch(7, -1, 0, 1));
         let log = bytes::Bytes::from(log);
+        let batches = crate::log::batch::Batches::parse(log.clone());
         for (read_committed, delivered) in [(true, vec![3, 4, 7]), (false, vec![0, 1, 2, 3, 4, 7])]
         {
-            let unreadable = unreadable_ranges(&log, &txns, read_committed);
+            let unreadable = unreadable_ranges(batches.spans(), &txns, read_committed);
             let mut sp = SharePartition::new(ShareConfig::default(), 0);
             let fetched = acquire_from_log(&mut sp, "m", &log, 500, 500, 0);
-            let fetched = archive_unreadable(&mut sp, "m", fetched, &unreadable, 0);
+            let fetched = archive_unreadable(&mut sp, "m", &batches, fetched, &unreadable, 0);
             let got: Vec<i64> = fetched
                 .acquired
                 .iter()

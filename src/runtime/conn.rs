@@ -7,7 +7,9 @@
 //!
 //! Per connection, a reader (this task) turns bytes into frames and starts one handler task
 //! per request; a writer task awaits the handlers **in request order** and writes their
-//! responses, so responses keep request order whatever the handlers' durations.
+//! responses, so responses keep request order whatever the handlers' durations. Fetch and
+//! ShareFetch responses come in pieces whose records are the log's own bytes
+//! (`frame_write`: one `sendmsg` on a plaintext connection, one vectored write into rustls).
 //!
 //! Bounds (constants.rs):
 //! - at most `CONNECTION_INFLIGHT_REQUESTS_MAX` requests queued per connection (the reader
@@ -33,7 +35,7 @@
 //! is closed after the responses to earlier requests are written (Kafka's behaviour). Other
 //! connections are unaffected.
 
-use super::shard_runtime::ShardHandle;
+use super::shard_handle::ShardHandle;
 use crate::config_file::SecurityProtocol;
 use crate::conn_limits::ConnectionLimits;
 use crate::constants::{
@@ -54,6 +56,7 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::StaticPermit;
 use glommio::Task;
 use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -120,14 +123,14 @@ enum Queued {
 pub async fn accept_loop(ctx: ShardHandle, listener: TcpListener, endpoint: Rc<Endpoint>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            ctx.shutdown.wait().await;
+            ctx.0.shutdown.wait().await;
             None
         })
         .await;
         match accepted {
             None => break,
             Some(Ok(stream)) => {
-                if ctx.connections_active.get() >= SHARD_CONNECTIONS_MAX {
+                if ctx.0.connections_active.get() >= SHARD_CONNECTIONS_MAX {
                     tracing::warn!(shard = %ctx.id, "connection limit reached; closing a new connection");
                     drop(stream);
                     continue;
@@ -173,7 +176,9 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
         _ => return,
     };
     let _ = stream.set_nodelay(true);
-    ctx.connections_active.set(ctx.connections_active.get() + 1);
+    ctx.0
+        .connections_active
+        .set(ctx.0.connections_active.get() + 1);
     ctx.with_metrics(|m| {
         m.connections_total += 1;
         m.connections_active += 1;
@@ -181,13 +186,16 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
     let mut conn = ConnInfo::new(endpoint.advertised.unwrap_or(local_addr), peer_addr);
     conn.authorizer = endpoint.authorizer.clone();
     let closed_on_error = match &endpoint.tls {
-        None => serve_authenticated(&ctx, stream, conn, &endpoint).await,
+        None => {
+            let plain_fd = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            serve_authenticated(&ctx, stream, conn, &endpoint, plain_fd).await
+        }
         Some(acceptor) => {
             let handshake =
                 futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
                     futures_lite::future::or(
                         glommio::timer::sleep(Duration::from_millis(TLS_HANDSHAKE_MS_MAX)),
-                        ctx.shutdown.wait(),
+                        ctx.0.shutdown.wait(),
                     )
                     .await;
                     None
@@ -204,7 +212,7 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
                             }
                         }
                     }
-                    serve_authenticated(&ctx, tls, conn, &endpoint).await
+                    serve_authenticated(&ctx, tls, conn, &endpoint, None).await
                 }
                 Some(Err(e)) => {
                     tracing::debug!(shard = %ctx.id, peer = %peer_addr, listener = %endpoint.name, error = %e, "TLS handshake failed");
@@ -217,7 +225,9 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
             }
         }
     };
-    ctx.connections_active.set(ctx.connections_active.get() - 1);
+    ctx.0
+        .connections_active
+        .set(ctx.0.connections_active.get() - 1);
     ctx.with_metrics(|m| {
         m.connections_active -= 1;
         if closed_on_error {
@@ -227,12 +237,14 @@ async fn serve_connection(ctx: ShardHandle, stream: TcpStream, endpoint: Rc<Endp
 }
 
 /// Runs the SASL exchange if the listener has SASL, then serves frames; returns whether the
-/// connection closed on an error.
+/// connection closed on an error. `plain_fd` is the socket of a plaintext `stream` (gathered
+/// responses are written to it directly), `None` for TLS.
 async fn serve_authenticated<S>(
     ctx: &ShardHandle,
     mut stream: S,
     conn: ConnInfo,
     endpoint: &Endpoint,
+    plain_fd: Option<RawFd>,
 ) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
@@ -243,6 +255,7 @@ where
             stream,
             conn,
             FrameDecoder::new(REQUEST_FRAME_BYTES_MAX),
+            plain_fd,
         )
         .await;
     };
@@ -251,7 +264,7 @@ where
         async {
             futures_lite::future::or(
                 glommio::timer::sleep(Duration::from_millis(SASL_AUTHENTICATION_MS_MAX)),
-                ctx.shutdown.wait(),
+                ctx.0.shutdown.wait(),
             )
             .await;
             None
@@ -259,7 +272,7 @@ where
     )
     .await;
     match exchange {
-        Some(Ok(decoder)) => serve_frames(ctx, stream, conn, decoder).await,
+        Some(Ok(decoder)) => serve_frames(ctx, stream, conn, decoder, plain_fd).await,
         Some(Err(reason)) => {
             tracing::info!(shard = %ctx.id, peer = %conn.peer_addr, listener = %endpoint.name, %reason, "SASL authentication ended the connection");
             let _ = stream.close().await;
@@ -297,6 +310,7 @@ fn sasl_request(
     use kafka_protocol::protocol::StrBytes;
     let respond = |outcome: Outcome| match outcome {
         Outcome::Respond(frame) => Ok(frame),
+        Outcome::RespondGathered(frame) => Ok(frame.to_bytes()),
         Outcome::Close(reason) => Err(reason),
         Outcome::NoResponse => Err("no response".to_string()),
     };
@@ -438,19 +452,21 @@ where
 }
 
 /// Serves Kafka frames on `stream` until it closes; returns whether it closed on an error.
-/// `decoder` may already hold bytes read (after a SASL exchange).
+/// `decoder` may already hold bytes read (after a SASL exchange); `plain_fd` as in
+/// [`serve_authenticated`].
 async fn serve_frames<S>(
     ctx: &ShardHandle,
     stream: S,
     conn: ConnInfo,
     decoder: FrameDecoder,
+    plain_fd: Option<RawFd>,
 ) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let ctx = ctx.clone();
     let peer_addr = conn.peer_addr;
-    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (mut reader, mut writer) = super::frame_write::split(stream);
     let (queue_tx, queue_rx) =
         local_channel::new_bounded::<Queued>(CONNECTION_INFLIGHT_REQUESTS_MAX);
     let writer_done = super::sync::Event::new();
@@ -477,6 +493,14 @@ where
             match outcome {
                 Outcome::Respond(frame) => {
                     if writer.write_all(&frame).await.is_err() {
+                        break;
+                    }
+                    writer_ctx.with_metrics(|m| m.bytes_out += frame.len() as u64);
+                }
+                Outcome::RespondGathered(frame) => {
+                    let written =
+                        super::frame_write::write_gathered(&mut writer, plain_fd, &frame).await;
+                    if written.is_err() {
                         break;
                     }
                     writer_ctx.with_metrics(|m| m.bytes_out += frame.len() as u64);
@@ -519,7 +543,8 @@ where
             if reserved.is_none() {
                 let permit = futures_lite::future::or(
                     async {
-                        ctx.request_bytes
+                        ctx.0
+                            .request_bytes
                             .acquire_static_permit(size.max(1) as u64)
                             .await
                             .ok()
@@ -583,7 +608,7 @@ where
             }
         }
         let read = futures_lite::future::or(async { Some(reader.read(&mut chunk).await) }, async {
-            futures_lite::future::or(ctx.shutdown.wait(), writer_done.wait()).await;
+            futures_lite::future::or(ctx.0.shutdown.wait(), writer_done.wait()).await;
             None
         })
         .await;

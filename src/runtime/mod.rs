@@ -12,8 +12,10 @@
 //! in-flight requests finish (at most `SHUTDOWN_DRAIN_MS_MAX`), keeps serving other shards'
 //! operations until every shard has drained, flushes all its partitions, and exits.
 //!
-//! - [`shard_runtime`]: per-shard runtime state and the `Bus` implementation handlers use.
-//! - [`conn`]: the listener and client connections.
+//! - [`shard_handle`]: per-shard runtime glue: the core's I/O (`ShardIo`) on glommio and the
+//!   `Bus` implementation handlers use; op execution is the core's (`crate::shard::exec`).
+//! - [`conn`]: the listener and client connections; [`frame_write`], writing gathered
+//!   response frames (record payloads not copied).
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: the io_uring storage engine: block writes and syncs of flush tickets, journal flushes.
@@ -28,7 +30,8 @@ pub mod conn;
 pub mod credentials;
 pub mod fatal;
 pub mod files;
-pub mod shard_runtime;
+pub mod frame_write;
+pub mod shard_handle;
 pub use crate::shard::sync;
 pub mod tls;
 
@@ -41,6 +44,7 @@ use crate::constants::{
 use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
+use crate::shard::exec::{ShardExec, ShardPtxn};
 use crate::shard::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
 use crate::shard::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
 use crate::shard::share_state::ShareState;
@@ -50,7 +54,7 @@ use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
-use shard_runtime::{wall_ms, MeshMsg, ShardHandle};
+use shard_handle::{wall_ms, MeshMsg, ShardHandle};
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -430,7 +434,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         metrics,
         SHARD_INFLIGHT_REQUEST_BYTES_MAX,
     );
-    *ctx.credentials.borrow_mut() = Some(setup.credentials.clone());
+    *ctx.0.credentials.borrow_mut() = Some(setup.credentials.clone());
     for (_peer, receiver) in receivers.streams() {
         let c = ctx.clone();
         glommio::spawn_local(async move {
@@ -462,7 +466,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
                 glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
             }
             tracing::info!(shard = %c.id, "shutting down");
-            c.shutdown.set();
+            c.0.shutdown.set();
         })
         .detach();
     }
@@ -480,13 +484,13 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     }
 
     let drain_deadline = Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS_MAX);
-    while ctx.connections_active.get() > 0 && Instant::now() < drain_deadline {
+    while ctx.0.connections_active.get() > 0 && Instant::now() < drain_deadline {
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
-    if ctx.connections_active.get() > 0 {
+    if ctx.0.connections_active.get() > 0 {
         tracing::warn!(
             shard = id,
-            open = ctx.connections_active.get(),
+            open = ctx.0.connections_active.get(),
             "connections still busy at the drain deadline"
         );
     }
@@ -509,7 +513,7 @@ fn spawn_periodic(ctx: &ShardHandle, every_ms: u64, work: fn(&ShardHandle)) {
                     true
                 },
                 async {
-                    c.shutdown.wait().await;
+                    c.0.shutdown.wait().await;
                     false
                 },
             )

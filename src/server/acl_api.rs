@@ -15,7 +15,7 @@ use super::{respond, Bus, ConnInfo, Outcome};
 use crate::authz::{AclBinding, AclFilter};
 use crate::constants::REQUEST_ENTITIES_MAX;
 use crate::protocol::codec::{decode_body, Request};
-use crate::shard::ops::{AdminOp, AdminReply};
+use crate::shard::call::{CreateAcls, DeleteAcls};
 use kafka_protocol::messages::{
     create_acls_response, delete_acls_response, describe_acls_response, CreateAclsRequest,
     CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
@@ -77,8 +77,8 @@ pub async fn handle_create_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         let mut created = if valid.is_empty() {
             Vec::new()
         } else {
-            match call_controller(bus, AdminOp::CreateAcls(valid.clone())).await {
-                Ok(AdminReply::AclsCreated(r)) if r.len() == valid.len() => r,
+            match call_controller(bus, CreateAcls(valid.clone())).await {
+                Ok(r) if r.len() == valid.len() => r,
                 Ok(_) => vec![
                     Err((
                         ResponseError::UnknownServerError.code(),
@@ -224,8 +224,8 @@ pub async fn handle_delete_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         let mut deleted = if valid.is_empty() {
             Vec::new()
         } else {
-            match call_controller(bus, AdminOp::DeleteAcls(valid.clone())).await {
-                Ok(AdminReply::AclsDeleted(r)) if r.len() == valid.len() => r,
+            match call_controller(bus, DeleteAcls(valid.clone())).await {
+                Ok(r) if r.len() == valid.len() => r,
                 Ok(_) => vec![
                     Err((
                         ResponseError::UnknownServerError.code(),

@@ -19,9 +19,12 @@ use crate::config::{
 use crate::constants::BROKER_NODE_ID;
 use crate::model::ShardId;
 use crate::protocol::codec::{decode_body, Request};
+use crate::shard::call::{
+    AllocateProducerId, AlterConfigs, CreatePartitions, CreateTopics, DeleteTopics, Op,
+};
 use crate::shard::ops::{
     AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult,
-    GrowResult, NewPartitions, NewTopic, ShardOp, ShardReply, TopicRef,
+    GrowResult, NewPartitions, NewTopic, TopicRef,
 };
 use crate::shard::registry::{TopicError, TopicRegistry};
 use kafka_protocol::messages::{
@@ -714,11 +717,11 @@ fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
 }
 
-pub(crate) async fn call_controller<B: Bus>(bus: &B, op: AdminOp) -> Result<AdminReply, i16> {
-    match bus.call(ShardId(0), ShardOp::Admin(op)).await {
-        ShardReply::Admin(reply) => Ok(reply),
-        other => Err(other.unexpected("admin").code()),
-    }
+/// Runs an admin op on the metadata controller (shard 0); `Err`: the Kafka code of its failure.
+pub(crate) async fn call_controller<B: Bus, O: Op>(bus: &B, op: O) -> Result<O::Reply, i16> {
+    bus.call_op(ShardId(0), op)
+        .await
+        .map_err(|failure| failure.code())
 }
 
 /// CreateTopics v2–7.
@@ -757,13 +760,12 @@ pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
                 .collect(),
         })
         .collect();
-    let op = AdminOp::CreateTopics {
+    let op = CreateTopics {
         topics,
         validate_only: decoded.validate_only,
     };
     let results = match call_controller(bus, op).await {
-        Ok(AdminReply::Created(results)) => results,
-        Ok(other) => panic!("CreateTopics answered with {other:?}"),
+        Ok(results) => results,
         Err(code) => decoded
             .topics
             .iter()
@@ -839,16 +841,11 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
             .map(|n| TopicRef::Name(n.to_string()))
             .collect()
     };
-    let results = match call_controller(
-        bus,
-        AdminOp::DeleteTopics {
-            topics: topics.clone(),
-        },
-    )
-    .await
-    {
-        Ok(AdminReply::Deleted(results)) => results,
-        Ok(other) => panic!("DeleteTopics answered with {other:?}"),
+    let op = DeleteTopics {
+        topics: topics.clone(),
+    };
+    let results = match call_controller(bus, op).await {
+        Ok(results) => results,
         Err(code) => topics
             .iter()
             .map(|t| DeleteResult {
@@ -913,13 +910,13 @@ pub async fn handle_create_partitions<B: Bus>(bus: &B, request: &Request) -> Out
             }),
         })
         .collect();
-    let op = AdminOp::CreatePartitions {
+    let op = CreatePartitions {
         topics: topics.clone(),
         validate_only: decoded.validate_only,
     };
     let results = match call_controller(bus, op).await {
-        Ok(AdminReply::Grown(results)) if results.len() == topics.len() => results,
-        Ok(AdminReply::Grown(_)) | Err(_) => topics
+        Ok(results) if results.len() == topics.len() => results,
+        Ok(_) | Err(_) => topics
             .iter()
             .map(|t| GrowResult {
                 name: t.name.clone(),
@@ -927,7 +924,6 @@ pub async fn handle_create_partitions<B: Bus>(bus: &B, request: &Request) -> Out
                 error_message: Some("the metadata controller is unavailable".into()),
             })
             .collect(),
-        Ok(other) => panic!("CreatePartitions answered with {other:?}"),
     };
     let mut response = CreatePartitionsResponse::default();
     response.results = results
@@ -980,13 +976,12 @@ pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request
                 .collect(),
         })
         .collect();
-    let op = AdminOp::AlterConfigs {
+    let op = AlterConfigs {
         resources: resources.clone(),
         validate_only: decoded.validate_only,
     };
     let results = match call_controller(bus, op).await {
-        Ok(AdminReply::Altered(results)) => results,
-        Ok(other) => panic!("IncrementalAlterConfigs answered with {other:?}"),
+        Ok(results) => results,
         Err(code) => resources
             .iter()
             .map(|r| AlterResult {
@@ -1035,13 +1030,12 @@ pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outc
         super::ptxn_api::init_transactional(bus, &decoded, request.api_version, &mut response)
             .await;
     } else {
-        match call_controller(bus, AdminOp::AllocateProducerId).await {
-            Ok(AdminReply::ProducerId(Ok(id))) => {
+        match call_controller(bus, AllocateProducerId).await {
+            Ok(Ok(id)) => {
                 response.producer_id = id.into();
                 response.producer_epoch = 0;
             }
-            Ok(AdminReply::ProducerId(Err(code))) | Err(code) => response.error_code = code,
-            Ok(other) => panic!("InitProducerId answered with {other:?}"),
+            Ok(Err(code)) | Err(code) => response.error_code = code,
         }
     }
     respond(request, &response)

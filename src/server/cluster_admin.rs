@@ -24,8 +24,9 @@ use super::{decode_counted, respond, Bus, ConnInfo, Outcome};
 use crate::constants::{BROKER_NODE_ID, REQUEST_PARTITIONS_MAX};
 use crate::model::{partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
+use crate::shard::call::DescribeProducers;
 use crate::shard::join::join_all;
-use crate::shard::ops::{ListOffsetsOp, PartitionRef, ShardOp, ShardReply};
+use crate::shard::ops::{ListOffsetsOp, PartitionRef};
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::{
@@ -176,13 +177,13 @@ pub async fn handle_describe_producers<B: Bus>(bus: &B, request: &Request) -> Ou
         .iter()
         .map(|(shard, items)| {
             let partitions = items.iter().map(|(_, r)| r.clone()).collect();
-            bus.call(*shard, ShardOp::DescribeProducers(partitions))
+            bus.call_op(*shard, DescribeProducers(partitions))
         })
         .collect();
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {
         let results: Vec<Result<Vec<ProducerSnapshot>, i16>> = match reply {
-            ShardReply::Producers(results) => results,
-            other => vec![Err(other.unexpected("describe producers").code()); items.len()],
+            Ok(results) => results,
+            Err(failure) => vec![Err(failure.code()); items.len()],
         };
         assert_eq!(results.len(), items.len());
         for (((ti, pi), _), result) in items.iter().zip(results) {
@@ -276,18 +277,18 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
                 .iter()
                 .map(|(_, r)| (r.clone(), crate::shard::state::LATEST_TIMESTAMP))
                 .collect();
-            bus.call(
+            bus.call_op(
                 *shard,
-                ShardOp::ListOffsets(ListOffsetsOp {
+                ListOffsetsOp {
                     partitions,
                     read_committed: false,
-                }),
+                },
             )
         })
         .collect();
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {
         match reply {
-            ShardReply::ListOffsets(listed) => {
+            Ok(listed) => {
                 assert_eq!(listed.len(), items.len());
                 for (((ti, pi), _), answer) in items.iter().zip(listed) {
                     let out = &mut answers[*ti][*pi];
@@ -299,8 +300,8 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
                     }
                 }
             }
-            other => {
-                let code = other.unexpected("offset for leader epoch").code();
+            Err(failure) => {
+                let code = failure.code();
                 for ((ti, pi), _) in items {
                     answers[*ti][*pi].error_code = code;
                 }

@@ -24,9 +24,11 @@ use crate::protocol::generated::delete_groups_request::DeleteGroupsRequest;
 use crate::protocol::generated::delete_groups_response::{
     DeletableGroupResult, DeleteGroupsResponse,
 };
+use crate::shard::call::{DeleteRecords, DeleteShareGroup, DeleteShareOffsets};
 use crate::shard::join::join_all;
-use crate::shard::ops::{DeletedRecords, PartitionRef, ShardOp, ShardReply, ShareAckResult};
+use crate::shard::ops::{DeletedRecords, PartitionRef, ShareAckResult};
 use crate::shard::registry::TopicRegistry;
+use crate::shard::share_group::GroupDeletion;
 use kafka_protocol::messages::{
     delete_records_response, DeleteRecordsRequest, DeleteRecordsResponse,
 };
@@ -111,9 +113,9 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
     let calls = routes
         .iter()
         .map(|(shard, entries)| {
-            bus.call(
+            bus.call_op(
                 *shard,
-                ShardOp::DeleteRecords {
+                DeleteRecords {
                     partitions: entries.iter().map(|(_, op)| op.clone()).collect(),
                     timeout_ms,
                 },
@@ -122,15 +124,15 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
         .collect();
     for ((_, entries), reply) in routes.iter().zip(join_all(calls).await) {
         let results = match reply {
-            ShardReply::RecordsDeleted(results) if results.len() == entries.len() => results,
-            ShardReply::Failed(failure) => vec![
+            Ok(results) if results.len() == entries.len() => results,
+            Err(failure) => vec![
                 DeletedRecords {
                     error_code: failure.code(),
                     low_watermark: -1
                 };
                 entries.len()
             ],
-            _ => vec![
+            Ok(_) => vec![
                 DeletedRecords {
                     error_code: ResponseError::UnknownServerError.code(),
                     low_watermark: -1
@@ -184,19 +186,14 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
         Ok(_) => return ResponseError::UnknownServerError.code(),
     }
     let shard = group_shard(group_id, bus.shard_count());
-    let coordinated = match bus
-        .call(
-            shard,
-            ShardOp::ShareDeleteGroup {
-                group_id: group_id.to_string(),
-            },
-        )
-        .await
-    {
-        ShardReply::ShareGroupDeleted(Ok(coordinated)) => coordinated,
-        ShardReply::ShareGroupDeleted(Err(code)) => return code,
-        ShardReply::Failed(failure) => return failure.code(),
-        _ => return ResponseError::UnknownServerError.code(),
+    let deleted = DeleteShareGroup {
+        group_id: group_id.to_string(),
+    };
+    let coordinated = match bus.call_op(shard, deleted).await {
+        Ok(GroupDeletion::Deleted) => true,
+        Ok(GroupDeletion::NotHere) => false,
+        Ok(GroupDeletion::HasMembers) => return ResponseError::NonEmptyGroup.code(),
+        Err(failure) => return failure.code(),
     };
     // The topics the group holds share-partition state for, on any shard.
     let topic_ids: BTreeSet<Uuid> = match super::share_admin::all_offsets(bus, group_id).await {
@@ -213,9 +210,9 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     let topic_ids: Vec<Uuid> = topic_ids.into_iter().collect();
     let calls = (0..bus.shard_count())
         .map(|s| {
-            bus.call(
+            bus.call_op(
                 ShardId(s as u16),
-                ShardOp::ShareDeleteOffsets {
+                DeleteShareOffsets {
                     group_id: group_id.to_string(),
                     topic_ids: topic_ids.clone(),
                 },
@@ -225,12 +222,8 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     let mut code = 0;
     for reply in join_all(calls).await {
         let results: Vec<ShareAckResult> = match reply {
-            ShardReply::ShareOffsetsDeleted(results) => results,
-            ShardReply::Failed(failure) => vec![ShareAckResult::error(failure.code(), "")],
-            _ => vec![ShareAckResult::error(
-                ResponseError::UnknownServerError.code(),
-                "",
-            )],
+            Ok(results) => results,
+            Err(failure) => vec![ShareAckResult::error(failure.code(), "")],
         };
         // Records still in flight (LOCKED by a transaction of the empty group) keep their
         // partition's state: NON_EMPTY_GROUP, as for members.

@@ -20,7 +20,8 @@ pub async fn dispatch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Ou
     match authorize::gate(bus, conn, request) {
         Gate::Pass => route(bus, conn, request).await,
         Gate::Answer(outcome) => outcome,
-        Gate::Filtered(allowed, merge) => merge(route(bus, conn, &allowed).await),
+        // The merge decodes the answer again: it gets it in one buffer.
+        Gate::Filtered(allowed, merge) => merge(route(bus, conn, &allowed).await.flattened()),
     }
 }
 

@@ -13,14 +13,13 @@
 //! the aborted transactions that overlap it (`crate::ptxn::partition`); control batches are
 //! returned as stored, and clients skip them. ListOffsets read_committed answers latest = LSO.
 
-use super::{respond, Bus, Outcome};
+use super::{respond, respond_gathered, Bus, Outcome};
 use crate::constants::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX};
 use crate::model::{partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::shard::join::{first_of, join_all};
 use crate::shard::ops::{
-    FetchOp, FetchPartitionOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef,
-    ShardOp, ShardReply, WaitOp,
+    FetchOp, FetchPartitionOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use bytes::Bytes;
@@ -114,13 +113,13 @@ async fn read_round<B: Bus>(
                     Err(_) => unreachable!("only resolved partitions are grouped"),
                 })
                 .collect();
-            bus.call(
+            bus.call_op(
                 *shard,
-                ShardOp::Fetch(FetchOp {
+                FetchOp {
                     partitions,
                     max_bytes,
                     read_committed,
-                }),
+                },
             )
         })
         .collect();
@@ -128,14 +127,14 @@ async fn read_round<B: Bus>(
     let mut out: Vec<Option<FetchedPartition>> = wanted.iter().map(|_| None).collect();
     for ((_, indices), reply) in groups.iter().zip(replies) {
         match reply {
-            ShardReply::Fetch(parts) => {
+            Ok(parts) => {
                 assert_eq!(parts.len(), indices.len(), "one answer per partition");
                 for (&i, part) in indices.iter().zip(parts) {
                     out[i] = Some(part);
                 }
             }
-            other => {
-                let code = other.unexpected("fetch").code();
+            Err(failure) => {
+                let code = failure.code();
                 for &i in indices {
                     out[i] = Some(FetchedPartition::error(code));
                 }
@@ -165,13 +164,13 @@ async fn wait_for_data<B: Bus>(
     let waits: Vec<_> = by_shard
         .into_iter()
         .map(|(shard, partitions)| {
-            bus.call(
+            bus.call_op(
                 shard,
-                ShardOp::WaitForData(WaitOp {
+                WaitOp {
                     partitions,
                     deadline_ms,
                     read_committed,
-                }),
+                },
             )
         })
         .collect();
@@ -181,7 +180,8 @@ async fn wait_for_data<B: Bus>(
     }
     futures_lite::future::or(
         async {
-            first_of(waits).await;
+            // The first wait to end ends it (a shard that failed ends it at once).
+            let _first = first_of(waits).await;
         },
         bus.sleep_ms(wait_ms),
     )
@@ -313,7 +313,11 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         topics[w.topic_index].partitions.push(p);
     }
     response.responses = topics;
-    respond(request, &response)
+    let payloads = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().filter_map(|p| p.records.as_ref()));
+    respond_gathered(request, &response, payloads)
 }
 
 /// ListOffsets v1–10: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
@@ -366,25 +370,25 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
         .iter()
         .map(|(shard, items)| {
             let partitions = items.iter().map(|(_, item)| item.clone()).collect();
-            bus.call(
+            bus.call_op(
                 *shard,
-                ShardOp::ListOffsets(ListOffsetsOp {
+                ListOffsetsOp {
                     partitions,
                     read_committed,
-                }),
+                },
             )
         })
         .collect();
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {
         match reply {
-            ShardReply::ListOffsets(listed) => {
+            Ok(listed) => {
                 assert_eq!(listed.len(), items.len());
                 for (((ti, pi), _), answer) in items.iter().zip(listed) {
                     answers[*ti][*pi] = answer;
                 }
             }
-            other => {
-                let code = other.unexpected("list offsets").code();
+            Err(failure) => {
+                let code = failure.code();
                 for ((ti, pi), _) in items {
                     answers[*ti][*pi].error_code = code;
                 }

@@ -21,7 +21,6 @@ use crate::group::ops::{GroupOp, GroupReply};
 use crate::group::{CommitPartition, FetchedOffset};
 use crate::model::group_shard;
 use crate::protocol::codec::Request;
-use crate::shard::ops::{ShardOp, ShardReply};
 use kafka_protocol::messages::{
     join_group_response, leave_group_response, offset_commit_response, offset_fetch_response,
     GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
@@ -43,10 +42,9 @@ pub(crate) async fn call_group<B: Bus>(
     op: GroupOp,
 ) -> Result<GroupReply, i16> {
     let shard = group_shard(group_id, bus.shard_count());
-    match bus.call(shard, ShardOp::Group(op)).await {
-        ShardReply::Group(reply) => Ok(reply),
-        other => Err(other.unexpected("group op").code()),
-    }
+    bus.call_op(shard, crate::shard::call::Group(op))
+        .await
+        .map_err(|failure| failure.code())
 }
 
 fn unexpected(reply: &GroupReply) -> i16 {

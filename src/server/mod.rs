@@ -29,6 +29,7 @@ pub mod admin;
 pub mod api_versions;
 pub mod authorize;
 pub mod cluster_admin;
+pub mod codes;
 pub mod configs;
 pub mod consumer_group_api;
 pub mod delete_admin;
@@ -108,6 +109,16 @@ pub trait Bus {
     fn now_ms(&self) -> i64;
     /// Runs `op` on `shard` (locally when it is this shard) and returns its reply.
     fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply>;
+    /// Runs `op` on `shard` and returns its own reply (`shard::call::Op`), or why there is none;
+    /// handlers call this, never matching the transport's [`ShardReply`].
+    fn call_op<O: crate::shard::call::Op>(
+        &self,
+        shard: ShardId,
+        op: O,
+    ) -> impl Future<Output = Result<O::Reply, crate::shard::ops::CallError>> {
+        let reply = self.call(shard, op.into_op());
+        async move { crate::shard::call::typed::<O>(reply.await) }
+    }
     /// Completes after `ms` milliseconds.
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
     /// The broker's SCRAM credentials (`None`: a test double without them).
@@ -170,13 +181,47 @@ pub(crate) fn respond<T: kafka_protocol::protocol::Encodable>(
     }
 }
 
+/// [`respond`] with `payloads` (the response's record fields, as the log handed them out)
+/// left in their own `Bytes`: the same frame, in pieces the connection writes without copying
+/// the records (`protocol::gather`).
+pub(crate) fn respond_gathered<'a, T: kafka_protocol::protocol::Encodable>(
+    request: &crate::protocol::codec::Request,
+    body: &T,
+    payloads: impl IntoIterator<Item = &'a bytes::Bytes>,
+) -> Outcome {
+    match crate::protocol::gather::encode_response_gathered(
+        request.spec,
+        request.api_version,
+        request.correlation_id,
+        body,
+        payloads,
+    ) {
+        Ok(frame) => Outcome::RespondGathered(frame),
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}
+
 /// What the connection does after a request was handled.
 #[derive(Debug)]
 pub enum Outcome {
     /// Write this frame (size prefix included).
     Respond(bytes::Bytes),
+    /// Write this frame, given in pieces (Fetch and ShareFetch: the records are the log's
+    /// `Bytes`); on the wire the same as `Respond` of the pieces concatenated.
+    RespondGathered(crate::protocol::gather::GatheredFrame),
     /// Write nothing (produce with acks=0).
     NoResponse,
     /// Close the connection after the responses before this one (malformed request).
     Close(String),
+}
+
+impl Outcome {
+    /// A gathered frame as one buffer (for code that decodes the answer again: the
+    /// authorizer's filtered requests); other outcomes unchanged.
+    pub fn flattened(self) -> Outcome {
+        match self {
+            Outcome::RespondGathered(frame) => Outcome::Respond(frame.to_bytes()),
+            other => other,
+        }
+    }
 }

@@ -19,7 +19,7 @@ use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
 use crate::model::partition_shard;
 use crate::protocol::codec::{decode_body, encode_response, Request};
 use crate::shard::join::join_all;
-use crate::shard::ops::{PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply};
+use crate::shard::ops::{CallError, PartitionRef, ProduceOp, ProduceResult};
 use kafka_protocol::messages::{produce_response, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -57,7 +57,7 @@ async fn verify_and_resend<B: Bus>(
     bus: &B,
     transactional_id: &str,
     sent: &[(crate::model::ShardId, ProduceOp)],
-    replies: &mut [Option<ShardReply>],
+    replies: &mut [ProduceResult],
 ) {
     let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();
     // (producer id, epoch) → [(call index, guard)].
@@ -65,10 +65,7 @@ async fn verify_and_resend<B: Bus>(
         std::collections::BTreeMap::new();
     // Calls to send again: (call index, guard to carry).
     let mut pending: Vec<(usize, Option<u64>)> = Vec::new();
-    for (i, reply) in replies.iter().enumerate() {
-        let Some(ShardReply::Produce(result)) = reply else {
-            continue;
-        };
+    for (i, result) in replies.iter().enumerate() {
         if let Some(guard) = result.verification_guard {
             let header = crate::log::batch::parse_header(&sent[i].1.records)
                 .expect("the partition parsed the batch it asked to verify");
@@ -97,13 +94,13 @@ async fn verify_and_resend<B: Bus>(
             if code == 0 {
                 pending.push((i, Some(guard)));
             } else {
-                replies[i] = Some(ShardReply::Produce(ProduceResult::error(
+                replies[i] = ProduceResult::error(
                     code,
                     format!(
                         "{}-{} is not in the ongoing transaction of producer {pid} epoch {epoch}",
                         sent[i].1.partition.topic, sent[i].1.partition.partition
                     ),
-                )));
+                );
             }
         }
     }
@@ -123,7 +120,7 @@ async fn verify_and_resend<B: Bus>(
                     verification_guard: guard,
                     ..op.clone()
                 };
-                bus.call(*shard, ShardOp::Produce(op))
+                bus.call_op(*shard, op)
             })
             .collect();
         let waiting = bus.now_ms() < deadline;
@@ -131,25 +128,28 @@ async fn verify_and_resend<B: Bus>(
         for (&(i, guard), reply) in pending.iter().zip(join_all(calls).await) {
             let reply = match reply {
                 // Asked to verify again: a marker ended the transaction meanwhile.
-                ShardReply::Produce(ProduceResult {
+                Ok(ProduceResult {
                     verification_guard: Some(_),
                     ..
-                }) => ShardReply::Produce(ProduceResult::error(
+                }) => ProduceResult::error(
                     ResponseError::InvalidTxnState.code(),
                     "the transaction ended while the batch was verified",
-                )),
-                ShardReply::Produce(ProduceResult { error_code, .. })
-                    if waiting && error_code == out_of_order =>
-                {
+                ),
+                Ok(ProduceResult { error_code, .. }) if waiting && error_code == out_of_order => {
                     again.push((i, guard));
                     continue;
                 }
-                other => other,
+                other => answered(other),
             };
-            replies[i] = Some(reply);
+            replies[i] = reply;
         }
         pending = again;
     }
+}
+
+/// A shard's answer to a produce, or the failure of the call as a produce error.
+fn answered(reply: Result<ProduceResult, CallError>) -> ProduceResult {
+    reply.unwrap_or_else(|failure| ProduceResult::error(failure.code(), format!("{failure:?}")))
 }
 
 /// How long a transactional batch refused as out of order waits for an earlier batch of its
@@ -248,7 +248,7 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
                                 verification_guard: None,
                             };
                             let shard = partition_shard(&meta.name, data.index, bus.shard_count());
-                            calls.push(bus.call(shard, ShardOp::Produce(op.clone())));
+                            calls.push(bus.call_op(shard, op.clone()));
                             sent.push((shard, op));
                             Slot::Pending(calls.len() - 1)
                         }
@@ -259,8 +259,7 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
         }
         layout.push((topic.name.clone(), topic.topic_id, slots));
     }
-    let mut replies: Vec<Option<ShardReply>> =
-        join_all(calls).await.into_iter().map(Some).collect();
+    let mut replies: Vec<ProduceResult> = join_all(calls).await.into_iter().map(answered).collect();
     if let Some(id) = &decoded.transactional_id {
         verify_and_resend(bus, id.as_str(), &sent, &mut replies).await;
     }
@@ -283,21 +282,13 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 .map(|(index, slot)| {
                     let result = match slot {
                         Slot::Ready(result) => result,
-                        Slot::Pending(i) => match replies[i].take() {
-                            Some(ShardReply::Produce(result)) => result,
-                            Some(ShardReply::Failed(failure)) => ProduceResult::error(
-                                failure.code(),
-                                "the owning shard is unavailable",
-                            ),
-                            Some(other) => {
-                                let failure = other.unexpected("produce");
-                                ProduceResult::error(failure.code(), format!("{failure:?}"))
-                            }
-                            None => ProduceResult::error(
+                        Slot::Pending(i) => std::mem::replace(
+                            &mut replies[i],
+                            ProduceResult::error(
                                 ResponseError::UnknownServerError.code(),
                                 "the partition was answered twice",
                             ),
-                        },
+                        ),
                     };
                     let mut p = produce_response::PartitionProduceResponse::default();
                     p.index = index;

@@ -17,11 +17,13 @@ use crate::constants::{
 };
 use crate::model::{group_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
+use crate::ptxn::coordinator::InitAnswer;
 use crate::ptxn::coordinator::{
     CoordError, InitRequest, ListFilter, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use crate::ptxn::TxnOutcome;
-use crate::shard::ops::{AdminOp, AdminReply, PtxnOp, PtxnReply, ShardOp, ShardReply};
+use crate::shard::call::{AllocateProducerId, Op, Ptxn};
+use crate::shard::ops::PtxnOp;
 use kafka_protocol::messages::{
     add_partitions_to_txn_request, add_partitions_to_txn_response, describe_transactions_response,
     list_transactions_response, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
@@ -41,22 +43,24 @@ fn shard_of<B: Bus>(bus: &B, transactional_id: &str) -> ShardId {
     group_shard(transactional_id, bus.shard_count())
 }
 
-/// Runs a coordinator op on the id's shard; a failed call is its Kafka code.
-async fn call<B: Bus>(bus: &B, shard: ShardId, op: PtxnOp) -> Result<PtxnReply, i16> {
-    match bus.call(shard, ShardOp::ProducerTxn(op)).await {
-        ShardReply::ProducerTxn(reply) => Ok(reply),
-        other => Err(other.unexpected("producer transaction").code()),
-    }
+/// Runs a coordinator op on the id's shard, answered with `R` (`shard::call::Ptxn`); a failed
+/// call is its Kafka code.
+async fn call<B: Bus, R>(bus: &B, shard: ShardId, op: PtxnOp) -> Result<R, i16>
+where
+    Ptxn<R>: Op<Reply = R>,
+{
+    bus.call_op(shard, Ptxn::new(op))
+        .await
+        .map_err(|failure| failure.code())
 }
 
-fn done_code(reply: Result<PtxnReply, i16>, version: i16, fenced_since: i16) -> i16 {
+/// A coordinator op answered done or with a coordinator error.
+type Done = Result<Result<(), CoordError>, i16>;
+
+fn done_code(reply: Done, version: i16, fenced_since: i16) -> i16 {
     match reply {
-        Ok(PtxnReply::Done(Ok(()))) => 0,
-        Ok(PtxnReply::Done(Err(e))) => e.code_for(version, fenced_since),
-        Ok(other) => {
-            tracing::error!(?other, "a coordinator answered with another reply");
-            ResponseError::UnknownServerError.code()
-        }
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => e.code_for(version, fenced_since),
         Err(code) => code,
     }
 }
@@ -102,35 +106,27 @@ pub async fn init_transactional<B: Bus>(
     // A new id (or an exhausted epoch) needs a fresh producer id from the controller; the
     // coordinator says so, then gets the request again with one.
     for _ in 0..2 {
-        match call(bus, shard, PtxnOp::Init(req.clone())).await {
-            Ok(PtxnReply::Init(Ok(answer))) => {
+        let init: Result<Result<InitAnswer, CoordError>, i16> =
+            call(bus, shard, PtxnOp::Init(req.clone())).await;
+        match init {
+            Ok(Ok(answer)) => {
                 response.producer_id = answer.producer_id.into();
                 response.producer_epoch = answer.producer_epoch;
                 response.ongoing_txn_producer_id = answer.ongoing_producer_id.into();
                 response.ongoing_txn_producer_epoch = answer.ongoing_producer_epoch;
                 return;
             }
-            Ok(PtxnReply::Init(Err(CoordError::NeedProducerId))) => {
-                match call_controller(bus, AdminOp::AllocateProducerId).await {
-                    Ok(AdminReply::ProducerId(Ok(pid))) => req.fresh_producer_id = Some(pid),
-                    Ok(AdminReply::ProducerId(Err(code))) | Err(code) => {
+            Ok(Err(CoordError::NeedProducerId)) => {
+                match call_controller(bus, AllocateProducerId).await {
+                    Ok(Ok(pid)) => req.fresh_producer_id = Some(pid),
+                    Ok(Err(code)) | Err(code) => {
                         response.error_code = code;
-                        return;
-                    }
-                    Ok(other) => {
-                        tracing::error!(?other, "AllocateProducerId answered with another reply");
-                        response.error_code = ResponseError::UnknownServerError.code();
                         return;
                     }
                 }
             }
-            Ok(PtxnReply::Init(Err(e))) => {
+            Ok(Err(e)) => {
                 response.error_code = e.code_for(version, 4);
-                return;
-            }
-            Ok(other) => {
-                tracing::error!(?other, "a coordinator answered with another reply");
-                response.error_code = ResponseError::UnknownServerError.code();
                 return;
             }
             Err(code) => {
@@ -250,13 +246,14 @@ async fn add_partitions<B: Bus>(
             producer_epoch,
             partitions: partitions.to_vec(),
         };
-        return match call(bus, shard, op).await {
-            Ok(PtxnReply::Verified(Ok(each))) => each
+        let verified: Result<Result<Vec<Result<(), CoordError>>, CoordError>, i16> =
+            call(bus, shard, op).await;
+        return match verified {
+            Ok(Ok(each)) => each
                 .iter()
                 .map(|r| r.as_ref().map_or_else(|e| e.code(), |()| 0))
                 .collect(),
-            Ok(PtxnReply::Verified(Err(e))) => all(e.code_for(version, 2)),
-            Ok(_) => all(ResponseError::UnknownServerError.code()),
+            Ok(Err(e)) => all(e.code_for(version, 2)),
             Err(code) => all(code),
         };
     }
@@ -446,11 +443,10 @@ pub async fn handle_describe<B: Bus>(bus: &B, request: &Request) -> Outcome {
         let op = PtxnOp::Describe {
             transactional_ids: vec![id.clone()],
         };
-        let state = match call(bus, shard_of(bus, &id), op).await {
-            Ok(PtxnReply::Described(found)) => {
-                described(&id, found.first().and_then(Option::as_ref))
-            }
-            Ok(_) | Err(_) => {
+        let found: Result<Vec<Option<TxnMetadata>>, i16> = call(bus, shard_of(bus, &id), op).await;
+        let state = match found {
+            Ok(found) => described(&id, found.first().and_then(Option::as_ref)),
+            Err(_) => {
                 let mut out = described(&id, None);
                 out.error_code = ResponseError::UnknownServerError.code();
                 out
@@ -496,9 +492,10 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let calls: Vec<_> = (0..bus.shard_count())
         .map(|shard| call(bus, ShardId(shard as u16), PtxnOp::List(filter.clone())))
         .collect();
-    for reply in crate::shard::join::join_all(calls).await {
+    let replies: Vec<Result<Vec<TxnMetadata>, i16>> = crate::shard::join::join_all(calls).await;
+    for reply in replies {
         match reply {
-            Ok(PtxnReply::Listed(listed)) => {
+            Ok(listed) => {
                 for m in listed {
                     let mut out = list_transactions_response::TransactionState::default();
                     out.transactional_id = sb(&m.transactional_id).into();
@@ -507,7 +504,6 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     response.transaction_states.push(out);
                 }
             }
-            Ok(_) => response.error_code = ResponseError::UnknownServerError.code(),
             Err(code) => response.error_code = code,
         }
     }

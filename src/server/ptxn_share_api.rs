@@ -43,7 +43,11 @@ use crate::protocol::txn_share::{
 };
 use crate::ptxn::coordinator::CoordError;
 use crate::ptxn::share::{ack_batch, ProducerLock};
-use crate::shard::ops::{PartitionRef, PtxnOp, PtxnReply, ShardOp, ShardReply, TxnOp, TxnReplyMsg};
+use crate::shard::call::{Ptxn, Txn};
+use crate::shard::ops::{PartitionRef, PtxnOp, ShareAckResult, TxnOp};
+
+/// A verification's answer: a verdict per partition, or the transaction's error.
+type Verified = Result<Vec<Result<(), CoordError>>, CoordError>;
 use crate::share::AckBatch;
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
@@ -138,8 +142,9 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
             partitions,
         };
         let shard = group_shard(&transactional_id, shards);
-        match bus.call(shard, ShardOp::ProducerTxn(op)).await {
-            ShardReply::ProducerTxn(PtxnReply::Verified(Ok(each))) => {
+        let verified = bus.call_op(shard, Ptxn::<Verified>::new(op)).await;
+        match verified {
+            Ok(Ok(each)) => {
                 assert_eq!(each.len(), to_verify.len(), "one verdict per partition");
                 for (i, verdict) in to_verify.iter().zip(each) {
                     if let Err(e) = verdict {
@@ -147,12 +152,12 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     }
                 }
             }
-            ShardReply::ProducerTxn(PtxnReply::Verified(Err(e))) => {
+            Ok(Err(e)) => {
                 response.error_code = verification_code(&e);
                 return respond(request, &response);
             }
-            other => {
-                response.error_code = other.unexpected("transaction verification").code();
+            Err(failure) => {
+                response.error_code = failure.code();
                 return respond(request, &response);
             }
         }
@@ -182,15 +187,13 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     Err(_) => None,
                 })
                 .collect();
-            bus.call(
-                *shard,
-                ShardOp::Txn(TxnOp::ProducerLock {
-                    group_id: req.group_id.clone(),
-                    member_id: req.member_id.clone(),
-                    owner,
-                    partitions,
-                }),
-            )
+            let op = TxnOp::ProducerLock {
+                group_id: req.group_id.clone(),
+                member_id: req.member_id.clone(),
+                owner,
+                partitions,
+            };
+            bus.call_op(*shard, Txn::<Vec<Result<u64, ShareAckResult>>>::new(op))
         })
         .collect();
     for (shard, reply) in shard_list
@@ -199,18 +202,15 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
     {
         let indexes = &by_shard[shard];
         match reply {
-            ShardReply::Txn(TxnReplyMsg::Locked(outcomes)) => {
+            Ok(outcomes) => {
                 for (i, outcome) in indexes.iter().zip(outcomes) {
                     if let Err(refused) = outcome {
                         results[*i] = refused.error_code;
                     }
                 }
             }
-            other => {
-                let code = match other {
-                    ShardReply::Failed(failure) => failure.code(),
-                    _ => ResponseError::UnknownServerError.code(),
-                };
+            Err(failure) => {
+                let code = failure.code();
                 for i in indexes {
                     results[*i] = code;
                 }

@@ -26,10 +26,12 @@ use crate::protocol::generated::{
     describe_share_group_offsets_response, DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
 };
-use crate::shard::join::join_all;
-use crate::shard::ops::{
-    PartitionRef, ShardOp, ShardReply, ShareAckResult, ShareGroupsListed, ShareOffset,
+use crate::shard::call::{
+    AlterShareOffsets, DeleteShareOffsets, DescribeShareGroup, GetShareOffsets, Group,
+    ListShareGroups,
 };
+use crate::shard::join::join_all;
+use crate::shard::ops::{CallError, PartitionRef, ShareAckResult, ShareGroupsListed, ShareOffset};
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::ShareGroup;
 use kafka_protocol::messages::{
@@ -104,28 +106,31 @@ pub async fn handle_list_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
         Ok(r) => r,
         Err(e) => return Outcome::Close(e.to_string()),
     };
-    let calls = (0..bus.shard_count())
-        .flat_map(|s| {
-            [
-                bus.call(ShardId(s as u16), ShardOp::ShareListGroups),
-                bus.call(
-                    ShardId(s as u16),
-                    ShardOp::Group(crate::group::ops::GroupOp::List),
-                ),
-            ]
-        })
+    let share_calls = (0..bus.shard_count())
+        .map(|s| bus.call_op(ShardId(s as u16), ListShareGroups))
         .collect();
+    let group_calls = (0..bus.shard_count())
+        .map(|s| bus.call_op(ShardId(s as u16), Group(crate::group::ops::GroupOp::List)))
+        .collect();
+    let (share_replies, group_replies) =
+        futures_lite::future::zip(join_all(share_calls), join_all(group_calls)).await;
     let mut response = ListGroupsResponse::default();
     let mut shards = Vec::new();
     let mut consumer_groups = Vec::new();
-    for reply in join_all(calls).await {
+    for reply in share_replies {
         match reply {
-            ShardReply::ShareGroupsListed(listed) => shards.push(listed),
-            ShardReply::Group(crate::group::ops::GroupReply::Listed(listed)) => {
-                consumer_groups.extend(listed)
+            Ok(listed) => shards.push(listed),
+            Err(failure) => response.error_code = failure.code(),
+        }
+    }
+    for reply in group_replies {
+        match reply {
+            Ok(crate::group::ops::GroupReply::Listed(listed)) => consumer_groups.extend(listed),
+            Ok(other) => {
+                tracing::error!(reply = ?other, "ListGroups answered with another group reply");
+                response.error_code = ResponseError::UnknownServerError.code();
             }
-            ShardReply::Failed(failure) => response.error_code = failure.code(),
-            _ => response.error_code = ResponseError::UnknownServerError.code(),
+            Err(failure) => response.error_code = failure.code(),
         }
     }
     let strings = |v: &[StrBytes]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -248,28 +253,21 @@ pub fn described_group(
 /// The group's membership from its shard (`Err`: a Kafka error code).
 async fn group_of<B: Bus>(bus: &B, group_id: &str) -> Result<Option<ShareGroup>, i16> {
     let shard = group_shard(group_id, bus.shard_count());
-    match bus
-        .call(
-            shard,
-            ShardOp::ShareDescribeGroup {
-                group_id: group_id.to_string(),
-            },
-        )
+    let describe = DescribeShareGroup {
+        group_id: group_id.to_string(),
+    };
+    bus.call_op(shard, describe)
         .await
-    {
-        ShardReply::ShareGroupDescribed(group) => Ok(group),
-        ShardReply::Failed(failure) => Err(failure.code()),
-        _ => Err(ResponseError::UnknownServerError.code()),
-    }
+        .map_err(|failure| failure.code())
 }
 
 /// Every partition the group has state for, on every shard (`Err`: a Kafka error code).
 pub(super) async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<ShareOffset>, i16> {
     let calls = (0..bus.shard_count())
         .map(|s| {
-            bus.call(
+            bus.call_op(
                 ShardId(s as u16),
-                ShardOp::ShareOffsets {
+                GetShareOffsets {
                     group_id: group_id.to_string(),
                     partitions: None,
                 },
@@ -278,11 +276,7 @@ pub(super) async fn all_offsets<B: Bus>(bus: &B, group_id: &str) -> Result<Vec<S
         .collect();
     let mut out = Vec::new();
     for reply in join_all(calls).await {
-        match reply {
-            ShardReply::ShareOffsets(offsets) => out.extend(offsets),
-            ShardReply::Failed(failure) => return Err(failure.code()),
-            _ => return Err(ResponseError::UnknownServerError.code()),
-        }
+        out.extend(reply.map_err(|failure| failure.code())?);
     }
     Ok(out)
 }
@@ -484,9 +478,9 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
                     let calls = by_shard
                         .iter()
                         .map(|(shard, refs)| {
-                            bus.call(
+                            bus.call_op(
                                 *shard,
-                                ShardOp::ShareOffsets {
+                                GetShareOffsets {
                                     group_id: group_id.to_string(),
                                     partitions: Some(
                                         refs.iter().map(|(_, _, r)| r.clone()).collect(),
@@ -498,12 +492,11 @@ pub async fn handle_describe_share_group_offsets<B: Bus>(bus: &B, request: &Requ
                     for (shard, reply) in order.iter().zip(join_all(calls).await) {
                         let refs = &by_shard[shard];
                         let answers: Vec<Result<(i64, i64), i16>> = match reply {
-                            ShardReply::ShareOffsets(offsets) => offsets
+                            Ok(offsets) => offsets
                                 .into_iter()
                                 .map(|o| Ok((o.start_offset, o.lag)))
                                 .collect(),
-                            ShardReply::Failed(failure) => vec![Err(failure.code()); refs.len()],
-                            _ => vec![Err(ResponseError::UnknownServerError.code()); refs.len()],
+                            Err(failure) => vec![Err(failure.code()); refs.len()],
                         };
                         for ((ti, pi, r), answer) in refs.iter().zip(answers) {
                             let slot = &mut out.topics[*ti].partitions[*pi];
@@ -629,9 +622,9 @@ pub async fn handle_alter_share_group_offsets<B: Bus>(bus: &B, request: &Request
     let calls = by_shard
         .iter()
         .map(|(shard, parts)| {
-            bus.call(
+            bus.call_op(
                 *shard,
-                ShardOp::ShareAlterOffsets {
+                AlterShareOffsets {
                     group_id: group_id.to_string(),
                     partitions: parts.iter().map(|(_, _, r, o)| (r.clone(), *o)).collect(),
                 },
@@ -650,20 +643,16 @@ pub async fn handle_alter_share_group_offsets<B: Bus>(bus: &B, request: &Request
 }
 
 /// The per-item results of an alter or delete reply (an error for each if the shard failed).
-fn results_of(reply: ShardReply, count: usize) -> Vec<ShareAckResult> {
+fn results_of(reply: Result<Vec<ShareAckResult>, CallError>, count: usize) -> Vec<ShareAckResult> {
     match reply {
-        ShardReply::ShareOffsetsAltered(results) | ShardReply::ShareOffsetsDeleted(results)
-            if results.len() == count =>
-        {
-            results
-        }
-        ShardReply::Failed(failure) => {
+        Ok(results) if results.len() == count => results,
+        Err(failure) => {
             vec![
                 ShareAckResult::error(failure.code(), "the shard could not apply the change");
                 count
             ]
         }
-        _ => vec![
+        Ok(_) => vec![
             ShareAckResult::error(
                 ResponseError::UnknownServerError.code(),
                 "the shard answered unexpectedly"
@@ -715,9 +704,9 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
     if !topic_ids.is_empty() {
         let calls = (0..bus.shard_count())
             .map(|s| {
-                bus.call(
+                bus.call_op(
                     ShardId(s as u16),
-                    ShardOp::ShareDeleteOffsets {
+                    DeleteShareOffsets {
                         group_id: group_id.to_string(),
                         topic_ids: topic_ids.clone(),
                     },
@@ -747,7 +736,6 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
 mod tests {
     use super::*;
     use crate::model::TopicPartition;
-    use crate::shard::ops::CallError;
     use crate::shard::share_group::{AssignedTopic, ShareMember};
     use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -901,21 +889,15 @@ mod tests {
 
     #[test]
     fn shard_failures_become_per_item_errors() {
-        let r = results_of(ShardReply::Failed(CallError::Unreachable), 2);
+        let r = results_of(Err(CallError::Unreachable), 2);
         assert_eq!(r.len(), 2);
         assert!(r.iter().all(|x| x.error_code == 56));
-        let r = results_of(
-            ShardReply::ShareOffsetsDeleted(vec![ShareAckResult::ok()]),
-            2,
-        );
+        let r = results_of(Ok(vec![ShareAckResult::ok()]), 2);
         assert!(
             r.iter().all(|x| x.error_code != 0),
             "a short answer is an error"
         );
-        let r = results_of(
-            ShardReply::ShareOffsetsAltered(vec![ShareAckResult::ok()]),
-            1,
-        );
+        let r = results_of(Ok(vec![ShareAckResult::ok()]), 1);
         assert_eq!(r[0].error_code, 0);
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! Routing (`shard::share_state` has the state): a heartbeat runs on the group's shard. A
 //! ShareFetch first updates the member's share session on the group's shard (epochs as Kafka:
-//! 0 opens, -1 closes, otherwise the next epoch), then applies its piggybacked
-//! acknowledgements on the partitions' shards (answered once durable), then acquires records
-//! there within the request's limits as Kafka 4.4 does (`share::fetch`: one MaxRecords
+//! 0 opens, -1 closes, otherwise the next epoch), then makes one call per partition shard that
+//! applies its piggybacked acknowledgements there and then acquires records (acknowledgements
+//! answered once durable; a shard the acquisition does not call gets an acknowledgement of its
+//! own, concurrently), within the request's limits as Kafka 4.4 does (`share::fetch`: one MaxRecords
 //! budget walked over the partitions in an order rotated every epoch, BatchSize, MaxBytes,
 //! MinBytes); with nothing to hand out (or less than MinBytes) it waits for new data, up to
 //! `MaxWaitMs`, looking again every `SHARE_FETCH_RECHECK_MS` for records released or expired
@@ -15,7 +16,7 @@
 //! records at once; a connection that no longer owns the member's session (the member opened a
 //! newer one elsewhere) releases nothing when it drops.
 
-use super::{respond, Bus, ConnInfo, Outcome};
+use super::{respond, respond_gathered, Bus, ConnInfo, Outcome};
 use crate::constants::{
     BROKER_NODE_ID, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, REQUEST_PARTITIONS_MAX,
     SHARE_FETCH_RECHECK_MS,
@@ -27,10 +28,11 @@ use crate::protocol::generated::{
     share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
     ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
+use crate::shard::call::{Disconnected, ReleaseMember};
 use crate::shard::join::{first_of, join_all};
 use crate::shard::ops::{
-    PartitionRef, ShardOp, ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp,
-    ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
+    CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
+    ShareProbeOp, ShareSessionOp, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::Heartbeat;
@@ -43,6 +45,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -80,8 +83,8 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
     };
     let shard = group_shard(&hb.group_id, bus.shard_count());
     let mut response = ShareGroupHeartbeatResponse::default();
-    match bus.call(shard, ShardOp::ShareHeartbeat(hb)).await {
-        ShardReply::ShareHeartbeat(answer) => {
+    match bus.call_op(shard, hb).await {
+        Ok(answer) => {
             response.error_code = answer.error_code;
             response.error_message = answer.error_message.as_deref().map(sb);
             response.member_id = answer.member_id.as_deref().map(sb);
@@ -101,8 +104,7 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
                 a
             });
         }
-        ShardReply::Failed(failure) => response.error_code = failure.code(),
-        other => return Outcome::Close(format!("heartbeat answered with {other:?}")),
+        Err(failure) => response.error_code = failure.code(),
     }
     respond(request, &response)
 }
@@ -207,88 +209,132 @@ pub(crate) fn ack_batches(
         .collect()
 }
 
-/// Applies acknowledgements; returns one result per entry of `acks`, in order.
-async fn acknowledge<B: Bus>(
-    bus: &B,
-    group_id: &str,
-    member_id: &str,
-    acks: Vec<(Named, Result<Vec<AckBatch>, (i16, Option<String>)>)>,
-) -> Vec<(Uuid, i32, ShareAckResult)> {
-    let mut by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>> =
-        BTreeMap::new();
-    let mut results: Vec<(Uuid, i32, ShareAckResult)> = Vec::with_capacity(acks.len());
-    for (i, (named, batches)) in acks.into_iter().enumerate() {
-        let result = match (named.target, batches) {
-            (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
-            (Ok(_), Err((error_code, error_message))) => ShareAckResult {
-                error_code,
-                error_message,
-            },
-            (Ok((shard, r)), Ok(batches)) => {
-                by_shard.entry(shard).or_default().push((i, r, batches));
-                ShareAckResult::ok()
-            }
-        };
-        results.push((named.topic_id, named.partition, result));
+/// A request's acknowledgement of one partition: the partition resolved, and its batches or
+/// the partition's error.
+type NamedAck = (Named, Result<Vec<AckBatch>, (i16, Option<String>)>);
+
+/// A request's acknowledgements, grouped by shard until a call to that shard carries them: a
+/// ShareFetch's first call to each partition shard (acquire or MinBytes check) acknowledges
+/// first ([`ShareFetchOp::acknowledge`]), the shards it does not call get an acknowledgement of
+/// their own ([`PendingAcks::flush`]). One result per acknowledged partition, in request order.
+struct PendingAcks {
+    group_id: String,
+    member_id: String,
+    /// Not yet sent: per shard, (index into `results`, partition, batches).
+    by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>>,
+    results: Vec<(Uuid, i32, ShareAckResult)>,
+}
+
+impl PendingAcks {
+    fn new(group_id: &str, member_id: &str, acks: Vec<NamedAck>) -> PendingAcks {
+        let mut by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>> =
+            BTreeMap::new();
+        let mut results = Vec::with_capacity(acks.len());
+        for (i, (named, batches)) in acks.into_iter().enumerate() {
+            let result = match (named.target, batches) {
+                (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
+                (Ok(_), Err((error_code, error_message))) => ShareAckResult {
+                    error_code,
+                    error_message,
+                },
+                (Ok((shard, r)), Ok(batches)) => {
+                    by_shard.entry(shard).or_default().push((i, r, batches));
+                    ShareAckResult::ok()
+                }
+            };
+            results.push((named.topic_id, named.partition, result));
+        }
+        PendingAcks {
+            group_id: group_id.to_string(),
+            member_id: member_id.to_string(),
+            by_shard,
+            results,
+        }
     }
-    let shards: Vec<ShardId> = by_shard.keys().copied().collect();
-    let calls = by_shard
-        .iter()
-        .map(|(shard, parts)| {
-            bus.call(
-                *shard,
-                ShardOp::ShareAcknowledge(ShareAckOp {
-                    group_id: group_id.to_string(),
-                    member_id: member_id.to_string(),
-                    partitions: parts
-                        .iter()
-                        .map(|(_, r, b)| (r.clone(), b.clone()))
-                        .collect(),
-                }),
-            )
-        })
-        .collect();
-    for (shard, reply) in shards.iter().zip(join_all(calls).await) {
-        let parts = &by_shard[shard];
-        match reply {
-            ShardReply::ShareAcknowledged(answers) => {
-                for ((i, _, _), answer) in parts.iter().zip(answers) {
-                    results[*i].2 = answer;
+
+    /// The acknowledgement op for `shard`, taken out (`None`: nothing, or already sent), and
+    /// the result indices its answers go to.
+    fn take(&mut self, shard: ShardId) -> Option<(ShareAckOp, Vec<usize>)> {
+        let parts = self.by_shard.remove(&shard)?;
+        let indices = parts.iter().map(|(i, _, _)| *i).collect();
+        let op = ShareAckOp {
+            group_id: self.group_id.clone(),
+            member_id: self.member_id.clone(),
+            partitions: parts.into_iter().map(|(_, r, b)| (r, b)).collect(),
+        };
+        Some((op, indices))
+    }
+
+    /// Records a shard's answers to what [`PendingAcks::take`] gave (or its failure).
+    fn answer(&mut self, indices: &[usize], answers: Result<Vec<ShareAckResult>, CallError>) {
+        match answers {
+            Ok(answers) => {
+                assert_eq!(answers.len(), indices.len(), "one answer per partition");
+                for (i, answer) in indices.iter().zip(answers) {
+                    self.results[*i].2 = answer;
                 }
             }
-            other => {
-                let code = other.unexpected("share acknowledge").code();
-                for (i, _, _) in parts {
-                    results[*i].2 = ShareAckResult::error(code, "the shard could not acknowledge");
+            Err(failure) => {
+                let code = failure.code();
+                for i in indices {
+                    self.results[*i].2 =
+                        ShareAckResult::error(code, "the shard could not acknowledge");
                 }
             }
         }
     }
-    results
+
+    /// The shards still to be sent acknowledgements.
+    fn shards(&self) -> Vec<ShardId> {
+        self.by_shard.keys().copied().collect()
+    }
+
+    /// Sends what is left for `shards` (all of it: `None`) in acknowledgement-only calls, one
+    /// per shard, concurrently; completes once they are answered.
+    async fn flush<B: Bus>(pending: &RefCell<PendingAcks>, bus: &B, shards: Option<&[ShardId]>) {
+        let ops: Vec<(ShareAckOp, Vec<usize>, ShardId)> = {
+            let mut acks = pending.borrow_mut();
+            let shards = shards.map_or_else(|| acks.shards(), <[ShardId]>::to_vec);
+            shards
+                .into_iter()
+                .filter_map(|shard| acks.take(shard).map(|(op, idx)| (op, idx, shard)))
+                .collect()
+        };
+        let calls = ops
+            .iter()
+            .map(|(op, _, shard)| bus.call_op(*shard, op.clone()))
+            .collect();
+        let answers = join_all(calls).await;
+        let mut acks = pending.borrow_mut();
+        for ((_, indices, _), answer) in ops.iter().zip(answers) {
+            acks.answer(indices, answer);
+        }
+    }
 }
 
 /// Releases what a member holds on every shard (its share session closed).
 async fn release_everywhere<B: Bus>(bus: &B, group_id: &str, member_id: &str) {
     let calls = (0..bus.shard_count())
         .map(|s| {
-            bus.call(
+            bus.call_op(
                 ShardId(s as u16),
-                ShardOp::ShareReleaseMember {
+                ReleaseMember {
                     group_id: group_id.to_string(),
                     member_id: member_id.to_string(),
                 },
             )
         })
         .collect();
+    // A shard that fails to release is gone (the broker stops): nothing is held there then.
     join_all(calls).await;
 }
 
 /// Runs a session update on the group's shard.
 async fn session<B: Bus>(bus: &B, op: ShareSessionOp) -> Result<SessionOutcome, i16> {
     let shard = group_shard(&op.key.group_id, bus.shard_count());
-    match bus.call(shard, ShardOp::ShareSession(op)).await {
-        ShardReply::ShareSession(outcome) => outcome,
-        other => Err(other.unexpected("share session").code()),
+    match bus.call_op(shard, op).await {
+        Ok(outcome) => outcome.map_err(|refused| refused.code()),
+        Err(failure) => Err(failure.code()),
     }
 }
 
@@ -309,15 +355,19 @@ pub async fn connection_closed<B: Bus>(bus: &B, conn: &ConnInfo) {
     let members = std::mem::take(&mut *conn.share_members.borrow_mut());
     for (group_id, member_id) in members {
         let shard = group_shard(&group_id, bus.shard_count());
-        bus.call(
-            shard,
-            ShardOp::ShareDisconnected {
-                group_id,
-                member_id,
-                conn_id: conn.id,
-            },
-        )
-        .await;
+        let closed = bus
+            .call_op(
+                shard,
+                Disconnected {
+                    group_id,
+                    member_id,
+                    conn_id: conn.id,
+                },
+            )
+            .await;
+        if let Err(failure) = closed {
+            tracing::warn!(?failure, "a share session's shard did not close it");
+        }
     }
 }
 
@@ -359,10 +409,6 @@ fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
     }
 }
 
-fn reply_code(reply: ShardReply) -> i16 {
-    reply.unexpected("share operation").code()
-}
-
 /// One acquisition walk over the session's partitions in `order`: one call per shard (its
 /// partitions together, shards in the order of their first partition), each with what is left
 /// of MaxRecords; the walk stops once nothing is left (the partitions not reached answer with
@@ -380,8 +426,9 @@ async fn acquire_walk<B: Bus>(
     order: &[(ShardId, PartitionRef)],
     limits: &FetchLimits,
     may_wait: bool,
+    acks: &RefCell<PendingAcks>,
 ) -> Vec<ShareFetchedPartition> {
-    let mut out = walk(bus, group_id, member_id, order, limits, false).await;
+    let mut out = walk(bus, group_id, member_id, order, limits, false, acks).await;
     let nothing = out
         .iter()
         .all(|p| p.acquired.is_empty() && p.error_code == 0);
@@ -397,6 +444,7 @@ async fn acquire_walk<B: Bus>(
                 &[(*shard, r.clone())],
                 limits,
                 true,
+                acks,
             )
             .await
             .remove(0);
@@ -411,7 +459,8 @@ async fn acquire_walk<B: Bus>(
     out
 }
 
-/// The walk of [`acquire_walk`]; answers in `order`'s order.
+/// The walk of [`acquire_walk`]; answers in `order`'s order. A call to a shard carries the
+/// request's acknowledgements there if none was sent yet (`acks`).
 async fn walk<B: Bus>(
     bus: &B,
     group_id: &str,
@@ -419,6 +468,7 @@ async fn walk<B: Bus>(
     order: &[(ShardId, PartitionRef)],
     limits: &FetchLimits,
     acquire_created: bool,
+    acks: &RefCell<PendingAcks>,
 ) -> Vec<ShareFetchedPartition> {
     let mut left = u64::from(limits.max_records);
     let mut min_one_batch = true;
@@ -433,24 +483,30 @@ async fn walk<B: Bus>(
         let reply = if left == 0 {
             None
         } else {
-            let reply = bus.call(
-                shard,
-                ShardOp::ShareFetch(ShareFetchOp {
-                    group_id: group_id.to_string(),
-                    member_id: member_id.to_string(),
-                    partitions,
-                    max_records: u32::try_from(left).expect("left of a u32 budget"),
-                    batch_size: limits.batch_size,
-                    record_limit: limits.record_limit,
-                    partition_max_bytes: limits.partition_max_bytes,
-                    min_one_batch,
-                    acquire_created,
-                }),
-            );
-            Some(reply.await)
+            let taken = acks.borrow_mut().take(shard);
+            let (acknowledge, acked) = taken.map_or((None, Vec::new()), |(op, i)| (Some(op), i));
+            let op = ShareFetchOp {
+                group_id: group_id.to_string(),
+                member_id: member_id.to_string(),
+                partitions,
+                max_records: u32::try_from(left).expect("left of a u32 budget"),
+                batch_size: limits.batch_size,
+                record_limit: limits.record_limit,
+                partition_max_bytes: limits.partition_max_bytes,
+                min_one_batch,
+                acquire_created,
+                acknowledge,
+            };
+            let reply = bus.call_op(shard, op).await;
+            if !acked.is_empty() {
+                let answers = reply.as_ref().map_err(Clone::clone);
+                let answers = answers.map(|r| r.acknowledged.clone());
+                acks.borrow_mut().answer(&acked, answers);
+            }
+            Some(reply.map(|r| r.partitions))
         };
         match reply {
-            Some(ShardReply::ShareFetched(parts)) => {
+            Some(Ok(parts)) => {
                 assert_eq!(parts.len(), group.len());
                 for ((i, _), p) in group.iter().zip(parts) {
                     let count: u64 = p
@@ -467,7 +523,7 @@ async fn walk<B: Bus>(
             }
             other => {
                 // Not reached (the budget is spent: no error), or the shard failed.
-                let code = other.map_or(0, reply_code);
+                let code = other.map_or(0, |failed| failed.err().map_or(0, |f| f.code()));
                 for (i, r) in &group {
                     out[*i] = Some(failed_partition(r, code));
                 }
@@ -480,45 +536,65 @@ async fn walk<B: Bus>(
 }
 
 /// Whether MinBytes is reached without acquiring anything; `Err` carries the offsets a long
-/// poll waits for. A partition in error answers at once, as Kafka completes then.
+/// poll waits for. A partition in error (or a shard that failed) answers at once, as Kafka
+/// completes then. A call to a shard carries the request's acknowledgements there if none was
+/// sent yet (`acks`).
 async fn min_bytes_reached<B: Bus>(
     bus: &B,
     group_id: &str,
     order: &[(ShardId, PartitionRef)],
     limits: &FetchLimits,
+    acks: &RefCell<PendingAcks>,
 ) -> Result<(), Vec<(ShardId, PartitionRef, i64)>> {
     let mut by_shard: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
     for (shard, r) in order {
         by_shard.entry(*shard).or_default().push(r.clone());
     }
+    let mut acked: Vec<Vec<usize>> = Vec::with_capacity(by_shard.len());
     let calls = by_shard
         .iter()
         .map(|(shard, partitions)| {
-            bus.call(
+            let taken = acks.borrow_mut().take(*shard);
+            let (acknowledge, indices) = taken.map_or((None, Vec::new()), |(op, i)| (Some(op), i));
+            acked.push(indices);
+            bus.call_op(
                 *shard,
-                ShardOp::ShareProbe(ShareProbeOp {
+                ShareProbeOp {
                     group_id: group_id.to_string(),
                     partitions: partitions.clone(),
                     partition_max_bytes: limits.partition_max_bytes,
-                }),
+                    acknowledge,
+                },
             )
         })
         .collect();
+    let replies = join_all(calls).await;
     let mut available = Vec::with_capacity(order.len());
     let mut waits = Vec::with_capacity(order.len());
-    for ((shard, partitions), reply) in by_shard.iter().zip(join_all(calls).await) {
-        let ShardReply::ShareProbed(probed) = reply else {
-            return Ok(());
+    let mut at_once = false;
+    for (((shard, partitions), indices), reply) in by_shard.iter().zip(&acked).zip(replies) {
+        let probed = match reply {
+            Ok(reply) => {
+                if !indices.is_empty() {
+                    acks.borrow_mut().answer(indices, Ok(reply.acknowledged));
+                }
+                reply.partitions
+            }
+            Err(failure) => {
+                if !indices.is_empty() {
+                    acks.borrow_mut().answer(indices, Err(failure));
+                }
+                at_once = true;
+                continue;
+            }
         };
         for (r, p) in partitions.iter().zip(probed) {
-            if p.error_code != 0 {
-                return Ok(());
-            }
+            at_once |= p.error_code != 0;
             available.push(p.available_bytes);
             waits.push((*shard, r.clone(), p.wait_offset));
         }
     }
-    if min_bytes_satisfied(available, limits.partition_max_bytes, limits.min_bytes) {
+    if at_once || min_bytes_satisfied(available, limits.partition_max_bytes, limits.min_bytes) {
         Ok(())
     } else {
         Err(waits)
@@ -540,13 +616,13 @@ async fn wait_for_data<B: Bus>(
     let calls: Vec<_> = by_shard
         .into_iter()
         .map(|(shard, partitions)| {
-            bus.call(
+            bus.call_op(
                 shard,
-                ShardOp::WaitForData(WaitOp {
+                WaitOp {
                     partitions,
                     deadline_ms: until,
                     read_committed,
-                }),
+                },
             )
         })
         .collect();
@@ -556,7 +632,8 @@ async fn wait_for_data<B: Bus>(
     } else {
         futures_lite::future::or(
             async {
-                first_of(calls).await;
+                // The first wait to end ends it (a shard that failed ends it at once).
+                let _first = first_of(calls).await;
             },
             bus.sleep_ms(pause),
         )
@@ -623,7 +700,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     );
 
     let mut added: Vec<TopicPartition> = Vec::new();
-    let mut acks: Vec<(Named, Result<Vec<AckBatch>, (i16, Option<String>)>)> = Vec::new();
+    let mut acks: Vec<NamedAck> = Vec::new();
     for t in &decoded.topics {
         for p in &t.partitions {
             added.push(TopicPartition::new(t.topic_id, p.partition_index));
@@ -684,8 +761,9 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         Ok(SessionOutcome::Closed) => None,
     };
 
-    let mut ack_results = acknowledge(bus, &group_id, &member_id, acks).await;
+    let acks = RefCell::new(PendingAcks::new(&group_id, &member_id, acks));
     if session_partitions.is_none() {
+        PendingAcks::flush(&acks, bus, None).await;
         forget_member(conn, &group_id, &member_id);
         release_everywhere(bus, &group_id, &member_id).await;
     }
@@ -727,42 +805,77 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         .unwrap_or(0)
         .min(FETCH_WAIT_MS_MAX);
     let deadline_ms = bus.now_ms() + wait_ms as i64;
-    let mut fetched = Vec::new();
-    // MaxBytes 0 hands out nothing, at once (Kafka's per-partition byte split refuses it).
-    while !order.is_empty() && max_bytes > 0 {
-        let now = bus.now_ms();
-        let mut waits = None;
-        if limits.min_bytes > 1 && now < deadline_ms {
-            waits = min_bytes_reached(bus, &group_id, &order, &limits)
-                .await
-                .err();
-        }
-        if waits.is_none() {
-            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits, wait_ms > 0).await;
-            let got = fetched
-                .iter()
-                .any(|p| !p.acquired.is_empty() || p.error_code != 0);
-            if got || bus.now_ms() >= deadline_ms {
+    // The acknowledgements of shards acquisition does not call go alone, alongside; the first
+    // call acquisition makes to a shard carries the acknowledgements there.
+    let acquiring = !order.is_empty() && max_bytes > 0;
+    let alone: Vec<ShardId> = acks
+        .borrow()
+        .shards()
+        .into_iter()
+        .filter(|shard| !acquiring || !order.iter().any(|(s, _)| s == shard))
+        .collect();
+    let fetching = async {
+        let mut fetched = Vec::new();
+        // MaxBytes 0 hands out nothing, at once (Kafka's per-partition byte split refuses it).
+        while acquiring {
+            let now = bus.now_ms();
+            let mut waits = None;
+            if limits.min_bytes > 1 && now < deadline_ms {
+                waits = min_bytes_reached(bus, &group_id, &order, &limits, &acks)
+                    .await
+                    .err();
+            }
+            if waits.is_none() {
+                fetched = acquire_walk(
+                    bus,
+                    &group_id,
+                    &member_id,
+                    &order,
+                    &limits,
+                    wait_ms > 0,
+                    &acks,
+                )
+                .await;
+                let got = fetched
+                    .iter()
+                    .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+                if got || bus.now_ms() >= deadline_ms {
+                    break;
+                }
+                waits = Some(
+                    order
+                        .iter()
+                        .zip(&fetched)
+                        .map(|((shard, r), p)| (*shard, r.clone(), p.wait_offset))
+                        .collect(),
+                );
+            }
+            let now = bus.now_ms();
+            if now >= deadline_ms {
+                // MaxWaitMs passed with MinBytes unmet: hand out what there is.
+                fetched = acquire_walk(
+                    bus,
+                    &group_id,
+                    &member_id,
+                    &order,
+                    &limits,
+                    wait_ms > 0,
+                    &acks,
+                )
+                .await;
                 break;
             }
-            waits = Some(
-                order
-                    .iter()
-                    .zip(&fetched)
-                    .map(|((shard, r), p)| (*shard, r.clone(), p.wait_offset))
-                    .collect(),
-            );
+            let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);
+            let read_committed = bus.registry().group_config(&group_id).read_committed;
+            wait_for_data(bus, waits.unwrap_or_default(), until, read_committed).await;
         }
-        let now = bus.now_ms();
-        if now >= deadline_ms {
-            // MaxWaitMs passed with MinBytes unmet: hand out what there is.
-            fetched = acquire_walk(bus, &group_id, &member_id, &order, &limits, wait_ms > 0).await;
-            break;
-        }
-        let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);
-        let read_committed = bus.registry().group_config(&group_id).read_committed;
-        wait_for_data(bus, waits.unwrap_or_default(), until, read_committed).await;
-    }
+        fetched
+    };
+    let ((), fetched) =
+        futures_lite::future::zip(PendingAcks::flush(&acks, bus, Some(&alone)), fetching).await;
+    // Shards the walk did not call (MaxRecords was spent first): their acknowledgements now.
+    PendingAcks::flush(&acks, bus, None).await;
+    let mut ack_results = acks.into_inner().results;
 
     // The response: every fetched partition, every acknowledged one, every unresolved one.
     let mut by_topic: BTreeMap<Uuid, BTreeMap<i32, share_fetch_response::PartitionData>> =
@@ -829,7 +942,11 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         })
         .collect();
     response.node_endpoints = vec![node_endpoint(conn)];
-    respond(request, &response)
+    let payloads = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().filter_map(|p| p.records.as_ref()));
+    respond_gathered(request, &response, payloads)
 }
 
 /// ShareAcknowledge v1–v2 (v2: AcknowledgeType RENEW, KIP-1222).
@@ -886,7 +1003,7 @@ pub async fn handle_share_acknowledge<B: Bus>(
         request.api_version,
         registry.group_config(&group_id).renew_acknowledge_enable,
     );
-    let acks: Vec<(Named, Result<Vec<AckBatch>, (i16, Option<String>)>)> = decoded
+    let acks: Vec<NamedAck> = decoded
         .topics
         .iter()
         .flat_map(|t| {
@@ -910,7 +1027,9 @@ pub async fn handle_share_acknowledge<B: Bus>(
             })
         })
         .collect();
-    let results = acknowledge(bus, &group_id, &member_id, acks).await;
+    let pending = RefCell::new(PendingAcks::new(&group_id, &member_id, acks));
+    PendingAcks::flush(&pending, bus, None).await;
+    let results = pending.into_inner().results;
     if closed {
         forget_member(conn, &group_id, &member_id);
         release_everywhere(bus, &group_id, &member_id).await;

@@ -26,40 +26,35 @@ use crate::protocol::share_txn::{
     ShareListTransactionsRequest, ShareListTransactionsResponse, SharePrepareTransactionRequest,
     SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
 };
-use crate::shard::ops::{
-    PartitionRef, ShardOp, ShardReply, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg,
-};
+use crate::shard::call::{Op, Txn};
+use crate::shard::ops::{PartitionRef, TxnAckError, TxnAnswer, TxnOp};
 use crate::share::AckBatch;
+use crate::txn::TxnRecord;
 use crate::txn::TxnState;
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 
-async fn coordinator<B: Bus>(bus: &B, group_id: &str, op: TxnOp) -> TxnReplyMsg {
+/// Runs `op` on the group's shard (the coordinator), answered with `R` (`shard::call::Txn`);
+/// a failed call is an error answer with its Kafka code.
+async fn coordinator<B: Bus, R>(bus: &B, group_id: &str, op: TxnOp) -> Result<R, TxnAnswer>
+where
+    Txn<R>: Op<Reply = R>,
+{
     let shard = group_shard(group_id, bus.shard_count());
-    match bus.call(shard, ShardOp::Txn(op)).await {
-        ShardReply::Txn(reply) => reply,
-        ShardReply::Failed(failure) => TxnReplyMsg::Answer(TxnAnswer::error(
+    bus.call_op(shard, Txn::new(op)).await.map_err(|failure| {
+        TxnAnswer::error(
             failure.code(),
-            "the coordinator shard could not run the operation",
+            format!("the coordinator shard could not run the operation: {failure:?}"),
             TxnState::Empty,
-        )),
-        other => TxnReplyMsg::Answer(TxnAnswer::error(
-            ResponseError::UnknownServerError.code(),
-            format!("unexpected reply {other:?}"),
-            TxnState::Empty,
-        )),
-    }
+        )
+    })
 }
 
-fn as_answer(reply: TxnReplyMsg) -> TxnAnswer {
-    match reply {
-        TxnReplyMsg::Answer(answer) => answer,
-        other => TxnAnswer::error(
-            ResponseError::UnknownServerError.code(),
-            format!("unexpected reply {other:?}"),
-            TxnState::Empty,
-        ),
-    }
+/// Runs an op the coordinator answers with a [`TxnAnswer`] (its error answer if it failed).
+async fn answer<B: Bus>(bus: &B, group_id: &str, op: TxnOp) -> TxnAnswer {
+    coordinator(bus, group_id, op)
+        .await
+        .unwrap_or_else(|failed| failed)
 }
 
 fn invalid_group(group_id: &str) -> Option<TxnAnswer> {
@@ -80,8 +75,8 @@ pub async fn handle_begin<B: Bus>(bus: &B, request: &Request) -> Outcome {
     };
     let answer = match invalid_group(&req.group_id) {
         Some(refused) => refused,
-        None => as_answer(
-            coordinator(
+        None => {
+            answer(
                 bus,
                 &req.group_id,
                 TxnOp::Begin {
@@ -90,8 +85,8 @@ pub async fn handle_begin<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     timeout_ms: req.timeout_ms,
                 },
             )
-            .await,
-        ),
+            .await
+        }
     };
     respond(
         request,
@@ -142,7 +137,7 @@ pub async fn handle_outcome<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     transaction_id,
                 },
             };
-            as_answer(coordinator(bus, &group_id, op).await)
+            answer(bus, &group_id, op).await
         }
     };
     let state: i8 = answer.state.into();
@@ -197,7 +192,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
         response.error_message = refused.error_message;
         return respond(request, &response);
     }
-    let reply = coordinator(
+    let reply: Result<Vec<TxnRecord>, TxnAnswer> = coordinator(
         bus,
         &req.group_id,
         TxnOp::List {
@@ -207,7 +202,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
     )
     .await;
     match reply {
-        TxnReplyMsg::Listed(records) => {
+        Ok(records) => {
             response.transactions = records
                 .into_iter()
                 .map(|r| ShareTransaction {
@@ -228,8 +223,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 })
                 .collect()
         }
-        other => {
-            let answer = as_answer(other);
+        Err(answer) => {
             response.error_code = answer.error_code;
             response.error_message = answer.error_message;
         }
@@ -337,8 +331,10 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
             transaction_id: req.transaction_id.clone(),
             partitions,
         };
-        match coordinator(bus, &req.group_id, op).await {
-            TxnReplyMsg::Acknowledged(outcomes) => {
+        let reply: Result<Vec<Result<(), TxnAckError>>, TxnAnswer> =
+            coordinator(bus, &req.group_id, op).await;
+        match reply {
+            Ok(outcomes) => {
                 for (i, outcome) in valid.iter().zip(outcomes) {
                     let Err(refused) = outcome else { continue };
                     if let TxnAckError::Refused(answer) = &refused {
@@ -352,8 +348,7 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                     results[*i] = refused.code_and_message();
                 }
             }
-            other => {
-                let answer = as_answer(other);
+            Err(answer) => {
                 response.error_code = answer.error_code;
                 response.error_message = answer.error_message;
                 return respond(request, &response);

@@ -1,7 +1,11 @@
 //! The runtime-free shard core (issue 13): one shard's state ([`ShardState`]), its state
-//! journal and the journal's group-commit bookkeeping, and the steps that string them together
-//! with waits — written once, generic over [`ShardIo`], the little I/O a shard needs (call
-//! another shard, sleep, spawn a background task, write a journal flush, the clock).
+//! journal and the journal's group-commit bookkeeping, op execution, and the steps that string
+//! them together with waits — written once, generic over [`ShardIo`], the little I/O a shard
+//! needs (call another shard, sleep, spawn a background task, write a journal or log flush,
+//! read ahead, the clock, the fatal path, the metadata controller).
+//!
+//! Layering: handlers (`src/server/`) → this core → `share` / `txn` / `ptxn` / `group` / `log`
+//! / `journal` → `storage`; nothing here imports `crate::server` or `crate::runtime`.
 //!
 //! `src/runtime/` implements [`ShardIo`] on its executor (`ShardHandle`: the channel mesh, timers,
 //! io_uring block writes); `tests/share_txn_sim.rs` implements it deterministically (a seeded
@@ -18,10 +22,22 @@
 //! - [`txn`]: every step of share transactions (DESIGN.md §6): the coordinator's begin,
 //!   acknowledgement fan-out, prepare, commit / abort, list, timeouts, and the participants'
 //!   lock / persist / apply and their resolution after a restart.
+//! - [`exec`]: what every [`ops::ShardOp`] does on its shard ([`exec::ShardExec::execute`]),
+//!   the partition logs' group commit and data waits, and the periodic steps; `exec::ptxn`,
+//!   the producer-transaction coordinator's ops and marker fan-out.
+//! - The state: [`state`] (`ShardState`: partitions, logs, producer states, the registry copy),
+//!   [`share_state`] (`ShareState`: share partitions, groups, sessions, share transactions, and
+//!   their journal entries), [`txn_state`] (the synchronous share-transaction steps),
+//!   [`ptxn_share`] (share records locked by producer transactions), [`producer_state`],
+//!   [`share_group`], [`share_session`], [`share_dlq`], [`read_ahead`], [`registry`] (the topic
+//!   registry); [`ops`], the ops and their replies; [`join`] and [`sync`], executor-agnostic
+//!   combinators and one-shots.
 //!
 //! Invariants: no `RefCell` borrow of the state or the journal lives across an `.await`; after
 //! every await, what was read before is read again.
 
+pub mod call;
+pub mod exec;
 pub mod join;
 pub mod ops;
 pub mod producer_state;
@@ -40,12 +56,13 @@ pub mod txn_state;
 use crate::journal::{FlushTicket, Journal};
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::ShardMetrics;
-use crate::model::ShardId;
+use crate::model::{ShardId, TopicPartition};
 use crate::storage::file::Storage;
 use crate::storage::mmap::RegionDir;
 use ops::{ShardOp, ShardReply};
 use state::ShardState;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::Future;
 use sync::{oneshot, Notify, OneshotSender};
 
@@ -64,6 +81,15 @@ pub trait ShardIo: Clone + 'static {
     /// Runs `op` on `shard` (locally when it is this shard, in a task of its own) and returns
     /// its reply; a shard that cannot be reached answers [`ShardReply::Failed`].
     fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply>;
+    /// [`ShardIo::call`] typed by the op (`call::Op`): its own reply, or why there is none.
+    fn call_op<O: call::Op>(
+        &self,
+        shard: ShardId,
+        op: O,
+    ) -> impl Future<Output = Result<O::Reply, crate::shard::ops::CallError>> {
+        let reply = self.call(shard, op.into_op());
+        async move { call::typed::<O>(reply.await) }
+    }
     /// Completes after `ms` milliseconds.
     fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()>;
     /// Runs `task` in the background on this shard (it is not awaited by anyone).
@@ -73,6 +99,20 @@ pub trait ShardIo: Clone + 'static {
     /// The journal cannot take more entries or be made durable: the process must end (or,
     /// in a simulation, the run fails). Never returns.
     fn journal_poisoned(&self, detail: &str) -> !;
+    /// Writes a partition log's flush ticket durably (the storage engine's block writes and
+    /// syncs).
+    fn flush_log(
+        &self,
+        ticket: &crate::log::FlushTicket,
+    ) -> impl Future<Output = std::io::Result<()>>;
+    /// Reads the parts of segment files an op is about to read into their logs' read caches
+    /// (`read_ahead`); what is not read ahead is read by the logs themselves.
+    fn read_ahead(&self, parts: Vec<read_ahead::PartitionReadAhead>) -> impl Future<Output = ()>;
+    /// A partition log cannot be written or made durable: the process must end. Never returns.
+    fn log_poisoned(&self, detail: &str) -> !;
+    /// Runs a metadata change on this shard, the controller (shard 0): persists the next
+    /// registry and installs it on every shard before answering.
+    fn admin(&self, op: ops::AdminOp) -> impl Future<Output = ops::AdminReply>;
     /// Updates this shard's metrics.
     fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics));
 }
@@ -93,6 +133,11 @@ pub struct ShardCore<S: Storage + Clone, D: RegionDir> {
     journal_sync: RefCell<JournalSync>,
     /// Fired whenever acknowledgements into a share transaction complete (prepare waits on it).
     pub(crate) txn_acks_done: Notify,
+    /// The partition logs' group commit (`exec`).
+    pub(crate) syncs: RefCell<HashMap<TopicPartition, exec::PartitionSync>>,
+    /// Long-polls waiting for data (`exec`).
+    pub(crate) data_waiters: RefCell<Vec<exec::DataWaiter>>,
+    pub(crate) next_waiter_id: Cell<u64>,
 }
 
 impl<S: Storage + Clone, D: RegionDir> ShardCore<S, D> {
@@ -104,6 +149,9 @@ impl<S: Storage + Clone, D: RegionDir> ShardCore<S, D> {
             journal: RefCell::new(journal),
             journal_sync: RefCell::new(JournalSync::default()),
             txn_acks_done: Notify::new(),
+            syncs: RefCell::new(HashMap::new()),
+            data_waiters: RefCell::new(Vec::new()),
+            next_waiter_id: Cell::new(1),
         }
     }
 

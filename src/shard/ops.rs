@@ -11,8 +11,8 @@
 //! under the same name) is refused rather than applied to the wrong log.
 
 use super::registry::TopicRegistry;
-use super::share_group::{Heartbeat, HeartbeatAnswer, ShareGroup};
-use super::share_session::{SessionKey, SessionOutcome};
+use super::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
+use super::share_session::{SessionError, SessionKey, SessionOutcome};
 use crate::model::TopicPartition;
 use crate::share::{AckBatch, AcquiredRange};
 use crate::txn::{TxnRecord, TxnState};
@@ -305,6 +305,19 @@ pub struct ShareFetchOp {
     /// hand out records at once. Kafka initializes a share partition asynchronously, so the
     /// request that creates it is answered from the partitions that were ready.
     pub acquire_created: bool,
+    /// The request's acknowledgements of partitions on this shard, applied before anything is
+    /// acquired: a ShareFetch makes one call per partition shard. Their results are in
+    /// [`ShareFetchReply::acknowledged`], once durable.
+    pub acknowledge: Option<ShareAckOp>,
+}
+
+/// The reply to a [`ShareFetchOp`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShareFetchReply {
+    /// One result per partition of the op's `acknowledge`, in order (empty without one).
+    pub acknowledged: Vec<ShareAckResult>,
+    /// One per partition of the op, in order.
+    pub partitions: Vec<ShareFetchedPartition>,
 }
 
 /// Measure what partitions of one shard could hand out, acquiring nothing (MinBytes).
@@ -313,6 +326,19 @@ pub struct ShareProbeOp {
     pub group_id: String,
     pub partitions: Vec<PartitionRef>,
     pub partition_max_bytes: usize,
+    /// The request's acknowledgements of partitions on this shard, applied before measuring
+    /// (as for [`ShareFetchOp::acknowledge`]: the MinBytes check is then the request's first
+    /// call to the shard); results in [`ShareProbeReply::acknowledged`], once durable.
+    pub acknowledge: Option<ShareAckOp>,
+}
+
+/// The reply to a [`ShareProbeOp`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShareProbeReply {
+    /// One result per partition of the op's `acknowledge`, in order (empty without one).
+    pub acknowledged: Vec<ShareAckResult>,
+    /// One per partition of the op, in order.
+    pub partitions: Vec<ShareProbedPartition>,
 }
 
 /// What one partition could hand out (the reply to a [`ShareProbeOp`]).
@@ -692,9 +718,9 @@ pub enum ShardReply {
     Admin(AdminReply),
     Installed,
     ShareHeartbeat(HeartbeatAnswer),
-    ShareSession(Result<SessionOutcome, i16>),
-    ShareFetched(Vec<ShareFetchedPartition>),
-    ShareProbed(Vec<ShareProbedPartition>),
+    ShareSession(Result<SessionOutcome, SessionError>),
+    ShareFetched(ShareFetchReply),
+    ShareProbed(ShareProbeReply),
     ShareAcknowledged(Vec<ShareAckResult>),
     /// How many records were released.
     ShareReleased(u64),
@@ -706,9 +732,7 @@ pub enum ShardReply {
     ShareOffsetsAltered(Vec<ShareAckResult>),
     /// One result per topic id of the op, in order.
     ShareOffsetsDeleted(Vec<ShareAckResult>),
-    /// `Ok(true)`: the group was coordinated there (and is forgotten now), `Ok(false)`: it was
-    /// not; `Err`: a Kafka error code (NON_EMPTY_GROUP).
-    ShareGroupDeleted(Result<bool, i16>),
+    ShareGroupDeleted(GroupDeletion),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
     /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka

@@ -2,7 +2,7 @@
 //! the partition's shard locks share records in a producer transaction and resolves them when
 //! the transaction's marker arrives. The rules are `crate::ptxn::share`'s; this module runs them
 //! on the shard's share partitions and produces the journal entries, which the runtime makes
-//! durable before it answers (`runtime::shard_runtime`).
+//! durable before it answers (`shard::exec`).
 //!
 //! Journal: the same entries as the share-transaction road (`shard::txn_state`). A lock
 //! writes the partition's state delta (LOCKED journalled as AVAILABLE) and a `TransactionLocks`

@@ -258,6 +258,17 @@ pub struct Heartbeat {
     pub client_host: String,
 }
 
+/// What DeleteGroups did to a share group's membership on its shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupDeletion {
+    /// It was coordinated here, with no members, and is forgotten now.
+    Deleted,
+    /// This shard does not coordinate it.
+    NotHere,
+    /// It has members and stays (NON_EMPTY_GROUP).
+    HasMembers,
+}
+
 /// The answer to a heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeartbeatAnswer {
@@ -347,15 +358,14 @@ impl ShareGroups {
         self.groups.keys()
     }
 
-    /// DeleteGroups: forgets `group_id` if it has no members. `Ok(true)`: it was coordinated
-    /// here; `Err(NON_EMPTY_GROUP)`: it has members and stays.
-    pub fn delete_empty(&mut self, group_id: &str) -> Result<bool, ResponseError> {
+    /// DeleteGroups: forgets `group_id` if it has no members.
+    pub fn delete_empty(&mut self, group_id: &str) -> GroupDeletion {
         match self.groups.get(group_id) {
-            None => Ok(false),
-            Some(group) if !group.members.is_empty() => Err(ResponseError::NonEmptyGroup),
+            None => GroupDeletion::NotHere,
+            Some(group) if !group.members.is_empty() => GroupDeletion::HasMembers,
             Some(_) => {
                 self.groups.remove(group_id);
-                Ok(true)
+                GroupDeletion::Deleted
             }
         }
     }

@@ -22,7 +22,6 @@
 
 use crate::constants::SHARE_SESSIONS_MAX;
 use crate::model::TopicPartition;
-use kafka_protocol::ResponseError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,6 +45,18 @@ pub struct ShareSession {
     pub last_used_ms: u64,
     /// The connection that used the session last (`ConnInfo::id`).
     pub conn_id: u64,
+}
+
+/// Why a request's session epoch is refused (nothing of the request is applied); the handler
+/// answers its Kafka code (`server::codes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionError {
+    /// The member has no session (epoch -1, or a positive epoch, without one).
+    NotFound,
+    /// Not the session's next epoch (or below -1, or 0 on a ShareAcknowledge).
+    InvalidEpoch,
+    /// Opening one more session would pass the broker's limit.
+    LimitReached,
 }
 
 /// What a request did to its session.
@@ -164,16 +175,16 @@ impl ShareSessions {
         forgotten: &[TopicPartition],
         conn_id: u64,
         now_ms: u64,
-    ) -> Result<SessionOutcome, ResponseError> {
+    ) -> Result<SessionOutcome, SessionError> {
         match epoch {
             -1 => self
                 .remove(key)
                 .map(|_| SessionOutcome::Closed)
-                .ok_or(ResponseError::ShareSessionNotFound),
+                .ok_or(SessionError::NotFound),
             0 => {
                 let replacing = self.sessions.contains_key(key);
                 if !replacing && !self.budget.take() {
-                    return Err(ResponseError::ShareSessionLimitReached);
+                    return Err(SessionError::LimitReached);
                 }
                 let mut partitions: BTreeSet<TopicPartition> = added.iter().copied().collect();
                 for f in forgotten {
@@ -190,14 +201,11 @@ impl ShareSessions {
                 );
                 Ok(SessionOutcome::Open(partitions))
             }
-            e if e < -1 => Err(ResponseError::InvalidShareSessionEpoch),
+            e if e < -1 => Err(SessionError::InvalidEpoch),
             e => {
-                let session = self
-                    .sessions
-                    .get_mut(key)
-                    .ok_or(ResponseError::ShareSessionNotFound)?;
+                let session = self.sessions.get_mut(key).ok_or(SessionError::NotFound)?;
                 if session.next_epoch != e {
-                    return Err(ResponseError::InvalidShareSessionEpoch);
+                    return Err(SessionError::InvalidEpoch);
                 }
                 session.next_epoch = next(e);
                 session.last_used_ms = now_ms;
@@ -219,10 +227,10 @@ impl ShareSessions {
         epoch: i32,
         conn_id: u64,
         now_ms: u64,
-    ) -> Result<SessionOutcome, ResponseError> {
+    ) -> Result<SessionOutcome, SessionError> {
         match epoch {
             -1 => self.update(key, -1, &[], &[], conn_id, now_ms),
-            e if e <= 0 => Err(ResponseError::InvalidShareSessionEpoch),
+            e if e <= 0 => Err(SessionError::InvalidEpoch),
             e => self.update(key, e, &[], &[], conn_id, now_ms),
         }
     }
@@ -269,19 +277,13 @@ mod tests {
     fn epochs_open_advance_and_close() {
         let mut s = ShareSessions::new(2);
         let k = key("a");
-        assert_eq!(
-            s.update(&k, 1, &[], &[], C, 0),
-            Err(ResponseError::ShareSessionNotFound)
-        );
+        assert_eq!(s.update(&k, 1, &[], &[], C, 0), Err(SessionError::NotFound));
         // Closing what does not exist: SHARE_SESSION_NOT_FOUND (Kafka 4.4, both APIs).
         assert_eq!(
             s.update(&k, -1, &[], &[], C, 0),
-            Err(ResponseError::ShareSessionNotFound)
+            Err(SessionError::NotFound)
         );
-        assert_eq!(
-            s.acknowledge(&k, -1, C, 0),
-            Err(ResponseError::ShareSessionNotFound)
-        );
+        assert_eq!(s.acknowledge(&k, -1, C, 0), Err(SessionError::NotFound));
         let out = s.update(&k, 0, &[tp(0), tp(1)], &[], C, 0).unwrap();
         assert_eq!(out, SessionOutcome::Open([tp(0), tp(1)].into()));
         // Later requests name no partitions: the session remembers them.
@@ -291,11 +293,11 @@ mod tests {
         );
         assert_eq!(
             s.update(&k, 1, &[], &[], C, 2),
-            Err(ResponseError::InvalidShareSessionEpoch)
+            Err(SessionError::InvalidEpoch)
         );
         assert_eq!(
             s.update(&k, 3, &[], &[], C, 2),
-            Err(ResponseError::InvalidShareSessionEpoch)
+            Err(SessionError::InvalidEpoch)
         );
         assert_eq!(
             s.update(&k, 2, &[tp(2)], &[tp(0)], C, 3).unwrap(),
@@ -305,19 +307,13 @@ mod tests {
             s.acknowledge(&k, 3, C, 4).unwrap(),
             SessionOutcome::Open([tp(1), tp(2)].into())
         );
-        assert_eq!(
-            s.acknowledge(&k, 0, C, 4),
-            Err(ResponseError::InvalidShareSessionEpoch)
-        );
+        assert_eq!(s.acknowledge(&k, 0, C, 4), Err(SessionError::InvalidEpoch));
         assert_eq!(s.acknowledge(&k, -1, C, 5).unwrap(), SessionOutcome::Closed);
         assert_eq!(
             s.update(&k, -1, &[], &[], C, 5),
-            Err(ResponseError::ShareSessionNotFound)
+            Err(SessionError::NotFound)
         );
-        assert_eq!(
-            s.update(&k, 4, &[], &[], C, 5),
-            Err(ResponseError::ShareSessionNotFound)
-        );
+        assert_eq!(s.update(&k, 4, &[], &[], C, 5), Err(SessionError::NotFound));
         assert_eq!(s.budget.used(), 0);
     }
 
@@ -333,7 +329,7 @@ mod tests {
         s.update(&key("b"), 0, &[tp(0)], &[], C, 0).unwrap();
         assert_eq!(
             s.update(&key("c"), 0, &[tp(0)], &[], C, 0),
-            Err(ResponseError::ShareSessionLimitReached)
+            Err(SessionError::LimitReached)
         );
         // Replacing an existing one is not refused at the limit.
         s.update(&key("b"), 0, &[tp(0)], &[], C, 0).unwrap();
@@ -354,7 +350,7 @@ mod tests {
         two.update(&key("c"), 0, &[], &[], C, 0).unwrap();
         assert_eq!(
             two.update(&key("d"), 0, &[], &[], C, 0),
-            Err(ResponseError::ShareSessionLimitReached)
+            Err(SessionError::LimitReached)
         );
         one.update(&key("a"), -1, &[], &[], C, 0).unwrap();
         two.update(&key("d"), 0, &[], &[], C, 0).unwrap();

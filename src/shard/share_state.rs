@@ -39,7 +39,7 @@ use super::registry::TopicRegistry;
 use super::share_dlq::{self, DlqCopy, DlqTap};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
-use super::state::{log_error_code, trim_to, ShardState};
+use super::state::{log_error_code, ShardState};
 use super::txn_state::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
 use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::journal::entries::{
@@ -47,8 +47,9 @@ use crate::journal::entries::{
 };
 use crate::journal::entries::{LockOutcome as JournalOutcome, LockedRange as JournalRange};
 use crate::journal::Recovered;
+use crate::log::batch::Batches;
 use crate::model::TopicPartition;
-use crate::share::fetch::{acquire_from_log_in_mode, fit_bytes};
+use crate::share::fetch::acquire_from_log_in_mode;
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
 use crate::storage::file::Storage;
@@ -680,8 +681,8 @@ impl<S: Storage + Clone> ShardState<S> {
     /// Prepares `r`'s share partition for a fetch (its start offset moves up to the log start
     /// if retention passed it) and reads whole batches below the high watermark from its next
     /// fetch offset: at most `ask` bytes, or the first batch whatever its size if `min_one_batch`
-    /// (nothing at all if `ask` is 0). Returns the bytes, or the partition's error, and the
-    /// offset a long poll waits for.
+    /// (nothing at all if `ask` is 0). Returns the batches (headers parsed once, here), or the
+    /// partition's error, and the offset a long poll waits for.
     fn share_read(
         &mut self,
         sp: &mut SharePartition,
@@ -690,7 +691,7 @@ impl<S: Storage + Clone> ShardState<S> {
         max_records: u64,
         min_one_batch: bool,
         read_committed: bool,
-    ) -> (Result<Bytes, (i16, Option<String>)>, i64) {
+    ) -> (Result<Batches, (i16, Option<String>)>, i64) {
         let mut hw = 0;
         let read = match self.lookup(r) {
             Err(code) => Err((code, None)),
@@ -706,7 +707,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     >= u64::from(sp.config().partition_max_record_locks)
                     && from > sp.speo();
                 if from >= hw || ask == 0 || capped {
-                    Ok(Bytes::new())
+                    Ok(Batches::default())
                 } else {
                     // Read what one fetch can plausibly hand out, not the whole byte budget
                     // (clients ask for 50 MiB and 500 records): the record budget, plus the
@@ -715,13 +716,12 @@ impl<S: Storage + Clone> ShardState<S> {
                     let records = max_records.saturating_add(sp.in_flight_records());
                     match partition.log.read_records(from as u64, ask, records) {
                         Ok(read) => {
-                            let below_hw = trim_to(&read.records, hw).len();
-                            let fitting = if min_one_batch {
+                            let below_hw = Batches::parse(read.records).below(hw);
+                            Ok(if min_one_batch {
                                 below_hw
                             } else {
-                                fit_bytes(&read.records[..below_hw], ask).len()
-                            };
-                            Ok(read.records.slice(..fitting))
+                                below_hw.fit(ask)
+                            })
                         }
                         Err(e) => Err((log_error_code(&e), Some(e.to_string()))),
                     }
@@ -780,12 +780,12 @@ impl<S: Storage + Clone> ShardState<S> {
             let (read, wait_offset) =
                 self.share_read(&mut sp, r, ask, records_left, min_one_batch, read_committed);
             match read {
-                Ok(bytes) if !bytes.is_empty() => {
+                Ok(batches) if !batches.is_empty() => {
                     let budget = u32::try_from(records_left).expect("budget from a u32");
                     let fetched = acquire_from_log_in_mode(
                         &mut sp,
                         &op.member_id,
-                        &bytes,
+                        &batches,
                         budget,
                         op.batch_size,
                         op.record_limit,
@@ -793,11 +793,16 @@ impl<S: Storage + Clone> ShardState<S> {
                     );
                     // Markers are never delivered, nor aborted data under read_committed.
                     let unreadable = self.lookup(r).map_or(Vec::new(), |p| {
-                        crate::ptxn::share_side::unreadable_ranges(&bytes, &p.txns, read_committed)
+                        crate::ptxn::share_side::unreadable_ranges(
+                            batches.spans(),
+                            &p.txns,
+                            read_committed,
+                        )
                     });
                     let fetched = crate::ptxn::share_side::archive_unreadable(
                         &mut sp,
                         &op.member_id,
+                        &batches,
                         fetched,
                         &unreadable,
                         now_ms,
@@ -853,7 +858,7 @@ impl<S: Storage + Clone> ShardState<S> {
                             read_committed,
                         );
                         match read {
-                            Ok(bytes) => probed.available_bytes = bytes.len(),
+                            Ok(batches) => probed.available_bytes = batches.bytes().len(),
                             Err((code, _)) => probed.error_code = code,
                         }
                         probed.wait_offset = wait_offset;

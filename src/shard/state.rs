@@ -1102,19 +1102,24 @@ mod tests {
         r: &PartitionRef,
         records: Bytes,
     ) -> ProduceApplied {
-        let mut op = ProduceOp {
-            partition: r.clone(),
-            records,
-            acks: -1,
-            timeout_ms: 1000,
-            verification_guard: None,
-        };
+        let mut op = produce_op(r, records, None);
         let applied = state.produce(&op, 1_000);
         if applied.result.verification_guard.is_none() {
             return applied;
         }
         op.verification_guard = applied.result.verification_guard;
         state.produce(&op, 1_000)
+    }
+
+    /// An acks=all produce of `records` carrying `guard`.
+    fn produce_op(r: &PartitionRef, records: Bytes, guard: Option<u64>) -> ProduceOp {
+        ProduceOp {
+            partition: r.clone(),
+            records,
+            acks: -1,
+            timeout_ms: 1000,
+            verification_guard: guard,
+        }
     }
 
     fn flush(state: &mut ShardState<SimStorage>, key: &TopicPartition) {
@@ -1192,13 +1197,7 @@ mod tests {
         let reg = registry(&[("t", 1, 1)]);
         let mut s = open(&storage, reg, 1, 0);
         let r = pref("t", 1, 0);
-        let op = |records: Bytes, guard| ProduceOp {
-            partition: r.clone(),
-            records,
-            acks: -1,
-            timeout_ms: 1000,
-            verification_guard: guard,
-        };
+        let op = |records: Bytes, guard| produce_op(&r, records, guard);
         let first = txn_batch(7, 0, 0, &[b"a", b"b"]);
         let second = txn_batch(7, 0, 2, &[b"c"]);
         let guard = s
@@ -1481,6 +1480,7 @@ mod tests {
                     min_one_batch: true,
                     record_limit: false,
                     acquire_created: true,
+                    acknowledge: None,
                 };
                 let got = s.share_fetch(&op, 0);
                 assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);

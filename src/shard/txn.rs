@@ -24,14 +24,12 @@
 //! is looked up on its coordinator; COMMITTED and ABORTED (or unknown) are applied, PREPARE
 //! keeps its locks.
 
+use super::call::Txn;
 use super::{append_entries, persist_entries, ShardIo};
 use crate::constants::TXN_PREPARE_WAIT_MS;
 use crate::model::{group_shard, partition_shard, ShardId, TopicPartition};
 use crate::shard::join::join_all;
-use crate::shard::ops::{
-    CallError, PartitionRef, ShardOp, ShardReply, ShareAckResult, TxnAckError, TxnAnswer, TxnOp,
-    TxnReplyMsg,
-};
+use crate::shard::ops::{PartitionRef, ShareAckResult, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg};
 use crate::share::AckBatch;
 use crate::txn::{TxnRecord, TxnState};
 use kafka_protocol::ResponseError;
@@ -246,15 +244,13 @@ async fn acknowledge<I: ShardIo>(
     let calls: Vec<_> = remote
         .iter()
         .map(|(shard, indexes)| {
-            io.call(
-                *shard,
-                ShardOp::Txn(TxnOp::Lock {
-                    group_id: group_id.to_string(),
-                    member_id: member_id.to_string(),
-                    transaction_id: id.to_string(),
-                    partitions: subset(indexes),
-                }),
-            )
+            let op = TxnOp::Lock {
+                group_id: group_id.to_string(),
+                member_id: member_id.to_string(),
+                transaction_id: id.to_string(),
+                partitions: subset(indexes),
+            };
+            io.call_op(*shard, Txn::<Vec<Result<u64, ShareAckResult>>>::new(op))
         })
         .collect();
     if let Some(indexes) = &own {
@@ -263,19 +259,10 @@ async fn acknowledge<I: ShardIo>(
     }
     for ((_, indexes), reply) in remote.iter().zip(join_all(calls).await) {
         match reply {
-            ShardReply::Txn(TxnReplyMsg::Locked(outcomes)) => {
-                record_locks(indexes, outcomes, &mut results, &mut locked)
-            }
-            ShardReply::Failed(failure) => {
+            Ok(outcomes) => record_locks(indexes, outcomes, &mut results, &mut locked),
+            Err(failure) => {
                 for i in indexes {
                     results[*i] = Err(TxnAckError::Call(failure.clone()));
-                }
-            }
-            other => {
-                for i in indexes {
-                    results[*i] = Err(TxnAckError::Call(CallError::UnexpectedReply(format!(
-                        "{other:?}"
-                    ))));
                 }
             }
         }
@@ -383,22 +370,27 @@ async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
     let calls = shards
         .into_iter()
         .map(|shard| {
-            io.call(
-                shard,
-                ShardOp::Txn(TxnOp::PersistLocks {
-                    group_id: group_id.to_string(),
-                    transaction_id: id.to_string(),
-                }),
-            )
+            let op = TxnOp::PersistLocks {
+                group_id: group_id.to_string(),
+                transaction_id: id.to_string(),
+            };
+            io.call_op(shard, Txn::<Result<(), String>>::new(op))
         })
         .collect();
     for reply in join_all(calls).await {
         match reply {
-            ShardReply::Txn(TxnReplyMsg::Done(Ok(()))) => {}
-            other => {
+            Ok(Ok(())) => {}
+            Ok(Err(cause)) => {
                 return TxnAnswer::error(
                     ResponseError::KafkaStorageError.code(),
-                    format!("a participant could not persist its locks: {other:?}"),
+                    format!("a participant could not persist its locks: {cause}"),
+                    TxnState::Prepare,
+                )
+            }
+            Err(failure) => {
+                return TxnAnswer::error(
+                    ResponseError::KafkaStorageError.code(),
+                    format!("a participant could not persist its locks: {failure:?}"),
                     TxnState::Prepare,
                 )
             }
@@ -502,14 +494,21 @@ fn spawn_apply<I: ShardIo>(
     commit: bool,
 ) {
     for shard in participant_shards(io, partitions) {
-        let op = ShardOp::Txn(TxnOp::Apply {
+        let op = Txn::<Result<(), String>>::new(TxnOp::Apply {
             group_id: group_id.to_string(),
             transaction_id: id.to_string(),
             commit,
         });
         let task = io.clone();
         io.spawn(async move {
-            task.call(shard, op).await;
+            // A participant that cannot apply is gone (the broker stops); its restart resolves
+            // the locks with the coordinator.
+            if let Err(failure) = task.call_op(shard, op).await {
+                tracing::warn!(
+                    ?failure,
+                    "a participant did not apply a share transaction's decision"
+                );
+            }
         });
     }
 }
@@ -567,19 +566,14 @@ pub fn resolve_locked_transactions<I: ShardIo>(io: &I) {
         let core = io.core();
         for (group_id, transaction_id) in pending {
             let shard = group_shard(&group_id, core.shard_count);
-            let reply = io
-                .call(
-                    shard,
-                    ShardOp::Txn(TxnOp::State {
-                        group_id: group_id.clone(),
-                        transaction_id: transaction_id.clone(),
-                    }),
-                )
-                .await;
-            let state = match reply {
-                ShardReply::Txn(TxnReplyMsg::Answer(a)) => a.state,
-                other => {
-                    tracing::error!(shard = %core.id, group = %group_id, txn = %transaction_id, ?other, "cannot resolve locked records; they stay locked");
+            let op = Txn::<TxnAnswer>::new(TxnOp::State {
+                group_id: group_id.clone(),
+                transaction_id: transaction_id.clone(),
+            });
+            let state = match io.call_op(shard, op).await {
+                Ok(a) => a.state,
+                Err(failure) => {
+                    tracing::error!(shard = %core.id, group = %group_id, txn = %transaction_id, ?failure, "cannot resolve locked records; they stay locked");
                     continue;
                 }
             };

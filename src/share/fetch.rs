@@ -22,11 +22,12 @@
 //!   waits, up to MaxWaitMs; then it acquires whatever there is.
 //!
 //! The caller reads the log from [`SharePartition::next_fetch_offset`] (whole batches, below
-//! the high watermark) and passes the bytes to [`acquire_from_log`], which acquires up to the
-//! budget for the member within those batches and returns the whole batches that overlap what
-//! was acquired, with Kafka's AcquiredRecords ranges.
+//! the high watermark), parses the batch headers once ([`Batches`]) and passes them to
+//! [`acquire_from_log_in_mode`], which acquires up to the budget for the member within those
+//! batches and returns the whole batches that overlap what was acquired (slices of the bytes
+//! read), with Kafka's AcquiredRecords ranges.
 
-use crate::log::batch::{parse_header, split_batches};
+use crate::log::batch::{split_batches, Batches};
 use crate::share::{AcquiredRange, SharePartition};
 use bytes::Bytes;
 
@@ -158,7 +159,7 @@ pub fn acquire_from_log(
     acquire_from_log_in_mode(
         sp,
         member,
-        log_bytes,
+        &Batches::parse(log_bytes.clone()),
         max_records,
         batch_size,
         false,
@@ -196,7 +197,7 @@ fn split_batch_rest(range: AcquiredRange, batch_starts: &[i64]) -> Vec<AcquiredR
 pub fn acquire_from_log_in_mode(
     sp: &mut SharePartition,
     member: &str,
-    log_bytes: &Bytes,
+    log: &Batches,
     max_records: u32,
     batch_size: u32,
     record_limit: bool,
@@ -205,22 +206,8 @@ pub fn acquire_from_log_in_mode(
     if max_records == 0 {
         return ShareFetched::default();
     }
-    let Ok(raw) = split_batches(log_bytes) else {
-        return ShareFetched::default();
-    };
-    let batches: Vec<(i64, i64, &[u8])> = raw
-        .into_iter()
-        .filter_map(|b| {
-            parse_header(b).ok().map(|h| {
-                (
-                    h.base_offset,
-                    h.base_offset + i64::from(h.last_offset_delta),
-                    b,
-                )
-            })
-        })
-        .collect();
-    let Some(&(_, end_last, _)) = batches.last() else {
+    let batches = log.spans();
+    let Some(end_last) = batches.last().map(|b| b.last_offset) else {
         return ShareFetched::default();
     };
     let new_from = sp.speo() + 1;
@@ -231,8 +218,10 @@ pub fn acquire_from_log_in_mode(
     if !record_limit && count == u64::from(max_records) {
         let last = acquired.last().map_or(i64::MIN, |r| r.last);
         if last >= new_from {
-            if let Some(&(_, batch_last, _)) =
-                batches.iter().find(|(f, l, _)| *f <= last && last < *l)
+            if let Some(batch_last) = batches
+                .iter()
+                .find(|b| b.base_offset <= last && last < b.last_offset)
+                .map(|b| b.last_offset)
             {
                 let more = u32::try_from(batch_last - last).expect("a batch's span fits u32");
                 let extra = sp.acquire(member, batch_last + 1, more, now_ms);
@@ -255,7 +244,7 @@ pub fn acquire_from_log_in_mode(
     // record_limit mode does not split what it acquires by BatchSize, only the rest of a
     // log batch an earlier record_limit fetch cut: Kafka 4.4 answers MaxRecords 17, BatchSize
     // 3 over batches of 10, 0..4 acquired before, with (5..9), (10..21).
-    let starts: Vec<i64> = batches.iter().map(|(f, _, _)| *f).collect();
+    let starts: Vec<i64> = batches.iter().map(|b| b.base_offset).collect();
     let acquired: Vec<AcquiredRange> = if record_limit {
         acquired
             .into_iter()
@@ -267,7 +256,7 @@ pub fn acquire_from_log_in_mode(
             .flat_map(|r| split_at_batches(r, &starts, batch_size))
             .collect()
     };
-    let records = overlapping_batches(log_bytes, &acquired);
+    let records = overlapping_batches(log, &acquired);
     ShareFetched {
         records,
         acquired,
@@ -275,36 +264,21 @@ pub fn acquire_from_log_in_mode(
     }
 }
 
-/// The whole batches of `log_bytes` that overlap one of `ranges`: a slice of `log_bytes`
-/// when they are contiguous in it (no copy), else their concatenation.
-pub fn overlapping_batches(log_bytes: &Bytes, ranges: &[AcquiredRange]) -> Bytes {
-    let Ok(raw) = split_batches(log_bytes) else {
-        return Bytes::new();
-    };
-    let base = log_bytes.as_ptr() as usize;
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    for b in raw {
-        let Ok(h) = parse_header(b) else { continue };
-        let (first, last) = (
-            h.base_offset,
-            h.base_offset + i64::from(h.last_offset_delta),
-        );
-        if !ranges.iter().any(|r| r.first <= last && r.last >= first) {
-            continue;
-        }
-        let start = b.as_ptr() as usize - base;
-        match spans.last_mut() {
-            Some(span) if span.1 == start => span.1 = start + b.len(),
-            _ => spans.push((start, start + b.len())),
-        }
-    }
-    match spans.as_slice() {
+/// The whole batches of `log` that overlap one of `ranges`: a slice of the bytes read when
+/// they are contiguous there (no copy), else their concatenation.
+pub fn overlapping_batches(log: &Batches, ranges: &[AcquiredRange]) -> Bytes {
+    let runs = log.runs(|b| {
+        ranges
+            .iter()
+            .any(|r| r.first <= b.last_offset && r.last >= b.base_offset)
+    });
+    match runs.as_slice() {
         [] => Bytes::new(),
-        [(from, to)] => log_bytes.slice(*from..*to),
+        [one] => one.clone(),
         _ => {
-            let mut out = Vec::with_capacity(spans.iter().map(|(f, t)| t - f).sum());
-            for (from, to) in &spans {
-                out.extend_from_slice(&log_bytes[*from..*to]);
+            let mut out = Vec::with_capacity(runs.iter().map(Bytes::len).sum());
+            for run in &runs {
+                out.extend_from_slice(run);
             }
             Bytes::from(out)
         }
@@ -335,6 +309,7 @@ mod tests {
     fn record_limit_mode_is_strict() {
         let mut sp = SharePartition::new(ShareConfig::default(), 0);
         let bytes = log(&[(0, 3), (3, 3), (6, 4)]);
+        let bytes = Batches::parse(bytes);
         let a = acquire_from_log_in_mode(&mut sp, "a", &bytes, 4, 500, true, 0);
         assert_eq!(a.count, 4, "not rounded up to offset 5");
         assert_eq!(a.acquired.last().map(|r| r.last), Some(3));

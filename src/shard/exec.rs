@@ -1,8 +1,17 @@
-//! One shard's runtime: its runtime-free core (`crate::shard`: the [`ShardState`], the state
-//! journal and its group commit, the share-transaction steps), for which [`ShardHandle`]
-//! implements `ShardIo` with glommio; the cross-shard mesh endpoints, partition-log group
-//! commit, durability and data waits, admin serialisation on shard 0, and the [`Bus`] handlers
-//! use.
+//! Op execution on a shard (issue 13): what a [`ShardOp`] does on the shard that owns its state,
+//! written once in the runtime-free core, generic over [`ShardIo`] ([`ShardExec`], implemented
+//! for every `ShardIo` that derefs to its [`ShardCore`]). The runtime (`src/runtime/`) delivers
+//! ops from the mesh and from local calls to [`ShardExec::execute`] and runs the periodic steps
+//! ([`ShardExec::housekeeping`], [`ShardExec::share_housekeeping`], the producer-transaction
+//! tick); it supplies the I/O: the mesh, timers, the storage engine's block writes and
+//! read-ahead, the fatal path, and the metadata controller (`ShardIo::admin`).
+//!
+//! What runs here: produce (append, then the partition log's group commit and the durability
+//! wait), fetch / list offsets / long-poll data waits, share groups (heartbeat, sessions,
+//! ShareFetch, acknowledgements, member release, DLQ copies, housekeeping), consumer-group ops,
+//! share transactions (`shard::txn`), producer transactions (`exec::ptxn`: the coordinator's
+//! ops and marker fan-out, WriteTxnMarkers, group markers), DeleteRecords, registry installs,
+//! and the journal's snapshots and compaction.
 //!
 //! Invariants:
 //! - `state` is borrowed only in synchronous sections; no `RefCell` borrow lives across an
@@ -12,196 +21,58 @@
 //!   on every shard once persisted).
 //! - At most one flush per partition is in flight; writes that arrive meanwhile are covered by
 //!   the next one (group commit). A failed flush or write poisons the partition's log, and a
-//!   failed journal append or flush poisons the journal: both take the fatal path
-//!   (`runtime::fatal`, the process exits with `EXIT_STORAGE_POISONED`) before anyone waiting
-//!   is answered.
-//! - The mesh receive loops never wait on a send, so two shards sending to each other cannot
-//!   deadlock on full channels.
+//!   failed journal append or flush poisons the journal: both take the I/O's fatal path
+//!   ([`ShardIo::log_poisoned`], [`ShardIo::journal_poisoned`]) before anyone waiting is
+//!   answered.
 
-use super::fatal::{self, Fatal};
-use super::files;
-use super::sync::{oneshot, Event, OneshotSender};
+use super::sync::{oneshot, OneshotSender};
+use super::{ShardCore, ShardIo};
 use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
-use crate::constants::{DELETE_RECORDS_DURABLE_POLL_MS, SHARE_DLQ_PRODUCE_TIMEOUT_MS};
-use crate::journal::Journal;
+use crate::constants::{
+    DELETE_RECORDS_DURABLE_POLL_MS, FLUSH_ALL_POLL_MS, SHARE_DLQ_PRODUCE_TIMEOUT_MS,
+};
 use crate::log::group_commit::CommitWaiters;
-use crate::metrics::{LogGauge, ShardMetrics};
+use crate::metrics::LogGauge;
 use crate::model::{group_shard, partition_shard};
 use crate::model::{ShardId, TopicPartition};
-use crate::server::admin::{fail_reply, Controller};
-use crate::server::Bus;
 use crate::shard::join::join_all;
 use crate::shard::ops::{
-    AdminOp, AdminReply, CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult,
-    ShardOp, ShardReply, ShareAckResult, ShareGroupsListed, WaitOp,
+    CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply,
+    ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply, WaitOp,
 };
-use crate::shard::registry::random_uuid;
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_session::SessionKey;
-use crate::shard::state::ShardState;
-use crate::shard::ShardCore;
-use crate::storage::file::FsStorage;
-use crate::storage::mmap::MmapDir;
-use glommio::channels::channel_mesh::Senders;
-use glommio::sync::Semaphore;
 use kafka_protocol::ResponseError;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::future::Future;
-use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::ops::Deref;
+use std::sync::Arc;
 
 mod ptxn;
 
-/// What travels over the mesh.
-pub enum MeshMsg {
-    Request { from: usize, id: u64, op: ShardOp },
-    Reply { id: u64, reply: ShardReply },
-}
+pub use ptxn::ShardPtxn;
 
-/// Wall-clock milliseconds since the Unix epoch.
-pub fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
+/// The group commit of one partition log: at most one flush in flight, and who waits for
+/// which offset to be durable.
 #[derive(Default)]
-struct PartitionSync {
+pub(crate) struct PartitionSync {
     flushing: bool,
     waiters: CommitWaiters<OneshotSender<Result<(), String>>>,
 }
 
-struct DataWaiter {
+/// A long-poll waiting for data on some partitions.
+pub(crate) struct DataWaiter {
     id: u64,
     keys: Vec<TopicPartition>,
     tx: OneshotSender<()>,
 }
 
-/// The shard's runtime state; shared by its tasks through [`ShardHandle`].
-pub struct ShardRuntime {
-    /// The runtime-free core: the state, the journal and its group commit (`crate::shard`);
-    /// `ShardRuntime` derefs to it.
-    core: ShardCore<FsStorage, MmapDir>,
-    pub data_dir: PathBuf,
-    /// Origin of the core's monotonic clock.
-    started: Instant,
-    senders: Option<Senders<MeshMsg>>,
-    next_request_id: Cell<u64>,
-    pending: RefCell<HashMap<u64, OneshotSender<ShardReply>>>,
-    syncs: RefCell<HashMap<TopicPartition, PartitionSync>>,
-    data_waiters: RefCell<Vec<DataWaiter>>,
-    next_waiter_id: Cell<u64>,
-    controller: RefCell<Controller>,
-    admin_lock: Semaphore,
-    pub metrics: Arc<Mutex<ShardMetrics>>,
-    /// Set when the broker is shutting down: stop accepting and reading requests.
-    pub shutdown: Event,
-    /// Request bytes read and not yet answered, over all connections of this shard.
-    pub request_bytes: Rc<Semaphore>,
-    pub connections_active: Cell<usize>,
-    /// The broker's SCRAM credentials (set once the shard starts).
-    pub credentials: RefCell<Option<Arc<super::credentials::SharedCredentials>>>,
-}
-
-/// A cheap handle to the shard runtime; implements [`Bus`].
-#[derive(Clone)]
-pub struct ShardHandle(pub Rc<ShardRuntime>);
-
-impl std::ops::Deref for ShardRuntime {
-    type Target = ShardCore<FsStorage, MmapDir>;
-    fn deref(&self) -> &ShardCore<FsStorage, MmapDir> {
-        &self.core
-    }
-}
-
-impl std::ops::Deref for ShardHandle {
-    type Target = ShardRuntime;
-    fn deref(&self) -> &ShardRuntime {
-        &self.0
-    }
-}
-
-impl ShardHandle {
-    pub fn new(
-        state: ShardState<FsStorage>,
-        journal: Journal<MmapDir>,
-        senders: Option<Senders<MeshMsg>>,
-        metrics: Arc<Mutex<ShardMetrics>>,
-        request_bytes_max: u64,
-    ) -> ShardHandle {
-        ShardHandle(Rc::new(ShardRuntime {
-            data_dir: state.data_dir.clone(),
-            core: ShardCore::new(state, journal),
-            started: Instant::now(),
-            senders,
-            next_request_id: Cell::new(1),
-            pending: RefCell::new(HashMap::new()),
-            syncs: RefCell::new(HashMap::new()),
-            data_waiters: RefCell::new(Vec::new()),
-            next_waiter_id: Cell::new(1),
-            controller: RefCell::new(Controller::new()),
-            admin_lock: Semaphore::new(1),
-            metrics,
-            shutdown: Event::new(),
-            request_bytes: Rc::new(Semaphore::new(request_bytes_max)),
-            connections_active: Cell::new(0),
-            credentials: RefCell::new(None),
-        }))
-    }
-
-    pub fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics)) {
-        let mut guard = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut guard);
-    }
-
-    /// Handles one message from the mesh (called by the receive loops; never awaits a send).
-    pub fn on_mesh_message(&self, msg: MeshMsg) {
-        match msg {
-            MeshMsg::Request { from, id, op } => {
-                let ctx = self.clone();
-                glommio::spawn_local(async move {
-                    let reply = ctx.execute(op).await;
-                    if let Some(senders) = &ctx.senders {
-                        if senders.send_to(from, MeshMsg::Reply { id, reply }).await.is_err() {
-                            tracing::warn!(shard = %ctx.id, to = from, "reply could not be sent: peer gone");
-                        }
-                    }
-                })
-                .detach();
-            }
-            MeshMsg::Reply { id, reply } => {
-                let waiter = self.pending.borrow_mut().remove(&id);
-                if let Some(tx) = waiter {
-                    tx.send(reply);
-                }
-            }
-        }
-    }
-
-    /// Reads `parts` ahead through the engine (concurrently) and hands them to their logs
-    /// (`shard::read_ahead`); what fails is left to the logs' `pread`.
-    async fn read_ahead(&self, parts: Vec<crate::shard::read_ahead::PartitionReadAhead>) {
-        if parts.is_empty() {
-            return;
-        }
-        let reads = parts.iter().map(|p| files::read_ahead(&p.ahead));
-        let results = crate::shard::join::join_all(reads.collect::<Vec<_>>()).await;
-        let mut state = self.state.borrow_mut();
-        for (part, result) in parts.iter().zip(results) {
-            if let Some((read, data)) = result {
-                state.fill_read_cache(part, read, data);
-                for evicted in files::note_read_cache(&part.partition) {
-                    state.drop_read_cache(&evicted);
-                }
-            }
-        }
-    }
-
+/// A shard's op execution and periodic steps, for every [`ShardIo`] that derefs to its core
+/// (`self.state`, `self.journal`, `self.id`, … are the core's).
+#[allow(async_fn_in_trait)] // single-threaded executors: no `Send` bound is wanted
+pub trait ShardExec:
+    ShardIo + Deref<Target = ShardCore<<Self as ShardIo>::Storage, <Self as ShardIo>::Dir>>
+{
     /// Runs an operation on this shard.
-    pub async fn execute(&self, op: ShardOp) -> ShardReply {
+    async fn execute(&self, op: ShardOp) -> ShardReply {
         match op {
             ShardOp::Produce(op) => self.produce(op).await,
             ShardOp::Fetch(op) => {
@@ -230,10 +101,7 @@ impl ShardHandle {
                 let (answer, departed) = {
                     let mut state = self.state.borrow_mut();
                     let registry = state.registry().clone();
-                    state
-                        .share
-                        .groups
-                        .heartbeat(&hb, &registry, wall_ms() as u64)
+                    state.share.groups.heartbeat(&hb, &registry, self.now_ms())
                 };
                 // A leaving member's records are not released here but when its share session
                 // closes (epoch -1, after that request's acknowledgements) or its connection
@@ -244,7 +112,7 @@ impl ShardHandle {
                 ShardReply::ShareHeartbeat(answer)
             }
             ShardOp::ShareSession(op) => {
-                let now = wall_ms() as u64;
+                let now = self.now_ms();
                 let mut state = self.state.borrow_mut();
                 let sessions = &mut state.share.sessions;
                 let outcome = if op.acknowledge_only {
@@ -252,12 +120,14 @@ impl ShardHandle {
                 } else {
                     sessions.update(&op.key, op.epoch, &op.added, &op.forgotten, op.conn_id, now)
                 };
-                ShardReply::ShareSession(outcome.map_err(|e| e.code()))
+                ShardReply::ShareSession(outcome)
             }
             ShardOp::ShareFetch(op) => {
+                // The request's acknowledgements here first: what they release can be acquired.
+                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
                 let ahead = self.state.borrow().share_fetch_read_ahead(&op);
                 self.read_ahead(ahead).await;
-                let fetched = self.state.borrow_mut().share_fetch(&op, wall_ms() as u64);
+                let fetched = self.state.borrow_mut().share_fetch(&op, self.now_ms());
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
                 // What the member's next fetch will read, read ahead now (while the consumer
@@ -265,21 +135,28 @@ impl ShardHandle {
                 let next = self.state.borrow().share_fetch_read_ahead(&op);
                 if !next.is_empty() {
                     let ctx = self.clone();
-                    glommio::spawn_local(async move { ctx.read_ahead(next).await }).detach();
+                    self.spawn(async move { ctx.read_ahead(next).await });
                 }
-                ShardReply::ShareFetched(fetched)
+                ShardReply::ShareFetched(ShareFetchReply {
+                    acknowledged: self.acknowledged_durable(acked).await,
+                    partitions: fetched,
+                })
             }
             ShardOp::ShareProbe(op) => {
-                let probed = self.state.borrow_mut().share_probe(&op, wall_ms() as u64);
+                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
+                let probed = self.state.borrow_mut().share_probe(&op, self.now_ms());
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
-                ShardReply::ShareProbed(probed)
+                ShardReply::ShareProbed(ShareProbeReply {
+                    acknowledged: self.acknowledged_durable(acked).await,
+                    partitions: probed,
+                })
             }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
                     .state
                     .borrow_mut()
-                    .share_acknowledge(&op, wall_ms() as u64);
+                    .share_acknowledge(&op, self.now_ms());
                 // DLQ copies are durable before the ARCHIVED state is journalled.
                 self.copy_to_dlq().await;
                 ShardReply::ShareAcknowledged(self.share_results_durable(results).await)
@@ -363,12 +240,7 @@ impl ShardHandle {
                 ShardReply::ShareOffsetsDeleted(self.share_results_durable(results).await)
             }
             ShardOp::ShareDeleteGroup { group_id } => ShardReply::ShareGroupDeleted(
-                self.state
-                    .borrow_mut()
-                    .share
-                    .groups
-                    .delete_empty(&group_id)
-                    .map_err(|e| e.code()),
+                self.state.borrow_mut().share.groups.delete_empty(&group_id),
             ),
             ShardOp::DeleteRecords {
                 partitions,
@@ -386,7 +258,7 @@ impl ShardHandle {
                     &group_id,
                     marker.producer_id,
                     marker.outcome,
-                    wall_ms() as u64,
+                    self.now_ms(),
                 );
                 let durable = match self.append_share_entries() {
                     Some(seq) => self.wait_journal(seq).await,
@@ -417,7 +289,7 @@ impl ShardHandle {
         marker: crate::ptxn::TxnMarker,
         partitions: &[PartitionRef],
     ) -> Vec<Result<(), i16>> {
-        let now = wall_ms() as u64;
+        let now = self.now_ms();
         let mut targets: Vec<Option<(TopicPartition, u64)>> = Vec::with_capacity(partitions.len());
         let mut results: Vec<Result<(), i16>> = {
             let mut state = self.state.borrow_mut();
@@ -439,11 +311,7 @@ impl ShardHandle {
         for r in partitions {
             let poison = self.state.borrow().log_poison(&r.key());
             if let Some(cause) = poison {
-                fatal::exit(
-                    Some(self.id),
-                    Fatal::LogPoisoned,
-                    &format!("{}-{}: {cause}", r.topic, r.partition),
-                );
+                self.log_poisoned(&format!("{}-{}: {cause}", r.topic, r.partition));
             }
         }
         let journal = match self.append_share_entries() {
@@ -495,9 +363,8 @@ impl ShardHandle {
             .or_default()
             .waiters
             .park(target, tx);
-        let timeout = Duration::from_millis(timeout_ms.max(1));
         let outcome = futures_lite::future::or(async { Some(rx.await) }, async {
-            glommio::timer::sleep(timeout).await;
+            self.sleep_ms(timeout_ms.max(1)).await;
             None
         })
         .await;
@@ -517,7 +384,7 @@ impl ShardHandle {
     async fn group_op(&self, op: crate::group::ops::GroupOp) -> ShardReply {
         let reply = {
             let mut state = self.state.borrow_mut();
-            crate::group::ops::execute(&mut state.groups, op, wall_ms() as u64)
+            crate::group::ops::execute(&mut state.groups, op, self.now_ms())
         };
         let durable = match self.append_share_entries() {
             Some(seq) => self.wait_journal(seq).await,
@@ -556,7 +423,7 @@ impl ShardHandle {
                 r.error_code = ResponseError::KafkaStorageError.code();
             }
         }
-        let deadline = Instant::now() + Duration::from_millis(timeout_ms.max(1));
+        let deadline_us = self.monotonic_us() + timeout_ms.max(1) * 1_000;
         for ((r, _), result) in partitions.iter().zip(results.iter_mut()) {
             if result.error_code != 0 {
                 continue;
@@ -575,14 +442,14 @@ impl ShardHandle {
                         break;
                     }
                 }
-                if Instant::now() >= deadline {
+                if self.monotonic_us() >= deadline_us {
                     result.error_code = ResponseError::RequestTimedOut.code();
                     break;
                 }
                 // The flush loop writes and syncs the checkpoint slot of the new start; a flush
                 // already in flight does not cover it, so look again after it.
                 self.ensure_flush(key);
-                glommio::timer::sleep(Duration::from_millis(DELETE_RECORDS_DURABLE_POLL_MS)).await;
+                self.sleep_ms(DELETE_RECORDS_DURABLE_POLL_MS).await;
             }
         }
         results
@@ -590,7 +457,7 @@ impl ShardHandle {
 
     /// After a restart: resolves the transactions that hold LOCKED records here with their
     /// coordinators (`shard::txn::resolve_locked_transactions`).
-    pub fn resolve_locked_transactions(&self) {
+    fn resolve_locked_transactions(&self) {
         crate::shard::txn::resolve_locked_transactions(self)
     }
 
@@ -609,12 +476,49 @@ impl ShardHandle {
         results
     }
 
+    /// A ShareFetch's acknowledgements on this shard, applied before it acquires or measures
+    /// (`None`: it carries none): their results and the journal entry that makes them durable.
+    async fn acknowledge_first(
+        &self,
+        op: Option<&crate::shard::ops::ShareAckOp>,
+    ) -> Option<(Vec<ShareAckResult>, Option<u64>)> {
+        let op = op?;
+        let results = self.state.borrow_mut().share_acknowledge(op, self.now_ms());
+        // DLQ copies are durable before the ARCHIVED state is journalled.
+        self.copy_to_dlq().await;
+        Some((results, self.append_share_entries()))
+    }
+
+    /// The results of `acknowledge_first` once durable (KAFKA_STORAGE_ERROR
+    /// for each that is not).
+    async fn acknowledged_durable(
+        &self,
+        acked: Option<(Vec<ShareAckResult>, Option<u64>)>,
+    ) -> Vec<ShareAckResult> {
+        let Some((mut results, seq)) = acked else {
+            return Vec::new();
+        };
+        let durable = match seq {
+            Some(seq) => self.wait_journal(seq).await,
+            None => Ok(()),
+        };
+        if let Err(cause) = durable {
+            for r in results.iter_mut().filter(|r| r.error_code == 0) {
+                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+            }
+        }
+        results
+    }
+
     /// Produces the DLQ copies the share state owes (KIP-1191, `shard::share_dlq`) with
     /// acks=all, each to its DLQ partition's shard, and waits for them. A copy that cannot be
     /// written is logged and dropped: the records stay ARCHIVED (Kafka's "Failed to write to
     /// DLQ, proceeding to ARCHIVED regardless").
     async fn copy_to_dlq(&self) {
-        let (produces, failures) = self.state.borrow_mut().take_dlq_produces(wall_ms());
+        let (produces, failures) = self
+            .state
+            .borrow_mut()
+            .take_dlq_produces(self.now_ms() as i64);
         for failure in failures {
             tracing::warn!(shard = %self.id, error = %failure, "Failed to write to DLQ, proceeding to ARCHIVED regardless");
         }
@@ -660,10 +564,9 @@ impl ShardHandle {
                 member_id: member_id.clone(),
             };
             let ctx = self.clone();
-            glommio::spawn_local(async move {
+            self.spawn(async move {
                 ctx.call(ShardId(shard as u16), op).await;
-            })
-            .detach();
+            });
         }
     }
 
@@ -683,8 +586,8 @@ impl ShardHandle {
     }
 
     /// Expires acquisition locks and member sessions; snapshots and compacts the journal.
-    pub fn share_housekeeping(&self) {
-        let now = wall_ms() as u64;
+    fn share_housekeeping(&self) {
+        let now = self.now_ms();
         let departed = {
             let mut state = self.state.borrow_mut();
             state.share.expire_locks(now);
@@ -702,11 +605,10 @@ impl ShardHandle {
             // Records archived at the delivery limit by lock expiry: their DLQ copies first,
             // then the journal (module docs of `shard::share_dlq`).
             let ctx = self.clone();
-            glommio::spawn_local(async move {
+            self.spawn(async move {
                 ctx.copy_to_dlq().await;
                 ctx.append_share_entries();
-            })
-            .detach();
+            });
             return;
         }
         self.append_share_entries();
@@ -723,7 +625,7 @@ impl ShardHandle {
         if due {
             let snapshot = {
                 let mut state = self.state.borrow_mut();
-                let mut snapshot = state.share.durable_snapshot(wall_ms() as u64);
+                let mut snapshot = state.share.durable_snapshot(self.now_ms());
                 snapshot.group_offsets = state.groups.durable_offsets();
                 snapshot.producer_transactions = state.ptxn.durable_records();
                 snapshot
@@ -731,11 +633,7 @@ impl ShardHandle {
             let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
             match written {
                 Ok(_) => self.ensure_journal_flush(),
-                Err(e) => fatal::exit(
-                    Some(self.id),
-                    Fatal::JournalPoisoned,
-                    &format!("snapshot: {e}"),
-                ),
+                Err(e) => self.journal_poisoned(&format!("snapshot: {e}")),
             }
         }
         let compacted = self.journal.borrow_mut().compact();
@@ -749,7 +647,7 @@ impl ShardHandle {
     }
 
     fn install_registry(&self, registry: Arc<TopicRegistry>) {
-        let now = wall_ms() as u64;
+        let now = self.now_ms();
         let (reports, failures) = self
             .state
             .borrow_mut()
@@ -784,15 +682,14 @@ impl ShardHandle {
     }
 
     async fn produce(&self, op: ProduceOp) -> ShardReply {
-        let applied = self.state.borrow_mut().produce(&op, wall_ms() as u64);
+        let applied = self.state.borrow_mut().produce(&op, self.now_ms());
         // A write that failed poisoned the log: the fatal path, before anyone is answered.
         let poison = self.state.borrow().log_poison(&op.partition.key());
         if let Some(cause) = poison {
-            fatal::exit(
-                Some(self.id),
-                Fatal::LogPoisoned,
-                &format!("{}-{}: {cause}", op.partition.topic, op.partition.partition),
-            );
+            self.log_poisoned(&format!(
+                "{}-{}: {cause}",
+                op.partition.topic, op.partition.partition
+            ));
         }
         let Some((key, target)) = applied.durable_target else {
             return ShardReply::Produce(applied.result);
@@ -822,9 +719,9 @@ impl ShardHandle {
             .or_default()
             .waiters
             .park(target, tx);
-        let timeout = Duration::from_millis(op.timeout_ms.max(1));
+        let timeout_ms = op.timeout_ms;
         let outcome = futures_lite::future::or(async { Some(rx.await) }, async {
-            glommio::timer::sleep(timeout).await;
+            self.sleep_ms(timeout_ms.max(1)).await;
             None
         })
         .await;
@@ -846,7 +743,7 @@ impl ShardHandle {
     }
 
     /// Starts the flush loop of a partition unless one is running.
-    pub fn ensure_flush(&self, key: TopicPartition) {
+    fn ensure_flush(&self, key: TopicPartition) {
         {
             let mut syncs = self.syncs.borrow_mut();
             let sync = syncs.entry(key).or_default();
@@ -856,16 +753,16 @@ impl ShardHandle {
             sync.flushing = true;
         }
         let ctx = self.clone();
-        glommio::spawn_local(async move { ctx.flush_loop(key).await }).detach();
+        self.spawn(async move { ctx.flush_loop(key).await });
     }
 
     async fn flush_loop(&self, key: TopicPartition) {
         loop {
             let ticket = self.state.borrow_mut().begin_flush(&key);
             let Some(ticket) = ticket else { break };
-            let started = Instant::now();
-            let result = files::sync_ticket(&ticket).await;
-            let micros = started.elapsed().as_micros() as u64;
+            let started = self.monotonic_us();
+            let result = self.flush_log(&ticket).await;
+            let micros = self.monotonic_us().saturating_sub(started);
             let failed = result.is_err();
             self.with_metrics(|m| {
                 m.fsync.record(micros);
@@ -887,11 +784,7 @@ impl ShardHandle {
                     }
                     self.notify_data(&key);
                 }
-                Some(Err(error)) => fatal::exit(
-                    Some(self.id),
-                    Fatal::LogPoisoned,
-                    &format!("partition {key:?}: {error}"),
-                ),
+                Some(Err(error)) => self.log_poisoned(&format!("partition {key:?}: {error}")),
                 None => break,
             }
         }
@@ -920,7 +813,7 @@ impl ShardHandle {
         {
             return ShardReply::Waited(true);
         }
-        let remaining = op.deadline_ms - wall_ms();
+        let remaining = op.deadline_ms - self.now_ms() as i64;
         if remaining <= 0 {
             return ShardReply::Waited(false);
         }
@@ -933,7 +826,7 @@ impl ShardHandle {
             tx,
         });
         let arrived = futures_lite::future::or(async { rx.await.is_some() }, async {
-            glommio::timer::sleep(Duration::from_millis(remaining as u64)).await;
+            self.sleep_ms(remaining as u64).await;
             false
         })
         .await;
@@ -941,62 +834,13 @@ impl ShardHandle {
         ShardReply::Waited(arrived)
     }
 
-    async fn admin(&self, op: AdminOp) -> AdminReply {
-        let Ok(_permit) = self.admin_lock.acquire_permit(1).await else {
-            return fail_reply_for(&op, ResponseError::NotController.code());
-        };
-        let current = self.state.borrow().registry().clone();
-        let mut plan = self
-            .controller
-            .borrow()
-            .plan(&current, &op, &mut random_uuid);
-        let Some(mut next) = plan.registry.take() else {
-            self.controller.borrow_mut().commit(&plan);
-            return plan.reply;
-        };
-        next.version = current.version + 1;
-        let data_dir = self.data_dir.clone();
-        let to_store = next.clone();
-        let stored = glommio::executor()
-            .spawn_blocking(move || to_store.store(&data_dir))
-            .await;
-        if let Err(e) = stored {
-            tracing::error!(error = %e, "metadata could not be persisted; change refused");
-            return fail_reply(
-                plan.reply,
-                ResponseError::KafkaStorageError.code(),
-                &format!("metadata could not be persisted: {e}"),
-            );
-        }
-        self.controller.borrow_mut().commit(&plan);
-        let next = Arc::new(next);
-        let installs = (0..self.shard_count)
-            .map(|shard| {
-                self.call(
-                    ShardId(shard as u16),
-                    ShardOp::InstallRegistry(next.clone()),
-                )
-            })
-            .collect();
-        for reply in join_all(installs).await {
-            if !matches!(reply, ShardReply::Installed) {
-                tracing::error!(?reply, "a shard did not install the new metadata");
-            }
-        }
-        plan.reply
-    }
-
     /// Rolls and applies retention on every partition, and starts flushes where needed.
-    pub fn housekeeping(&self) {
-        let touched = self.state.borrow_mut().housekeeping(wall_ms() as u64);
+    fn housekeeping(&self) {
+        let touched = self.state.borrow_mut().housekeeping(self.now_ms());
         // A roll or retention step that failed poisoned its log: the fatal path.
         let poisoned = self.state.borrow().poisoned_log();
         if let Some((key, cause)) = poisoned {
-            fatal::exit(
-                Some(self.id),
-                Fatal::LogPoisoned,
-                &format!("{key:?}: {cause}"),
-            );
+            self.log_poisoned(&format!("{key:?}: {cause}"));
         }
         for key in touched {
             self.ensure_flush(key);
@@ -1004,7 +848,7 @@ impl ShardHandle {
     }
 
     /// Publishes log sizes to the metrics.
-    pub fn refresh_log_gauges(&self) {
+    fn refresh_log_gauges(&self) {
         let gauges: Vec<LogGauge> = self
             .state
             .borrow()
@@ -1020,7 +864,7 @@ impl ShardHandle {
     }
 
     /// Flushes every partition with unflushed writes and waits until all are durable.
-    pub async fn flush_all(&self) {
+    async fn flush_all(&self) {
         self.append_share_entries();
         let last = {
             let journal = self.journal.borrow();
@@ -1039,317 +883,12 @@ impl ShardHandle {
             for key in &pending {
                 self.ensure_flush(*key);
             }
-            glommio::timer::sleep(Duration::from_millis(5)).await;
+            self.sleep_ms(FLUSH_ALL_POLL_MS).await;
         }
     }
 }
 
-fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
-    let empty = match op {
-        AdminOp::CreateTopics { .. } => AdminReply::Created(Vec::new()),
-        AdminOp::DeleteTopics { .. } => AdminReply::Deleted(Vec::new()),
-        AdminOp::AlterConfigs { .. } => AdminReply::Altered(Vec::new()),
-        AdminOp::AllocateProducerId => AdminReply::ProducerId(Err(code)),
-        AdminOp::CreatePartitions { .. } => AdminReply::Grown(Vec::new()),
-        AdminOp::CreateAcls(acls) => AdminReply::AclsCreated(vec![Ok(()); acls.len()]),
-        AdminOp::DeleteAcls(filters) => {
-            AdminReply::AclsDeleted(vec![Ok(Vec::new()); filters.len()])
-        }
-    };
-    fail_reply(empty, code, "the metadata controller is shutting down")
-}
-
-impl Bus for ShardHandle {
-    fn local_shard(&self) -> ShardId {
-        self.id
-    }
-
-    fn shard_count(&self) -> usize {
-        self.shard_count
-    }
-
-    fn registry(&self) -> Arc<TopicRegistry> {
-        self.state.borrow().registry().clone()
-    }
-
-    fn now_ms(&self) -> i64 {
-        wall_ms()
-    }
-
-    fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply> {
-        let ctx = self.clone();
-        async move {
-            let (tx, rx) = oneshot();
-            if shard == ctx.id {
-                let runner = ctx.clone();
-                glommio::spawn_local(async move { tx.send(runner.execute(op).await) }).detach();
-            } else {
-                let Some(senders) = &ctx.senders else {
-                    panic!("{shard} addressed on a broker of one shard");
-                };
-                let id = ctx.next_request_id.get();
-                ctx.next_request_id.set(id + 1);
-                ctx.pending.borrow_mut().insert(id, tx);
-                let from = ctx.id.index();
-                if senders
-                    .send_to(shard.index(), MeshMsg::Request { from, id, op })
-                    .await
-                    .is_err()
-                {
-                    ctx.pending.borrow_mut().remove(&id);
-                    return ShardReply::Failed(CallError::Unreachable);
-                }
-            }
-            rx.await.unwrap_or(ShardReply::Failed(CallError::Abandoned))
-        }
-    }
-
-    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> {
-        glommio::timer::sleep(Duration::from_millis(ms))
-    }
-
-    fn credentials(&self) -> Option<Arc<dyn crate::server::CredentialAdmin>> {
-        let store = self.0.credentials.borrow().clone()?;
-        Some(store)
-    }
-}
-
-/// The shard core's I/O on glommio: the mesh, timers, detached tasks, io_uring block writes,
-/// the fatal path. (Not imported here: `Bus` has methods of the same names.)
-impl crate::shard::ShardIo for ShardHandle {
-    type Storage = FsStorage;
-    type Dir = MmapDir;
-
-    fn core(&self) -> &ShardCore<FsStorage, MmapDir> {
-        &self.0.core
-    }
-
-    fn now_ms(&self) -> u64 {
-        wall_ms() as u64
-    }
-
-    fn monotonic_us(&self) -> u64 {
-        self.started.elapsed().as_micros() as u64
-    }
-
-    fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply> {
-        Bus::call(self, shard, op)
-    }
-
-    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> {
-        glommio::timer::sleep(Duration::from_millis(ms))
-    }
-
-    fn spawn(&self, task: impl Future<Output = ()> + 'static) {
-        glommio::spawn_local(task).detach();
-    }
-
-    fn flush_journal(
-        &self,
-        ticket: &crate::journal::FlushTicket,
-    ) -> impl Future<Output = std::io::Result<()>> {
-        // One O_DIRECT + O_DSYNC write of the tail's blocks (src/runtime/files.rs).
-        files::flush_journal(ticket)
-    }
-
-    fn journal_poisoned(&self, detail: &str) -> ! {
-        fatal::exit(Some(self.id), Fatal::JournalPoisoned, detail)
-    }
-
-    fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics)) {
-        ShardHandle::with_metrics(self, f)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! The partition and group sides of producer transactions through the runtime's ops, on a
-    //! real data dir: a transactional produce (acks=all), a read_committed fetch held at the
-    //! LSO, WriteTxnMarkers answered once durable (idempotent), the aborted transaction
-    //! reported; TxnOffsetCommit pending until GroupTxnMarker commits it.
-    use super::*;
-    use crate::group::ops::{GroupOp, GroupReply};
-    use crate::group::CommitPartition;
-    use crate::journal::JournalConfig;
-    use crate::log::batch::BatchBuilder;
-    use crate::ptxn::{TxnMarker, TxnOutcome};
-    use crate::shard::ops::{FetchOp, FetchPartitionOp};
-    use bytes::Bytes;
-
-    fn txn_batch(pid: i64, seq: i32, n: usize) -> Bytes {
-        let mut b = BatchBuilder::new(1_000);
-        b.producer_id = pid;
-        b.producer_epoch = 0;
-        b.base_sequence = seq;
-        b.attributes = 0x10;
-        for _ in 0..n {
-            b.record(1_000, None, Some(b"v"));
-        }
-        Bytes::from(b.build())
-    }
-
-    #[test]
-    fn markers_end_transactions_in_partitions_and_groups() {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().to_path_buf();
-        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .spawn(move || async move {
-                let mut reg = TopicRegistry::new("c".into());
-                let topic_id = uuid::Uuid::from_u128(5);
-                reg.create_topic("t", topic_id, 1, &[]).unwrap();
-                let (state, _) =
-                    ShardState::open(ShardId(0), 1, &data, FsStorage, Arc::new(reg), 0).unwrap();
-                let journal_dir = crate::shard::state::journal_dir(&data, ShardId(0));
-                let (journal, _) = Journal::open(
-                    MmapDir::open(&journal_dir).unwrap(),
-                    JournalConfig::default(),
-                )
-                .unwrap();
-                let shard = ShardHandle::new(
-                    state,
-                    journal,
-                    None,
-                    Arc::new(Mutex::new(Default::default())),
-                    1 << 20,
-                );
-                let r = PartitionRef {
-                    topic: "t".into(),
-                    topic_id,
-                    partition: 0,
-                };
-                let produce = |records, guard| {
-                    ShardOp::Produce(ProduceOp {
-                        partition: r.clone(),
-                        records,
-                        acks: -1,
-                        timeout_ms: 10_000,
-                        verification_guard: guard,
-                    })
-                };
-                let fetch = || {
-                    ShardOp::Fetch(FetchOp {
-                        partitions: vec![FetchPartitionOp {
-                            partition: r.clone(),
-                            fetch_offset: 0,
-                            max_bytes: 1 << 20,
-                        }],
-                        max_bytes: 1 << 20,
-                        read_committed: true,
-                    })
-                };
-                let fetched = |reply| match reply {
-                    ShardReply::Fetch(mut parts) => parts.remove(0),
-                    other => panic!("{other:?}"),
-                };
-                // A batch opening a producer's transaction here comes back with a guard to
-                // verify (KIP-890 part 1; the produce handler asks the coordinator); sent again
-                // with it, it is appended. A later batch of the open transaction needs none.
-                for (pid, seq, n, opens) in [(7, 0, 2, true), (8, 0, 1, true), (7, 2, 1, false)] {
-                    let mut guard = None;
-                    if opens {
-                        match shard.execute(produce(txn_batch(pid, seq, n), None)).await {
-                            ShardReply::Produce(p) => {
-                                assert!(p.verification_guard.is_some(), "{p:?}");
-                                guard = p.verification_guard;
-                            }
-                            other => panic!("{other:?}"),
-                        }
-                    }
-                    match shard.execute(produce(txn_batch(pid, seq, n), guard)).await {
-                        ShardReply::Produce(p) => {
-                            assert_eq!((p.error_code, p.verification_guard), (0, None), "{p:?}")
-                        }
-                        other => panic!("{other:?}"),
-                    }
-                }
-                let p = fetched(shard.execute(fetch()).await);
-                assert_eq!((p.high_watermark, p.last_stable_offset), (4, 0));
-                assert!(p.records.is_empty());
-                let marker = |pid, outcome| ShardOp::WriteTxnMarkers {
-                    marker: TxnMarker {
-                        producer_id: pid,
-                        producer_epoch: 0,
-                        outcome,
-                        coordinator_epoch: 0,
-                    },
-                    partitions: vec![r.clone()],
-                };
-                for _ in 0..2 {
-                    match shard.execute(marker(7, TxnOutcome::Abort)).await {
-                        ShardReply::TxnMarkersWritten(results) => assert_eq!(results, vec![Ok(())]),
-                        other => panic!("{other:?}"),
-                    }
-                }
-                let p = fetched(shard.execute(fetch()).await);
-                assert_eq!(
-                    (p.high_watermark, p.last_stable_offset),
-                    (5, 2),
-                    "8 still open"
-                );
-                shard.execute(marker(8, TxnOutcome::Commit)).await;
-                let p = fetched(shard.execute(fetch()).await);
-                assert_eq!((p.high_watermark, p.last_stable_offset), (6, 6));
-                let aborted: Vec<(i64, i64)> = p
-                    .aborted
-                    .iter()
-                    .map(|a| (a.producer_id, a.first_offset))
-                    .collect();
-                assert_eq!(aborted, vec![(7, 0)]);
-
-                // The group side.
-                let sh = &shard;
-                let group = |op| async move {
-                    match sh.execute(ShardOp::Group(op)).await {
-                        ShardReply::Group(reply) => reply,
-                        other => panic!("{other:?}"),
-                    }
-                };
-                let offsets = || GroupOp::Fetch {
-                    group_id: "g".into(),
-                    topics: Some(vec![("t".into(), vec![0])]),
-                    member: None,
-                    require_stable: true,
-                };
-                let committed = group(GroupOp::TxnCommit {
-                    group_id: "g".into(),
-                    producer_id: 8,
-                    member_id: String::new(),
-                    group_instance_id: None,
-                    generation_id: -1,
-                    partitions: vec![CommitPartition {
-                        topic: "t".into(),
-                        partition: 0,
-                        offset: 6,
-                        leader_epoch: -1,
-                        metadata: None,
-                        retention_time_ms: -1,
-                    }],
-                })
-                .await;
-                assert!(matches!(committed, GroupReply::Committed(Ok(ref c)) if c == &vec![0]));
-                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else {
-                    panic!()
-                };
-                assert_eq!((f[0].offset, f[0].error_code), (-1, 88));
-                let reply = shard
-                    .execute(ShardOp::GroupTxnMarker {
-                        marker: TxnMarker {
-                            producer_id: 8,
-                            producer_epoch: 0,
-                            outcome: TxnOutcome::Commit,
-                            coordinator_epoch: 0,
-                        },
-                        group_id: "g".into(),
-                    })
-                    .await;
-                assert!(matches!(reply, ShardReply::GroupTxnMarkerWritten(Ok(()))));
-                let GroupReply::Fetched(Ok(f)) = group(offsets()).await else {
-                    panic!()
-                };
-                assert_eq!((f[0].offset, f[0].error_code), (6, 0));
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-    }
+impl<T> ShardExec for T where
+    T: ShardIo + Deref<Target = ShardCore<<T as ShardIo>::Storage, <T as ShardIo>::Dir>>
+{
 }

@@ -1,5 +1,4 @@
-//! The glue between the producer-transaction coordinator (`ptxn::coordinator`, pure) and the
-//! shard: runs a [`PtxnOp`] against the shard's coordinator, journals what it emitted and answers
+//! The producer-transaction coordinator (`ptxn::coordinator`, pure) on its shard: runs a [`PtxnOp`] against the shard's coordinator, journals what it emitted and answers
 //! once that is durable; arms the marker jobs whose Prepare* records are durable and sends
 //! their markers ([`ShardOp::WriteTxnMarkers`] per participant shard, [`ShardOp::GroupTxnMarker`]
 //! per group); a periodic tick aborts timed-out transactions, expires idle ids and retries
@@ -67,11 +66,14 @@ fn run(c: &mut TxnCoordinator, op: PtxnOp, now_ms: i64) -> PtxnReply {
     }
 }
 
-impl ShardHandle {
+/// The producer-transaction steps of a shard ([`ShardExec`] runs its ops; the runtime calls
+/// [`ShardPtxn::ptxn_recover`] after a restart and [`ShardPtxn::ptxn_tick`] periodically).
+#[allow(async_fn_in_trait)] // single-threaded executors: no `Send` bound is wanted
+pub trait ShardPtxn: ShardExec {
     /// A coordinator op: answered once everything journalled so far is durable (so an answer
     /// never reports a state a crash could take back).
-    pub(super) async fn ptxn_op(&self, op: PtxnOp) -> ShardReply {
-        let now = wall_ms();
+    async fn ptxn_op(&self, op: PtxnOp) -> ShardReply {
+        let now = self.now_ms() as i64;
         let reply = run(&mut self.state.borrow_mut().ptxn, op, now);
         self.append_share_entries();
         let fresh = self.state.borrow().ptxn.unarmed();
@@ -94,8 +96,8 @@ impl ShardHandle {
 
     /// After a restart: the transactions found in PrepareCommit/PrepareAbort send their markers
     /// again.
-    pub fn ptxn_recover(&self) {
-        let ids = self.state.borrow_mut().ptxn.recovered(wall_ms());
+    fn ptxn_recover(&self) {
+        let ids = self.state.borrow_mut().ptxn.recovered(self.now_ms() as i64);
         for id in &ids {
             tracing::info!(shard = %self.id, transactional_id = %id, "completing a prepared producer transaction after restart");
         }
@@ -104,8 +106,8 @@ impl ShardHandle {
 
     /// Periodic: aborts transactions past their timeout (epoch bump), forgets idle ids, and
     /// sends markers that are due (retries).
-    pub fn ptxn_tick(&self) {
-        let now = wall_ms();
+    fn ptxn_tick(&self) {
+        let now = self.now_ms() as i64;
         let (aborted, expired) = {
             let mut state = self.state.borrow_mut();
             (state.ptxn.abort_timed_out(now), state.ptxn.expire_ids(now))
@@ -117,12 +119,11 @@ impl ShardHandle {
             self.append_share_entries();
             let fresh = self.state.borrow().ptxn.unarmed();
             let ctx = self.clone();
-            glommio::spawn_local(async move {
+            self.spawn(async move {
                 if ctx.journal_all_durable().await.is_ok() {
                     ctx.arm_and_send(&fresh);
                 }
-            })
-            .detach();
+            });
         }
         self.send_due_markers();
     }
@@ -138,10 +139,14 @@ impl ShardHandle {
     }
 
     fn send_due_markers(&self) {
-        let work = self.state.borrow_mut().ptxn.take_marker_work(wall_ms());
+        let work = self
+            .state
+            .borrow_mut()
+            .ptxn
+            .take_marker_work(self.now_ms() as i64);
         for w in work {
             let ctx = self.clone();
-            glommio::spawn_local(async move { ctx.send_markers(w).await }).detach();
+            self.spawn(async move { ctx.send_markers(w).await });
         }
     }
 
@@ -227,7 +232,7 @@ impl ShardHandle {
             &w.transactional_id,
             marker,
             &results,
-            wall_ms(),
+            self.now_ms() as i64,
         );
         if complete {
             // Nobody waits for the Complete* record: lost in a crash, recovery sends the
@@ -239,3 +244,5 @@ impl ShardHandle {
         }
     }
 }
+
+impl<T: ShardExec> ShardPtxn for T {}
