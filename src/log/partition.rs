@@ -328,6 +328,10 @@ pub(super) struct Flight {
     /// `(active segment base, size)` when the ticket was made: everything below it is durable
     /// once the ticket completes.
     durable: (u64, u64),
+    /// The seal the ticket carries (a copy): until the ticket completes, the sealed segment may
+    /// still be torn, so nothing may be written into its successor but by the ticket itself
+    /// (see the `Drop` of [`PartitionLog`]).
+    seal: Option<Seal>,
 }
 
 /// The log of one topic-partition. See the module docs.
@@ -794,6 +798,7 @@ impl<S: Storage> PartitionLog<S> {
             id: flight.id,
             checkpoint_start,
             durable,
+            seal: seal.clone(),
         });
         Some(FlushTicket {
             seal,
@@ -1168,9 +1173,22 @@ impl<S: Storage> PartitionLog<S> {
 /// zero padding, which can only land past what that flush made durable (rule 2' of FORMAT.md
 /// cuts there after a power loss).
 impl<S: Storage> Drop for PartitionLog<S> {
+    /// Leaves the active segment's unwritten bytes in the page cache, as a process that exits
+    /// does (a later open reads them; not durable). A rolled segment whose seal has not
+    /// completed (pending, or in a ticket that never completed) is sealed first: the new
+    /// segment must not hold a byte on disk while its predecessor could still be torn (a power
+    /// loss could then keep the new segment's header and lose the sealed segment's last bytes,
+    /// and recovery only cuts the last segment). If the seal fails, the tail is not written.
     fn drop(&mut self) {
         if self.is_poisoned() {
             return;
+        }
+        let in_flight = self.flight.take().and_then(|flight| flight.seal);
+        for seal in in_flight.iter().chain(self.pending_seal.take().iter()) {
+            if let Err(error) = apply_seal(&self.storage, seal) {
+                tracing::warn!(file = %seal.segment.display(), %error, "could not seal the rolled segment at close; the log tail is not written");
+                return;
+            }
         }
         let Some(active) = self.segments.last() else {
             return;
@@ -1625,6 +1643,64 @@ mod tests {
             kept_partial > 0,
             "some crashes keep part of the unsealed segment"
         );
+    }
+
+    #[test]
+    fn a_log_closed_before_its_seal_completes_seals_first() {
+        // A roll's seal pending (even seeds) or in a ticket that never completed (odd), then
+        // the log is closed (its tail left in the page cache, as a process that exits) and
+        // the power fails, at once or after a clean reopen. The tail written at close puts
+        // the new segment's header on the file: the sealed segment must be durable first,
+        // else a crash can keep that header and tear the sealed segment's last bytes.
+        for seed in 0..400u64 {
+            let storage = SimStorage::new();
+            let (mut log, _) = open(&storage, small());
+            log.append(&batch(1, 0, 100), 0).unwrap();
+            log.flush().unwrap();
+            while log.segment_count() == 1 {
+                log.append(&batch(1 + (seed % 3) as usize, 0, 100), 0)
+                    .unwrap();
+            }
+            let sealed = log.segments()[0].clone();
+            log.append(&batch(1, 0, 100), 0).unwrap();
+            let written = log.log_end_offset();
+            let ticket = (seed % 2 == 1).then(|| log.begin_flush().unwrap());
+            if let Some(ticket) = &ticket {
+                assert!(ticket.seal.is_some(), "the ticket after a roll seals");
+            }
+            drop(log);
+            drop(ticket);
+            let storage = if seed % 4 >= 2 {
+                let (reopened, report) = open(&storage, small());
+                assert_eq!(reopened.log_end_offset(), written, "seed {seed}");
+                assert!(
+                    report.truncated.is_empty() && report.indexes_rebuilt.is_empty(),
+                    "seed {seed}: the sealed segment's index was written at close: {report:?}"
+                );
+                drop(reopened);
+                storage
+            } else {
+                storage
+            };
+            let after = storage.crash(seed);
+            let (recovered, report) = PartitionLog::open(after, Path::new("/data/t-0"), small(), 0)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let end = recovered.log_end_offset();
+            assert!(
+                sealed.next_offset <= end && end <= written,
+                "seed {seed}: the sealed segment is whole: {end}"
+            );
+            assert!(report.truncated.iter().all(|t| t.path != sealed.path));
+            assert!(report
+                .indexes_rebuilt
+                .iter()
+                .all(|p| *p != sealed.path.with_extension("index")));
+            assert_eq!(
+                recovered.read(0, usize::MAX).unwrap().next_offset,
+                end,
+                "seed {seed}: every kept batch reads back"
+            );
+        }
     }
 
     /// Fills `log`'s read cache as the runtime does, from the file's bytes (or, with

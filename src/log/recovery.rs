@@ -228,15 +228,6 @@ impl<S: Storage> PartitionLog<S> {
         }
         let last = log.active();
         last.file.sync().map_err(io_err("fdatasync", &last.path))?;
-        // The segment before it may have been sealed by a roll whose seal never ran (the
-        // process was killed before the next flush): its last bytes may be in the page cache
-        // only. Only that one (at most one seal waits at a time).
-        if let Some(previous) = log.segments.iter().rev().nth(1) {
-            previous
-                .file
-                .sync()
-                .map_err(io_err("fdatasync", &previous.path))?;
-        }
         // The whole active segment is durable now: record that if a checkpoint file exists and
         // says otherwise (after a roll, or after a cut below a stale record).
         let durable = Some((
