@@ -487,7 +487,7 @@ fn main() {
         engine_group_commit.push(common::engine_group_commit(
             &work.join(format!("engine-group-commit-{batch_bytes}")),
             batch_bytes,
-            plan.group_commit_bytes_in_flight,
+            plan.engine_bytes_in_flight,
             plan.group_commit_seconds,
         ));
     }
