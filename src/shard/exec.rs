@@ -455,6 +455,16 @@ pub trait ShardExec:
         results
     }
 
+    /// The first steps after a restart (the runtime's and the simulation's): the entries
+    /// recovery queued (share transactions found ONGOING are aborted) go to the journal; share
+    /// transactions holding LOCKED records here are resolved with their coordinators; producer
+    /// transactions found prepared send their markers again.
+    fn after_restart(&self) {
+        self.share_housekeeping();
+        self.resolve_locked_transactions();
+        self.ptxn_recover();
+    }
+
     /// After a restart: resolves the transactions that hold LOCKED records here with their
     /// coordinators (`shard::txn::resolve_locked_transactions`).
     fn resolve_locked_transactions(&self) {
