@@ -633,18 +633,7 @@ pub trait ShardExec:
             since >= JOURNAL_SNAPSHOT_EVERY_ENTRIES && !journal.needs_flush()
         };
         if due {
-            let snapshot = {
-                let mut state = self.state.borrow_mut();
-                let mut snapshot = state.share.durable_snapshot(self.now_ms());
-                snapshot.group_offsets = state.groups.durable_offsets();
-                snapshot.producer_transactions = state.ptxn.durable_records();
-                snapshot
-            };
-            let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
-            match written {
-                Ok(_) => self.ensure_journal_flush(),
-                Err(e) => self.journal_poisoned(&format!("snapshot: {e}")),
-            }
+            self.write_journal_snapshot();
         }
         let compacted = self.journal.borrow_mut().compact();
         match compacted {
@@ -653,6 +642,25 @@ pub trait ShardExec:
             }
             Ok(_) => {}
             Err(e) => tracing::error!(shard = %self.id, error = %e, "journal compaction failed"),
+        }
+    }
+
+    /// Writes a snapshot of the shard's durable state into its journal (share state, committed
+    /// offsets, producer transactions) and starts its flush; housekeeping calls it every
+    /// `JOURNAL_SNAPSHOT_EVERY_ENTRIES` entries, with the journal flushed and the state's
+    /// pending entries appended (the simulations call it so more often).
+    fn write_journal_snapshot(&self) {
+        let snapshot = {
+            let mut state = self.state.borrow_mut();
+            let mut snapshot = state.share.durable_snapshot(self.now_ms());
+            snapshot.group_offsets = state.groups.durable_offsets();
+            snapshot.producer_transactions = state.ptxn.durable_records();
+            snapshot
+        };
+        let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
+        match written {
+            Ok(_) => self.ensure_journal_flush(),
+            Err(e) => self.journal_poisoned(&format!("snapshot: {e}")),
         }
     }
 
