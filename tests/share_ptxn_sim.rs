@@ -379,8 +379,15 @@ impl Sim {
     }
 
     /// The committed output (read_committed, with the consumer's filter), as input offsets:
-    /// no input twice, and only inputs the job learnt committed.
+    /// no input twice, only inputs the job learnt committed, and, unless the coordinator is
+    /// writing a transaction's markers, every one of those (a complete transaction's markers
+    /// are durable).
     fn committed_output(&mut self) -> Vec<i64> {
+        let saved = self.crash_in.take();
+        let completing = self.describe().is_some_and(|t| {
+            matches!(t.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        });
+        self.crash_in = saved;
         let mut offset = 0;
         let mut out = Vec::new();
         loop {
@@ -423,6 +430,13 @@ impl Sim {
             assert!(
                 self.decided.contains(o),
                 "input {o} in the committed output, but its transaction was not decided committed"
+            );
+        }
+        if !completing {
+            let missing: Vec<&i64> = self.decided.difference(&seen).collect();
+            assert!(
+                missing.is_empty(),
+                "inputs decided committed, their transaction complete, but not in the committed output: {missing:?}"
             );
         }
         out

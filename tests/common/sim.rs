@@ -10,7 +10,8 @@
 //!   (`MemDir`) marks the ticket's bytes synced when the flush completes.
 //! - `flush_log` runs a partition log's flush ticket on the crash double of the data directory
 //!   (`SimStorage`): the block writes land first (unsynced), then, after a random number of
-//!   polls, every file and directory of the ticket is synced; a crash in between leaves the
+//!   polls (a long tail: one sync in four takes up to 30), every file and directory of the
+//!   ticket is synced; a crash in between leaves the
 //!   writes to the double's crash model (a prefix of whole sectors may survive).
 //! - `read_ahead` reads nothing ahead (the logs read what they need themselves) and yields a
 //!   random number of polls.
@@ -349,7 +350,12 @@ impl ShardIo for SimIo {
         ticket: &lockstep::log::FlushTicket,
     ) -> impl Future<Output = std::io::Result<()>> {
         let storage = self.world.storage.borrow().clone();
-        let polls = self.world.exec.rng.borrow_mut().gen_range(0..=3u32);
+        // Syncs have a long tail: one in four takes a while (other shards' work goes on).
+        let polls = {
+            let mut rng = self.world.exec.rng.borrow_mut();
+            let slow = rng.gen_ratio(1, 4);
+            rng.gen_range(0..=if slow { 30u32 } else { 3 })
+        };
         let writes = ticket.writes.clone();
         let files: Vec<_> = ticket
             .writes
