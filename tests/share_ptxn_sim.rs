@@ -71,8 +71,8 @@ use lockstep::client::share_consumer::decode_batches;
 use lockstep::journal::{Journal, JournalConfig};
 use lockstep::log::batch::BatchBuilder;
 use lockstep::model::{group_shard, partition_shard, ShardId};
-use lockstep::ptxn::coordinator::{CoordConfig, CoordError, InitAnswer, InitRequest, TxnState};
 use lockstep::ptxn::coordinator::TxnMetadata;
+use lockstep::ptxn::coordinator::{CoordConfig, CoordError, InitAnswer, InitRequest, TxnState};
 use lockstep::ptxn::share::ProducerLock;
 use lockstep::ptxn::TxnOutcome;
 use lockstep::shard::call::{Op, Ptxn, ReleaseMember, Txn};
@@ -116,8 +116,10 @@ const RETRIES_MAX: usize = 200;
 fn registry() -> Arc<TopicRegistry> {
     let mut r = TopicRegistry::new("sim".into());
     let segments = [("segment.bytes".to_string(), Some(SEGMENT_BYTES.to_string()))];
-    r.create_topic(INPUT, Uuid::from_u128(1), 1, &segments).unwrap();
-    r.create_topic(OUTPUT, Uuid::from_u128(2), 1, &segments).unwrap();
+    r.create_topic(INPUT, Uuid::from_u128(1), 1, &segments)
+        .unwrap();
+    r.create_topic(OUTPUT, Uuid::from_u128(2), 1, &segments)
+        .unwrap();
     r.set_group_configs(
         GROUP,
         [
@@ -384,9 +386,9 @@ impl Sim {
     /// are durable).
     fn committed_output(&mut self) -> Vec<i64> {
         let saved = self.crash_in.take();
-        let completing = self.describe().is_some_and(|t| {
-            matches!(t.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
-        });
+        let completing = self
+            .describe()
+            .is_some_and(|t| matches!(t.state, TxnState::PrepareCommit | TxnState::PrepareAbort));
         self.crash_in = saved;
         let mut offset = 0;
         let mut out = Vec::new();
@@ -910,7 +912,11 @@ impl Sim {
         if self.open {
             let state = meta.as_ref().map(|m| m.state);
             let ours = meta.as_ref().is_some_and(|m| m.producer_id == p.id);
-            if ours && matches!(state, Some(TxnState::PrepareCommit | TxnState::CompleteCommit))
+            if ours
+                && matches!(
+                    state,
+                    Some(TxnState::PrepareCommit | TxnState::CompleteCommit)
+                )
             {
                 self.stats.decided_at_crash += 1;
                 self.stats.commits += 1;
@@ -1004,7 +1010,11 @@ impl Sim {
     fn spso(&self) -> i64 {
         let cores = self.world.cores.borrow();
         let state = cores[input_shard()].state.borrow();
-        let spso = state.share.partitions().next().map_or(0, |(_, sp)| sp.spso());
+        let spso = state
+            .share
+            .partitions()
+            .next()
+            .map_or(0, |(_, sp)| sp.spso());
         spso
     }
 
@@ -1058,10 +1068,11 @@ impl Sim {
             assert_eq!(sp.locked_records(), 0);
         }
         let output = self.committed_output();
-        let missing: Vec<i64> = (0..RECORDS)
-            .filter(|o| !output.contains(o))
-            .collect();
-        assert!(missing.is_empty(), "inputs missing from the committed output: {missing:?}");
+        let missing: Vec<i64> = (0..RECORDS).filter(|o| !output.contains(o)).collect();
+        assert!(
+            missing.is_empty(),
+            "inputs missing from the committed output: {missing:?}"
+        );
         assert_eq!(output.len() as i64, RECORDS);
         assert_eq!(self.decided.len() as i64, RECORDS);
     }

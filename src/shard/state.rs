@@ -383,7 +383,8 @@ impl<S: Storage + Clone> ShardState<S> {
         now_ms: u64,
     ) -> Result<(), String> {
         let registry = self.registry.clone();
-        self.share = ShareState::restore(recovered, &registry, now_ms).map_err(|e| e.to_string())?;
+        self.share =
+            ShareState::restore(recovered, &registry, now_ms).map_err(|e| e.to_string())?;
         self.share.retain_topics(&registry);
         self.groups = crate::group::ConsumerGroups::restore(recovered, now_ms);
         self.groups.retain_topics(&|t| registry.topic(t).is_some());
