@@ -733,6 +733,7 @@ impl Sim {
             min_one_batch: true,
             acquire_created: true,
             acknowledge: None,
+            wait_durable: true,
         };
         let Some(reply) = self.call(input_shard(), op) else {
             return;

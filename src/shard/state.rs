@@ -979,8 +979,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .iter()
             .filter(|(_, p)| {
                 !p.log.is_poisoned()
-                    && (p.log.durable_end_offset() < p.log.log_end_offset()
-                        || p.log.flush_in_flight())
+                    && (p.log.durable_end_offset() < p.log.log_end_offset() || p.log.flush_due())
             })
             .map(|(k, _)| *k)
             .collect();
@@ -1503,6 +1502,7 @@ mod tests {
                     record_limit: false,
                     acquire_created: true,
                     acknowledge: None,
+                    wait_durable: true,
                 };
                 let got = s.share_fetch(&op, 0);
                 assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);

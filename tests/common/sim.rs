@@ -9,7 +9,8 @@
 //! - `flush_journal` completes after a random number of polls; the journal's region double
 //!   (`MemDir`) marks the ticket's bytes synced when the flush completes.
 //! - `flush_log` runs a partition log's flush ticket on the crash double of the data directory
-//!   (`SimStorage`): the block writes land first (unsynced), then, after a random number of
+//!   (`SimStorage`): a sealed segment is made durable first (as the runtime does), then the
+//!   block writes and zero fills land (unsynced), then, after a random number of
 //!   polls (a long tail: one sync in four takes up to 30), every file and directory of the
 //!   ticket is synced; a crash in between leaves the
 //!   writes to the double's crash model (a prefix of whole sectors may survive).
@@ -39,6 +40,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::ops::Deref;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -343,8 +345,9 @@ impl ShardIo for SimIo {
         panic!("journal poisoned on {}: {detail}", self.core.id)
     }
 
-    /// The ticket's block writes land at once (unsynced), the syncs after a random number of
-    /// polls (module docs).
+    /// A sealed segment is made durable first (`log::apply_seal`, as the runtime does before
+    /// anything else of the ticket); then the ticket's block writes and zero fills land at once
+    /// (unsynced), the syncs after a random number of polls (module docs).
     fn flush_log(
         &self,
         ticket: &lockstep::log::FlushTicket,
@@ -356,19 +359,31 @@ impl ShardIo for SimIo {
             let slow = rng.gen_ratio(1, 4);
             rng.gen_range(0..=if slow { 30u32 } else { 3 })
         };
-        let writes = ticket.writes.clone();
-        let files: Vec<_> = ticket
+        let seal = ticket.seal.clone();
+        let writes: Vec<(PathBuf, u64, Vec<u8>)> = ticket
             .writes
             .iter()
-            .map(|w| w.path.clone())
+            .map(|w| (w.path.clone(), w.position, w.data.clone()))
+            .chain(
+                ticket
+                    .zero_fills
+                    .iter()
+                    .map(|z| (z.path.clone(), z.position, vec![0; z.len as usize])),
+            )
+            .collect();
+        let files: Vec<PathBuf> = writes
+            .iter()
+            .map(|(path, _, _)| path.clone())
             .chain(ticket.files.iter().cloned())
             .collect();
         let dirs = ticket.dirs.clone();
         async move {
-            for write in &writes {
-                storage
-                    .open(&write.path)?
-                    .write_direct_at(&write.data, write.position)?;
+            if let Some(seal) = &seal {
+                lockstep::log::apply_seal(&storage, seal)?;
+                Exec::yield_polls(1).await;
+            }
+            for (path, position, data) in &writes {
+                storage.open(path)?.write_direct_at(data, *position)?;
             }
             Exec::yield_polls(polls).await;
             for file in &files {
