@@ -464,6 +464,16 @@ pub trait ShardExec:
         results
     }
 
+    /// The first steps after a restart (the runtime's and the simulation's): the entries
+    /// recovery queued (share transactions found ONGOING are aborted) go to the journal; share
+    /// transactions holding LOCKED records here are resolved with their coordinators; producer
+    /// transactions found prepared send their markers again.
+    fn after_restart(&self) {
+        self.share_housekeeping();
+        self.resolve_locked_transactions();
+        self.ptxn_recover();
+    }
+
     /// After a restart: resolves the transactions that hold LOCKED records here with their
     /// coordinators (`shard::txn::resolve_locked_transactions`).
     fn resolve_locked_transactions(&self) {
@@ -629,18 +639,7 @@ pub trait ShardExec:
             since >= JOURNAL_SNAPSHOT_EVERY_ENTRIES && !journal.needs_flush()
         };
         if due {
-            let snapshot = {
-                let mut state = self.state.borrow_mut();
-                let mut snapshot = state.share.durable_snapshot(self.now_ms());
-                snapshot.group_offsets = state.groups.durable_offsets();
-                snapshot.producer_transactions = state.ptxn.durable_records();
-                snapshot
-            };
-            let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
-            match written {
-                Ok(_) => self.ensure_journal_flush(),
-                Err(e) => self.journal_poisoned(&format!("snapshot: {e}")),
-            }
+            self.write_journal_snapshot();
         }
         let compacted = self.journal.borrow_mut().compact();
         match compacted {
@@ -649,6 +648,25 @@ pub trait ShardExec:
             }
             Ok(_) => {}
             Err(e) => tracing::error!(shard = %self.id, error = %e, "journal compaction failed"),
+        }
+    }
+
+    /// Writes a snapshot of the shard's durable state into its journal (share state, committed
+    /// offsets, producer transactions) and starts its flush; housekeeping calls it every
+    /// `JOURNAL_SNAPSHOT_EVERY_ENTRIES` entries, with the journal flushed and the state's
+    /// pending entries appended (the simulations call it so more often).
+    fn write_journal_snapshot(&self) {
+        let snapshot = {
+            let mut state = self.state.borrow_mut();
+            let mut snapshot = state.share.durable_snapshot(self.now_ms());
+            snapshot.group_offsets = state.groups.durable_offsets();
+            snapshot.producer_transactions = state.ptxn.durable_records();
+            snapshot
+        };
+        let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
+        match written {
+            Ok(_) => self.ensure_journal_flush(),
+            Err(e) => self.journal_poisoned(&format!("snapshot: {e}")),
         }
     }
 

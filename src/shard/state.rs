@@ -372,6 +372,27 @@ impl<S: Storage + Clone> ShardState<S> {
         &self.registry
     }
 
+    /// After a restart, over the partitions just opened: the state the shard's journal holds
+    /// (share state, consumer groups, producer transactions), for the topics that still exist;
+    /// then each share partition learns its log's start again (not journalled with it). The
+    /// runtime and the deterministic simulation (`tests/share_ptxn_sim.rs`) both restart so.
+    pub fn restore_journal(
+        &mut self,
+        recovered: &crate::journal::Recovered,
+        ptxn: crate::ptxn::coordinator::CoordConfig,
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let registry = self.registry.clone();
+        self.share =
+            ShareState::restore(recovered, &registry, now_ms).map_err(|e| e.to_string())?;
+        self.share.retain_topics(&registry);
+        self.groups = crate::group::ConsumerGroups::restore(recovered, now_ms);
+        self.groups.retain_topics(&|t| registry.topic(t).is_some());
+        self.ptxn = crate::ptxn::coordinator::TxnCoordinator::restore(recovered, ptxn);
+        self.share_apply_log_starts();
+        Ok(())
+    }
+
     pub fn owns(&self, topic: &str, partition: i32) -> bool {
         partition >= 0 && partition_shard(topic, partition, self.shard_count) == self.id
     }
