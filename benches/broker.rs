@@ -1038,9 +1038,14 @@ fn run_tool(
     let label_owned = label.to_string();
     let out_reader = std::thread::spawn(move || {
         let mut lines = Vec::new();
+        // `--print-metrics` ends the tool's output with a table of a few hundred lines.
+        let mut metrics = false;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            progress(&format!("{label_owned}: {line}"));
+            metrics |= line.starts_with("Metric Name");
+            if !metrics {
+                progress(&format!("{label_owned}: {line}"));
+            }
             lines.push(line);
         }
         lines

@@ -240,6 +240,7 @@ impl Sim {
                 min_one_batch: true,
                 acquire_created: true,
                 acknowledge: None,
+                wait_durable: true,
             },
             self.now,
         );

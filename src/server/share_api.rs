@@ -28,11 +28,11 @@ use crate::protocol::generated::{
     share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
     ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
-use crate::shard::call::{Disconnected, ReleaseMember};
+use crate::shard::call::{Disconnected, JournalDurable, ReleaseMember};
 use crate::shard::join::{first_of, join_all};
 use crate::shard::ops::{
-    CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
-    ShareProbeOp, ShareSessionOp, WaitOp,
+    CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchReply,
+    ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::Heartbeat;
@@ -478,7 +478,11 @@ async fn walk<B: Bus>(
         .enumerate()
         .map(|(i, (shard, r))| (*shard, (i, r.clone())))
         .collect();
-    for (shard, group) in group_in_order(indexed) {
+    let groups = group_in_order(indexed);
+    let last = groups.len().saturating_sub(1);
+    // Acknowledgements a shard applied without waiting for its journal: waited for at the end.
+    let mut undurable = Vec::new();
+    for (g, (shard, group)) in groups.into_iter().enumerate() {
         let partitions: Vec<PartitionRef> = group.iter().map(|(_, r)| r.clone()).collect();
         let reply = if left == 0 {
             None
@@ -496,12 +500,23 @@ async fn walk<B: Bus>(
                 min_one_batch,
                 acquire_created,
                 acknowledge,
+                // The last shard's journal flush is the one nothing overlaps.
+                wait_durable: g == last,
             };
             let reply = bus.call_op(shard, op).await;
             if !acked.is_empty() {
-                let answers = reply.as_ref().map_err(Clone::clone);
-                let answers = answers.map(|r| r.acknowledged.clone());
-                acks.borrow_mut().answer(&acked, answers);
+                match &reply {
+                    Ok(ShareFetchReply {
+                        durable_at: Some(seq),
+                        acknowledged,
+                        ..
+                    }) => undurable.push((shard, *seq, acked, acknowledged.clone())),
+                    _ => {
+                        let answers = reply.as_ref().map_err(Clone::clone);
+                        let answers = answers.map(|r| r.acknowledged.clone());
+                        acks.borrow_mut().answer(&acked, answers);
+                    }
+                }
             }
             Some(reply.map(|r| r.partitions))
         };
@@ -529,6 +544,18 @@ async fn walk<B: Bus>(
                 }
             }
         }
+    }
+    let waits = undurable
+        .iter()
+        .map(|(shard, seq, ..)| bus.call_op(*shard, JournalDurable { seq: *seq }))
+        .collect();
+    let durable = join_all(waits).await;
+    for ((_, _, acked, mut results), durable) in undurable.into_iter().zip(durable) {
+        let answers = durable.map(|d| {
+            ShareAckResult::durable(&mut results, d);
+            results
+        });
+        acks.borrow_mut().answer(&acked, answers);
     }
     let out: Vec<ShareFetchedPartition> = out.into_iter().flatten().collect();
     assert_eq!(out.len(), order.len());

@@ -1481,6 +1481,7 @@ mod tests {
                     record_limit: false,
                     acquire_created: true,
                     acknowledge: None,
+                    wait_durable: true,
                 };
                 let got = s.share_fetch(&op, 0);
                 assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);
