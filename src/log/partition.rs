@@ -1651,7 +1651,7 @@ mod tests {
         let storage = SimStorage::new();
         let (mut log, _) = open(&storage, LogConfig::default());
         let segment = log.segments()[0].path.clone();
-        let mut flush = |log: &mut PartitionLog<SimStorage>, records: usize| {
+        let flush = |log: &mut PartitionLog<SimStorage>, records: usize| {
             log.append(&batch(records, 0, 1000), 0).unwrap();
             let ticket = log.begin_flush().unwrap();
             let write = ticket.writes.iter().find(|w| w.path == segment).unwrap();
