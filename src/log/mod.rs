@@ -23,7 +23,8 @@
 //!    rewritten with the same bytes; a torn block write tears at sector boundaries, leaving
 //!    old or new sectors, so it damages nothing durable), made durable by the engine
 //!    (`O_DSYNC` `O_DIRECT` write, or write and `fdatasync`), with the zeros written ahead of
-//!    the tail and the checkpoint's newest slot as block writes of their own, `fdatasync`s
+//!    the tail (small flushes only) and the checkpoint's newest slot as block writes of their
+//!    own, `fdatasync`s
 //!    every other file written since the last one (and the directory when entries changed),
 //!    then declares
 //!    durable exactly the offsets appended before it began. One flush at a time; block writes

@@ -1646,6 +1646,56 @@ mod tests {
     }
 
     #[test]
+    fn zeros_are_written_ahead_of_small_flushes_only() {
+        use crate::constants::LOG_ZERO_FILL_BYTES;
+        let storage = SimStorage::new();
+        let (mut log, _) = open(&storage, LogConfig::default());
+        let segment = log.segments()[0].path.clone();
+        let flush = |log: &mut PartitionLog<SimStorage>, records: usize| {
+            log.append(&batch(records, 0, 1000), 0).unwrap();
+            let ticket = log.begin_flush().unwrap();
+            let write = ticket.writes.iter().find(|w| w.path == segment).unwrap();
+            let end = write.position + write.data.len() as u64;
+            let fills = ticket.zero_fills.clone();
+            let result = sync_ticket(&storage, &ticket);
+            log.complete_flush(ticket, result).unwrap();
+            (end, fills)
+        };
+        // A small flush zeroes a fill's worth just past its write.
+        let (end, fills) = flush(&mut log, 2);
+        assert_eq!(fills.len(), 1);
+        assert_eq!(
+            (fills[0].position, fills[0].len),
+            (end, LOG_ZERO_FILL_BYTES)
+        );
+        // Small flushes inside the zeroed range write none, until less than half is left.
+        let mut zeroed = end + LOG_ZERO_FILL_BYTES;
+        let mut refilled = false;
+        for _ in 0..200 {
+            let (end, fills) = flush(&mut log, 2);
+            match fills.as_slice() {
+                [] => assert!(zeroed - end >= LOG_ZERO_FILL_BYTES / 2),
+                [fill] => {
+                    assert!(zeroed - end < LOG_ZERO_FILL_BYTES / 2);
+                    assert_eq!(fill.position, zeroed);
+                    zeroed = fill.position + fill.len;
+                    refilled = true;
+                }
+                more => panic!("{more:?}"),
+            }
+        }
+        assert!(refilled);
+        // A flush that runs a fill's worth or more past the zeroed end writes no zeros.
+        let (end, fills) = flush(&mut log, 3 * LOG_ZERO_FILL_BYTES as usize / 1000);
+        assert!(end >= zeroed + LOG_ZERO_FILL_BYTES);
+        assert!(fills.is_empty(), "{fills:?}");
+        // The next small flush zeroes ahead again.
+        let (end, fills) = flush(&mut log, 2);
+        assert_eq!(fills.len(), 1);
+        assert_eq!(fills[0].position, end);
+    }
+
+    #[test]
     fn a_log_closed_before_its_seal_completes_seals_first() {
         // A roll's seal pending (even seeds) or in a ticket that never completed (odd), then
         // the log is closed (its tail left in the page cache, as a process that exits) and

@@ -208,8 +208,17 @@ impl<F> Segment<F> {
     /// (it starts at or past `end`, and data past `end` is written by later flushes only), so
     /// it may be written concurrently with the rest of the flush; a crash leaves zeros or
     /// unwritten extents there, both a clean end (FORMAT.md §5).
+    ///
+    /// Adaptive: a block write that ends [`LOG_ZERO_FILL_BYTES`] or more past the zeroed end
+    /// was a large flush, which converted its own extents once for many bytes; zeros ahead
+    /// of it would add a fill to every such flush for little gain, so none is written (the
+    /// next small flush starts filling again).
     pub(super) fn zero_ahead(&mut self, end: u64) -> Option<ZeroFill> {
         assert_eq!(end % LOG_BLOCK_BYTES, 0, "a block write ends on a block");
+        if end >= self.zeroed + LOG_ZERO_FILL_BYTES {
+            self.zeroed = end;
+            return None;
+        }
         let from = self.zeroed.max(end);
         self.zeroed = from;
         if from - end >= LOG_ZERO_FILL_BYTES / 2 {
