@@ -10,7 +10,7 @@ use super::classic::{
 use super::{
     CommitPartition, ConsumerGroups, ConsumerMembership, FetchedOffset, ListedGroup, Membership,
 };
-use kafka_protocol::ResponseError;
+use super::{GroupError, ItemResult};
 
 /// Work on the group's shard.
 #[derive(Clone, Debug)]
@@ -114,16 +114,16 @@ pub enum GroupReply {
     JoinPolled(Option<JoinAnswer>),
     Sync(SyncStep),
     SyncPolled(Option<SyncAnswer>),
-    /// Heartbeat's error code (0: none).
-    Heartbeat(i16),
-    /// Per member error codes, or the group's error code.
-    Left(Result<Vec<i16>, i16>),
-    /// Per partition error codes, or the group's error code.
-    Committed(Result<Vec<i16>, i16>),
-    Fetched(Result<Vec<FetchedOffset>, i16>),
-    OffsetsDeleted(Result<Vec<i16>, i16>),
-    /// `Ok(true)`: deleted; `Ok(false)`: no such consumer group; `Err`: NON_EMPTY_GROUP.
-    Deleted(Result<bool, i16>),
+    Heartbeat(Result<(), GroupError>),
+    /// Per member results, or the group's error.
+    Left(Result<Vec<ItemResult>, GroupError>),
+    /// Per partition results, or the group's error.
+    Committed(Result<Vec<ItemResult>, GroupError>),
+    Fetched(Result<Vec<FetchedOffset>, GroupError>),
+    /// Per partition results, or the group's error.
+    OffsetsDeleted(Result<Vec<ItemResult>, GroupError>),
+    /// `Ok(true)`: deleted; `Ok(false)`: no such consumer group; `Err`: it has members.
+    Deleted(Result<bool, GroupError>),
     Listed(Vec<ListedGroup>),
     Described(Option<GroupDescription>),
     ConsumerHeartbeat(Result<crate::kip848::HeartbeatOut, crate::kip848::HeartbeatError>),
@@ -160,12 +160,12 @@ fn classic<'a>(
     groups: &'a mut ConsumerGroups,
     group_id: &str,
     now_ms: u64,
-) -> Result<&'a mut ClassicGroup, ResponseError> {
+) -> Result<&'a mut ClassicGroup, GroupError> {
     match &mut groups.get_or_create(group_id, now_ms).membership {
         Membership::Classic(c) => Ok(c),
         // Kafka 4.4 lets classic members join a KIP-848 group (upgrade/downgrade), which is
         // not implemented here.
-        Membership::Consumer(_) => Err(ResponseError::InconsistentGroupProtocol),
+        Membership::Consumer(_) => Err(GroupError::InconsistentProtocol),
     }
 }
 
@@ -173,11 +173,11 @@ fn classic<'a>(
 fn existing_classic<'a>(
     groups: &'a mut ConsumerGroups,
     group_id: &str,
-) -> Result<&'a mut ClassicGroup, ResponseError> {
+) -> Result<&'a mut ClassicGroup, GroupError> {
     match groups.group_mut(group_id).map(|g| &mut g.membership) {
         Some(Membership::Classic(c)) => Ok(c),
-        Some(Membership::Consumer(_)) => Err(ResponseError::InconsistentGroupProtocol),
-        None => Err(ResponseError::UnknownMemberId),
+        Some(Membership::Consumer(_)) => Err(GroupError::InconsistentProtocol),
+        None => Err(GroupError::UnknownMember),
     }
 }
 
@@ -216,35 +216,26 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             member_id,
             group_instance_id,
             generation_id,
-        } => GroupReply::Heartbeat(
-            existing_classic(groups, &group_id)
-                .and_then(|c| {
-                    c.heartbeat(
-                        &member_id,
-                        group_instance_id.as_deref(),
-                        generation_id,
-                        now_ms,
-                    )
-                })
-                .err()
-                .map_or(0, |e| e.code()),
-        ),
+        } => GroupReply::Heartbeat(existing_classic(groups, &group_id).and_then(|c| {
+            c.heartbeat(
+                &member_id,
+                group_instance_id.as_deref(),
+                generation_id,
+                now_ms,
+            )
+        })),
         GroupOp::Leave { group_id, members } => {
             let reply = match existing_classic(groups, &group_id) {
                 // Kafka 4.4 answers every member of an unknown group UNKNOWN_MEMBER_ID (the
                 // group-level error stays NONE).
-                Err(ResponseError::UnknownMemberId) => {
-                    Ok(vec![ResponseError::UnknownMemberId.code(); members.len()])
+                Err(GroupError::UnknownMember) => {
+                    Ok(vec![Err(GroupError::UnknownMember); members.len()])
                 }
                 Ok(c) => Ok(members
                     .iter()
-                    .map(|(id, instance)| {
-                        c.leave(id, instance.as_deref(), now_ms)
-                            .err()
-                            .map_or(0, |e| e.code())
-                    })
+                    .map(|(id, instance)| c.leave(id, instance.as_deref(), now_ms))
                     .collect()),
-                Err(e) => Err(e.code()),
+                Err(e) => Err(e),
             };
             GroupReply::Left(reply)
         }
@@ -255,19 +246,15 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             generation_or_epoch,
             api_version,
             partitions,
-        } => GroupReply::Committed(
-            groups
-                .commit(
-                    &group_id,
-                    &member_id,
-                    group_instance_id.as_deref(),
-                    generation_or_epoch,
-                    api_version,
-                    &partitions,
-                    now_ms,
-                )
-                .map_err(|e| e.code()),
-        ),
+        } => GroupReply::Committed(groups.commit(
+            &group_id,
+            &member_id,
+            group_instance_id.as_deref(),
+            generation_or_epoch,
+            api_version,
+            &partitions,
+            now_ms,
+        )),
         GroupOp::Fetch {
             group_id,
             topics,
@@ -286,8 +273,7 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                         groups.mark_unstable(&group_id, &mut fetched);
                     }
                     fetched
-                })
-                .map_err(|e| e.code()),
+                }),
         ),
         GroupOp::TxnCommit {
             group_id,
@@ -296,30 +282,20 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             group_instance_id,
             generation_id,
             partitions,
-        } => GroupReply::Committed(
-            groups
-                .txn_commit(
-                    &group_id,
-                    producer_id,
-                    &member_id,
-                    group_instance_id.as_deref(),
-                    generation_id,
-                    &partitions,
-                    now_ms,
-                )
-                .map_err(|e| e.code()),
-        ),
+        } => GroupReply::Committed(groups.txn_commit(
+            &group_id,
+            producer_id,
+            &member_id,
+            group_instance_id.as_deref(),
+            generation_id,
+            &partitions,
+            now_ms,
+        )),
         GroupOp::DeleteOffsets {
             group_id,
             partitions,
-        } => GroupReply::OffsetsDeleted(
-            groups
-                .delete_offsets(&group_id, &partitions, now_ms)
-                .map_err(|e| e.code()),
-        ),
-        GroupOp::Delete { group_id } => {
-            GroupReply::Deleted(groups.delete_group(&group_id, now_ms).map_err(|e| e.code()))
-        }
+        } => GroupReply::OffsetsDeleted(groups.delete_offsets(&group_id, &partitions, now_ms)),
+        GroupOp::Delete { group_id } => GroupReply::Deleted(groups.delete_group(&group_id, now_ms)),
         GroupOp::List => GroupReply::Listed(groups.list(now_ms)),
         GroupOp::ConsumerHeartbeat {
             group_id,

@@ -54,7 +54,7 @@ mod segment;
 
 pub use partition::{sync_ticket, BATCH_FRAME_KIND};
 pub use partition::{
-    AppendInfo, FlushTicket, LogConfig, LogError, PartitionLog, ReadAhead, ReadResult,
-    RecoveryReport, RemovedSegment, SegmentInfo, TruncatedTail,
+    AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
+    ReadResult, RecoveryReport, RemovedSegment, SegmentInfo, TruncatedTail,
 };
 pub use segment::{BlockWrite, CachedBytes};

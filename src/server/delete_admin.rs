@@ -182,7 +182,8 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     match super::group_api::call_group(bus, group_id, op).await {
         Ok(crate::group::ops::GroupReply::Deleted(Ok(true))) => return 0,
         Ok(crate::group::ops::GroupReply::Deleted(Ok(false))) => {}
-        Ok(crate::group::ops::GroupReply::Deleted(Err(code))) | Err(code) => return code,
+        Ok(crate::group::ops::GroupReply::Deleted(Err(e))) => return e.code(),
+        Err(code) => return code,
         Ok(_) => return ResponseError::UnknownServerError.code(),
     }
     let shard = group_shard(group_id, bus.shard_count());

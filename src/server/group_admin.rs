@@ -12,6 +12,7 @@ use super::group_api::{call_group, sb};
 use super::{decode_counted, respond, Bus, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::group::ops::{GroupDescription, GroupOp, GroupReply};
+use crate::group::GroupError;
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
     describe_groups_response, offset_delete_response, DescribeGroupsRequest,
@@ -142,8 +143,12 @@ pub async fn handle_offset_delete<B: Bus>(bus: &B, request: &Request) -> Outcome
         partitions: sent.clone(),
     };
     let codes = match call_group(bus, &group_id, op).await {
-        Ok(GroupReply::OffsetsDeleted(Ok(codes))) if codes.len() == sent.len() => codes,
-        Ok(GroupReply::OffsetsDeleted(Err(code))) | Err(code) => {
+        Ok(GroupReply::OffsetsDeleted(Ok(results))) if results.len() == sent.len() => results,
+        Ok(GroupReply::OffsetsDeleted(Err(e))) => {
+            response.error_code = e.code();
+            return respond(request, &response);
+        }
+        Err(code) => {
             response.error_code = code;
             return respond(request, &response);
         }
@@ -167,9 +172,10 @@ pub async fn handle_offset_delete<B: Bus>(bus: &B, request: &Request) -> Outcome
                     let mut out = offset_delete_response::OffsetDeleteResponsePartition::default();
                     out.partition_index = p.partition_index;
                     out.error_code = if known {
-                        codes
-                            .next()
-                            .unwrap_or(ResponseError::UnknownServerError.code())
+                        codes.next().map_or(
+                            ResponseError::UnknownServerError.code(),
+                            GroupError::code_of,
+                        )
                     } else {
                         ResponseError::UnknownTopicOrPartition.code()
                     };

@@ -18,7 +18,7 @@ use crate::constants::{
 };
 use crate::group::classic::{JoinAnswer, JoinRequest, JoinStep, SyncAnswer, SyncRequest, SyncStep};
 use crate::group::ops::{GroupOp, GroupReply};
-use crate::group::{CommitPartition, FetchedOffset};
+use crate::group::{CommitPartition, FetchedOffset, GroupError};
 use crate::model::group_shard;
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
@@ -56,16 +56,24 @@ fn client_host(conn: &ConnInfo) -> String {
     format!("/{}", conn.peer_addr.ip())
 }
 
-fn join_error(code: i16, member_id: &str) -> JoinAnswer {
-    let mut a = JoinAnswer::error(ResponseError::UnknownServerError, member_id);
-    a.error_code = code;
-    a
+/// A JoinGroup answer carrying an error the group did not choose (the edge's, or the call's).
+fn join_error(code: i16, member_id: &str) -> (i16, JoinAnswer) {
+    (code, JoinAnswer::empty(member_id))
 }
 
-fn sync_error(code: i16) -> SyncAnswer {
-    let mut a = SyncAnswer::error(ResponseError::UnknownServerError);
-    a.error_code = code;
-    a
+/// A JoinGroup answer of the group, with its error code.
+fn joined(a: JoinAnswer) -> (i16, JoinAnswer) {
+    (GroupError::code_or_none(a.error), a)
+}
+
+/// A SyncGroup answer carrying an error the group did not choose.
+fn sync_error(code: i16) -> (i16, SyncAnswer) {
+    (code, SyncAnswer::empty())
+}
+
+/// A SyncGroup answer of the group, with its error code.
+fn synced(a: SyncAnswer) -> (i16, SyncAnswer) {
+    (GroupError::code_or_none(a.error), a)
 }
 
 /// JoinGroup v0–9.
@@ -82,8 +90,8 @@ pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
     let v = request.api_version;
     let group_id = r.group_id.0.to_string();
     let member_id = r.member_id.to_string();
-    let answer = if group_id.is_empty() {
-        JoinAnswer::error(ResponseError::InvalidGroupId, &member_id)
+    let (code, answer) = if group_id.is_empty() {
+        join_error(ResponseError::InvalidGroupId.code(), &member_id)
     } else {
         let join = JoinRequest {
             member_id: member_id.clone(),
@@ -113,7 +121,7 @@ pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
             request: join,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Join(JoinStep::Done(a))) => a,
+            Ok(GroupReply::Join(JoinStep::Done(a))) => joined(a),
             Ok(GroupReply::Join(JoinStep::Wait(ticket))) => {
                 poll_join(bus, &group_id, ticket, &member_id, wait_ms).await
             }
@@ -122,7 +130,7 @@ pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
         }
     };
     let mut response = JoinGroupResponse::default();
-    response.error_code = answer.error_code;
+    response.error_code = code;
     response.generation_id = answer.generation_id;
     // v7+: nullable; before: a plain string.
     response.protocol_type = answer.protocol_type.as_deref().map(sb);
@@ -154,7 +162,7 @@ async fn poll_join<B: Bus>(
     ticket: u64,
     member_id: &str,
     wait_ms: i64,
-) -> JoinAnswer {
+) -> (i16, JoinAnswer) {
     // The group's deadlines end the wait; this bound only guards against a lost answer.
     let give_up = bus.now_ms() + wait_ms + 10_000;
     loop {
@@ -163,13 +171,16 @@ async fn poll_join<B: Bus>(
             ticket,
         };
         match call_group(bus, group_id, op).await {
-            Ok(GroupReply::JoinPolled(Some(a))) => return a,
+            Ok(GroupReply::JoinPolled(Some(a))) => return joined(a),
             Ok(GroupReply::JoinPolled(None)) => {}
             Ok(other) => return join_error(unexpected(&other), member_id),
             Err(code) => return join_error(code, member_id),
         }
         if bus.now_ms() > give_up {
-            return JoinAnswer::error(ResponseError::RebalanceInProgress, member_id);
+            return joined(JoinAnswer::error(
+                GroupError::RebalanceInProgress,
+                member_id,
+            ));
         }
         bus.sleep_ms(GROUP_WAIT_POLL_MS).await;
     }
@@ -187,8 +198,8 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
         Err(outcome) => return outcome,
     };
     let group_id = r.group_id.0.to_string();
-    let answer = if group_id.is_empty() {
-        SyncAnswer::error(ResponseError::InvalidGroupId)
+    let (code, answer) = if group_id.is_empty() {
+        sync_error(ResponseError::InvalidGroupId.code())
     } else {
         let sync = SyncRequest {
             member_id: r.member_id.to_string(),
@@ -207,14 +218,14 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
             request: sync,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Sync(SyncStep::Done(a))) => a,
+            Ok(GroupReply::Sync(SyncStep::Done(a))) => synced(a),
             Ok(GroupReply::Sync(SyncStep::Wait(ticket))) => poll_sync(bus, &group_id, ticket).await,
             Ok(other) => sync_error(unexpected(&other)),
             Err(code) => sync_error(code),
         }
     };
     let mut response = SyncGroupResponse::default();
-    response.error_code = answer.error_code;
+    response.error_code = code;
     if request.api_version >= 5 {
         response.protocol_type = answer.protocol_type.as_deref().map(sb);
         response.protocol_name = answer.protocol_name.as_deref().map(sb);
@@ -223,7 +234,7 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
     respond(request, &response)
 }
 
-async fn poll_sync<B: Bus>(bus: &B, group_id: &str, ticket: u64) -> SyncAnswer {
+async fn poll_sync<B: Bus>(bus: &B, group_id: &str, ticket: u64) -> (i16, SyncAnswer) {
     // The pending-sync timeout (the rebalance timeout) ends the wait; this bound (Kafka's
     // largest session timeout) only guards against a lost answer.
     let give_up = bus.now_ms() + crate::constants::GROUP_MAX_SESSION_TIMEOUT_MS as i64;
@@ -233,13 +244,13 @@ async fn poll_sync<B: Bus>(bus: &B, group_id: &str, ticket: u64) -> SyncAnswer {
             ticket,
         };
         match call_group(bus, group_id, op).await {
-            Ok(GroupReply::SyncPolled(Some(a))) => return a,
+            Ok(GroupReply::SyncPolled(Some(a))) => return synced(a),
             Ok(GroupReply::SyncPolled(None)) => {}
             Ok(other) => return sync_error(unexpected(&other)),
             Err(code) => return sync_error(code),
         }
         if bus.now_ms() > give_up {
-            return SyncAnswer::error(ResponseError::RebalanceInProgress);
+            return synced(SyncAnswer::error(GroupError::RebalanceInProgress));
         }
         bus.sleep_ms(GROUP_WAIT_POLL_MS).await;
     }
@@ -262,7 +273,7 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, request: &Request) -> Outcome {
             generation_id: r.generation_id,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Heartbeat(code)) => code,
+            Ok(GroupReply::Heartbeat(outcome)) => GroupError::code_of(outcome),
             Ok(other) => unexpected(&other),
             Err(code) => code,
         }
@@ -306,7 +317,9 @@ pub async fn handle_leave_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
             members: members.clone(),
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Left(result)) => result,
+            Ok(GroupReply::Left(result)) => result
+                .map(|members| members.into_iter().map(GroupError::code_of).collect())
+                .map_err(GroupError::code),
             Ok(other) => Err(unexpected(&other)),
             Err(code) => Err(code),
         }
@@ -390,8 +403,15 @@ pub async fn handle_offset_commit<B: Bus>(bus: &B, request: &Request) -> Outcome
             partitions,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Committed(Ok(c))) if c.len() == count => results = c.into_iter(),
-            Ok(GroupReply::Committed(Err(code))) | Err(code) => group_error = Some(code),
+            Ok(GroupReply::Committed(Ok(c))) if c.len() == count => {
+                results = c
+                    .into_iter()
+                    .map(GroupError::code_of)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            }
+            Ok(GroupReply::Committed(Err(e))) => group_error = Some(e.code()),
+            Err(code) => group_error = Some(code),
             Ok(other) => group_error = Some(unexpected(&other)),
         }
     }
@@ -448,7 +468,7 @@ async fn fetch_group<B: Bus>(bus: &B, g: &FetchGroup) -> Result<Vec<FetchedOffse
         require_stable: g.require_stable,
     };
     match call_group(bus, &g.group_id, op).await {
-        Ok(GroupReply::Fetched(result)) => result,
+        Ok(GroupReply::Fetched(result)) => result.map_err(GroupError::code),
         Ok(other) => Err(unexpected(&other)),
         Err(code) => Err(code),
     }
@@ -533,7 +553,7 @@ pub async fn handle_offset_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome 
                                 p.committed_offset = o.offset;
                                 p.committed_leader_epoch = o.leader_epoch;
                                 p.metadata = Some(sb(&o.metadata));
-                                p.error_code = o.error_code;
+                                p.error_code = GroupError::code_or_none(o.error);
                                 p
                             })
                             .collect();
@@ -605,7 +625,7 @@ pub async fn handle_offset_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome 
                                 p.committed_offset = o.offset;
                                 p.committed_leader_epoch = o.leader_epoch;
                                 p.metadata = Some(sb(&o.metadata));
-                                p.error_code = o.error_code;
+                                p.error_code = GroupError::code_or_none(o.error);
                                 p
                             })
                             .collect();

@@ -18,7 +18,7 @@ use super::group_api::call_group;
 use super::{decode_counted, respond, Bus, Outcome};
 use crate::constants::REQUEST_PARTITIONS_MAX;
 use crate::group::ops::{GroupOp, GroupReply};
-use crate::group::CommitPartition;
+use crate::group::{CommitPartition, GroupError};
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
     txn_offset_commit_response, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
@@ -79,8 +79,15 @@ pub async fn handle_txn_offset_commit<B: Bus>(bus: &B, request: &Request) -> Out
             partitions,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Committed(Ok(c))) if c.len() == count => results = c.into_iter(),
-            Ok(GroupReply::Committed(Err(code))) | Err(code) => group_error = Some(code),
+            Ok(GroupReply::Committed(Ok(c))) if c.len() == count => {
+                results = c
+                    .into_iter()
+                    .map(GroupError::code_of)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            }
+            Ok(GroupReply::Committed(Err(e))) => group_error = Some(e.code()),
+            Err(code) => group_error = Some(code),
             Ok(other) => {
                 tracing::error!(reply = ?other, "unexpected group reply");
                 group_error = Some(ResponseError::UnknownServerError.code());

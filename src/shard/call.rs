@@ -20,12 +20,12 @@ use crate::group::ops::{GroupOp, GroupReply};
 use crate::ptxn::coordinator::{CoordError, InitAnswer, TxnMetadata};
 use crate::ptxn::TxnMarker;
 use crate::shard::ops::{
-    AdminOp, AdminReply, AlterResource, AlterResult, CallError, CreateResult, DeleteResult,
-    DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsOp, ListedOffset,
-    NewPartitions, NewTopic, PartitionRef, ProduceOp, ProduceResult, PtxnOp, PtxnReply, ShardOp,
-    ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchReply, ShareGroupsListed,
-    ShareOffset, ShareProbeOp, ShareProbeReply, ShareSessionOp, TopicRef, TxnAckError, TxnAnswer,
-    TxnOp, TxnReplyMsg, WaitOp,
+    AdminOp, AdminReply, AlterResource, AlterResult, CallError, ControllerError, CreateResult,
+    DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsOp,
+    ListedOffset, MarkerError, NewPartitions, NewTopic, PartitionError, PartitionRef, ProduceOp,
+    ProduceResult, PtxnOp, PtxnReply, ShardOp, ShardReply, ShareAckOp, ShareAckResult,
+    ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset, ShareProbeOp, ShareProbeReply,
+    ShareSessionOp, TopicRef, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
@@ -176,7 +176,7 @@ op!(DeleteShareGroup, "share delete group", GroupDeletion,
 /// DescribeProducers on one shard (`ShardOp::DescribeProducers`).
 #[derive(Clone, Debug)]
 pub struct DescribeProducers(pub Vec<PartitionRef>);
-op!(DescribeProducers, "describe producers", Vec<Result<Vec<ProducerSnapshot>, i16>>,
+op!(DescribeProducers, "describe producers", Vec<Result<Vec<ProducerSnapshot>, PartitionError>>,
     |op| ShardOp::DescribeProducers(op.0),
     ShardReply::Producers(r) => r);
 
@@ -196,7 +196,7 @@ pub struct WriteTxnMarkers {
     pub marker: TxnMarker,
     pub partitions: Vec<PartitionRef>,
 }
-op!(WriteTxnMarkers, "write txn markers", Vec<Result<(), i16>>,
+op!(WriteTxnMarkers, "write txn markers", Vec<Result<(), MarkerError>>,
     |op| ShardOp::WriteTxnMarkers { marker: op.marker, partitions: op.partitions },
     ShardReply::TxnMarkersWritten(r) => r);
 
@@ -206,7 +206,7 @@ pub struct GroupTxnMarker {
     pub marker: TxnMarker,
     pub group_id: String,
 }
-op!(GroupTxnMarker, "group txn marker", Result<(), i16>,
+op!(GroupTxnMarker, "group txn marker", Result<(), MarkerError>,
     |op| ShardOp::GroupTxnMarker { marker: op.marker, group_id: op.group_id },
     ShardReply::GroupTxnMarkerWritten(r) => r);
 
@@ -247,7 +247,7 @@ op!(AlterConfigs, "alter configs", Vec<AlterResult>,
 /// A fresh producer id.
 #[derive(Clone, Copy, Debug)]
 pub struct AllocateProducerId;
-op!(AllocateProducerId, "allocate producer id", Result<i64, i16>,
+op!(AllocateProducerId, "allocate producer id", Result<i64, ControllerError>,
     |_op| ShardOp::Admin(AdminOp::AllocateProducerId),
     ShardReply::Admin(AdminReply::ProducerId(r)) => r);
 

@@ -37,8 +37,8 @@ use crate::model::{group_shard, partition_shard};
 use crate::model::{ShardId, TopicPartition};
 use crate::shard::join::join_all;
 use crate::shard::ops::{
-    CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply,
-    ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply, WaitOp,
+    CallError, DeletedRecords, MarkerError, PartitionRef, ProduceOp, ProduceResult, ShardOp,
+    ShardReply, ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_session::SessionKey;
@@ -271,9 +271,9 @@ pub trait ShardExec:
                     }
                     Err(e) => {
                         tracing::error!(shard = %self.id, error = %e, "group transaction marker not durable");
-                        ShardReply::GroupTxnMarkerWritten(Err(
-                            ResponseError::KafkaStorageError.code()
-                        ))
+                        ShardReply::GroupTxnMarkerWritten(Err(MarkerError::NotDurable(
+                            e.to_string(),
+                        )))
                     }
                 }
             }
@@ -288,10 +288,10 @@ pub trait ShardExec:
         &self,
         marker: crate::ptxn::TxnMarker,
         partitions: &[PartitionRef],
-    ) -> Vec<Result<(), i16>> {
+    ) -> Vec<Result<(), MarkerError>> {
         let now = self.now_ms();
         let mut targets: Vec<Option<(TopicPartition, u64)>> = Vec::with_capacity(partitions.len());
-        let mut results: Vec<Result<(), i16>> = {
+        let mut results: Vec<Result<(), MarkerError>> = {
             let mut state = self.state.borrow_mut();
             partitions
                 .iter()
@@ -301,9 +301,9 @@ pub trait ShardExec:
                         targets.push(target);
                         Ok(())
                     }
-                    Err(code) => {
+                    Err(e) => {
                         targets.push(None);
-                        Err(code)
+                        Err(e)
                     }
                 })
                 .collect()
@@ -318,9 +318,9 @@ pub trait ShardExec:
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         };
-        if journal.is_err() {
+        if let Err(e) = journal {
             for result in results.iter_mut().filter(|r| r.is_ok()) {
-                *result = Err(ResponseError::KafkaStorageError.code());
+                *result = Err(MarkerError::NotDurable(format!("the journal failed: {e}")));
             }
         }
         for (result, target) in results.iter_mut().zip(targets) {
@@ -328,27 +328,26 @@ pub trait ShardExec:
                 continue;
             };
             self.ensure_flush(key);
-            if let Err((code, cause)) = self
+            if let Err(e) = self
                 .wait_durable(key, end, crate::constants::PRODUCE_TIMEOUT_MS_MAX)
                 .await
             {
-                tracing::warn!(shard = %self.id, partition = ?key, cause = %cause, "transaction marker not durable");
-                *result = Err(code);
+                tracing::warn!(shard = %self.id, partition = ?key, error = %e, "transaction marker not durable");
+                *result = Err(e);
             }
         }
         results
     }
 
-    /// Completes once partition `key` is durable up to `target` (an error code and cause if
-    /// its log cannot be made durable or `timeout_ms` passes). The caller started a flush.
+    /// Completes once partition `key` is durable up to `target` (`NotDurable` if its log
+    /// cannot be made durable, `TimedOut` if `timeout_ms` passes). The caller started a flush.
     async fn wait_durable(
         &self,
         key: TopicPartition,
         target: u64,
         timeout_ms: u64,
-    ) -> Result<(), (i16, String)> {
-        let storage_error =
-            |cause: &str| (ResponseError::KafkaStorageError.code(), cause.to_string());
+    ) -> Result<(), MarkerError> {
+        let storage_error = |cause: &str| MarkerError::NotDurable(cause.to_string());
         match self.state.borrow().durability(&key) {
             Some((durable, _)) if durable >= target => return Ok(()),
             Some((_, true)) | None => {
@@ -372,10 +371,7 @@ pub trait ShardExec:
             Some(Some(Ok(()))) => Ok(()),
             Some(Some(Err(cause))) => Err(storage_error(&cause)),
             Some(None) => Err(storage_error("the flush was abandoned")),
-            None => Err((
-                ResponseError::RequestTimedOut.code(),
-                "appended but not made durable within the timeout".into(),
-            )),
+            None => Err(MarkerError::TimedOut),
         }
     }
 

@@ -273,8 +273,8 @@ pub enum AdminReply {
     Created(Vec<CreateResult>),
     Deleted(Vec<DeleteResult>),
     Altered(Vec<AlterResult>),
-    /// A fresh producer id, or a Kafka error code.
-    ProducerId(Result<i64, i16>),
+    /// A fresh producer id, or why there is none.
+    ProducerId(Result<i64, ControllerError>),
     Grown(Vec<GrowResult>),
     /// Per ACL of CreateAcls: Ok, or a Kafka error code and message.
     AclsCreated(Vec<Result<(), (i16, String)>>),
@@ -735,15 +735,13 @@ pub enum ShardReply {
     ShareGroupDeleted(GroupDeletion),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
-    /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka
-    /// error code.
-    Producers(Vec<Result<Vec<crate::shard::producer_state::ProducerSnapshot>, i16>>),
+    /// One result per partition of [`ShardOp::DescribeProducers`], in order.
+    Producers(Vec<Result<Vec<crate::shard::producer_state::ProducerSnapshot>, PartitionError>>),
     Group(crate::group::ops::GroupReply),
-    /// One result per partition of [`ShardOp::WriteTxnMarkers`], in order; `Err`: a Kafka
-    /// error code.
-    TxnMarkersWritten(Vec<Result<(), i16>>),
-    /// The result of [`ShardOp::GroupTxnMarker`]; `Err`: a Kafka error code.
-    GroupTxnMarkerWritten(Result<(), i16>),
+    /// One result per partition of [`ShardOp::WriteTxnMarkers`], in order.
+    TxnMarkersWritten(Vec<Result<(), MarkerError>>),
+    /// The result of [`ShardOp::GroupTxnMarker`].
+    GroupTxnMarkerWritten(Result<(), MarkerError>),
     ProducerTxn(PtxnReply),
     /// The shard could not run the operation; typed, the caller chooses the Kafka code.
     Failed(CallError),
@@ -762,6 +760,54 @@ impl ShardReply {
             }
         }
     }
+}
+
+/// Why an operation found no partition to work on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionError {
+    /// The registry has no such partition (not under that name and id), or another shard owns
+    /// it.
+    Unknown,
+    /// The registry has it and this shard owns it, but its log is not open (it failed to).
+    Unavailable,
+}
+
+/// Why a producer transaction's end was not written in one partition ([`ShardOp::WriteTxnMarkers`])
+/// or one group ([`ShardOp::GroupTxnMarker`]); the coordinator sends the marker again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MarkerError {
+    /// The partition is not served here.
+    Partition(PartitionError),
+    /// The partition refused the marker (its epoch is older than the open transaction's).
+    Refused(crate::ptxn::partition::TxnError),
+    /// The control batch could not be appended.
+    NotAppended(crate::log::LogErrorKind),
+    /// The marker (or the state it changed) could not be made durable: the log or the journal
+    /// failed.
+    NotDurable(String),
+    /// Appended, but not durable within the wait.
+    TimedOut,
+}
+
+impl std::fmt::Display for MarkerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MarkerError::Partition(e) => write!(f, "partition not served here ({e:?})"),
+            MarkerError::Refused(e) => write!(f, "refused: {e}"),
+            MarkerError::NotAppended(kind) => write!(f, "not appended ({kind:?})"),
+            MarkerError::NotDurable(cause) => write!(f, "not durable: {cause}"),
+            MarkerError::TimedOut => f.write_str("not durable within the wait"),
+        }
+    }
+}
+
+/// Why the metadata controller (shard 0) did not carry out an admin op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControllerError {
+    /// It is shutting down.
+    Stopping,
+    /// The new metadata could not be persisted; nothing changed.
+    NotPersisted,
 }
 
 /// Why a shard operation was not answered with a reply of its own kind. The handler that made

@@ -612,9 +612,9 @@ impl<S: Storage + Clone> ShardState<S> {
                 )
             });
         }
-        let partition = self.lookup(r).map_err(|code| {
+        let partition = self.lookup(r).map_err(|e| {
             (
-                code,
+                e.code(),
                 format!("{}-{} is not served here", r.topic, r.partition),
             )
         })?;
@@ -694,7 +694,7 @@ impl<S: Storage + Clone> ShardState<S> {
     ) -> (Result<Batches, (i16, Option<String>)>, i64) {
         let mut hw = 0;
         let read = match self.lookup(r) {
-            Err(code) => Err((code, None)),
+            Err(e) => Err((e.code(), None)),
             Ok(partition) => {
                 let start = partition.log.log_start_offset() as i64;
                 // Normally applied when the log start moved (`share_log_start_moved`); a
@@ -892,7 +892,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     partition: r.key(),
                 };
                 if self.lookup(r).is_err() && !self.share.partitions.contains_key(&key) {
-                    let code = self.lookup(r).err().unwrap_or_default();
+                    let code = self.lookup(r).err().map_or(0, |e| e.code());
                     return ShareAckResult::error(code, "unknown topic-partition");
                 }
                 if !self.share.partitions.contains_key(&key)
@@ -1093,8 +1093,8 @@ impl<S: Storage + Clone> ShardState<S> {
         partitions
             .iter()
             .map(|(r, offset)| {
-                if let Err(code) = self.lookup(r) {
-                    return ShareAckResult::error(code, "unknown topic-partition");
+                if let Err(e) = self.lookup(r) {
+                    return ShareAckResult::error(e.code(), "unknown topic-partition");
                 }
                 let key = ShareKey {
                     group_id: group_id.to_string(),
