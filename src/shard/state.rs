@@ -1310,7 +1310,13 @@ mod tests {
         );
         assert_eq!(
             s.write_txn_marker(&marker(9, 1, Commit), &r, 2_000),
-            Err(47)
+            Err(MarkerError::Refused(
+                crate::ptxn::partition::TxnError::StaleMarker {
+                    producer_id: 9,
+                    epoch: 1,
+                    current: 2,
+                }
+            ))
         );
         flush(&mut s, &key);
         let p = read(&s, &r, true);
