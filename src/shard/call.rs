@@ -24,8 +24,8 @@ use crate::shard::ops::{
     DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsOp,
     ListedOffset, MarkerError, NewPartitions, NewTopic, PartitionError, PartitionRef, ProduceOp,
     ProduceResult, PtxnOp, PtxnReply, ShardOp, ShardReply, ShareAckOp, ShareAckResult,
-    ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset, ShareProbeOp, ShareProbeReply,
-    ShareSessionOp, TopicRef, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
+    ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset, ShareSessionOp, TopicRef,
+    TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
@@ -89,8 +89,6 @@ op!(ShareSessionOp, "share session", Result<SessionOutcome, SessionError>, |op| 
     ShardReply::ShareSession(r) => r);
 op!(ShareFetchOp, "share fetch", ShareFetchReply, |op| ShardOp::ShareFetch(op),
     ShardReply::ShareFetched(r) => r);
-op!(ShareProbeOp, "share probe", ShareProbeReply, |op| ShardOp::ShareProbe(op),
-    ShardReply::ShareProbed(r) => r);
 op!(ShareAckOp, "share acknowledge", Vec<ShareAckResult>, |op| ShardOp::ShareAcknowledge(op),
     ShardReply::ShareAcknowledged(r) => r);
 

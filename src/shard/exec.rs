@@ -38,10 +38,12 @@ use crate::model::{ShardId, TopicPartition};
 use crate::shard::join::join_all;
 use crate::shard::ops::{
     CallError, DeletedRecords, MarkerError, PartitionRef, ProduceOp, ProduceResult, ShardOp,
-    ShardReply, ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply, WaitOp,
+    ShardReply, ShareAckResult, ShareFetchOp, ShareFetchReply, ShareFetchedPartition,
+    ShareGroupsListed, ShareProbedPartition, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_session::SessionKey;
+use crate::share::fetch::min_bytes_satisfied;
 use kafka_protocol::ResponseError;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -125,6 +127,24 @@ pub trait ShardExec:
             ShardOp::ShareFetch(op) => {
                 // The request's acknowledgements here first: what they release can be acquired.
                 let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
+                if op.min_bytes > 0 {
+                    // MinBytes: measure first; below it, acquire nothing (the long poll waits).
+                    let probed = self.state.borrow_mut().share_probe(
+                        &op.group_id,
+                        &op.partitions,
+                        op.partition_max_bytes,
+                        self.now_ms(),
+                    );
+                    // A new share partition's start offset is journalled; nothing waits for it.
+                    self.append_share_entries();
+                    if let Some(unmet) = min_bytes_unmet(&probed, &op) {
+                        return ShardReply::ShareFetched(ShareFetchReply {
+                            acknowledged: self.acknowledged_durable(acked).await,
+                            partitions: probed.iter().map(unmet_partition).collect(),
+                            unmet: Some(unmet),
+                        });
+                    }
+                }
                 let ahead = self.state.borrow().share_fetch_read_ahead(&op);
                 self.read_ahead(ahead).await;
                 let fetched = self.state.borrow_mut().share_fetch(&op, self.now_ms());
@@ -140,16 +160,7 @@ pub trait ShardExec:
                 ShardReply::ShareFetched(ShareFetchReply {
                     acknowledged: self.acknowledged_durable(acked).await,
                     partitions: fetched,
-                })
-            }
-            ShardOp::ShareProbe(op) => {
-                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
-                let probed = self.state.borrow_mut().share_probe(&op, self.now_ms());
-                // A new share partition's start offset is journalled; nothing waits for it.
-                self.append_share_entries();
-                ShardReply::ShareProbed(ShareProbeReply {
-                    acknowledged: self.acknowledged_durable(acked).await,
-                    partitions: probed,
+                    unmet: None,
                 })
             }
             ShardOp::ShareAcknowledge(op) => {
@@ -887,4 +898,34 @@ pub trait ShardExec:
 impl<T> ShardExec for T where
     T: ShardIo + Deref<Target = ShardCore<<T as ShardIo>::Storage, <T as ShardIo>::Dir>>
 {
+}
+
+/// The bytes the probed partitions hold, if they do not reach the op's MinBytes (`None`: they
+/// do, or one of them is in error, which a ShareFetch answers at once).
+fn min_bytes_unmet(probed: &[ShareProbedPartition], op: &ShareFetchOp) -> Option<usize> {
+    if probed.iter().any(|p| p.error_code != 0) {
+        return None;
+    }
+    let available = probed.iter().map(|p| p.available_bytes);
+    if min_bytes_satisfied(available.clone(), op.partition_max_bytes, op.min_bytes) {
+        return None;
+    }
+    Some(
+        available
+            .map(|bytes| bytes.min(op.partition_max_bytes))
+            .fold(0usize, usize::saturating_add),
+    )
+}
+
+/// A partition of a ShareFetch that acquired nothing as MinBytes was not reached.
+fn unmet_partition(p: &ShareProbedPartition) -> ShareFetchedPartition {
+    ShareFetchedPartition {
+        partition: p.partition,
+        error_code: 0,
+        error_message: None,
+        records: bytes::Bytes::new(),
+        acquired: Vec::new(),
+        wait_offset: p.wait_offset,
+        created: false,
+    }
 }

@@ -309,6 +309,12 @@ pub struct ShareFetchOp {
     /// acquired: a ShareFetch makes one call per partition shard. Their results are in
     /// [`ShareFetchReply::acknowledged`], once durable.
     pub acknowledge: Option<ShareAckOp>,
+    /// The request's MinBytes still to be found here (what the shards called before did not
+    /// hold). Above 0, the op first measures what the partitions could hand out, acquiring
+    /// nothing, and acquires only if that (each partition within `partition_max_bytes`) reaches
+    /// it or a partition is in error; otherwise it answers [`ShareFetchReply::unmet`]. 0:
+    /// acquire what there is. Either way one call: the MinBytes check needs no call of its own.
+    pub min_bytes: usize,
 }
 
 /// The reply to a [`ShareFetchOp`].
@@ -318,30 +324,13 @@ pub struct ShareFetchReply {
     pub acknowledged: Vec<ShareAckResult>,
     /// One per partition of the op, in order.
     pub partitions: Vec<ShareFetchedPartition>,
+    /// `Some(bytes)`: nothing was acquired, as the partitions hold only `bytes` (each within
+    /// `partition_max_bytes`), below the op's `min_bytes`; each partition's `wait_offset` says
+    /// what a long poll waits for. `None`: the op acquired what there was.
+    pub unmet: Option<usize>,
 }
 
-/// Measure what partitions of one shard could hand out, acquiring nothing (MinBytes).
-#[derive(Clone, Debug)]
-pub struct ShareProbeOp {
-    pub group_id: String,
-    pub partitions: Vec<PartitionRef>,
-    pub partition_max_bytes: usize,
-    /// The request's acknowledgements of partitions on this shard, applied before measuring
-    /// (as for [`ShareFetchOp::acknowledge`]: the MinBytes check is then the request's first
-    /// call to the shard); results in [`ShareProbeReply::acknowledged`], once durable.
-    pub acknowledge: Option<ShareAckOp>,
-}
-
-/// The reply to a [`ShareProbeOp`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShareProbeReply {
-    /// One result per partition of the op's `acknowledge`, in order (empty without one).
-    pub acknowledged: Vec<ShareAckResult>,
-    /// One per partition of the op, in order.
-    pub partitions: Vec<ShareProbedPartition>,
-}
-
-/// What one partition could hand out (the reply to a [`ShareProbeOp`]).
+/// What one partition could hand out, acquiring nothing (a ShareFetch's MinBytes check).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareProbedPartition {
     pub partition: TopicPartition,
@@ -622,8 +611,6 @@ pub enum ShardOp {
     ShareSession(ShareSessionOp),
     /// On the partitions' shard.
     ShareFetch(ShareFetchOp),
-    /// On the partitions' shard: a ShareFetch's MinBytes check.
-    ShareProbe(ShareProbeOp),
     /// On the partitions' shard; answered once the new state is durable.
     ShareAcknowledge(ShareAckOp),
     /// On every shard: release what a member holds (it left, or its connection dropped).
@@ -720,7 +707,6 @@ pub enum ShardReply {
     ShareHeartbeat(HeartbeatAnswer),
     ShareSession(Result<SessionOutcome, SessionError>),
     ShareFetched(ShareFetchReply),
-    ShareProbed(ShareProbeReply),
     ShareAcknowledged(Vec<ShareAckResult>),
     /// How many records were released.
     ShareReleased(u64),

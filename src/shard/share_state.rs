@@ -33,7 +33,7 @@
 
 use super::ops::{
     PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition, ShareOffset,
-    ShareProbeOp, ShareProbedPartition,
+    ShareProbedPartition,
 };
 use super::registry::TopicRegistry;
 use super::share_dlq::{self, DlqCopy, DlqTap};
@@ -830,12 +830,18 @@ impl<S: Storage + Clone> ShardState<S> {
     /// What each partition could hand out now, without acquiring (a ShareFetch's MinBytes
     /// check): the bytes of whole batches from its next fetch offset to the high watermark, at
     /// most the op's per-partition bytes (more only if the first batch alone is larger).
-    pub fn share_probe(&mut self, op: &ShareProbeOp, now_ms: u64) -> Vec<ShareProbedPartition> {
-        op.partitions
+    pub fn share_probe(
+        &mut self,
+        group_id: &str,
+        partitions: &[PartitionRef],
+        partition_max_bytes: usize,
+        now_ms: u64,
+    ) -> Vec<ShareProbedPartition> {
+        partitions
             .iter()
             .map(|r| {
                 let key = ShareKey {
-                    group_id: op.group_id.clone(),
+                    group_id: group_id.to_string(),
                     partition: r.key(),
                 };
                 let mut probed = ShareProbedPartition {
@@ -847,12 +853,11 @@ impl<S: Storage + Clone> ShardState<S> {
                 match self.take_share(&key, r, now_ms) {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
-                        let read_committed =
-                            self.registry().group_config(&op.group_id).read_committed;
+                        let read_committed = self.registry().group_config(group_id).read_committed;
                         let (read, wait_offset) = self.share_read(
                             &mut sp,
                             r,
-                            op.partition_max_bytes,
+                            partition_max_bytes,
                             u64::MAX,
                             true,
                             read_committed,

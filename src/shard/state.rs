@@ -1483,6 +1483,7 @@ mod tests {
                     record_limit: false,
                     acquire_created: true,
                     acknowledge: None,
+                    min_bytes: 0,
                 };
                 let got = s.share_fetch(&op, 0);
                 assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);
