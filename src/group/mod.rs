@@ -13,7 +13,7 @@
 //!   ([`ConsumerMembership`]).
 //! - The offsets API does not depend on the protocol: a commit is checked by the membership
 //!   (generation for classic, member epoch for KIP-848), then stored the same way.
-//! - [`ops`]: the shard messages (`GroupOp` / `GroupReply`) and their synchronous execution.
+//! - [`ops`]: the shard messages (an op type per request, `GroupOp` / `GroupReply` on the mesh) and their synchronous execution.
 //!
 //! Replay ([`ConsumerGroups::restore`]): the snapshot's `group_offsets`, then every
 //! `GroupOffsetCommit` entry in order; the latest entry of (group, topic, partition) wins and a

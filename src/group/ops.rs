@@ -12,87 +12,138 @@ use super::{
 };
 use super::{GroupError, ItemResult};
 
-/// Work on the group's shard.
+/// JoinGroup.
+#[derive(Clone, Debug)]
+pub struct JoinGroup {
+    pub group_id: String,
+    pub request: JoinRequest,
+}
+
+/// The answer to a parked JoinGroup, if there is one yet.
+#[derive(Clone, Debug)]
+pub struct PollJoin {
+    pub group_id: String,
+    pub ticket: u64,
+}
+
+/// SyncGroup.
+#[derive(Clone, Debug)]
+pub struct SyncGroup {
+    pub group_id: String,
+    pub request: SyncRequest,
+}
+
+/// The answer to a parked SyncGroup, if there is one yet.
+#[derive(Clone, Debug)]
+pub struct PollSync {
+    pub group_id: String,
+    pub ticket: u64,
+}
+
+/// Heartbeat (classic).
+#[derive(Clone, Debug)]
+pub struct GroupHeartbeat {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+}
+
+/// LeaveGroup: (member id, group instance id) per member.
+#[derive(Clone, Debug)]
+pub struct LeaveGroup {
+    pub group_id: String,
+    pub members: Vec<(String, Option<String>)>,
+}
+
+/// OffsetCommit.
+#[derive(Clone, Debug)]
+pub struct CommitOffsets {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_or_epoch: i32,
+    pub api_version: i16,
+    pub partitions: Vec<CommitPartition>,
+}
+
+/// OffsetFetch (`topics: None`: every committed offset). `require_stable` (v7+): a
+/// partition with an offset pending in a producer transaction is UNSTABLE_OFFSET_COMMIT.
+#[derive(Clone, Debug)]
+pub struct FetchOffsets {
+    pub group_id: String,
+    pub topics: Option<Vec<(String, Vec<i32>)>>,
+    pub member: Option<(String, i32)>,
+    pub require_stable: bool,
+}
+
+/// TxnOffsetCommit: offsets pending in `producer_id`'s transaction until its marker.
+#[derive(Clone, Debug)]
+pub struct TxnCommitOffsets {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    pub partitions: Vec<CommitPartition>,
+}
+
+/// OffsetDelete.
+#[derive(Clone, Debug)]
+pub struct DeleteOffsets {
+    pub group_id: String,
+    pub partitions: Vec<(String, i32)>,
+}
+
+/// DeleteGroups of one group.
+#[derive(Clone, Debug)]
+pub struct DeleteGroup {
+    pub group_id: String,
+}
+
+/// ListGroups (every consumer group of the shard).
+#[derive(Clone, Debug)]
+pub struct ListGroups;
+
+/// DescribeGroups of one group.
+#[derive(Clone, Debug)]
+pub struct DescribeGroup {
+    pub group_id: String,
+}
+
+/// ConsumerGroupHeartbeat (KIP-848); `topics`: the registry's topics when it was sent.
+#[derive(Clone, Debug)]
+pub struct ConsumerHeartbeat {
+    pub group_id: String,
+    pub request: crate::kip848::HeartbeatIn,
+    pub topics: std::collections::BTreeMap<String, crate::kip848::TopicMeta>,
+}
+
+/// ConsumerGroupDescribe of one group.
+#[derive(Clone, Debug)]
+pub struct ConsumerDescribe {
+    pub group_id: String,
+}
+
+/// Work on the group's shard: one variant per op, each op its own type with its own reply
+/// (`shard::call`: `Op for JoinGroup`, ...).
 #[derive(Clone, Debug)]
 pub enum GroupOp {
-    Join {
-        group_id: String,
-        request: JoinRequest,
-    },
-    /// The answer to a parked JoinGroup, if there is one yet.
-    PollJoin {
-        group_id: String,
-        ticket: u64,
-    },
-    Sync {
-        group_id: String,
-        request: SyncRequest,
-    },
-    PollSync {
-        group_id: String,
-        ticket: u64,
-    },
-    Heartbeat {
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-    },
-    /// LeaveGroup: (member id, group instance id) per member.
-    Leave {
-        group_id: String,
-        members: Vec<(String, Option<String>)>,
-    },
-    Commit {
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_or_epoch: i32,
-        api_version: i16,
-        partitions: Vec<CommitPartition>,
-    },
-    /// OffsetFetch (`topics: None`: every committed offset). `require_stable` (v7+): a
-    /// partition with an offset pending in a producer transaction is UNSTABLE_OFFSET_COMMIT.
-    Fetch {
-        group_id: String,
-        topics: Option<Vec<(String, Vec<i32>)>>,
-        member: Option<(String, i32)>,
-        require_stable: bool,
-    },
-    /// TxnOffsetCommit: offsets pending in `producer_id`'s transaction until its marker.
-    TxnCommit {
-        group_id: String,
-        producer_id: i64,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-        partitions: Vec<CommitPartition>,
-    },
-    /// OffsetDelete.
-    DeleteOffsets {
-        group_id: String,
-        partitions: Vec<(String, i32)>,
-    },
-    /// DeleteGroups of one group.
-    Delete {
-        group_id: String,
-    },
-    /// ListGroups (every consumer group of the shard).
-    List,
-    /// DescribeGroups of one group.
-    Describe {
-        group_id: String,
-    },
-    /// ConsumerGroupHeartbeat (KIP-848); `topics`: the registry's topics when it was sent.
-    ConsumerHeartbeat {
-        group_id: String,
-        request: crate::kip848::HeartbeatIn,
-        topics: std::collections::BTreeMap<String, crate::kip848::TopicMeta>,
-    },
-    /// ConsumerGroupDescribe of one group.
-    ConsumerDescribe {
-        group_id: String,
-    },
+    Join(JoinGroup),
+    PollJoin(PollJoin),
+    Sync(SyncGroup),
+    PollSync(PollSync),
+    Heartbeat(GroupHeartbeat),
+    Leave(LeaveGroup),
+    Commit(CommitOffsets),
+    Fetch(FetchOffsets),
+    TxnCommit(TxnCommitOffsets),
+    DeleteOffsets(DeleteOffsets),
+    Delete(DeleteGroup),
+    List(ListGroups),
+    Describe(DescribeGroup),
+    ConsumerHeartbeat(ConsumerHeartbeat),
+    ConsumerDescribe(ConsumerDescribe),
 }
 
 /// A classic group as DescribeGroups reports it.
@@ -107,7 +158,7 @@ pub struct GroupDescription {
     pub group_type: String,
 }
 
-/// Replies to [`GroupOp`]s (one variant per op family).
+/// Replies to [`GroupOp`]s, the transport's: a handler gets its op's own (`shard::call`).
 #[derive(Clone, Debug)]
 pub enum GroupReply {
     Join(JoinStep),
@@ -184,7 +235,7 @@ fn existing_classic<'a>(
 /// Runs `op` on the shard's groups.
 pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupReply {
     match op {
-        GroupOp::Join { group_id, request } => {
+        GroupOp::Join(JoinGroup { group_id, request }) => {
             let step = match classic(groups, &group_id, now_ms) {
                 Ok(c) => c.join(&request, now_ms),
                 Err(e) => JoinStep::Done(JoinAnswer::error(e, &request.member_id)),
@@ -193,30 +244,30 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             groups.tick_group(&group_id, now_ms);
             GroupReply::Join(step)
         }
-        GroupOp::PollJoin { group_id, ticket } => {
+        GroupOp::PollJoin(PollJoin { group_id, ticket }) => {
             GroupReply::JoinPolled(match existing_classic(groups, &group_id) {
                 Ok(c) => c.poll_join(ticket, now_ms),
                 Err(e) => Some(JoinAnswer::error(e, "")),
             })
         }
-        GroupOp::Sync { group_id, request } => {
+        GroupOp::Sync(SyncGroup { group_id, request }) => {
             GroupReply::Sync(match existing_classic(groups, &group_id) {
                 Ok(c) => c.sync(&request, now_ms),
                 Err(e) => SyncStep::Done(SyncAnswer::error(e)),
             })
         }
-        GroupOp::PollSync { group_id, ticket } => {
+        GroupOp::PollSync(PollSync { group_id, ticket }) => {
             GroupReply::SyncPolled(match existing_classic(groups, &group_id) {
                 Ok(c) => c.poll_sync(ticket, now_ms),
                 Err(e) => Some(SyncAnswer::error(e)),
             })
         }
-        GroupOp::Heartbeat {
+        GroupOp::Heartbeat(GroupHeartbeat {
             group_id,
             member_id,
             group_instance_id,
             generation_id,
-        } => GroupReply::Heartbeat(existing_classic(groups, &group_id).and_then(|c| {
+        }) => GroupReply::Heartbeat(existing_classic(groups, &group_id).and_then(|c| {
             c.heartbeat(
                 &member_id,
                 group_instance_id.as_deref(),
@@ -224,7 +275,7 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                 now_ms,
             )
         })),
-        GroupOp::Leave { group_id, members } => {
+        GroupOp::Leave(LeaveGroup { group_id, members }) => {
             let reply = match existing_classic(groups, &group_id) {
                 // Kafka 4.4 answers every member of an unknown group UNKNOWN_MEMBER_ID (the
                 // group-level error stays NONE).
@@ -239,14 +290,14 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             };
             GroupReply::Left(reply)
         }
-        GroupOp::Commit {
+        GroupOp::Commit(CommitOffsets {
             group_id,
             member_id,
             group_instance_id,
             generation_or_epoch,
             api_version,
             partitions,
-        } => GroupReply::Committed(groups.commit(
+        }) => GroupReply::Committed(groups.commit(
             &group_id,
             &member_id,
             group_instance_id.as_deref(),
@@ -255,12 +306,12 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             &partitions,
             now_ms,
         )),
-        GroupOp::Fetch {
+        GroupOp::Fetch(FetchOffsets {
             group_id,
             topics,
             member,
             require_stable,
-        } => GroupReply::Fetched(
+        }) => GroupReply::Fetched(
             groups
                 .fetch(
                     &group_id,
@@ -275,14 +326,14 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                     fetched
                 }),
         ),
-        GroupOp::TxnCommit {
+        GroupOp::TxnCommit(TxnCommitOffsets {
             group_id,
             producer_id,
             member_id,
             group_instance_id,
             generation_id,
             partitions,
-        } => GroupReply::Committed(groups.txn_commit(
+        }) => GroupReply::Committed(groups.txn_commit(
             &group_id,
             producer_id,
             &member_id,
@@ -291,17 +342,19 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             &partitions,
             now_ms,
         )),
-        GroupOp::DeleteOffsets {
+        GroupOp::DeleteOffsets(DeleteOffsets {
             group_id,
             partitions,
-        } => GroupReply::OffsetsDeleted(groups.delete_offsets(&group_id, &partitions, now_ms)),
-        GroupOp::Delete { group_id } => GroupReply::Deleted(groups.delete_group(&group_id, now_ms)),
-        GroupOp::List => GroupReply::Listed(groups.list(now_ms)),
-        GroupOp::ConsumerHeartbeat {
+        }) => GroupReply::OffsetsDeleted(groups.delete_offsets(&group_id, &partitions, now_ms)),
+        GroupOp::Delete(DeleteGroup { group_id }) => {
+            GroupReply::Deleted(groups.delete_group(&group_id, now_ms))
+        }
+        GroupOp::List(ListGroups) => GroupReply::Listed(groups.list(now_ms)),
+        GroupOp::ConsumerHeartbeat(ConsumerHeartbeat {
             group_id,
             request,
             topics,
-        } => {
+        }) => {
             groups.tick_group(&group_id, now_ms);
             let result = consumer(groups, &group_id, now_ms)
                 .and_then(|c| c.heartbeat(&request, &topics, now_ms));
@@ -309,7 +362,7 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             groups.tick_group(&group_id, now_ms);
             GroupReply::ConsumerHeartbeat(result)
         }
-        GroupOp::ConsumerDescribe { group_id } => {
+        GroupOp::ConsumerDescribe(ConsumerDescribe { group_id }) => {
             groups.tick_group(&group_id, now_ms);
             GroupReply::ConsumerDescribed(groups.group(&group_id).and_then(
                 |g| match &g.membership {
@@ -318,7 +371,7 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                 },
             ))
         }
-        GroupOp::Describe { group_id } => {
+        GroupOp::Describe(DescribeGroup { group_id }) => {
             groups.tick_group(&group_id, now_ms);
             GroupReply::Described(groups.group(&group_id).map(|g| match &g.membership {
                 Membership::Classic(c) => GroupDescription {

@@ -359,7 +359,7 @@ mod tests {
     //! LSO, WriteTxnMarkers answered once durable (idempotent), the aborted transaction
     //! reported; TxnOffsetCommit pending until GroupTxnMarker commits it.
     use super::*;
-    use crate::group::ops::{GroupOp, GroupReply};
+    use crate::group::ops::{FetchOffsets, GroupOp, GroupReply, TxnCommitOffsets};
     use crate::group::CommitPartition;
     use crate::journal::JournalConfig;
     use crate::log::batch::BatchBuilder;
@@ -495,13 +495,15 @@ mod tests {
                         other => panic!("{other:?}"),
                     }
                 };
-                let offsets = || GroupOp::Fetch {
-                    group_id: "g".into(),
-                    topics: Some(vec![("t".into(), vec![0])]),
-                    member: None,
-                    require_stable: true,
+                let offsets = || {
+                    GroupOp::Fetch(FetchOffsets {
+                        group_id: "g".into(),
+                        topics: Some(vec![("t".into(), vec![0])]),
+                        member: None,
+                        require_stable: true,
+                    })
                 };
-                let committed = group(GroupOp::TxnCommit {
+                let committed = group(GroupOp::TxnCommit(TxnCommitOffsets {
                     group_id: "g".into(),
                     producer_id: 8,
                     member_id: String::new(),
@@ -515,7 +517,7 @@ mod tests {
                         metadata: None,
                         retention_time_ms: -1,
                     }],
-                })
+                }))
                 .await;
                 assert!(
                     matches!(committed, GroupReply::Committed(Ok(ref c)) if c == &vec![Ok(())])

@@ -11,7 +11,7 @@
 use super::group_api::{call_group, sb};
 use super::{decode_counted, respond, Bus, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
-use crate::group::ops::{GroupDescription, GroupOp, GroupReply};
+use crate::group::ops::{DeleteOffsets, DescribeGroup, GroupDescription};
 use crate::group::GroupError;
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
@@ -92,14 +92,10 @@ pub async fn handle_describe_groups<B: Bus>(bus: &B, request: &Request) -> Outco
         let found = if group_id.is_empty() {
             Ok(None)
         } else {
-            let op = GroupOp::Describe {
+            let op = DescribeGroup {
                 group_id: group_id.clone(),
             };
-            match call_group(bus, &group_id, op).await {
-                Ok(GroupReply::Described(d)) => Ok(d),
-                Ok(_) => Err(ResponseError::UnknownServerError.code()),
-                Err(code) => Err(code),
-            }
+            call_group(bus, &group_id, op).await
         };
         response.groups.push(described_group(
             &group_id,
@@ -138,22 +134,21 @@ pub async fn handle_offset_delete<B: Bus>(bus: &B, request: &Request) -> Outcome
             }
         }
     }
-    let op = GroupOp::DeleteOffsets {
+    let op = DeleteOffsets {
         group_id: group_id.clone(),
         partitions: sent.clone(),
     };
     let codes = match call_group(bus, &group_id, op).await {
-        Ok(GroupReply::OffsetsDeleted(Ok(results))) if results.len() == sent.len() => results,
-        Ok(GroupReply::OffsetsDeleted(Err(e))) => {
+        Ok(Ok(results)) => {
+            debug_assert_eq!(results.len(), sent.len(), "one result per partition");
+            results
+        }
+        Ok(Err(e)) => {
             response.error_code = e.code();
             return respond(request, &response);
         }
         Err(code) => {
             response.error_code = code;
-            return respond(request, &response);
-        }
-        Ok(_) => {
-            response.error_code = ResponseError::UnknownServerError.code();
             return respond(request, &response);
         }
     };

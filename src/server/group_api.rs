@@ -2,7 +2,7 @@
 //! SyncGroup v0–5 (14), Heartbeat v0–4 (12), LeaveGroup v0–5 (13) — and committed offsets —
 //! OffsetCommit v2–9 (8), OffsetFetch v1–9 (9).
 //!
-//! Every request goes to the group's shard (`model::group_shard`) as a `GroupOp`; the state
+//! Every request goes to the group's shard (`model::group_shard`) as its own op (`group::ops`); the state
 //! machine (`crate::group`) answers at once or parks a JoinGroup / SyncGroup with a ticket,
 //! which this handler polls every `GROUP_WAIT_POLL_MS` until the rebalance moves on (the
 //! group's own deadlines bound the wait). Commits are answered once durable in the group
@@ -17,7 +17,10 @@ use crate::constants::{
     GROUP_PROTOCOLS_MAX, GROUP_WAIT_POLL_MS, REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX,
 };
 use crate::group::classic::{JoinAnswer, JoinRequest, JoinStep, SyncAnswer, SyncRequest, SyncStep};
-use crate::group::ops::{GroupOp, GroupReply};
+use crate::group::ops::{
+    CommitOffsets, FetchOffsets, GroupHeartbeat, JoinGroup, LeaveGroup, PollJoin, PollSync,
+    SyncGroup,
+};
 use crate::group::{CommitPartition, FetchedOffset, GroupError};
 use crate::model::group_shard;
 use crate::protocol::codec::Request;
@@ -35,21 +38,16 @@ pub(crate) fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
 }
 
-/// Runs `op` on the group's shard.
-pub(crate) async fn call_group<B: Bus>(
+/// Runs `op` on the group's shard: its reply, or the Kafka code of the call's failure.
+pub(crate) async fn call_group<B: Bus, O: crate::shard::call::Op>(
     bus: &B,
     group_id: &str,
-    op: GroupOp,
-) -> Result<GroupReply, i16> {
+    op: O,
+) -> Result<O::Reply, i16> {
     let shard = group_shard(group_id, bus.shard_count());
-    bus.call_op(shard, crate::shard::call::Group(op))
+    bus.call_op(shard, op)
         .await
         .map_err(|failure| failure.code())
-}
-
-fn unexpected(reply: &GroupReply) -> i16 {
-    tracing::error!(?reply, "unexpected group reply");
-    ResponseError::UnknownServerError.code()
 }
 
 fn client_host(conn: &ConnInfo) -> String {
@@ -116,16 +114,15 @@ pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
             .rebalance_timeout_ms
             .max(join.session_timeout_ms)
             .max(0) as i64;
-        let op = GroupOp::Join {
+        let op = JoinGroup {
             group_id: group_id.clone(),
             request: join,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Join(JoinStep::Done(a))) => joined(a),
-            Ok(GroupReply::Join(JoinStep::Wait(ticket))) => {
+            Ok(JoinStep::Done(a)) => joined(a),
+            Ok(JoinStep::Wait(ticket)) => {
                 poll_join(bus, &group_id, ticket, &member_id, wait_ms).await
             }
-            Ok(other) => join_error(unexpected(&other), &member_id),
             Err(code) => join_error(code, &member_id),
         }
     };
@@ -166,14 +163,13 @@ async fn poll_join<B: Bus>(
     // The group's deadlines end the wait; this bound only guards against a lost answer.
     let give_up = bus.now_ms() + wait_ms + 10_000;
     loop {
-        let op = GroupOp::PollJoin {
+        let op = PollJoin {
             group_id: group_id.to_string(),
             ticket,
         };
         match call_group(bus, group_id, op).await {
-            Ok(GroupReply::JoinPolled(Some(a))) => return joined(a),
-            Ok(GroupReply::JoinPolled(None)) => {}
-            Ok(other) => return join_error(unexpected(&other), member_id),
+            Ok(Some(a)) => return joined(a),
+            Ok(None) => {}
             Err(code) => return join_error(code, member_id),
         }
         if bus.now_ms() > give_up {
@@ -213,14 +209,13 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 .map(|a| (a.member_id.to_string(), a.assignment.clone()))
                 .collect(),
         };
-        let op = GroupOp::Sync {
+        let op = SyncGroup {
             group_id: group_id.clone(),
             request: sync,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Sync(SyncStep::Done(a))) => synced(a),
-            Ok(GroupReply::Sync(SyncStep::Wait(ticket))) => poll_sync(bus, &group_id, ticket).await,
-            Ok(other) => sync_error(unexpected(&other)),
+            Ok(SyncStep::Done(a)) => synced(a),
+            Ok(SyncStep::Wait(ticket)) => poll_sync(bus, &group_id, ticket).await,
             Err(code) => sync_error(code),
         }
     };
@@ -239,14 +234,13 @@ async fn poll_sync<B: Bus>(bus: &B, group_id: &str, ticket: u64) -> (i16, SyncAn
     // largest session timeout) only guards against a lost answer.
     let give_up = bus.now_ms() + crate::constants::GROUP_MAX_SESSION_TIMEOUT_MS as i64;
     loop {
-        let op = GroupOp::PollSync {
+        let op = PollSync {
             group_id: group_id.to_string(),
             ticket,
         };
         match call_group(bus, group_id, op).await {
-            Ok(GroupReply::SyncPolled(Some(a))) => return synced(a),
-            Ok(GroupReply::SyncPolled(None)) => {}
-            Ok(other) => return sync_error(unexpected(&other)),
+            Ok(Some(a)) => return synced(a),
+            Ok(None) => {}
             Err(code) => return sync_error(code),
         }
         if bus.now_ms() > give_up {
@@ -266,15 +260,14 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let code = if group_id.is_empty() {
         ResponseError::InvalidGroupId.code()
     } else {
-        let op = GroupOp::Heartbeat {
+        let op = GroupHeartbeat {
             group_id: group_id.clone(),
             member_id: r.member_id.to_string(),
             group_instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
             generation_id: r.generation_id,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Heartbeat(outcome)) => GroupError::code_of(outcome),
-            Ok(other) => unexpected(&other),
+            Ok(outcome) => GroupError::code_of(outcome),
             Err(code) => code,
         }
     };
@@ -312,15 +305,14 @@ pub async fn handle_leave_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let result: Result<Vec<i16>, i16> = if group_id.is_empty() {
         Err(ResponseError::InvalidGroupId.code())
     } else {
-        let op = GroupOp::Leave {
+        let op = LeaveGroup {
             group_id: group_id.clone(),
             members: members.clone(),
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Left(result)) => result
+            Ok(result) => result
                 .map(|members| members.into_iter().map(GroupError::code_of).collect())
                 .map_err(GroupError::code),
-            Ok(other) => Err(unexpected(&other)),
             Err(code) => Err(code),
         }
     };
@@ -394,7 +386,7 @@ pub async fn handle_offset_commit<B: Bus>(bus: &B, request: &Request) -> Outcome
     let mut group_error = None;
     if !partitions.is_empty() {
         let count = partitions.len();
-        let op = GroupOp::Commit {
+        let op = CommitOffsets {
             group_id: group_id.clone(),
             member_id: r.member_id.to_string(),
             group_instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
@@ -403,16 +395,16 @@ pub async fn handle_offset_commit<B: Bus>(bus: &B, request: &Request) -> Outcome
             partitions,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Committed(Ok(c))) if c.len() == count => {
+            Ok(Ok(c)) => {
+                debug_assert_eq!(c.len(), count, "one result per partition");
                 results = c
                     .into_iter()
                     .map(GroupError::code_of)
                     .collect::<Vec<_>>()
                     .into_iter()
             }
-            Ok(GroupReply::Committed(Err(e))) => group_error = Some(e.code()),
+            Ok(Err(e)) => group_error = Some(e.code()),
             Err(code) => group_error = Some(code),
-            Ok(other) => group_error = Some(unexpected(&other)),
         }
     }
     let mut response = OffsetCommitResponse::default();
@@ -461,15 +453,14 @@ async fn fetch_group<B: Bus>(bus: &B, g: &FetchGroup) -> Result<Vec<FetchedOffse
     if g.group_id.is_empty() {
         return Err(ResponseError::InvalidGroupId.code());
     }
-    let op = GroupOp::Fetch {
+    let op = FetchOffsets {
         group_id: g.group_id.clone(),
         topics: g.topics.clone(),
         member: g.member.clone(),
         require_stable: g.require_stable,
     };
     match call_group(bus, &g.group_id, op).await {
-        Ok(GroupReply::Fetched(result)) => result.map_err(GroupError::code),
-        Ok(other) => Err(unexpected(&other)),
+        Ok(result) => result.map_err(GroupError::code),
         Err(code) => Err(code),
     }
 }
