@@ -1,10 +1,11 @@
 //! The Kafka error codes of the shard core's typed errors, chosen here, at the edge: the state
 //! machines say what went wrong ([`SessionError`], [`GroupError`], [`PartitionError`],
-//! [`MarkerError`], [`ControllerError`], [`LogErrorKind`]), the handlers answer the code.
+//! [`MarkerError`], [`ControllerError`], [`LogErrorKind`], a call's [`CallError`]), the handlers
+//! answer the code.
 
 use crate::group::GroupError;
 use crate::log::LogErrorKind;
-use crate::shard::ops::{ControllerError, MarkerError, PartitionError};
+use crate::shard::ops::{CallError, ControllerError, MarkerError, PartitionError};
 use crate::shard::share_session::SessionError;
 use kafka_protocol::ResponseError;
 
@@ -53,6 +54,21 @@ impl GroupError {
     /// The error code of an optional error (0: none).
     pub fn code_or_none(error: Option<GroupError>) -> i16 {
         error.map_or(0, GroupError::code)
+    }
+}
+
+impl CallError {
+    /// The Kafka error code a client gets for this failure.
+    pub fn code(&self) -> i16 {
+        match self {
+            CallError::NotController => ResponseError::NotController.code(),
+            CallError::Unreachable | CallError::NotDurable(_) => {
+                ResponseError::KafkaStorageError.code()
+            }
+            CallError::Abandoned | CallError::UnexpectedReply(_) => {
+                ResponseError::UnknownServerError.code()
+            }
+        }
     }
 }
 
@@ -147,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn partition_log_marker_and_controller_errors_answer_kafkas_codes() {
+    fn partition_log_marker_controller_and_call_errors_answer_kafkas_codes() {
         // Kafka 4.4's codes (Errors.java): UNKNOWN_TOPIC_OR_PARTITION 3, KAFKA_STORAGE_ERROR 56,
         // CORRUPT_MESSAGE 2, INVALID_RECORD 87, MESSAGE_TOO_LARGE 10, OFFSET_OUT_OF_RANGE 1,
         // INVALID_CONFIG 40, INVALID_PRODUCER_EPOCH 47, REQUEST_TIMED_OUT 7, NOT_CONTROLLER 41.
@@ -182,5 +198,11 @@ mod tests {
         }
         assert_eq!(ControllerError::Stopping.code(), 41);
         assert_eq!(ControllerError::NotPersisted.code(), 56);
+        // A call without a reply of its own: UNKNOWN_SERVER_ERROR -1 for a bug or an abandoned op.
+        assert_eq!(CallError::NotController.code(), 41);
+        assert_eq!(CallError::Unreachable.code(), 56);
+        assert_eq!(CallError::NotDurable("journal".into()).code(), 56);
+        assert_eq!(CallError::Abandoned.code(), -1);
+        assert_eq!(CallError::UnexpectedReply("x".into()).code(), -1);
     }
 }

@@ -17,7 +17,6 @@ use crate::model::TopicPartition;
 use crate::share::{AckBatch, AcquiredRange};
 use crate::txn::{TxnRecord, TxnState};
 use bytes::Bytes;
-use kafka_protocol::ResponseError;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -797,7 +796,8 @@ pub enum ControllerError {
 }
 
 /// Why a shard operation was not answered with a reply of its own kind. The handler that made
-/// the call chooses the Kafka error code ([`CallError::code`] is the usual choice).
+/// the call chooses the Kafka error code (`CallError::code`, in `server::codes`, is the usual
+/// choice).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CallError {
     /// An admin operation reached a shard that is not the metadata controller (shard 0).
@@ -810,19 +810,4 @@ pub enum CallError {
     UnexpectedReply(String),
     /// The operation's state could not be made durable (the journal failed; the broker stops).
     NotDurable(String),
-}
-
-impl CallError {
-    /// The Kafka error code a client gets for this failure.
-    pub fn code(&self) -> i16 {
-        match self {
-            CallError::NotController => ResponseError::NotController.code(),
-            CallError::Unreachable | CallError::NotDurable(_) => {
-                ResponseError::KafkaStorageError.code()
-            }
-            CallError::Abandoned | CallError::UnexpectedReply(_) => {
-                ResponseError::UnknownServerError.code()
-            }
-        }
-    }
 }
