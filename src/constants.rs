@@ -24,6 +24,11 @@ pub const LOG_BLOCK_BYTES: u64 = 4096;
 /// The active segment's file is preallocated (fallocate) this far ahead of its end, so that a
 /// durable append changes no file size (capped by the segment size, rounded up to a block).
 pub const LOG_PREALLOCATE_BYTES: u64 = 16 * 1024 * 1024;
+/// Zeros written ahead of an active segment's data, at most this many bytes per flush, so
+/// that its block writes overwrite written blocks: an `O_DIRECT` write into preallocated
+/// (unwritten) extents makes the file system convert them, metadata every durable write then
+/// has to sync, and io_uring hands such writes to its worker threads.
+pub const LOG_ZERO_FILL_BYTES: u64 = 256 * 1024;
 /// Recently written bytes of the active segment kept in memory after their write completed
 /// (consumers at the tail read them without touching the disk).
 pub const LOG_TAIL_CACHE_BYTES: u64 = 256 * 1024;
@@ -57,6 +62,7 @@ const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!((FRAME_PAYLOAD_BYTES_MAX as u64) < JOURNAL_SEGMENT_BYTES_DEFAULT * 2);
 const _: () = assert!(LOG_BLOCK_BYTES.is_power_of_two() && LOG_BLOCK_BYTES >= 512);
 const _: () = assert!(LOG_PREALLOCATE_BYTES % LOG_BLOCK_BYTES == 0);
+const _: () = assert!(LOG_ZERO_FILL_BYTES % LOG_BLOCK_BYTES == 0 && LOG_ZERO_FILL_BYTES > 0);
 const _: () = assert!(LOG_TAIL_CACHE_BYTES % LOG_BLOCK_BYTES == 0 && LOG_TAIL_CACHE_BYTES > 0);
 const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX % LOG_BLOCK_BYTES == 0);
 const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX <= LOG_READ_CACHE_BYTES_MAX);
@@ -185,6 +191,8 @@ const _: () = assert!(LOG_SEGMENT_BYTES_MIN >= (SEGMENT_HEADER_BYTES + FRAME_HEA
 const _: () = assert!(LOG_INDEX_INTERVAL_BYTES >= LOG_INDEX_INTERVAL_BYTES_MIN);
 const _: () = assert!(LOG_SEGMENT_BYTES_DEFAULT >= LOG_SEGMENT_BYTES_MIN);
 const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES >= LOG_CHECKPOINT_SLOT_BYTES as u64);
+// A checkpoint slot is written as one block of its own (an `O_DIRECT` write).
+const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES == LOG_BLOCK_BYTES);
 
 // ---- Share partitions and share transactions (issues 4 and 5) ----
 

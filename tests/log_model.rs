@@ -197,6 +197,19 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                 model.durable_start,
                 model.poisoned
             );
+            let segments: Vec<String> = log
+                .segments()
+                .iter()
+                .map(|s| format!("{}..{}({}B)", s.base_offset, s.next_offset, s.size_bytes))
+                .collect();
+            eprintln!(
+                "    segments {} flush_due {} in_flight {:?}",
+                segments.join(" "),
+                log.flush_due(),
+                in_flight
+                    .as_ref()
+                    .map(|(t, _)| (t.durable_end_offset, t.seal.is_some()))
+            );
         }
         match op {
             // Append.

@@ -583,6 +583,7 @@ impl Sim {
                     acquire_created: true,
                     acknowledge: None,
                     min_bytes: 0,
+                    wait_durable: true,
                 },
                 now,
             );

@@ -22,8 +22,9 @@
 //!
 //! **Durable position** (FORMAT.md §4–5). After each completed flush the log writes a slot
 //! holding the active segment's base offset and the byte size that flush's ticket covered.
-//! That slot is not synced at once: the checkpoint file is put into the *next* flush's ticket
-//! (no extra fsync on the write path). Crash argument:
+//! That slot is not written at once: its 4 KiB block (the slot, then zeros) is a block write of
+//! the *next* flush's ticket (`O_DIRECT`, durable when it completes; no extra sync on the write
+//! path, no page-cache write to sync). Crash argument:
 //! 1. Every value ever written is a true lower bound when it is written: the bytes below it
 //!    were synced by a completed flush (or a seal, or recovery). Recovery only cuts past it,
 //!    and a roll moves the active segment (the old base then names a sealed segment and is

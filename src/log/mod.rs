@@ -22,19 +22,28 @@
 //!    write (the partially filled last block rewritten from memory: its durable bytes are
 //!    rewritten with the same bytes; a torn block write tears at sector boundaries, leaving
 //!    old or new sectors, so it damages nothing durable), made durable by the engine
-//!    (`O_DSYNC` `O_DIRECT` write, or write and `fdatasync`), `fdatasync`s every other file
-//!    written since the last one (and the directory when entries changed), then declares
+//!    (`O_DSYNC` `O_DIRECT` write, or write and `fdatasync`), with the zeros written ahead of
+//!    the tail and the checkpoint's newest slot as block writes of their own, `fdatasync`s
+//!    every other file written since the last one (and the directory when entries changed),
+//!    then declares
 //!    durable exactly the offsets appended before it began. One flush at a time; block writes
 //!    of consecutive flushes overlap only in their first block, never concurrently.
-//! 2. A roll seals the active segment synchronously: its unwritten tail written, the file cut
-//!    to its frames (the preallocated zeros go), data `fdatasync`, index written and synced,
-//!    directory synced, and only then the next segment is created (its header written by the
-//!    next flush: a crash before leaves an all-zero header, a last segment recovery removes).
-//!    Never while a flush is in flight (its block write may still be landing on the last
-//!    block): a segment then runs over `segment_bytes` by what arrives during that flush and
-//!    rolls at the next `begin_flush`. So every sealed segment is complete on disk, and a
-//!    torn or corrupt frame can only be in the last segment's tail, which recovery cuts;
-//!    anywhere else it is an error naming file and byte.
+//! 2. A roll seals the active segment in two halves. On the request path, no disk wait: the
+//!    bytes of its tail never written are written (`pwrite`), the file cut to its frames
+//!    (the preallocated zeros go), its index file created, the next segment created (its
+//!    header in its tail). The durable half is the next flush ticket's [`Seal`]: data `fdatasync`,
+//!    index written and synced, directory synced, all done *before* any other step of that
+//!    ticket, so the new segment has no byte on disk (all zeros: recovery removes such a last
+//!    segment) until its predecessor is sealed. At most one seal waits at a time (a second
+//!    roll before the flush seals the first synchronously). Closing a log (its `Drop`, which
+//!    leaves the active tail in the page cache) first performs a seal still pending or in a
+//!    ticket that never completed. Never while a flush is in flight
+//!    (its block write may still be landing on the last block): a segment then runs over
+//!    `segment_bytes` by what arrives during that flush and rolls at the next `begin_flush`.
+//!    So every segment but the last two is complete on disk, and the second-to-last is either
+//!    complete or the last after recovery removed its empty successor: a torn or corrupt frame
+//!    can only be in the last segment's tail, which recovery cuts; anywhere else it is an
+//!    error naming file and byte.
 //! 3. Segments are removed (retention, `delete_records_before`) only after a checkpoint with
 //!    a log start at or past their end is durable; recovery deletes leftovers below the start.
 //! 4. Recovery `fdatasync`s what it keeps, so after `open` everything in the log is durable.
@@ -52,9 +61,9 @@ mod partition;
 mod recovery;
 mod segment;
 
-pub use partition::{sync_ticket, BATCH_FRAME_KIND};
+pub use partition::{apply_seal, sync_ticket, BATCH_FRAME_KIND};
 pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
-    ReadResult, RecoveryReport, RemovedSegment, SegmentInfo, TruncatedTail,
+    ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail,
 };
-pub use segment::{BlockWrite, CachedBytes};
+pub use segment::{BlockWrite, CachedBytes, ZeroFill};

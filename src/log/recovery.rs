@@ -20,8 +20,8 @@ use super::partition::{
     HEADER_BYTES_U64,
 };
 use super::segment::{
-    align_down, index_file_name, parse_file_name, scan_frames, segment_file_name, ScanOutcome,
-    Segment, Tail,
+    align_down, align_up, index_file_name, parse_file_name, scan_frames, segment_file_name,
+    ScanOutcome, Segment, Tail,
 };
 use crate::constants::SEGMENT_HEADER_BYTES;
 use crate::storage::file::{Storage, StorageFile};
@@ -72,6 +72,7 @@ impl<S: Storage> PartitionLog<S> {
             written_start: 0,
             written_durable: None,
             dirty: false,
+            pending: None,
             durable_start: 0,
         };
         let mut checkpoint_start = None;
@@ -208,7 +209,7 @@ impl<S: Storage> PartitionLog<S> {
             checkpoint,
             pending_removal: Vec::new(),
             flight: None,
-            scratch: Vec::new(),
+            pending_seal: None,
         };
         // A start that differs from the checkpoint (clamped to the log end) is written now:
         // appends after recovery must never fall below a stale checkpoint at the next open.
@@ -238,6 +239,10 @@ impl<S: Storage> PartitionLog<S> {
             log.write_checkpoint()?;
         }
         if let Some(file) = &log.checkpoint.file {
+            if let Some((position, block)) = log.checkpoint.pending.take() {
+                file.write_direct_at(&block, position)
+                    .map_err(io_err("write", &log.checkpoint.path))?;
+            }
             file.sync()
                 .map_err(io_err("fdatasync", &log.checkpoint.path))?;
         }
@@ -382,6 +387,8 @@ impl<S: Storage> PartitionLog<S> {
         let start = align_down(segment.size);
         segment.tail = Tail::written(start, bytes[start as usize..segment.size as usize].to_vec());
         segment.allocated = allocated;
+        // What lies past the data is not known to be written: zeros are written ahead again.
+        segment.zeroed = align_up(segment.size);
         if !segment.is_empty() {
             segment.first_append_ms = Some(now_ms);
         }

@@ -19,7 +19,7 @@ use super::index::IndexEntry;
 use super::partition::{io_err, LogError, BATCH_FRAME_KIND, HEADER_BYTES_U64, NO_TIMESTAMP};
 use crate::constants::{
     FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_BLOCK_BYTES,
-    LOG_TAIL_CACHE_BYTES,
+    LOG_TAIL_CACHE_BYTES, LOG_ZERO_FILL_BYTES,
 };
 use crate::storage::file::StorageFile;
 use crate::storage::frame::{self, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd};
@@ -64,6 +64,9 @@ pub(super) struct Segment<F> {
     pub(super) tail: Tail,
     /// The file's length as this process made it (preallocated zeros past `size`).
     pub(super) allocated: u64,
+    /// File bytes below this were written (data, or zeros written ahead by [`Self::zero_ahead`]),
+    /// as far as this process knows; past it the preallocated extents may be unwritten.
+    pub(super) zeroed: u64,
     /// Read-ahead chunks below the tail, sorted by position, not overlapping.
     pub(super) cache: Vec<Chunk>,
 }
@@ -87,6 +90,15 @@ pub struct BlockWrite {
     pub position: u64,
     /// A multiple of the block size long: the segment's bytes, zero-padded to the block end.
     pub data: Vec<u8>,
+}
+
+/// Zeros to write over file bytes `[position, position + len)` of a segment (both multiples
+/// of the block size), handed out in a flush ticket ([`Segment::zero_ahead`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZeroFill {
+    pub path: PathBuf,
+    pub position: u64,
+    pub len: u64,
 }
 
 pub(super) fn align_down(position: u64) -> u64 {
@@ -121,11 +133,6 @@ impl Tail {
 
     pub(super) fn end(&self) -> u64 {
         self.start + self.bytes.len() as u64
-    }
-
-    /// Appends bytes at the segment's end (not yet written).
-    pub(super) fn push(&mut self, data: &[u8]) {
-        self.bytes.extend_from_slice(data);
     }
 
     /// The write of everything not yet handed out: from the block holding `issued` to the
@@ -187,8 +194,37 @@ impl<F> Segment<F> {
             dirty,
             tail: Tail::none(),
             allocated: 0,
+            zeroed: 0,
             cache: Vec::new(),
         }
+    }
+
+    /// Zeros to write ahead of a block write of this segment that ends at `end` (block
+    /// aligned), in the same flush: the preallocated file bytes past the zeroed end, at most
+    /// [`LOG_ZERO_FILL_BYTES`] (capped at the preallocated length), once less than half of
+    /// that is zeroed ahead of `end`. Later block writes there overwrite written blocks: no
+    /// extent conversion for the file system to sync with each of them, and io_uring submits
+    /// them inline instead of handing them to its worker threads. The range never holds data
+    /// (it starts at or past `end`, and data past `end` is written by later flushes only), so
+    /// it may be written concurrently with the rest of the flush; a crash leaves zeros or
+    /// unwritten extents there, both a clean end (FORMAT.md §5).
+    pub(super) fn zero_ahead(&mut self, end: u64) -> Option<ZeroFill> {
+        assert_eq!(end % LOG_BLOCK_BYTES, 0, "a block write ends on a block");
+        let from = self.zeroed.max(end);
+        self.zeroed = from;
+        if from - end >= LOG_ZERO_FILL_BYTES / 2 {
+            return None;
+        }
+        let to = (from + LOG_ZERO_FILL_BYTES).min(align_down(self.allocated));
+        if to <= from {
+            return None;
+        }
+        self.zeroed = to;
+        Some(ZeroFill {
+            path: self.path.clone(),
+            position: from,
+            len: to - from,
+        })
     }
 
     /// Reads segment bytes at `position` into `buf`: from the tail what it holds, then from

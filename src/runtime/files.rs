@@ -7,11 +7,12 @@
 //!   the handle (the write completes once durable: FUA or a device flush, and no file
 //!   metadata changes since segments are preallocated), or a write and an `fdatasync`.
 //!   Handles stay open in a per-shard cache keyed by path (opening a segment in a directory
-//!   closes the handles of that directory's other segments: a roll seals the old one; at most
+//!   closes the handles of that directory's other segments, files of the same extension: a
+//!   roll seals the old one; a log's checkpoint keeps its own handle; at most
 //!   [`ENGINE_OPEN_FILES_MAX`] handles, least recently written closed first; on every open,
 //!   handles of files that no longer exist are closed, so a deleted segment's space is freed).
 //!   A write that is not block-aligned is written buffered and `fdatasync`ed instead.
-//! - `fdatasync` of the files (log-start checkpoints) and `fsync` of the
+//! - `fdatasync` of the files a ticket names (segments sealed with `pwrite`) and `fsync` of the
 //!   directories a ticket names, using glommio file handles opened on the same paths
 //!   (`fdatasync` acts on the inode, so a second descriptor flushes what the log
 //!   wrote); file handles are cached the same way, in their own map.
@@ -23,14 +24,21 @@
 //!   no read-ahead (the log's `pread` serves it). The engine also remembers which partitions
 //!   hold read-ahead bytes ([`note_read_cache`]): at most [`SHARD_READ_CACHE_LOGS_MAX`].
 //!
-//! Everything of one ticket runs concurrently; the first error is returned with its path.
+//! - Zero fills ahead of a segment's tail ([`ZeroFill`]): `O_DIRECT` writes of one shared
+//!   buffer of zeros per shard (never modified, never reallocated), durable like block writes.
+//! - The seal of a rolled segment (a ticket's [`Seal`]): `fdatasync` of the segment, its index
+//!   written and `fdatasync`ed, `fsync` of the directory, before the rest of the ticket.
+//!
+//! Everything else of one ticket runs concurrently; the first error is returned with its path.
 //! A file system without `O_DIRECT` (tmpfs) gets buffered writes and `fdatasync` instead.
 
-use crate::constants::{ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES, SHARD_READ_CACHE_LOGS_MAX};
-use crate::log::{BlockWrite, CachedBytes, FlushTicket, ReadAhead};
+use crate::constants::{
+    ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES, LOG_ZERO_FILL_BYTES, SHARD_READ_CACHE_LOGS_MAX,
+};
+use crate::log::{BlockWrite, CachedBytes, FlushTicket, ReadAhead, Seal, ZeroFill};
 use crate::model::TopicPartition;
 use crate::shard::join::join_all;
-use glommio::io::{BufferedFile, Directory, DmaFile, OpenOptions};
+use glommio::io::{BufferedFile, Directory, DmaBuffer, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -194,12 +202,13 @@ async fn handle(path: &Path) -> io::Result<(Handle, SyncMode)> {
     ENGINE.with(|engine| {
         let engine = &mut *engine.borrow_mut();
         let dir = path.parent();
+        let kind = path.extension();
         insert(
             &mut engine.files,
             &mut engine.clock,
             path,
             handle.clone(),
-            |other| other.parent() == dir,
+            |other| other.parent() == dir && other.extension() == kind,
         );
     });
     Ok((handle, mode))
@@ -323,7 +332,65 @@ pub async fn write_block(write: &BlockWrite) -> io::Result<()> {
     result
 }
 
-/// `fdatasync` of one file (a log-start checkpoint written with `pwrite`).
+thread_local! {
+    /// One buffer of [`LOG_ZERO_FILL_BYTES`] zeros per shard, written again and again (never
+    /// modified): a zero fill allocates nothing.
+    static ZEROS: RefCell<Option<Rc<DmaBuffer>>> = const { RefCell::new(None) };
+}
+
+/// Writes zeros over a segment's preallocated bytes, durable on return ([`ZeroFill`]).
+pub async fn write_zeros(fill: &ZeroFill) -> io::Result<()> {
+    let path = &fill.path;
+    let (handle, mode) = handle(path).await?;
+    let len = usize::try_from(fill.len).map_err(|e| with_path(path, e))?;
+    let result = match &handle {
+        Handle::Dma(file)
+            if fill.position % LOG_BLOCK_BYTES == 0 && fill.len % LOG_BLOCK_BYTES == 0 =>
+        {
+            let written = if fill.len == LOG_ZERO_FILL_BYTES {
+                let zeros = ZEROS.with(|z| {
+                    z.borrow_mut()
+                        .get_or_insert_with(|| {
+                            let mut buffer = file.alloc_dma_buffer(len);
+                            buffer.as_bytes_mut().fill(0);
+                            Rc::new(buffer)
+                        })
+                        .clone()
+                });
+                file.write_rc_at(zeros, fill.position).await
+            } else {
+                let mut buffer = file.alloc_dma_buffer(len);
+                buffer.as_bytes_mut().fill(0);
+                file.write_at(buffer, fill.position).await
+            }
+            .map_err(|e| with_path(path, e))?;
+            if written != len {
+                Err(with_path(
+                    path,
+                    format!("short zero fill: {written} of {len} bytes"),
+                ))
+            } else if mode == SyncMode::Fdatasync {
+                file.fdatasync().await.map_err(|e| with_path(path, e))
+            } else {
+                Ok(())
+            }
+        }
+        _ => {
+            write_block(&BlockWrite {
+                path: path.clone(),
+                position: fill.position,
+                data: vec![0; len],
+            })
+            .await
+        }
+    };
+    if result.is_err() {
+        forget(path);
+    }
+    result
+}
+
+/// `fdatasync` of one file (written with `pwrite`).
 pub async fn sync_file(path: &Path) -> io::Result<()> {
     let file = sync_handle(path).await?;
     let result = file.fdatasync().await.map_err(|e| with_path(path, e));
@@ -403,11 +470,51 @@ pub fn note_read_cache(partition: &TopicPartition) -> Vec<TopicPartition> {
 
 type Step<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
 
-/// Performs every write and sync of `ticket`; `Ok` only if all succeeded.
+/// Writes a sealed segment's index into its (empty) file and `fdatasync`s it.
+async fn write_index(seal: &Seal) -> io::Result<()> {
+    let path = &seal.index;
+    let file = OpenOptions::new()
+        .write(true)
+        .buffered_open(path)
+        .await
+        .map_err(|e| with_path(path, e))?;
+    let len = seal.index_bytes.len();
+    let written = file
+        .write_at(seal.index_bytes.clone(), 0)
+        .await
+        .map_err(|e| with_path(path, e))?;
+    let result = if written != len {
+        Err(with_path(
+            path,
+            format!("short write: {written} of {len} bytes"),
+        ))
+    } else {
+        file.fdatasync().await.map_err(|e| with_path(path, e))
+    };
+    let closed = file.close().await.map_err(|e| with_path(path, e));
+    result.and(closed)
+}
+
+/// Performs every write and sync of `ticket`; `Ok` only if all succeeded. A seal first (its
+/// steps concurrently), then everything else concurrently.
 pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
+    if let Some(seal) = &ticket.seal {
+        let steps: Vec<Step<'_>> = vec![
+            Box::pin(sync_file(&seal.segment)),
+            Box::pin(write_index(seal)),
+            Box::pin(sync_dir(&seal.dir)),
+        ];
+        join_all(steps)
+            .await
+            .into_iter()
+            .collect::<io::Result<Vec<()>>>()?;
+    }
     let mut steps: Vec<Step<'_>> = Vec::new();
     for write in &ticket.writes {
         steps.push(Box::pin(write_block(write)));
+    }
+    for fill in &ticket.zero_fills {
+        steps.push(Box::pin(write_zeros(fill)));
     }
     for file in &ticket.files {
         steps.push(Box::pin(sync_file(file)));

@@ -28,11 +28,11 @@ use crate::protocol::generated::{
     share_acknowledge_response, share_fetch_response, ShareAcknowledgeRequest,
     ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
-use crate::shard::call::{Disconnected, ReleaseMember};
+use crate::shard::call::{Disconnected, JournalDurable, ReleaseMember};
 use crate::shard::join::{first_of, join_all};
 use crate::shard::ops::{
-    CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition,
-    ShareSessionOp, WaitOp,
+    CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchReply,
+    ShareFetchedPartition, ShareSessionOp, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::Heartbeat;
@@ -493,6 +493,8 @@ async fn walk<B: Bus>(
     let mut declined = Vec::new();
     let mut pending: Vec<(ShardId, Vec<(usize, PartitionRef)>)> = group_in_order(indexed);
     pending.reverse();
+    // Acknowledgements a shard applied without waiting for its journal: waited for at the end.
+    let mut undurable = Vec::new();
     while let Some((shard, group)) = pending.pop() {
         let reply = if left == 0 {
             None
@@ -511,12 +513,24 @@ async fn walk<B: Bus>(
                 acquire_created,
                 acknowledge,
                 min_bytes: needed,
+                // The last shard's journal flush is the one nothing overlaps (a shard called
+                // again after it carries no acknowledgements).
+                wait_durable: pending.is_empty(),
             };
             let reply = bus.call_op(shard, op).await;
             if !acked.is_empty() {
-                let answers = reply.as_ref().map_err(Clone::clone);
-                let answers = answers.map(|r| r.acknowledged.clone());
-                acks.borrow_mut().answer(&acked, answers);
+                match &reply {
+                    Ok(ShareFetchReply {
+                        durable_at: Some(seq),
+                        acknowledged,
+                        ..
+                    }) => undurable.push((shard, *seq, acked, acknowledged.clone())),
+                    _ => {
+                        let answers = reply.as_ref().map_err(Clone::clone);
+                        let answers = answers.map(|r| r.acknowledged.clone());
+                        acks.borrow_mut().answer(&acked, answers);
+                    }
+                }
             }
             Some(reply)
         };
@@ -560,6 +574,18 @@ async fn walk<B: Bus>(
                 }
             }
         }
+    }
+    let waits = undurable
+        .iter()
+        .map(|(shard, seq, ..)| bus.call_op(*shard, JournalDurable { seq: *seq }))
+        .collect();
+    let durable = join_all(waits).await;
+    for ((_, _, acked, mut results), durable) in undurable.into_iter().zip(durable) {
+        let answers = durable.map(|d| {
+            ShareAckResult::durable(&mut results, d);
+            results
+        });
+        acks.borrow_mut().answer(&acked, answers);
     }
     let out: Vec<ShareFetchedPartition> = out.into_iter().flatten().collect();
     assert_eq!(out.len(), order.len());
@@ -1070,6 +1096,7 @@ mod tests {
             if op.min_bytes > 0 && held < op.min_bytes {
                 return ShardReply::ShareFetched(ShareFetchReply {
                     acknowledged: Vec::new(),
+                    durable_at: None,
                     partitions: vec![p],
                     unmet: Some(held),
                 });
@@ -1086,6 +1113,7 @@ mod tests {
             }
             ShardReply::ShareFetched(ShareFetchReply {
                 acknowledged: Vec::new(),
+                durable_at: None,
                 partitions: vec![p],
                 unmet: None,
             })

@@ -93,6 +93,15 @@ op!(ShareSessionOp, "share session", Result<SessionOutcome, SessionError>, |op| 
     ShardReply::ShareSession(r) => r);
 op!(ShareFetchOp, "share fetch", ShareFetchReply, |op| ShardOp::ShareFetch(op),
     ShardReply::ShareFetched(r) => r);
+/// Wait until a shard's state journal is durable through an entry
+/// ([`ShareFetchReply::durable_at`](crate::shard::ops::ShareFetchReply)).
+#[derive(Clone, Copy, Debug)]
+pub struct JournalDurable {
+    pub seq: u64,
+}
+op!(JournalDurable, "journal durable", Result<(), String>,
+    |op| ShardOp::JournalDurable { seq: op.seq },
+    ShardReply::JournalDurable(r) => r);
 op!(ShareAckOp, "share acknowledge", Vec<ShareAckResult>, |op| ShardOp::ShareAcknowledge(op),
     ShardReply::ShareAcknowledged(r) => r);
 

@@ -138,8 +138,14 @@ pub trait ShardExec:
                     // A new share partition's start offset is journalled; nothing waits for it.
                     self.append_share_entries();
                     if let Some(unmet) = min_bytes_unmet(&probed, &op) {
+                        let (acknowledged, durable_at) = match acked {
+                            // The caller waits (`JournalDurable`); the flush has started.
+                            Some((results, Some(seq))) if !op.wait_durable => (results, Some(seq)),
+                            acked => (self.acknowledged_durable(acked).await, None),
+                        };
                         return ShardReply::ShareFetched(ShareFetchReply {
-                            acknowledged: self.acknowledged_durable(acked).await,
+                            acknowledged,
+                            durable_at,
                             partitions: probed.iter().map(unmet_partition).collect(),
                             unmet: Some(unmet),
                         });
@@ -157,11 +163,20 @@ pub trait ShardExec:
                     let ctx = self.clone();
                     self.spawn(async move { ctx.read_ahead(next).await });
                 }
+                let (acknowledged, durable_at) = match acked {
+                    // The caller waits (`JournalDurable`); the flush has started.
+                    Some((results, Some(seq))) if !op.wait_durable => (results, Some(seq)),
+                    acked => (self.acknowledged_durable(acked).await, None),
+                };
                 ShardReply::ShareFetched(ShareFetchReply {
-                    acknowledged: self.acknowledged_durable(acked).await,
+                    acknowledged,
+                    durable_at,
                     partitions: fetched,
                     unmet: None,
                 })
+            }
+            ShardOp::JournalDurable { seq } => {
+                ShardReply::JournalDurable(self.wait_journal(seq).await)
             }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
@@ -475,11 +490,7 @@ pub trait ShardExec:
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         };
-        if let Err(cause) = durable {
-            for r in results.iter_mut().filter(|r| r.error_code == 0) {
-                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
-            }
-        }
+        ShareAckResult::durable(&mut results, durable);
         results
     }
 
@@ -493,7 +504,12 @@ pub trait ShardExec:
         let results = self.state.borrow_mut().share_acknowledge(op, self.now_ms());
         // DLQ copies are durable before the ARCHIVED state is journalled.
         self.copy_to_dlq().await;
-        Some((results, self.append_share_entries()))
+        let seq = self.append_share_entries();
+        if seq.is_some() {
+            // The flush starts now and overlaps the read and the acquisition that follow.
+            self.ensure_journal_flush();
+        }
+        Some((results, seq))
     }
 
     /// The results of `acknowledge_first` once durable (KAFKA_STORAGE_ERROR
@@ -509,11 +525,7 @@ pub trait ShardExec:
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         };
-        if let Err(cause) = durable {
-            for r in results.iter_mut().filter(|r| r.error_code == 0) {
-                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
-            }
-        }
+        ShareAckResult::durable(&mut results, durable);
         results
     }
 

@@ -17,6 +17,7 @@ use crate::model::TopicPartition;
 use crate::share::{AckBatch, AcquiredRange};
 use crate::txn::{TxnRecord, TxnState};
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -306,7 +307,7 @@ pub struct ShareFetchOp {
     pub acquire_created: bool,
     /// The request's acknowledgements of partitions on this shard, applied before anything is
     /// acquired: a ShareFetch makes one call per partition shard. Their results are in
-    /// [`ShareFetchReply::acknowledged`], once durable.
+    /// [`ShareFetchReply::acknowledged`], once durable (see `wait_durable`).
     pub acknowledge: Option<ShareAckOp>,
     /// The request's MinBytes still to be found here (what the shards called before did not
     /// hold). Above 0, the op first measures what the partitions could hand out, acquiring
@@ -314,6 +315,11 @@ pub struct ShareFetchOp {
     /// it or a partition is in error; otherwise it answers [`ShareFetchReply::unmet`]. 0:
     /// acquire what there is. Either way one call: the MinBytes check needs no call of its own.
     pub min_bytes: usize,
+    /// Answer once the acknowledgements are durable. `false`: answer as soon as the records
+    /// are acquired, with [`ShareFetchReply::durable_at`]; the caller waits for it with a
+    /// `JournalDurable` call after its other calls, so that the journal flushes of the shards
+    /// a request walks overlap instead of following each other.
+    pub wait_durable: bool,
 }
 
 /// The reply to a [`ShareFetchOp`].
@@ -321,6 +327,9 @@ pub struct ShareFetchOp {
 pub struct ShareFetchReply {
     /// One result per partition of the op's `acknowledge`, in order (empty without one).
     pub acknowledged: Vec<ShareAckResult>,
+    /// The state-journal entry that makes `acknowledged` durable, when the op did not wait
+    /// for it (`ShareFetchOp::wait_durable` false and something was journalled).
+    pub durable_at: Option<u64>,
     /// One per partition of the op, in order.
     pub partitions: Vec<ShareFetchedPartition>,
     /// `Some(bytes)`: nothing was acquired, as the partitions hold only `bytes` (each within
@@ -382,6 +391,16 @@ impl ShareAckResult {
         ShareAckResult {
             error_code,
             error_message: Some(message.into()),
+        }
+    }
+
+    /// Whether the state behind `results` became durable: if not (`Err(cause)`), each result
+    /// that succeeded fails with KAFKA_STORAGE_ERROR.
+    pub fn durable(results: &mut [ShareAckResult], durable: Result<(), String>) {
+        if let Err(cause) = durable {
+            for r in results.iter_mut().filter(|r| r.error_code == 0) {
+                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+            }
         }
     }
 }
@@ -610,6 +629,11 @@ pub enum ShardOp {
     ShareSession(ShareSessionOp),
     /// On the partitions' shard.
     ShareFetch(ShareFetchOp),
+    /// On a shard a ShareFetch acknowledged on without waiting (`ShareFetchOp::wait_durable`):
+    /// answered once its state journal is durable through entry `seq`.
+    JournalDurable {
+        seq: u64,
+    },
     /// On the partitions' shard; answered once the new state is durable.
     ShareAcknowledge(ShareAckOp),
     /// On every shard: release what a member holds (it left, or its connection dropped).
@@ -706,6 +730,8 @@ pub enum ShardReply {
     ShareHeartbeat(HeartbeatAnswer),
     ShareSession(Result<SessionOutcome, SessionError>),
     ShareFetched(ShareFetchReply),
+    /// The state journal is durable through the entry asked for (or why it is not).
+    JournalDurable(Result<(), String>),
     ShareAcknowledged(Vec<ShareAckResult>),
     /// How many records were released.
     ShareReleased(u64),

@@ -953,8 +953,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .iter()
             .filter(|(_, p)| {
                 !p.log.is_poisoned()
-                    && (p.log.durable_end_offset() < p.log.log_end_offset()
-                        || p.log.flush_in_flight())
+                    && (p.log.durable_end_offset() < p.log.log_end_offset() || p.log.flush_due())
             })
             .map(|(k, _)| *k)
             .collect();
@@ -1484,6 +1483,7 @@ mod tests {
                     acquire_created: true,
                     acknowledge: None,
                     min_bytes: 0,
+                    wait_durable: true,
                 };
                 let got = s.share_fetch(&op, 0);
                 assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);

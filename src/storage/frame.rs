@@ -178,6 +178,17 @@ pub const fn frame_total_bytes(payload_len: usize) -> usize {
 
 /// Appends one frame (header, payload, zero padding) to `out`.
 pub fn encode_frame(out: &mut Vec<u8>, meta: FrameMeta, payload: &[u8]) {
+    encode_frame_with(out, meta, payload, |_| {});
+}
+
+/// [`encode_frame`], with `patch` applied to the payload's copy in `out` before the frame's
+/// CRC is computed (the partition log sets a batch's base offset this way: one copy).
+pub fn encode_frame_with(
+    out: &mut Vec<u8>,
+    meta: FrameMeta,
+    payload: &[u8],
+    patch: impl FnOnce(&mut [u8]),
+) {
     assert!(
         !payload.is_empty(),
         "a frame carries at least one payload byte"
@@ -191,6 +202,7 @@ pub fn encode_frame(out: &mut Vec<u8>, meta: FrameMeta, payload: &[u8]) {
     out.extend_from_slice(&0u16.to_le_bytes());
     out.extend_from_slice(&meta.count.to_le_bytes());
     out.extend_from_slice(payload);
+    patch(&mut out[start + FRAME_HEADER_BYTES..]);
     let crc = frame_crc(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
     out.resize(start + frame_total_bytes(payload.len()), 0);
