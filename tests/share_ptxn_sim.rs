@@ -734,6 +734,7 @@ impl Sim {
             acquire_created: true,
             acknowledge: None,
             wait_durable: true,
+            min_bytes: 0,
         };
         let Some(reply) = self.call(input_shard(), op) else {
             return;

@@ -332,6 +332,7 @@ impl Sim {
                     min_one_batch: true,
                     acquire_created: true,
                     acknowledge: None,
+                    min_bytes: 0,
                     wait_durable: true,
                 },
                 now,
