@@ -17,17 +17,13 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use lockstep::log::batch::BatchBuilder;
 use lockstep::log::{LogConfig, PartitionLog};
-use lockstep::runtime::bench as rt;
 use lockstep::storage::file::FsStorage;
 use serde::Serialize;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-const RECORD_BYTES: usize = 1024;
 
 /// Sizes of one run: the full measurement, or the smoke run under `cargo test`.
 #[derive(Clone, Copy, Serialize)]
@@ -125,19 +121,18 @@ fn main() {
         case.ratio = case.batches_per_s / raw;
         case.raw_per_s = raw;
         cases.push(case);
-        let appenders = (plan.group_commit_bytes_in_flight / batch_bytes).max(4);
         progress(&format!(
-            "log: group commit, {} KiB batches, {appenders} appenders",
+            "log: group commit, {} KiB batches",
             batch_bytes >> 10
         ));
-        let (batches, seconds) = rt::group_commit_appends(
+        let run = common::engine_group_commit(
             &work.join(format!("group-{batch_bytes}")),
-            &batch(batch_bytes),
-            appenders,
-            Duration::from_secs_f64(plan.seconds_per_case),
-        )
-        .expect("group-commit run");
-        let mb_per_s = batches as f64 * batch_bytes as f64 / seconds / 1e6;
+            batch_bytes,
+            plan.group_commit_bytes_in_flight,
+            plan.seconds_per_case,
+        );
+        let (appenders, batches, seconds, mb_per_s) =
+            (run.appenders, run.batches, run.seconds, run.mb_per_s);
         cases.push(Case {
             name: format!("group commit ({appenders} appenders)"),
             batch_bytes,
@@ -173,21 +168,11 @@ fn main() {
     }
 }
 
-/// A batch of 1 KiB records of about `bytes` bytes in all.
-fn batch(bytes: usize) -> Vec<u8> {
-    let mut builder = BatchBuilder::new(1_700_000_000_000);
-    let value = vec![0x5a_u8; RECORD_BYTES];
-    for i in 0..(bytes / (RECORD_BYTES + 16)).max(1) {
-        builder.record(1_700_000_000_000 + i as i64, None, Some(&value));
-    }
-    builder.build()
-}
-
 fn flush_per_append(work: &Path, plan: Plan, batch_bytes: usize) -> Case {
     let dir = work.join(format!("flush-{batch_bytes}"));
     let (mut log, _) =
         PartitionLog::open(FsStorage, &dir, LogConfig::default(), 0).expect("open log");
-    let batch = batch(batch_bytes);
+    let batch = common::batch_of_1k_records(batch_bytes);
     let deadline = Duration::from_secs_f64(plan.seconds_per_case);
     let start = Instant::now();
     let mut batches = 0u64;

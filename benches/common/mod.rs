@@ -278,3 +278,53 @@ pub fn group_commit_mb_per_s(
     let _ = std::fs::remove_file(&path);
     (groups * group_bytes) as f64 / seconds / 1e6
 }
+
+/// A record batch of 1 KiB records, about `bytes` bytes in all: the storage benchmarks' append.
+pub fn batch_of_1k_records(bytes: usize) -> Vec<u8> {
+    const RECORD_BYTES: usize = 1024;
+    let mut builder = lockstep::log::batch::BatchBuilder::new(1_700_000_000_000);
+    let value = vec![0x5a_u8; RECORD_BYTES];
+    for i in 0..(bytes / (RECORD_BYTES + 16)).max(1) {
+        builder.record(1_700_000_000_000 + i as i64, None, Some(&value));
+    }
+    builder.build()
+}
+
+/// The storage engine's group commit, measured: one partition log on the broker's io_uring
+/// engine (`runtime::bench::group_commit_appends`), enough concurrent appenders of
+/// `batch_bytes` batches to keep `bytes_in_flight` waiting for a flush (at least 4), each
+/// waiting for its batch to be durable before its next append.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineGroupCommit {
+    pub batch_bytes: usize,
+    pub appenders: usize,
+    pub batches: u64,
+    pub seconds: f64,
+    /// Durable record-batch bytes per second, 10^6.
+    pub mb_per_s: f64,
+}
+
+pub fn engine_group_commit(
+    dir: &Path,
+    batch_bytes: usize,
+    bytes_in_flight: usize,
+    seconds: f64,
+) -> EngineGroupCommit {
+    let batch = batch_of_1k_records(batch_bytes);
+    let appenders = (bytes_in_flight / batch.len()).max(4);
+    let (batches, seconds) = lockstep::runtime::bench::group_commit_appends(
+        dir,
+        &batch,
+        appenders,
+        Duration::from_secs_f64(seconds),
+    )
+    .expect("group-commit run");
+    let _ = std::fs::remove_dir_all(dir);
+    EngineGroupCommit {
+        batch_bytes: batch.len(),
+        appenders,
+        batches,
+        seconds,
+        mb_per_s: batches as f64 * batch.len() as f64 / seconds / 1e6,
+    }
+}
