@@ -39,7 +39,8 @@
 //! A file system without `O_DIRECT` (tmpfs) gets buffered writes and `fdatasync` instead.
 
 use crate::constants::{
-    ENGINE_MALLOC_MMAP_THRESHOLD_BYTES, ENGINE_MALLOC_TRIM_THRESHOLD_BYTES, ENGINE_OPEN_FILES_MAX, LOG_BLOCK_BYTES, LOG_ZERO_FILL_BYTES, SHARD_READ_CACHE_LOGS_MAX,
+    ENGINE_MALLOC_MMAP_THRESHOLD_BYTES, ENGINE_MALLOC_TRIM_THRESHOLD_BYTES, ENGINE_OPEN_FILES_MAX,
+    LOG_BLOCK_BYTES, LOG_ZERO_FILL_BYTES, SHARD_READ_CACHE_LOGS_MAX,
 };
 use crate::log::{BlockWrite, CachedBytes, FlushTicket, ReadAhead, Seal, ZeroFill};
 use crate::model::TopicPartition;
@@ -77,7 +78,9 @@ pub fn tune_allocator() {
                 && libc::mallopt(libc::M_TRIM_THRESHOLD, trim) == 1
         };
         if !ok {
-            tracing::warn!("mallopt refused the engine's thresholds; flush buffers are mapped per flush");
+            tracing::warn!(
+                "mallopt refused the engine's thresholds; flush buffers are mapped per flush"
+            );
         }
     }
 }
