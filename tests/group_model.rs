@@ -18,6 +18,7 @@ use kafka_protocol::ResponseError;
 use lockstep::group::classic::{
     ClassicGroup, ClassicState, JoinAnswer, JoinRequest, JoinStep, SyncRequest, SyncStep,
 };
+use lockstep::group::GroupError;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
@@ -98,13 +99,18 @@ fn act(g: &mut ClassicGroup, c: &mut Client, now: u64) {
                 assignments,
             };
             match g.sync(&req, now) {
-                SyncStep::Done(s) => on_sync(c, s.error_code, a.generation_id, s.assignment),
+                SyncStep::Done(s) => on_sync(
+                    c,
+                    s.error.map_or(0, |e| e.code()),
+                    a.generation_id,
+                    s.assignment,
+                ),
                 SyncStep::Wait(t) => c.phase = Phase::Syncing(t, a.generation_id),
             }
         }
         Phase::Syncing(t, generation) => {
             if let Some(s) = g.poll_sync(t, now) {
-                on_sync(c, s.error_code, generation, s.assignment)
+                on_sync(c, s.error.map_or(0, |e| e.code()), generation, s.assignment)
             }
         }
         Phase::Stable(generation, _) => {
@@ -120,14 +126,14 @@ fn act(g: &mut ClassicGroup, c: &mut Client, now: u64) {
 }
 
 fn on_join(c: &mut Client, a: JoinAnswer) {
-    if a.error_code == ResponseError::MemberIdRequired.code() {
+    if a.error.map_or(0, |e| e.code()) == ResponseError::MemberIdRequired.code() {
         c.member_id = a.member_id;
         c.phase = Phase::Idle;
-    } else if a.error_code == 0 {
+    } else if a.error.map_or(0, |e| e.code()) == 0 {
         c.member_id = a.member_id.clone();
         c.phase = Phase::ToSync(a);
     } else {
-        on_error(c, a.error_code);
+        on_error(c, a.error.map_or(0, |e| e.code()));
     }
 }
 
@@ -339,11 +345,14 @@ fn kafka_rules() {
     // A new dynamic member first gets MEMBER_ID_REQUIRED with its id.
     let mut a = client("a", None);
     let first = joined(&mut g, &join_request(&a), 1);
-    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+    assert_eq!(
+        first.error.map_or(0, |e| e.code()),
+        ResponseError::MemberIdRequired.code()
+    );
     assert!(first.member_id.starts_with("a-"));
     a.member_id = first.member_id.clone();
     let answer = joined(&mut g, &join_request(&a), 2);
-    assert_eq!(answer.error_code, 0);
+    assert_eq!(answer.error.map_or(0, |e| e.code()), 0);
     assert_eq!(answer.generation_id, 1);
     assert_eq!(answer.leader, a.member_id);
     assert_eq!(answer.members.len(), 1);
@@ -351,14 +360,14 @@ fn kafka_rules() {
     let mut bad = join_request(&a);
     bad.session_timeout_ms = 1_000;
     assert_eq!(
-        joined(&mut g, &bad, 3).error_code,
+        joined(&mut g, &bad, 3).error.map_or(0, |e| e.code()),
         ResponseError::InvalidSessionTimeout.code()
     );
     // An unknown protocol type.
     let mut other = join_request(&client("b", None));
     other.protocol_type = "connect".into();
     assert_eq!(
-        joined(&mut g, &other, 3).error_code,
+        joined(&mut g, &other, 3).error.map_or(0, |e| e.code()),
         ResponseError::InconsistentGroupProtocol.code()
     );
     // Sync with the wrong generation.
@@ -371,7 +380,7 @@ fn kafka_rules() {
         assignments: vec![(a.member_id.clone(), Bytes::from_static(b"x"))],
     };
     assert!(
-        matches!(g.sync(&sync(7), 4), SyncStep::Done(s) if s.error_code == ResponseError::IllegalGeneration.code())
+        matches!(g.sync(&sync(7), 4), SyncStep::Done(s) if s.error.map_or(0, |e| e.code()) == ResponseError::IllegalGeneration.code())
     );
     let step = g.sync(&sync(1), 4);
     let SyncStep::Wait(t) = step else {
@@ -384,11 +393,11 @@ fn kafka_rules() {
     assert_eq!(g.state(), ClassicState::Stable);
     assert_eq!(
         g.heartbeat(&a.member_id, None, 0, 5),
-        Err(ResponseError::IllegalGeneration)
+        Err(GroupError::IllegalGeneration)
     );
     assert_eq!(
         g.heartbeat("nobody", None, 1, 5),
-        Err(ResponseError::UnknownMemberId)
+        Err(GroupError::UnknownMember)
     );
     assert_eq!(g.heartbeat(&a.member_id, None, 1, 5), Ok(()));
 
@@ -397,7 +406,8 @@ fn kafka_rules() {
     let s1 = client("s", Some("i-1"));
     let first = joined(&mut g, &join_request(&s1), 1);
     assert_eq!(
-        first.error_code, 0,
+        first.error.map_or(0, |e| e.code()),
+        0,
         "static members need no member id round trip"
     );
     let old_id = first.member_id.clone();
@@ -416,7 +426,7 @@ fn kafka_rules() {
     };
     assert!(g.poll_sync(t, 2).is_some());
     let again = joined(&mut g, &join_request(&s1), 3);
-    assert_eq!(again.error_code, 0);
+    assert_eq!(again.error.map_or(0, |e| e.code()), 0);
     assert_ne!(again.member_id, old_id);
     assert_eq!(again.generation_id, 1, "no rebalance");
     assert!(
@@ -431,11 +441,11 @@ fn kafka_rules() {
     // The old incarnation is fenced.
     assert_eq!(
         g.heartbeat(&old_id, Some("i-1"), 1, 4),
-        Err(ResponseError::FencedInstanceId)
+        Err(GroupError::FencedInstance)
     );
     assert_eq!(
         g.leave(&old_id, Some("i-1"), 4),
-        Err(ResponseError::FencedInstanceId)
+        Err(GroupError::FencedInstance)
     );
     // Leaving by instance id removes it; the group is empty again.
     assert_eq!(g.leave("", Some("i-1"), 5), Ok(()));

@@ -17,7 +17,8 @@
 //!   end of a log batch, as Kafka's `SharePartition.acquire` does.
 //! - `max_bytes_zero`: MaxBytes 0 hands out no records.
 //! - `min_bytes`: MinBytes above what the partitions hold waits for MaxWaitMs, then answers
-//!   with what there is.
+//!   with what there is; MinBytes that only several partitions (over shards) reach together is
+//!   answered at once with all of their records.
 //!
 //! Target: the broker binary (`--shards 4`) on a free loopback port; with
 //! `LOCKSTEP_INTEROP_TARGET=kafka` the Kafka 4.4 reference broker at `LOCKSTEP_KAFKA_ADDR`
@@ -332,6 +333,7 @@ fn min_bytes(broker: &Broker) {
     // Then MaxRecords 1 gets the whole batch of 10 (the soft limit).
     let f = m.fetch(topic_id, &[0], 1, 500, 50 * MIB, 1, 3_000);
     assert_eq!(f.ranges[&0], vec![(0, 9, 1)]);
+    let batch_bytes = f.bytes;
     let (topic, group) = (unique("minbytes2"), unique("minbytes2-g"));
     let topic_id = setup(&broker.addr, &topic, &group, &[(0, 1, 10)], 1);
     let mut m = Member::join(&broker.addr, &group, &topic, 1);
@@ -342,6 +344,22 @@ fn min_bytes(broker: &Broker) {
         f.elapsed
     );
     assert_eq!(f.total(), 10, "then answers with what there is");
+    // MinBytes reached only by several partitions together (on a broker of four shards, over
+    // shards): answered at once, with every partition's records.
+    let (topic, group) = (unique("minbytes3"), unique("minbytes3-g"));
+    let parts = [0, 1, 2, 3];
+    let each = [(0, 1, 10), (1, 1, 10), (2, 1, 10), (3, 1, 10)];
+    let topic_id = setup(&broker.addr, &topic, &group, &each, 4);
+    let mut m = Member::join(&broker.addr, &group, &topic, 4);
+    let first = m.fetch(topic_id, &parts, 500, 500, 50 * MIB, 1, 0);
+    let min_bytes = i32::try_from(batch_bytes * 3 / 2).expect("small");
+    let f = m.fetch(topic_id, &parts, 500, 500, 50 * MIB, min_bytes, 3_000);
+    assert!(
+        f.elapsed < Duration::from_millis(1_500),
+        "MinBytes reached over partitions: answered at once ({:?})",
+        f.elapsed
+    );
+    assert_eq!(first.total() + f.total(), 40, "every partition's records");
 }
 
 fn ready_partitions_share_one_budget(broker: &Broker) {

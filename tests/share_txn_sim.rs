@@ -2,7 +2,8 @@
 //! shards, driving the production shard core (`lockstep::shard`, issues 6 and 13): the share
 //! transaction coordinator and participant steps that run in the broker (`shard::txn`) and the
 //! journal's group commit (`shard::persist_entries`), on a deterministic implementation of
-//! [`ShardIo`]: a seeded single-threaded executor (ready tasks are polled in a seeded random
+//! `ShardIo` shared with `tests/share_ptxn_sim.rs` (`tests/common/sim.rs`; shard calls run
+//! through the production `ShardExec::execute`): a seeded single-threaded executor (ready tasks are polled in a seeded random
 //! order), a virtual clock (it jumps to the next timer when nothing is ready), shard calls that
 //! run in a task of their own like the mesh's, journal flushes that take a random number of
 //! polls, and a crash of the process that drops every task and what the journals had not
@@ -41,19 +42,19 @@
 //! `LOCKSTEP_SEED=n` replays one seed; `LOCKSTEP_SEEDS=n` runs n seeds (default 300).
 
 use bytes::Bytes;
-use lockstep::journal::{FlushTicket, Journal, JournalConfig};
+mod common;
+
+use common::sim::{SimIo, World};
+use lockstep::journal::{Journal, JournalConfig};
 use lockstep::log::batch::BatchBuilder;
-use lockstep::metrics::ShardMetrics;
 use lockstep::model::{group_shard, partition_shard, ShardId};
 use lockstep::shard::ops::{
-    CallError, PartitionRef, ProduceOp, ShardOp, ShardReply, ShareAckOp, ShareFetchOp, TxnAckError,
-    TxnAnswer, TxnOp, TxnReplyMsg,
+    PartitionRef, ProduceOp, ShareAckOp, ShareFetchOp, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg,
 };
 use lockstep::shard::registry::TopicRegistry;
 use lockstep::shard::share_group::Heartbeat;
 use lockstep::shard::share_state::ShareState;
 use lockstep::shard::state::ShardState;
-use lockstep::shard::sync::oneshot;
 use lockstep::shard::{self, txn, ShardCore, ShardIo};
 use lockstep::share::{AckBatch, AcknowledgeType, RecordState};
 use lockstep::storage::file::SimStorage;
@@ -61,14 +62,12 @@ use lockstep::storage::mmap::{MemDir, Tear};
 use lockstep::txn::TxnState;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Arc;
 use uuid::Uuid;
 
 const GROUP: &str = "g";
@@ -80,239 +79,6 @@ const DELIVERY_LIMIT: u16 = 10;
 /// (`share.record.lock.duration.ms` >= 15 000) came in, so the interleavings are the same.
 const LOCK_MS: u64 = 15_000;
 const MEMBERS: usize = 3;
-
-// ---------------------------------------------------------------------------------------------
-// The deterministic executor and the simulated shard I/O
-// ---------------------------------------------------------------------------------------------
-
-type Task = Pin<Box<dyn Future<Output = ()>>>;
-
-struct TaskWaker {
-    id: u64,
-    woken: Arc<Mutex<BTreeSet<u64>>>,
-}
-
-impl Wake for TaskWaker {
-    fn wake(self: Arc<Self>) {
-        self.woken.lock().unwrap().insert(self.id);
-    }
-}
-
-/// A single-threaded executor with a virtual clock: ready tasks are polled in a seeded random
-/// order; when none is ready the clock jumps to the earliest timer.
-struct Exec {
-    tasks: RefCell<BTreeMap<u64, Task>>,
-    next_id: Cell<u64>,
-    woken: Arc<Mutex<BTreeSet<u64>>>,
-    timers: RefCell<Vec<(u64, Waker)>>,
-    now_ms: Cell<u64>,
-    rng: RefCell<SmallRng>,
-}
-
-impl Exec {
-    fn new(seed: u64, now_ms: u64) -> Exec {
-        Exec {
-            tasks: RefCell::new(BTreeMap::new()),
-            next_id: Cell::new(1),
-            woken: Arc::new(Mutex::new(BTreeSet::new())),
-            timers: RefCell::new(Vec::new()),
-            now_ms: Cell::new(now_ms),
-            rng: RefCell::new(SmallRng::seed_from_u64(seed ^ 0x5eed)),
-        }
-    }
-
-    fn spawn(&self, task: impl Future<Output = ()> + 'static) {
-        let id = self.next_id.get();
-        self.next_id.set(id + 1);
-        self.tasks.borrow_mut().insert(id, Box::pin(task));
-        self.woken.lock().unwrap().insert(id);
-    }
-
-    /// Runs tasks until `done()` holds and no task is ready (timers may stay armed).
-    fn run_until(&self, done: impl Fn() -> bool) {
-        loop {
-            let next = {
-                let woken = self.woken.lock().unwrap();
-                if woken.is_empty() {
-                    None
-                } else {
-                    let n = self.rng.borrow_mut().gen_range(0..woken.len());
-                    woken.iter().nth(n).copied()
-                }
-            };
-            let Some(id) = next else {
-                if done() {
-                    return;
-                }
-                self.fire_earliest_timer();
-                continue;
-            };
-            self.woken.lock().unwrap().remove(&id);
-            let Some(mut task) = self.tasks.borrow_mut().remove(&id) else {
-                continue;
-            };
-            let waker = Waker::from(Arc::new(TaskWaker {
-                id,
-                woken: self.woken.clone(),
-            }));
-            if task
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending()
-            {
-                self.tasks.borrow_mut().insert(id, task);
-            }
-        }
-    }
-
-    fn fire_earliest_timer(&self) {
-        let earliest = self.timers.borrow().iter().map(|(at, _)| *at).min();
-        let Some(at) = earliest else {
-            panic!("the simulation is stuck: nothing is ready and no timer is armed");
-        };
-        self.now_ms.set(self.now_ms.get().max(at));
-        self.fire_due_timers();
-    }
-
-    fn fire_due_timers(&self) {
-        let now = self.now_ms.get();
-        let due: Vec<Waker> = {
-            let mut timers = self.timers.borrow_mut();
-            let (due, armed): (Vec<_>, Vec<_>) = timers.drain(..).partition(|(at, _)| *at <= now);
-            *timers = armed;
-            due.into_iter().map(|(_, w)| w).collect()
-        };
-        for waker in due {
-            waker.wake();
-        }
-    }
-
-    /// A crash: every task and timer is gone.
-    fn clear(&self) {
-        let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
-        drop(tasks);
-        self.timers.borrow_mut().clear();
-        self.woken.lock().unwrap().clear();
-    }
-}
-
-struct World {
-    exec: Exec,
-    cores: RefCell<Vec<Rc<ShardCore<SimStorage, MemDir>>>>,
-    metrics: RefCell<ShardMetrics>,
-}
-
-/// One shard's view of the simulated world.
-#[derive(Clone)]
-struct SimIo {
-    core: Rc<ShardCore<SimStorage, MemDir>>,
-    world: Rc<World>,
-}
-
-impl ShardIo for SimIo {
-    type Storage = SimStorage;
-    type Dir = MemDir;
-
-    fn core(&self) -> &ShardCore<SimStorage, MemDir> {
-        &self.core
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.world.exec.now_ms.get()
-    }
-
-    fn monotonic_us(&self) -> u64 {
-        self.world.exec.now_ms.get() * 1_000
-    }
-
-    fn call(&self, shard: ShardId, op: ShardOp) -> impl Future<Output = ShardReply> {
-        let target = SimIo {
-            core: self.world.cores.borrow()[shard.index()].clone(),
-            world: self.world.clone(),
-        };
-        let (tx, rx) = oneshot();
-        // Like the mesh: the op runs in a task of its own on its shard.
-        self.world.exec.spawn(async move {
-            let reply = match op {
-                ShardOp::Txn(op) => ShardReply::Txn(txn::execute(&target, op).await),
-                _ => panic!("the simulation routes share-transaction ops only"),
-            };
-            tx.send(reply);
-        });
-        async move { rx.await.unwrap_or(ShardReply::Failed(CallError::Abandoned)) }
-    }
-
-    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> {
-        let world = self.world.clone();
-        let at = world.exec.now_ms.get() + ms;
-        std::future::poll_fn(move |cx| {
-            if world.exec.now_ms.get() >= at {
-                Poll::Ready(())
-            } else {
-                world
-                    .exec
-                    .timers
-                    .borrow_mut()
-                    .push((at, cx.waker().clone()));
-                Poll::Pending
-            }
-        })
-    }
-
-    fn spawn(&self, task: impl Future<Output = ()> + 'static) {
-        self.world.exec.spawn(task);
-    }
-
-    /// The journal's region double marks the ticket's bytes synced when the flush completes;
-    /// the write itself takes a random number of polls (other tasks run meanwhile).
-    fn flush_journal(&self, _ticket: &FlushTicket) -> impl Future<Output = std::io::Result<()>> {
-        let mut polls = self.world.exec.rng.borrow_mut().gen_range(0..=2u32);
-        std::future::poll_fn(move |cx| {
-            if polls == 0 {
-                Poll::Ready(Ok(()))
-            } else {
-                polls -= 1;
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-        })
-    }
-
-    fn journal_poisoned(&self, detail: &str) -> ! {
-        panic!("journal poisoned on {}: {detail}", self.core.id)
-    }
-
-    // The simulation routes share-transaction ops only (`call`): the partition logs, their
-    // read-ahead and the metadata controller are not part of it.
-    fn flush_log(
-        &self,
-        _ticket: &lockstep::log::FlushTicket,
-    ) -> impl Future<Output = std::io::Result<()>> {
-        async { unreachable!("the simulation flushes no partition log") }
-    }
-
-    fn read_ahead(
-        &self,
-        _parts: Vec<lockstep::shard::read_ahead::PartitionReadAhead>,
-    ) -> impl Future<Output = ()> {
-        async { unreachable!("the simulation reads no partition log ahead") }
-    }
-
-    fn log_poisoned(&self, detail: &str) -> ! {
-        panic!("partition log poisoned on {}: {detail}", self.core.id)
-    }
-
-    fn admin(
-        &self,
-        _op: lockstep::shard::ops::AdminOp,
-    ) -> impl Future<Output = lockstep::shard::ops::AdminReply> {
-        async { unreachable!("the simulation changes no metadata") }
-    }
-
-    fn with_metrics(&self, f: impl FnOnce(&mut ShardMetrics)) {
-        f(&mut self.world.metrics.borrow_mut())
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The framework and the driver
@@ -454,11 +220,7 @@ impl Sim {
             cores.push(Rc::new(ShardCore::new(state, journal)));
             dirs.push(dir);
         }
-        let world = Rc::new(World {
-            exec: Exec::new(seed, 1_000),
-            cores: RefCell::new(cores),
-            metrics: RefCell::new(ShardMetrics::default()),
-        });
+        let world = World::new(seed, 1_000, cores, storage);
         Sim {
             rng,
             dirs,
@@ -470,33 +232,21 @@ impl Sim {
     }
 
     fn io(&self, shard: usize) -> SimIo {
-        SimIo {
-            core: self.world.cores.borrow()[shard].clone(),
-            world: self.world.clone(),
-        }
+        self.world.io(shard)
     }
 
     fn now(&self) -> u64 {
-        self.world.exec.now_ms.get()
+        self.world.now()
     }
 
     /// Runs `future` (and whatever it spawns that becomes ready) to completion.
     fn run<T: 'static>(&self, future: impl Future<Output = T> + 'static) -> T {
-        let out: Rc<RefCell<Option<T>>> = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.world.exec.spawn(async move {
-            let value = future.await;
-            *slot.borrow_mut() = Some(value);
-        });
-        self.world.exec.run_until(|| out.borrow().is_some());
-        let value = out.borrow_mut().take();
-        value.expect("the future completed")
+        self.world.run(future)
     }
 
     /// Runs what is ready (background tasks) until nothing is.
     fn settle(&self) {
-        self.world.exec.fire_due_timers();
-        self.world.exec.run_until(|| true);
+        self.world.settle();
     }
 
     /// A share-transaction op on the coordinator's shard, through the production core.
@@ -582,6 +332,7 @@ impl Sim {
                     min_one_batch: true,
                     acquire_created: true,
                     acknowledge: None,
+                    min_bytes: 0,
                     wait_durable: true,
                 },
                 now,
@@ -929,14 +680,10 @@ impl Sim {
     /// restarts and recovers.
     fn crash(&mut self) {
         self.stats.crashes += 1;
-        self.world.exec.clear();
-        let cores = std::mem::take(&mut *self.world.cores.borrow_mut());
+        let cores = self.world.crash_cores();
         let mode = self.rng.gen_range(0..3);
         let mut restored = Vec::new();
         for (shard, core) in cores.into_iter().enumerate() {
-            let core = Rc::try_unwrap(core)
-                .ok()
-                .expect("nothing holds a shard core once its tasks are gone");
             let (mut state, old_journal) = core.into_parts();
             drop(old_journal);
             let dir = &self.dirs[shard];
@@ -1080,7 +827,7 @@ impl Sim {
         assert!(missing.is_empty(), "lost records: {missing:?}");
         assert_eq!(self.fw.sink.len() as i64, RECORDS);
         // The group commit answered every waiter: nothing is left running.
-        assert!(self.world.exec.woken.lock().unwrap().is_empty());
+        assert!(self.world.exec.idle());
     }
 }
 

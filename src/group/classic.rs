@@ -34,12 +34,12 @@
 //!   member (new member id, same assignment, no rebalance when the group is Stable and the
 //!   selected protocol does not change); requests from the old member id are FENCED_INSTANCE_ID.
 
+use super::error::GroupError;
 use crate::constants::{
     GROUP_ANSWER_KEEP_MS, GROUP_MAX_SESSION_TIMEOUT_MS, GROUP_MEMBERS_MAX,
     GROUP_MIN_SESSION_TIMEOUT_MS,
 };
 use bytes::Bytes;
-use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
@@ -112,7 +112,8 @@ pub struct JoinedMember {
 /// The JoinGroup response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinAnswer {
-    pub error_code: i16,
+    /// Why the join was refused (`None`: joined).
+    pub error: Option<GroupError>,
     pub generation_id: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -123,9 +124,17 @@ pub struct JoinAnswer {
 }
 
 impl JoinAnswer {
-    pub fn error(error: ResponseError, member_id: &str) -> JoinAnswer {
+    pub fn error(error: GroupError, member_id: &str) -> JoinAnswer {
         JoinAnswer {
-            error_code: error.code(),
+            error: Some(error),
+            ..JoinAnswer::empty(member_id)
+        }
+    }
+
+    /// An answer with nothing in it (the fields of a refusal), for `member_id`.
+    pub fn empty(member_id: &str) -> JoinAnswer {
+        JoinAnswer {
+            error: None,
             generation_id: -1,
             protocol_type: None,
             protocol_name: None,
@@ -158,16 +167,25 @@ pub struct SyncRequest {
 /// The SyncGroup response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncAnswer {
-    pub error_code: i16,
+    /// Why the sync was refused (`None`: the member's assignment).
+    pub error: Option<GroupError>,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
 }
 
 impl SyncAnswer {
-    pub fn error(error: ResponseError) -> SyncAnswer {
+    pub fn error(error: GroupError) -> SyncAnswer {
         SyncAnswer {
-            error_code: error.code(),
+            error: Some(error),
+            ..SyncAnswer::empty()
+        }
+    }
+
+    /// An answer with nothing in it (the fields of a refusal).
+    pub fn empty() -> SyncAnswer {
+        SyncAnswer {
+            error: None,
             protocol_type: None,
             protocol_name: None,
             assignment: Bytes::new(),
@@ -452,7 +470,7 @@ impl ClassicGroup {
             Vec::new()
         };
         JoinAnswer {
-            error_code: 0,
+            error: None,
             generation_id: self.generation_id,
             protocol_type: self.protocol_type.clone(),
             protocol_name: protocol,
@@ -474,13 +492,13 @@ impl ClassicGroup {
             || (session as u64) > GROUP_MAX_SESSION_TIMEOUT_MS
         {
             return JoinStep::Done(JoinAnswer::error(
-                ResponseError::InvalidSessionTimeout,
+                GroupError::InvalidSessionTimeout,
                 &req.member_id,
             ));
         }
         if !self.supports_protocols(&req.protocol_type, &req.protocols) {
             return JoinStep::Done(JoinAnswer::error(
-                ResponseError::InconsistentGroupProtocol,
+                GroupError::InconsistentProtocol,
                 &req.member_id,
             ));
         }
@@ -493,7 +511,7 @@ impl ClassicGroup {
 
     fn join_unknown(&mut self, req: &JoinRequest, now_ms: u64) -> JoinStep {
         if self.members.len() + self.pending_members.len() >= GROUP_MEMBERS_MAX {
-            return JoinStep::Done(JoinAnswer::error(ResponseError::GroupMaxSizeReached, ""));
+            return JoinStep::Done(JoinAnswer::error(GroupError::GroupFull, ""));
         }
         let member_id = self.new_member_id(&req.client_id);
         if let Some(instance) = &req.group_instance_id {
@@ -505,10 +523,7 @@ impl ClassicGroup {
         if req.api_version >= 4 {
             let deadline = now_ms + req.session_timeout_ms as u64;
             self.pending_members.insert(member_id.clone(), deadline);
-            return JoinStep::Done(JoinAnswer::error(
-                ResponseError::MemberIdRequired,
-                &member_id,
-            ));
+            return JoinStep::Done(JoinAnswer::error(GroupError::MemberIdRequired, &member_id));
         }
         self.add_member_and_rebalance(&member_id, req, now_ms)
     }
@@ -557,15 +572,15 @@ impl ClassicGroup {
         &self,
         member_id: &str,
         instance_id: Option<&str>,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), GroupError> {
         match instance_id {
             Some(instance) => match self.static_members.get(instance) {
-                None => Err(ResponseError::UnknownMemberId),
-                Some(current) if current != member_id => Err(ResponseError::FencedInstanceId),
+                None => Err(GroupError::UnknownMember),
+                Some(current) if current != member_id => Err(GroupError::FencedInstance),
                 Some(_) => Ok(()),
             },
             None if self.members.contains_key(member_id) => Ok(()),
-            None => Err(ResponseError::UnknownMemberId),
+            None => Err(GroupError::UnknownMember),
         }
     }
 
@@ -585,7 +600,7 @@ impl ClassicGroup {
         if let Some(old) = superseded {
             self.answer_join(
                 old,
-                JoinAnswer::error(ResponseError::RebalanceInProgress, &req.member_id),
+                JoinAnswer::error(GroupError::RebalanceInProgress, &req.member_id),
                 now_ms,
             );
         }
@@ -654,16 +669,12 @@ impl ClassicGroup {
         if let Some(t) = member.join_ticket.take() {
             self.answer_join(
                 t,
-                JoinAnswer::error(ResponseError::FencedInstanceId, old_id),
+                JoinAnswer::error(GroupError::FencedInstance, old_id),
                 now_ms,
             );
         }
         if let Some(t) = member.sync_ticket.take() {
-            self.answer_sync(
-                t,
-                SyncAnswer::error(ResponseError::FencedInstanceId),
-                now_ms,
-            );
+            self.answer_sync(t, SyncAnswer::error(GroupError::FencedInstance), now_ms);
         }
         let old_protocols = std::mem::replace(&mut member.protocols, req.protocols.clone());
         member.member_id = new_id.to_string();
@@ -726,7 +737,7 @@ impl ClassicGroup {
             for t in waiting {
                 self.answer_sync(
                     t,
-                    SyncAnswer::error(ResponseError::RebalanceInProgress),
+                    SyncAnswer::error(GroupError::RebalanceInProgress),
                     now_ms,
                 );
             }
@@ -833,12 +844,12 @@ impl ClassicGroup {
         if let Some(t) = m.join_ticket {
             self.answer_join(
                 t,
-                JoinAnswer::error(ResponseError::UnknownMemberId, member_id),
+                JoinAnswer::error(GroupError::UnknownMember, member_id),
                 now_ms,
             );
         }
         if let Some(t) = m.sync_ticket {
-            self.answer_sync(t, SyncAnswer::error(ResponseError::UnknownMemberId), now_ms);
+            self.answer_sync(t, SyncAnswer::error(GroupError::UnknownMember), now_ms);
         }
         if self.leader_id.as_deref() == Some(member_id) {
             self.leader_id = self
@@ -876,7 +887,7 @@ impl ClassicGroup {
             return SyncStep::Done(SyncAnswer::error(e));
         }
         if req.generation_id != self.generation_id {
-            return SyncStep::Done(SyncAnswer::error(ResponseError::IllegalGeneration));
+            return SyncStep::Done(SyncAnswer::error(GroupError::IllegalGeneration));
         }
         if req
             .protocol_type
@@ -887,11 +898,11 @@ impl ClassicGroup {
                 .as_ref()
                 .is_some_and(|n| Some(n) != self.protocol_name.as_ref())
         {
-            return SyncStep::Done(SyncAnswer::error(ResponseError::InconsistentGroupProtocol));
+            return SyncStep::Done(SyncAnswer::error(GroupError::InconsistentProtocol));
         }
         match self.state {
             ClassicState::PreparingRebalance => {
-                SyncStep::Done(SyncAnswer::error(ResponseError::RebalanceInProgress))
+                SyncStep::Done(SyncAnswer::error(GroupError::RebalanceInProgress))
             }
             ClassicState::CompletingRebalance => {
                 let ticket = self.ticket();
@@ -902,7 +913,7 @@ impl ClassicGroup {
                 if let Some(old) = superseded {
                     self.answer_sync(
                         old,
-                        SyncAnswer::error(ResponseError::RebalanceInProgress),
+                        SyncAnswer::error(GroupError::RebalanceInProgress),
                         now_ms,
                     );
                 }
@@ -939,14 +950,14 @@ impl ClassicGroup {
                 SyncStep::Done(self.sync_answer(assignment))
             }
             ClassicState::Empty | ClassicState::Dead => {
-                SyncStep::Done(SyncAnswer::error(ResponseError::UnknownMemberId))
+                SyncStep::Done(SyncAnswer::error(GroupError::UnknownMember))
             }
         }
     }
 
     fn sync_answer(&self, assignment: Bytes) -> SyncAnswer {
         SyncAnswer {
-            error_code: 0,
+            error: None,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
             assignment,
@@ -967,17 +978,17 @@ impl ClassicGroup {
         instance_id: Option<&str>,
         generation_id: i32,
         now_ms: u64,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), GroupError> {
         self.tick(now_ms);
         self.validate_member(member_id, instance_id)?;
         if generation_id != self.generation_id {
-            return Err(ResponseError::IllegalGeneration);
+            return Err(GroupError::IllegalGeneration);
         }
         self.touch(member_id, now_ms);
         match self.state {
-            ClassicState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            ClassicState::PreparingRebalance => Err(GroupError::RebalanceInProgress),
             ClassicState::CompletingRebalance | ClassicState::Stable => Ok(()),
-            ClassicState::Empty | ClassicState::Dead => Err(ResponseError::UnknownMemberId),
+            ClassicState::Empty | ClassicState::Dead => Err(GroupError::UnknownMember),
         }
     }
 
@@ -987,16 +998,16 @@ impl ClassicGroup {
         member_id: &str,
         instance_id: Option<&str>,
         now_ms: u64,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), GroupError> {
         self.tick(now_ms);
         if let Some(instance) = instance_id {
             let current = self
                 .static_members
                 .get(instance)
                 .cloned()
-                .ok_or(ResponseError::UnknownMemberId)?;
+                .ok_or(GroupError::UnknownMember)?;
             if !member_id.is_empty() && member_id != current {
-                return Err(ResponseError::FencedInstanceId);
+                return Err(GroupError::FencedInstance);
             }
             self.remove_member_and_update(&current, now_ms);
             return Ok(());
@@ -1006,7 +1017,7 @@ impl ClassicGroup {
             return Ok(());
         }
         if !self.members.contains_key(member_id) {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(GroupError::UnknownMember);
         }
         self.remove_member_and_update(member_id, now_ms);
         Ok(())
@@ -1145,14 +1156,14 @@ impl ClassicGroup {
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), GroupError> {
         if generation_id < 0 && self.state == ClassicState::Empty {
             return Ok(());
         }
         if generation_id >= 0 || !member_id.is_empty() || instance_id.is_some() {
             self.validate_member(member_id, instance_id)?;
             if generation_id != self.generation_id {
-                return Err(ResponseError::IllegalGeneration);
+                return Err(GroupError::IllegalGeneration);
             }
         }
         Ok(())
@@ -1163,20 +1174,20 @@ impl ClassicGroup {
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), GroupError> {
         if generation_id < 0 && self.state == ClassicState::Empty {
             return Ok(());
         }
         if generation_id >= 0 || !member_id.is_empty() || instance_id.is_some() {
             self.validate_member(member_id, instance_id)?;
             if generation_id != self.generation_id {
-                return Err(ResponseError::IllegalGeneration);
+                return Err(GroupError::IllegalGeneration);
             }
         } else if self.state != ClassicState::Empty {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(GroupError::UnknownMember);
         }
         if self.state == ClassicState::CompletingRebalance {
-            return Err(ResponseError::RebalanceInProgress);
+            return Err(GroupError::RebalanceInProgress);
         }
         Ok(())
     }

@@ -13,7 +13,7 @@
 //!   ([`ConsumerMembership`]).
 //! - The offsets API does not depend on the protocol: a commit is checked by the membership
 //!   (generation for classic, member epoch for KIP-848), then stored the same way.
-//! - [`ops`]: the shard messages (`GroupOp` / `GroupReply`) and their synchronous execution.
+//! - [`ops`]: the shard messages (an op type per request, `GroupOp` / `GroupReply` on the mesh) and their synchronous execution.
 //!
 //! Replay ([`ConsumerGroups::restore`]): the snapshot's `group_offsets`, then every
 //! `GroupOffsetCommit` entry in order; the latest entry of (group, topic, partition) wins and a
@@ -28,12 +28,14 @@
 
 pub mod classic;
 pub mod consumer;
+pub mod error;
 pub mod offsets;
 pub mod ops;
 pub mod txn_offsets;
 
 pub use classic::{ClassicGroup, ClassicState};
 pub use consumer::ConsumerMembership;
+pub use error::{GroupError, ItemResult};
 pub use offsets::{CommittedOffset, OffsetStore};
 
 use crate::constants::{
@@ -42,7 +44,7 @@ use crate::constants::{
 };
 use crate::journal::entries::{Entry, GroupOffsetCommit};
 use crate::journal::Recovered;
-use kafka_protocol::ResponseError;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A group's membership protocol.
@@ -126,7 +128,8 @@ pub struct FetchedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
-    pub error_code: i16,
+    /// `Some(UnstableOffset)`: pending in a producer transaction (`require_stable`).
+    pub error: Option<GroupError>,
 }
 
 /// A group as ListGroups reports it.
@@ -213,7 +216,7 @@ impl ConsumerGroups {
     // ---- offsets --------------------------------------------------------------------------
 
     /// OffsetCommit: checks the membership (`member_id`, `instance_id`, generation or member
-    /// epoch), then stores each partition; per-partition error codes in order, or the group's
+    /// epoch), then stores each partition; per-partition results in order, or the group's
     /// error. `api_version` decides GROUP_ID_NOT_FOUND (v9+) vs ILLEGAL_GENERATION for an
     /// unknown group with a generation.
     #[allow(clippy::too_many_arguments)]
@@ -226,13 +229,13 @@ impl ConsumerGroups {
         api_version: i16,
         partitions: &[CommitPartition],
         now_ms: u64,
-    ) -> Result<Vec<i16>, ResponseError> {
+    ) -> Result<Vec<ItemResult>, GroupError> {
         if !self.groups.contains_key(group_id) {
             if generation_or_epoch >= 0 {
                 return Err(if api_version >= 9 {
-                    ResponseError::GroupIdNotFound
+                    GroupError::GroupNotFound
                 } else {
-                    ResponseError::IllegalGeneration
+                    GroupError::IllegalGeneration
                 });
             }
             self.get_or_create(group_id, now_ms);
@@ -250,13 +253,13 @@ impl ConsumerGroups {
         for p in partitions {
             let metadata = p.metadata.clone().unwrap_or_default();
             if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                codes.push(ResponseError::OffsetMetadataTooLarge.code());
+                codes.push(Err(GroupError::MetadataTooLarge));
                 continue;
             }
             if p.offset < 0 || p.partition < 0 {
                 // Kafka stores what it is given; a negative offset cannot be journalled as a
                 // commit here, so it is refused as Kafka refuses offsets out of range.
-                codes.push(ResponseError::OffsetOutOfRange.code());
+                codes.push(Err(GroupError::NegativeOffset));
                 continue;
             }
             let committed = CommittedOffset {
@@ -272,7 +275,7 @@ impl ConsumerGroups {
                     .offsets
                     .commit(group_id, &p.topic, p.partition, committed),
             );
-            codes.push(0);
+            codes.push(Ok(()));
         }
         for e in journal {
             self.push(e);
@@ -294,13 +297,13 @@ impl ConsumerGroups {
         generation_id: i32,
         partitions: &[CommitPartition],
         now_ms: u64,
-    ) -> Result<Vec<i16>, ResponseError> {
+    ) -> Result<Vec<ItemResult>, GroupError> {
         if producer_id < 0 {
-            return Err(ResponseError::InvalidProducerIdMapping);
+            return Err(GroupError::InvalidProducerId);
         }
         if !self.groups.contains_key(group_id) {
             if generation_id >= 0 {
-                return Err(ResponseError::IllegalGeneration);
+                return Err(GroupError::IllegalGeneration);
             }
             self.get_or_create(group_id, now_ms);
         }
@@ -313,7 +316,7 @@ impl ConsumerGroups {
             Membership::Consumer(c) => {
                 c.validate_offset_commit(member_id, generation_id)
                     .map_err(|e| match e {
-                        ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration,
+                        GroupError::StaleMemberEpoch => GroupError::IllegalGeneration,
                         other => other,
                     })?
             }
@@ -323,11 +326,11 @@ impl ConsumerGroups {
         for p in partitions {
             let metadata = p.metadata.clone().unwrap_or_default();
             if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                codes.push(ResponseError::OffsetMetadataTooLarge.code());
+                codes.push(Err(GroupError::MetadataTooLarge));
                 continue;
             }
             if p.offset < 0 || p.partition < 0 {
-                codes.push(ResponseError::OffsetOutOfRange.code());
+                codes.push(Err(GroupError::NegativeOffset));
                 continue;
             }
             let offset = CommittedOffset {
@@ -341,7 +344,7 @@ impl ConsumerGroups {
                 self.pending
                     .add(group_id, producer_id, &p.topic, p.partition, offset),
             );
-            codes.push(0);
+            codes.push(Ok(()));
         }
         for e in journal {
             self.push(e);
@@ -383,8 +386,8 @@ impl ConsumerGroups {
     /// UNSTABLE_OFFSET_COMMIT and offset -1 (Kafka).
     pub fn mark_unstable(&self, group_id: &str, fetched: &mut [FetchedOffset]) {
         for f in fetched.iter_mut() {
-            if f.error_code == 0 && self.pending.has_pending(group_id, &f.topic, f.partition) {
-                f.error_code = ResponseError::UnstableOffsetCommit.code();
+            if f.error.is_none() && self.pending.has_pending(group_id, &f.topic, f.partition) {
+                f.error = Some(GroupError::UnstableOffset);
                 f.offset = -1;
                 f.leader_epoch = -1;
                 f.metadata = String::new();
@@ -406,7 +409,7 @@ impl ConsumerGroups {
         topics: Option<&[(String, Vec<i32>)]>,
         member: Option<(&str, i32)>,
         now_ms: u64,
-    ) -> Result<Vec<FetchedOffset>, ResponseError> {
+    ) -> Result<Vec<FetchedOffset>, GroupError> {
         self.tick_group(group_id, now_ms);
         let group = self.groups.get(group_id);
         if let Some(ConsumerGroup {
@@ -424,7 +427,7 @@ impl ConsumerGroups {
                     offset: c.offset,
                     leader_epoch: c.leader_epoch,
                     metadata: c.metadata.clone(),
-                    error_code: 0,
+                    error: None,
                 },
                 None => FetchedOffset {
                     topic: topic.to_string(),
@@ -432,7 +435,7 @@ impl ConsumerGroups {
                     offset: -1,
                     leader_epoch: -1,
                     metadata: String::new(),
-                    error_code: 0,
+                    error: None,
                 },
             }
         };
@@ -448,35 +451,35 @@ impl ConsumerGroups {
         })
     }
 
-    /// OffsetDelete: per partition error codes, or the group's error (GROUP_ID_NOT_FOUND;
+    /// OffsetDelete: per partition results, or the group's error (GROUP_ID_NOT_FOUND;
     /// NON_EMPTY_GROUP for a group with members whose subscriptions are unknown).
     pub fn delete_offsets(
         &mut self,
         group_id: &str,
         partitions: &[(String, i32)],
         now_ms: u64,
-    ) -> Result<Vec<i16>, ResponseError> {
+    ) -> Result<Vec<ItemResult>, GroupError> {
         let group = self
             .groups
             .get_mut(group_id)
-            .ok_or(ResponseError::GroupIdNotFound)?;
+            .ok_or(GroupError::GroupNotFound)?;
         if let Membership::Classic(c) = &mut group.membership {
             c.tick(now_ms);
         }
         let subscribed = match group.subscribed_topics() {
             Some(s) => s,
             None if group.is_empty() => BTreeSet::new(),
-            None => return Err(ResponseError::NonEmptyGroup),
+            None => return Err(GroupError::NotEmpty),
         };
         let mut codes = Vec::with_capacity(partitions.len());
         let mut journal = Vec::new();
         for (topic, partition) in partitions {
             if subscribed.contains(topic) {
-                codes.push(ResponseError::GroupSubscribedToTopic.code());
+                codes.push(Err(GroupError::SubscribedToTopic));
                 continue;
             }
             journal.extend(group.offsets.remove(group_id, topic, *partition));
-            codes.push(0);
+            codes.push(Ok(()));
         }
         for e in journal {
             self.push(e);
@@ -486,7 +489,7 @@ impl ConsumerGroups {
 
     /// DeleteGroups of one group: `Ok(true)` deleted, `Ok(false)` not a consumer group here;
     /// NON_EMPTY_GROUP if it has members.
-    pub fn delete_group(&mut self, group_id: &str, now_ms: u64) -> Result<bool, ResponseError> {
+    pub fn delete_group(&mut self, group_id: &str, now_ms: u64) -> Result<bool, GroupError> {
         let Some(group) = self.groups.get_mut(group_id) else {
             return Ok(false);
         };
@@ -494,7 +497,7 @@ impl ConsumerGroups {
             c.tick(now_ms);
         }
         if !group.is_empty() {
-            return Err(ResponseError::NonEmptyGroup);
+            return Err(GroupError::NotEmpty);
         }
         let tombstones = group.offsets.clear(group_id);
         self.groups.remove(group_id);

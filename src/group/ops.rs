@@ -10,89 +10,140 @@ use super::classic::{
 use super::{
     CommitPartition, ConsumerGroups, ConsumerMembership, FetchedOffset, ListedGroup, Membership,
 };
-use kafka_protocol::ResponseError;
+use super::{GroupError, ItemResult};
 
-/// Work on the group's shard.
+/// JoinGroup.
+#[derive(Clone, Debug)]
+pub struct JoinGroup {
+    pub group_id: String,
+    pub request: JoinRequest,
+}
+
+/// The answer to a parked JoinGroup, if there is one yet.
+#[derive(Clone, Debug)]
+pub struct PollJoin {
+    pub group_id: String,
+    pub ticket: u64,
+}
+
+/// SyncGroup.
+#[derive(Clone, Debug)]
+pub struct SyncGroup {
+    pub group_id: String,
+    pub request: SyncRequest,
+}
+
+/// The answer to a parked SyncGroup, if there is one yet.
+#[derive(Clone, Debug)]
+pub struct PollSync {
+    pub group_id: String,
+    pub ticket: u64,
+}
+
+/// Heartbeat (classic).
+#[derive(Clone, Debug)]
+pub struct GroupHeartbeat {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+}
+
+/// LeaveGroup: (member id, group instance id) per member.
+#[derive(Clone, Debug)]
+pub struct LeaveGroup {
+    pub group_id: String,
+    pub members: Vec<(String, Option<String>)>,
+}
+
+/// OffsetCommit.
+#[derive(Clone, Debug)]
+pub struct CommitOffsets {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_or_epoch: i32,
+    pub api_version: i16,
+    pub partitions: Vec<CommitPartition>,
+}
+
+/// OffsetFetch (`topics: None`: every committed offset). `require_stable` (v7+): a
+/// partition with an offset pending in a producer transaction is UNSTABLE_OFFSET_COMMIT.
+#[derive(Clone, Debug)]
+pub struct FetchOffsets {
+    pub group_id: String,
+    pub topics: Option<Vec<(String, Vec<i32>)>>,
+    pub member: Option<(String, i32)>,
+    pub require_stable: bool,
+}
+
+/// TxnOffsetCommit: offsets pending in `producer_id`'s transaction until its marker.
+#[derive(Clone, Debug)]
+pub struct TxnCommitOffsets {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    pub partitions: Vec<CommitPartition>,
+}
+
+/// OffsetDelete.
+#[derive(Clone, Debug)]
+pub struct DeleteOffsets {
+    pub group_id: String,
+    pub partitions: Vec<(String, i32)>,
+}
+
+/// DeleteGroups of one group.
+#[derive(Clone, Debug)]
+pub struct DeleteGroup {
+    pub group_id: String,
+}
+
+/// ListGroups (every consumer group of the shard).
+#[derive(Clone, Debug)]
+pub struct ListGroups;
+
+/// DescribeGroups of one group.
+#[derive(Clone, Debug)]
+pub struct DescribeGroup {
+    pub group_id: String,
+}
+
+/// ConsumerGroupHeartbeat (KIP-848); `topics`: the registry's topics when it was sent.
+#[derive(Clone, Debug)]
+pub struct ConsumerHeartbeat {
+    pub group_id: String,
+    pub request: crate::kip848::HeartbeatIn,
+    pub topics: std::collections::BTreeMap<String, crate::kip848::TopicMeta>,
+}
+
+/// ConsumerGroupDescribe of one group.
+#[derive(Clone, Debug)]
+pub struct ConsumerDescribe {
+    pub group_id: String,
+}
+
+/// Work on the group's shard: one variant per op, each op its own type with its own reply
+/// (`shard::call`: `Op for JoinGroup`, ...).
 #[derive(Clone, Debug)]
 pub enum GroupOp {
-    Join {
-        group_id: String,
-        request: JoinRequest,
-    },
-    /// The answer to a parked JoinGroup, if there is one yet.
-    PollJoin {
-        group_id: String,
-        ticket: u64,
-    },
-    Sync {
-        group_id: String,
-        request: SyncRequest,
-    },
-    PollSync {
-        group_id: String,
-        ticket: u64,
-    },
-    Heartbeat {
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-    },
-    /// LeaveGroup: (member id, group instance id) per member.
-    Leave {
-        group_id: String,
-        members: Vec<(String, Option<String>)>,
-    },
-    Commit {
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_or_epoch: i32,
-        api_version: i16,
-        partitions: Vec<CommitPartition>,
-    },
-    /// OffsetFetch (`topics: None`: every committed offset). `require_stable` (v7+): a
-    /// partition with an offset pending in a producer transaction is UNSTABLE_OFFSET_COMMIT.
-    Fetch {
-        group_id: String,
-        topics: Option<Vec<(String, Vec<i32>)>>,
-        member: Option<(String, i32)>,
-        require_stable: bool,
-    },
-    /// TxnOffsetCommit: offsets pending in `producer_id`'s transaction until its marker.
-    TxnCommit {
-        group_id: String,
-        producer_id: i64,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-        partitions: Vec<CommitPartition>,
-    },
-    /// OffsetDelete.
-    DeleteOffsets {
-        group_id: String,
-        partitions: Vec<(String, i32)>,
-    },
-    /// DeleteGroups of one group.
-    Delete {
-        group_id: String,
-    },
-    /// ListGroups (every consumer group of the shard).
-    List,
-    /// DescribeGroups of one group.
-    Describe {
-        group_id: String,
-    },
-    /// ConsumerGroupHeartbeat (KIP-848); `topics`: the registry's topics when it was sent.
-    ConsumerHeartbeat {
-        group_id: String,
-        request: crate::kip848::HeartbeatIn,
-        topics: std::collections::BTreeMap<String, crate::kip848::TopicMeta>,
-    },
-    /// ConsumerGroupDescribe of one group.
-    ConsumerDescribe {
-        group_id: String,
-    },
+    Join(JoinGroup),
+    PollJoin(PollJoin),
+    Sync(SyncGroup),
+    PollSync(PollSync),
+    Heartbeat(GroupHeartbeat),
+    Leave(LeaveGroup),
+    Commit(CommitOffsets),
+    Fetch(FetchOffsets),
+    TxnCommit(TxnCommitOffsets),
+    DeleteOffsets(DeleteOffsets),
+    Delete(DeleteGroup),
+    List(ListGroups),
+    Describe(DescribeGroup),
+    ConsumerHeartbeat(ConsumerHeartbeat),
+    ConsumerDescribe(ConsumerDescribe),
 }
 
 /// A classic group as DescribeGroups reports it.
@@ -107,23 +158,23 @@ pub struct GroupDescription {
     pub group_type: String,
 }
 
-/// Replies to [`GroupOp`]s (one variant per op family).
+/// Replies to [`GroupOp`]s, the transport's: a handler gets its op's own (`shard::call`).
 #[derive(Clone, Debug)]
 pub enum GroupReply {
     Join(JoinStep),
     JoinPolled(Option<JoinAnswer>),
     Sync(SyncStep),
     SyncPolled(Option<SyncAnswer>),
-    /// Heartbeat's error code (0: none).
-    Heartbeat(i16),
-    /// Per member error codes, or the group's error code.
-    Left(Result<Vec<i16>, i16>),
-    /// Per partition error codes, or the group's error code.
-    Committed(Result<Vec<i16>, i16>),
-    Fetched(Result<Vec<FetchedOffset>, i16>),
-    OffsetsDeleted(Result<Vec<i16>, i16>),
-    /// `Ok(true)`: deleted; `Ok(false)`: no such consumer group; `Err`: NON_EMPTY_GROUP.
-    Deleted(Result<bool, i16>),
+    Heartbeat(Result<(), GroupError>),
+    /// Per member results, or the group's error.
+    Left(Result<Vec<ItemResult>, GroupError>),
+    /// Per partition results, or the group's error.
+    Committed(Result<Vec<ItemResult>, GroupError>),
+    Fetched(Result<Vec<FetchedOffset>, GroupError>),
+    /// Per partition results, or the group's error.
+    OffsetsDeleted(Result<Vec<ItemResult>, GroupError>),
+    /// `Ok(true)`: deleted; `Ok(false)`: no such consumer group; `Err`: it has members.
+    Deleted(Result<bool, GroupError>),
     Listed(Vec<ListedGroup>),
     Described(Option<GroupDescription>),
     ConsumerHeartbeat(Result<crate::kip848::HeartbeatOut, crate::kip848::HeartbeatError>),
@@ -160,12 +211,12 @@ fn classic<'a>(
     groups: &'a mut ConsumerGroups,
     group_id: &str,
     now_ms: u64,
-) -> Result<&'a mut ClassicGroup, ResponseError> {
+) -> Result<&'a mut ClassicGroup, GroupError> {
     match &mut groups.get_or_create(group_id, now_ms).membership {
         Membership::Classic(c) => Ok(c),
         // Kafka 4.4 lets classic members join a KIP-848 group (upgrade/downgrade), which is
         // not implemented here.
-        Membership::Consumer(_) => Err(ResponseError::InconsistentGroupProtocol),
+        Membership::Consumer(_) => Err(GroupError::InconsistentProtocol),
     }
 }
 
@@ -173,18 +224,18 @@ fn classic<'a>(
 fn existing_classic<'a>(
     groups: &'a mut ConsumerGroups,
     group_id: &str,
-) -> Result<&'a mut ClassicGroup, ResponseError> {
+) -> Result<&'a mut ClassicGroup, GroupError> {
     match groups.group_mut(group_id).map(|g| &mut g.membership) {
         Some(Membership::Classic(c)) => Ok(c),
-        Some(Membership::Consumer(_)) => Err(ResponseError::InconsistentGroupProtocol),
-        None => Err(ResponseError::UnknownMemberId),
+        Some(Membership::Consumer(_)) => Err(GroupError::InconsistentProtocol),
+        None => Err(GroupError::UnknownMember),
     }
 }
 
 /// Runs `op` on the shard's groups.
 pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupReply {
     match op {
-        GroupOp::Join { group_id, request } => {
+        GroupOp::Join(JoinGroup { group_id, request }) => {
             let step = match classic(groups, &group_id, now_ms) {
                 Ok(c) => c.join(&request, now_ms),
                 Err(e) => JoinStep::Done(JoinAnswer::error(e, &request.member_id)),
@@ -193,87 +244,74 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             groups.tick_group(&group_id, now_ms);
             GroupReply::Join(step)
         }
-        GroupOp::PollJoin { group_id, ticket } => {
+        GroupOp::PollJoin(PollJoin { group_id, ticket }) => {
             GroupReply::JoinPolled(match existing_classic(groups, &group_id) {
                 Ok(c) => c.poll_join(ticket, now_ms),
                 Err(e) => Some(JoinAnswer::error(e, "")),
             })
         }
-        GroupOp::Sync { group_id, request } => {
+        GroupOp::Sync(SyncGroup { group_id, request }) => {
             GroupReply::Sync(match existing_classic(groups, &group_id) {
                 Ok(c) => c.sync(&request, now_ms),
                 Err(e) => SyncStep::Done(SyncAnswer::error(e)),
             })
         }
-        GroupOp::PollSync { group_id, ticket } => {
+        GroupOp::PollSync(PollSync { group_id, ticket }) => {
             GroupReply::SyncPolled(match existing_classic(groups, &group_id) {
                 Ok(c) => c.poll_sync(ticket, now_ms),
                 Err(e) => Some(SyncAnswer::error(e)),
             })
         }
-        GroupOp::Heartbeat {
+        GroupOp::Heartbeat(GroupHeartbeat {
             group_id,
             member_id,
             group_instance_id,
             generation_id,
-        } => GroupReply::Heartbeat(
-            existing_classic(groups, &group_id)
-                .and_then(|c| {
-                    c.heartbeat(
-                        &member_id,
-                        group_instance_id.as_deref(),
-                        generation_id,
-                        now_ms,
-                    )
-                })
-                .err()
-                .map_or(0, |e| e.code()),
-        ),
-        GroupOp::Leave { group_id, members } => {
+        }) => GroupReply::Heartbeat(existing_classic(groups, &group_id).and_then(|c| {
+            c.heartbeat(
+                &member_id,
+                group_instance_id.as_deref(),
+                generation_id,
+                now_ms,
+            )
+        })),
+        GroupOp::Leave(LeaveGroup { group_id, members }) => {
             let reply = match existing_classic(groups, &group_id) {
                 // Kafka 4.4 answers every member of an unknown group UNKNOWN_MEMBER_ID (the
                 // group-level error stays NONE).
-                Err(ResponseError::UnknownMemberId) => {
-                    Ok(vec![ResponseError::UnknownMemberId.code(); members.len()])
+                Err(GroupError::UnknownMember) => {
+                    Ok(vec![Err(GroupError::UnknownMember); members.len()])
                 }
                 Ok(c) => Ok(members
                     .iter()
-                    .map(|(id, instance)| {
-                        c.leave(id, instance.as_deref(), now_ms)
-                            .err()
-                            .map_or(0, |e| e.code())
-                    })
+                    .map(|(id, instance)| c.leave(id, instance.as_deref(), now_ms))
                     .collect()),
-                Err(e) => Err(e.code()),
+                Err(e) => Err(e),
             };
             GroupReply::Left(reply)
         }
-        GroupOp::Commit {
+        GroupOp::Commit(CommitOffsets {
             group_id,
             member_id,
             group_instance_id,
             generation_or_epoch,
             api_version,
             partitions,
-        } => GroupReply::Committed(
-            groups
-                .commit(
-                    &group_id,
-                    &member_id,
-                    group_instance_id.as_deref(),
-                    generation_or_epoch,
-                    api_version,
-                    &partitions,
-                    now_ms,
-                )
-                .map_err(|e| e.code()),
-        ),
-        GroupOp::Fetch {
+        }) => GroupReply::Committed(groups.commit(
+            &group_id,
+            &member_id,
+            group_instance_id.as_deref(),
+            generation_or_epoch,
+            api_version,
+            &partitions,
+            now_ms,
+        )),
+        GroupOp::Fetch(FetchOffsets {
             group_id,
             topics,
             member,
             require_stable,
-        } => GroupReply::Fetched(
+        }) => GroupReply::Fetched(
             groups
                 .fetch(
                     &group_id,
@@ -286,46 +324,37 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                         groups.mark_unstable(&group_id, &mut fetched);
                     }
                     fetched
-                })
-                .map_err(|e| e.code()),
+                }),
         ),
-        GroupOp::TxnCommit {
+        GroupOp::TxnCommit(TxnCommitOffsets {
             group_id,
             producer_id,
             member_id,
             group_instance_id,
             generation_id,
             partitions,
-        } => GroupReply::Committed(
-            groups
-                .txn_commit(
-                    &group_id,
-                    producer_id,
-                    &member_id,
-                    group_instance_id.as_deref(),
-                    generation_id,
-                    &partitions,
-                    now_ms,
-                )
-                .map_err(|e| e.code()),
-        ),
-        GroupOp::DeleteOffsets {
+        }) => GroupReply::Committed(groups.txn_commit(
+            &group_id,
+            producer_id,
+            &member_id,
+            group_instance_id.as_deref(),
+            generation_id,
+            &partitions,
+            now_ms,
+        )),
+        GroupOp::DeleteOffsets(DeleteOffsets {
             group_id,
             partitions,
-        } => GroupReply::OffsetsDeleted(
-            groups
-                .delete_offsets(&group_id, &partitions, now_ms)
-                .map_err(|e| e.code()),
-        ),
-        GroupOp::Delete { group_id } => {
-            GroupReply::Deleted(groups.delete_group(&group_id, now_ms).map_err(|e| e.code()))
+        }) => GroupReply::OffsetsDeleted(groups.delete_offsets(&group_id, &partitions, now_ms)),
+        GroupOp::Delete(DeleteGroup { group_id }) => {
+            GroupReply::Deleted(groups.delete_group(&group_id, now_ms))
         }
-        GroupOp::List => GroupReply::Listed(groups.list(now_ms)),
-        GroupOp::ConsumerHeartbeat {
+        GroupOp::List(ListGroups) => GroupReply::Listed(groups.list(now_ms)),
+        GroupOp::ConsumerHeartbeat(ConsumerHeartbeat {
             group_id,
             request,
             topics,
-        } => {
+        }) => {
             groups.tick_group(&group_id, now_ms);
             let result = consumer(groups, &group_id, now_ms)
                 .and_then(|c| c.heartbeat(&request, &topics, now_ms));
@@ -333,7 +362,7 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
             groups.tick_group(&group_id, now_ms);
             GroupReply::ConsumerHeartbeat(result)
         }
-        GroupOp::ConsumerDescribe { group_id } => {
+        GroupOp::ConsumerDescribe(ConsumerDescribe { group_id }) => {
             groups.tick_group(&group_id, now_ms);
             GroupReply::ConsumerDescribed(groups.group(&group_id).and_then(
                 |g| match &g.membership {
@@ -342,7 +371,7 @@ pub fn execute(groups: &mut ConsumerGroups, op: GroupOp, now_ms: u64) -> GroupRe
                 },
             ))
         }
-        GroupOp::Describe { group_id } => {
+        GroupOp::Describe(DescribeGroup { group_id }) => {
             groups.tick_group(&group_id, now_ms);
             GroupReply::Described(groups.group(&group_id).map(|g| match &g.membership {
                 Membership::Classic(c) => GroupDescription {

@@ -68,37 +68,37 @@ fn commits_are_checked_by_the_membership_and_journalled() {
     // Unknown group with a generation: ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9.
     assert_eq!(
         groups.commit("g", "m", None, 1, 8, &commit_at(5), 1),
-        Err(ResponseError::IllegalGeneration)
+        Err(GroupError::IllegalGeneration)
     );
     assert_eq!(
         groups.commit("g", "m", None, 1, 9, &commit_at(5), 1),
-        Err(ResponseError::GroupIdNotFound)
+        Err(GroupError::GroupNotFound)
     );
     // A simple commit creates the group.
     assert_eq!(
         groups.commit("g", "", None, -1, 9, &commit_at(5), 1),
-        Ok(vec![0])
+        Ok(vec![Ok(())])
     );
     assert_eq!(groups.take_entries().len(), 1);
     let (member, generation) = stable_member(&mut groups, 2);
     // Members commit with their generation; a simple commit is refused while it has members.
     assert_eq!(
         groups.commit("g", "", None, -1, 9, &commit_at(6), 3),
-        Err(ResponseError::UnknownMemberId)
+        Err(GroupError::UnknownMember)
     );
     assert_eq!(
         groups.commit("g", &member, Some("i"), generation + 1, 9, &commit_at(6), 3),
-        Err(ResponseError::IllegalGeneration)
+        Err(GroupError::IllegalGeneration)
     );
     assert_eq!(
         groups.commit("g", &member, Some("i"), generation, 9, &commit_at(7), 3),
-        Ok(vec![0])
+        Ok(vec![Ok(())])
     );
     let mut long = commit_at(8);
     long[0].metadata = Some("x".repeat(OFFSET_METADATA_BYTES_MAX + 1));
     assert_eq!(
         groups.commit("g", &member, Some("i"), generation, 9, &long, 3),
-        Ok(vec![ResponseError::OffsetMetadataTooLarge.code()])
+        Ok(vec![Err(GroupError::MetadataTooLarge)])
     );
     let fetched = groups.fetch("g", None, None, 4).expect("fetched");
     assert_eq!(fetched.len(), 1);
@@ -108,16 +108,13 @@ fn commits_are_checked_by_the_membership_and_journalled() {
     let none = groups
         .fetch("other", Some(&[("t".to_string(), vec![0, 1])]), None, 4)
         .expect("fetched");
-    assert!(none.iter().all(|f| f.offset == -1 && f.error_code == 0));
+    assert!(none.iter().all(|f| f.offset == -1 && f.error.is_none()));
     // OffsetDelete refuses the subscribed topic; DeleteGroups refuses a group with members.
     assert_eq!(
         groups.delete_offsets("g", &[("t".into(), 0)], 5),
-        Ok(vec![ResponseError::GroupSubscribedToTopic.code()])
+        Ok(vec![Err(GroupError::SubscribedToTopic)])
     );
-    assert_eq!(
-        groups.delete_group("g", 5),
-        Err(ResponseError::NonEmptyGroup)
-    );
+    assert_eq!(groups.delete_group("g", 5), Err(GroupError::NotEmpty));
     let journal: Vec<GroupOffsetCommit> = groups
         .take_entries()
         .into_iter()
@@ -139,7 +136,7 @@ fn retention_counts_from_when_the_group_became_empty() {
     let gen = 1;
     assert_eq!(
         groups.commit("g", &member, Some("i"), gen, 9, &commit_at(1), 0),
-        Ok(vec![0])
+        Ok(vec![Ok(())])
     );
     // Members: nothing expires (the subscribed topic is kept).
     groups.tick(5_000);
@@ -177,7 +174,7 @@ fn deleting_an_empty_group_writes_tombstones() {
     assert!(matches!(&entries[..], [Entry::GroupOffsetCommit(o)] if o.offset.is_none()));
     assert_eq!(
         groups.delete_offsets("g", &[], 3),
-        Err(ResponseError::GroupIdNotFound)
+        Err(GroupError::GroupNotFound)
     );
 }
 
@@ -192,29 +189,29 @@ fn transactional_offsets_are_pending_until_the_marker() {
     // Unknown group with a generation: ILLEGAL_GENERATION; a simple one is created.
     assert_eq!(
         groups.txn_commit("g", 7, "m", None, 1, &commit_at(5), 1),
-        Err(ResponseError::IllegalGeneration)
+        Err(GroupError::IllegalGeneration)
     );
     assert_eq!(
         groups.txn_commit("g", 7, "", None, -1, &commit_at(5), 1),
-        Ok(vec![0])
+        Ok(vec![Ok(())])
     );
     let (member, generation) = stable_member(&mut groups, 2);
     // Unlike OffsetCommit, no member id and generation is accepted from a non-empty group.
     assert_eq!(
         groups.txn_commit("g", 8, "", None, -1, &commit_at(6), 3),
-        Ok(vec![0])
+        Ok(vec![Ok(())])
     );
     assert_eq!(
         groups.txn_commit("g", 8, &member, Some("i"), generation + 1, &commit_at(6), 3),
-        Err(ResponseError::IllegalGeneration)
+        Err(GroupError::IllegalGeneration)
     );
     assert_eq!(
         groups.txn_commit("g", 8, "nobody", None, generation, &commit_at(6), 3),
-        Err(ResponseError::UnknownMemberId)
+        Err(GroupError::UnknownMember)
     );
     assert_eq!(
         groups.txn_commit("g", 8, &member, Some("i"), generation, &commit_at(9), 3),
-        Ok(vec![0])
+        Ok(vec![Ok(())])
     );
     let parts = [("t".to_string(), vec![0])];
     let fetch = |groups: &mut ConsumerGroups, stable: bool| {
@@ -222,33 +219,33 @@ fn transactional_offsets_are_pending_until_the_marker() {
         if stable {
             groups.mark_unstable("g", &mut f);
         }
-        (f[0].offset, f[0].error_code)
+        (f[0].offset, f[0].error)
     };
     assert_eq!(
         fetch(&mut groups, false),
-        (-1, 0),
+        (-1, None),
         "pending offsets are invisible"
     );
     assert_eq!(
         fetch(&mut groups, true),
-        (-1, ResponseError::UnstableOffsetCommit.code())
+        (-1, Some(GroupError::UnstableOffset))
     );
     assert_eq!(groups.txn_marker("g", 7, Abort, 4), 1);
-    assert_eq!(fetch(&mut groups, false), (-1, 0), "aborted: dropped");
+    assert_eq!(fetch(&mut groups, false), (-1, None), "aborted: dropped");
     assert_eq!(
         fetch(&mut groups, true).1,
-        ResponseError::UnstableOffsetCommit.code(),
+        Some(GroupError::UnstableOffset),
         "8 still pending"
     );
     let before_replay = groups.take_entries();
     assert_eq!(groups.txn_marker("g", 8, Commit, 5), 1);
-    assert_eq!(fetch(&mut groups, true), (9, 0));
+    assert_eq!(fetch(&mut groups, true), (9, None));
     assert_eq!(groups.txn_marker("g", 8, Commit, 6), 0, "idempotent");
     assert!(!groups.has_pending_txn_offsets("g"));
     // A pending offset of another producer survives a replay (from entries and from a snapshot).
     assert_eq!(
         groups.txn_commit("g", 9, "", None, -1, &commit_at(11), 7),
-        Ok(vec![0])
+        Ok(vec![Ok(())])
     );
     let journal: Vec<GroupOffsetCommit> = before_replay
         .into_iter()

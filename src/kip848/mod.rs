@@ -33,6 +33,7 @@ pub mod assignor;
 
 pub use assignor::{Assignor, MemberSpec};
 
+use crate::group::error::GroupError;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -605,16 +606,16 @@ impl Consumer848Group {
         &self,
         member_id: &str,
         member_epoch: i32,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), GroupError> {
         if member_epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
         let member = self
             .members
             .get(member_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
+            .ok_or(GroupError::UnknownMember)?;
         if member_epoch != member.member_epoch {
-            return Err(ResponseError::StaleMemberEpoch);
+            return Err(GroupError::StaleMemberEpoch);
         }
         Ok(())
     }
@@ -625,13 +626,13 @@ impl Consumer848Group {
         &self,
         member_id: Option<&str>,
         member_epoch: i32,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), GroupError> {
         match member_id {
             None => Ok(()),
             Some(id) => {
-                let member = self.members.get(id).ok_or(ResponseError::UnknownMemberId)?;
+                let member = self.members.get(id).ok_or(GroupError::UnknownMember)?;
                 if member.member_epoch != member_epoch {
-                    return Err(ResponseError::StaleMemberEpoch);
+                    return Err(GroupError::StaleMemberEpoch);
                 }
                 Ok(())
             }

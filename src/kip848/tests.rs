@@ -90,11 +90,11 @@ fn two_members_share_then_one_leaves() {
     assert_eq!(g.validate_offset_commit("a", 2), Ok(()));
     assert_eq!(
         g.validate_offset_commit("a", 1),
-        Err(ResponseError::StaleMemberEpoch)
+        Err(GroupError::StaleMemberEpoch)
     );
     assert_eq!(
         g.validate_offset_commit("zz", 2),
-        Err(ResponseError::UnknownMemberId)
+        Err(GroupError::UnknownMember)
     );
 
     // a leaves: b gets all four at epoch 3.

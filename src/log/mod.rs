@@ -64,7 +64,7 @@ mod segment;
 
 pub use partition::{apply_seal, sync_ticket, BATCH_FRAME_KIND};
 pub use partition::{
-    AppendInfo, FlushTicket, LogConfig, LogError, PartitionLog, ReadAhead, ReadResult,
-    RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail,
+    AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
+    ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail,
 };
 pub use segment::{BlockWrite, CachedBytes, ZeroFill};

@@ -115,6 +115,36 @@ pub enum LogError {
     },
 }
 
+/// What kind of [`LogError`] happened, without its details (`Copy`, so replies can carry it);
+/// the Kafka code is chosen at the edge (`server::codes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogErrorKind {
+    /// A batch's CRC does not match.
+    CrcMismatch,
+    /// A batch is malformed otherwise.
+    InvalidBatch,
+    TooLarge,
+    OffsetOutOfRange,
+    InvalidConfig,
+    /// I/O failed, the log is poisoned, or its data on disk is corrupt.
+    Storage,
+}
+
+impl LogError {
+    pub fn kind(&self) -> LogErrorKind {
+        match self {
+            LogError::InvalidBatch(BatchError::CrcMismatch { .. }) => LogErrorKind::CrcMismatch,
+            LogError::InvalidBatch(_) => LogErrorKind::InvalidBatch,
+            LogError::BatchTooLarge { .. } => LogErrorKind::TooLarge,
+            LogError::OffsetOutOfRange { .. } => LogErrorKind::OffsetOutOfRange,
+            LogError::InvalidConfig { .. } => LogErrorKind::InvalidConfig,
+            LogError::Io { .. } | LogError::Poisoned { .. } | LogError::Corrupt { .. } => {
+                LogErrorKind::Storage
+            }
+        }
+    }
+}
+
 impl fmt::Display for LogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -47,7 +47,6 @@ use crate::model::ShardId;
 use crate::shard::exec::{ShardExec, ShardPtxn};
 use crate::shard::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
 use crate::shard::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
-use crate::shard::share_state::ShareState;
 use crate::shard::state::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
@@ -375,18 +374,13 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
             "state journal recovered with a torn tail cut"
         );
     }
-    let registry = state.registry().clone();
-    state.share = ShareState::restore(&recovered, &registry, wall_ms() as u64)
+    state
+        .restore_journal(
+            &recovered,
+            crate::ptxn::coordinator::CoordConfig::from_broker_defaults(&config.broker_defaults),
+            wall_ms() as u64,
+        )
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
-    state.share.retain_topics(&registry);
-    state.groups = crate::group::ConsumerGroups::restore(&recovered, wall_ms() as u64);
-    state.groups.retain_topics(&|t| registry.topic(t).is_some());
-    state.ptxn = crate::ptxn::coordinator::TxnCoordinator::restore(
-        &recovered,
-        crate::ptxn::coordinator::CoordConfig::from_broker_defaults(&config.broker_defaults),
-    );
-    // The log start is not journalled with the share state: archive what lies below it again.
-    state.share_apply_log_starts();
     state.share.sessions = ShareSessions::with_budget(setup.share_sessions.clone());
     for report in reports
         .iter()
@@ -445,10 +439,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         })
         .detach();
     }
-    // Entries recovery queued (transactions found ONGOING are aborted) go to the journal.
-    ctx.share_housekeeping();
-    ctx.resolve_locked_transactions();
-    ctx.ptxn_recover();
+    ctx.after_restart();
     spawn_periodic(
         &ctx,
         crate::constants::TXN_MARKER_RETRY_BACKOFF_MS as u64,

@@ -22,7 +22,7 @@ use crate::server::admin::{fail_reply, Controller};
 use crate::server::Bus;
 use crate::shard::exec::ShardExec;
 use crate::shard::join::join_all;
-use crate::shard::ops::{AdminOp, AdminReply, CallError, ShardOp, ShardReply};
+use crate::shard::ops::{AdminOp, AdminReply, CallError, ControllerError, ShardOp, ShardReply};
 use crate::shard::registry::random_uuid;
 use crate::shard::registry::TopicRegistry;
 use crate::shard::state::ShardState;
@@ -31,7 +31,6 @@ use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::Senders;
 use glommio::sync::Semaphore;
-use kafka_protocol::ResponseError;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
@@ -165,7 +164,7 @@ impl ShardHandle {
     /// executor), then installed on every shard; one at a time.
     async fn controller_admin(&self, op: AdminOp) -> AdminReply {
         let Ok(_permit) = self.0.admin_lock.acquire_permit(1).await else {
-            return fail_reply_for(&op, ResponseError::NotController.code());
+            return fail_reply_for(&op, ControllerError::Stopping);
         };
         let current = self.state.borrow().registry().clone();
         let mut plan = self
@@ -187,7 +186,7 @@ impl ShardHandle {
             tracing::error!(error = %e, "metadata could not be persisted; change refused");
             return fail_reply(
                 plan.reply,
-                ResponseError::KafkaStorageError.code(),
+                ControllerError::NotPersisted,
                 &format!("metadata could not be persisted: {e}"),
             );
         }
@@ -210,19 +209,19 @@ impl ShardHandle {
     }
 }
 
-fn fail_reply_for(op: &AdminOp, code: i16) -> AdminReply {
+fn fail_reply_for(op: &AdminOp, error: ControllerError) -> AdminReply {
     let empty = match op {
         AdminOp::CreateTopics { .. } => AdminReply::Created(Vec::new()),
         AdminOp::DeleteTopics { .. } => AdminReply::Deleted(Vec::new()),
         AdminOp::AlterConfigs { .. } => AdminReply::Altered(Vec::new()),
-        AdminOp::AllocateProducerId => AdminReply::ProducerId(Err(code)),
+        AdminOp::AllocateProducerId => AdminReply::ProducerId(Err(error)),
         AdminOp::CreatePartitions { .. } => AdminReply::Grown(Vec::new()),
         AdminOp::CreateAcls(acls) => AdminReply::AclsCreated(vec![Ok(()); acls.len()]),
         AdminOp::DeleteAcls(filters) => {
             AdminReply::AclsDeleted(vec![Ok(Vec::new()); filters.len()])
         }
     };
-    fail_reply(empty, code, "the metadata controller is shutting down")
+    fail_reply(empty, error, "the metadata controller is shutting down")
 }
 
 impl Bus for ShardHandle {
@@ -360,7 +359,7 @@ mod tests {
     //! LSO, WriteTxnMarkers answered once durable (idempotent), the aborted transaction
     //! reported; TxnOffsetCommit pending until GroupTxnMarker commits it.
     use super::*;
-    use crate::group::ops::{GroupOp, GroupReply};
+    use crate::group::ops::{FetchOffsets, GroupOp, GroupReply, TxnCommitOffsets};
     use crate::group::CommitPartition;
     use crate::journal::JournalConfig;
     use crate::log::batch::BatchBuilder;
@@ -496,13 +495,15 @@ mod tests {
                         other => panic!("{other:?}"),
                     }
                 };
-                let offsets = || GroupOp::Fetch {
-                    group_id: "g".into(),
-                    topics: Some(vec![("t".into(), vec![0])]),
-                    member: None,
-                    require_stable: true,
+                let offsets = || {
+                    GroupOp::Fetch(FetchOffsets {
+                        group_id: "g".into(),
+                        topics: Some(vec![("t".into(), vec![0])]),
+                        member: None,
+                        require_stable: true,
+                    })
                 };
-                let committed = group(GroupOp::TxnCommit {
+                let committed = group(GroupOp::TxnCommit(TxnCommitOffsets {
                     group_id: "g".into(),
                     producer_id: 8,
                     member_id: String::new(),
@@ -516,13 +517,18 @@ mod tests {
                         metadata: None,
                         retention_time_ms: -1,
                     }],
-                })
+                }))
                 .await;
-                assert!(matches!(committed, GroupReply::Committed(Ok(ref c)) if c == &vec![0]));
+                assert!(
+                    matches!(committed, GroupReply::Committed(Ok(ref c)) if c == &vec![Ok(())])
+                );
                 let GroupReply::Fetched(Ok(f)) = group(offsets()).await else {
                     panic!()
                 };
-                assert_eq!((f[0].offset, f[0].error_code), (-1, 88));
+                assert_eq!(
+                    (f[0].offset, f[0].error),
+                    (-1, Some(crate::group::GroupError::UnstableOffset))
+                );
                 let reply = shard
                     .execute(ShardOp::GroupTxnMarker {
                         marker: TxnMarker {
@@ -538,7 +544,7 @@ mod tests {
                 let GroupReply::Fetched(Ok(f)) = group(offsets()).await else {
                     panic!()
                 };
-                assert_eq!((f[0].offset, f[0].error_code), (6, 0));
+                assert_eq!((f[0].offset, f[0].error), (6, None));
             })
             .unwrap()
             .join()

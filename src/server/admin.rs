@@ -23,8 +23,8 @@ use crate::shard::call::{
     AllocateProducerId, AlterConfigs, CreatePartitions, CreateTopics, DeleteTopics, Op,
 };
 use crate::shard::ops::{
-    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CreateResult, DeleteResult,
-    GrowResult, NewPartitions, NewTopic, TopicRef,
+    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, ControllerError, CreateResult,
+    DeleteResult, GrowResult, NewPartitions, NewTopic, TopicRef,
 };
 use crate::shard::registry::{TopicError, TopicRegistry};
 use kafka_protocol::messages::{
@@ -666,8 +666,10 @@ macro_rules! fail_each {
     };
 }
 
-/// The reply when the plan's registry could not be persisted: every success becomes `code`.
-pub fn fail_reply(reply: AdminReply, code: i16, message: &str) -> AdminReply {
+/// The reply when the controller could not carry out the plan (its registry could not be
+/// persisted, or the controller stops): every success becomes `error`'s code.
+pub fn fail_reply(reply: AdminReply, error: ControllerError, message: &str) -> AdminReply {
+    let code = error.code();
     let msg = Some(message.to_string());
     match reply {
         AdminReply::Created(results) => AdminReply::Created(
@@ -693,7 +695,7 @@ pub fn fail_reply(reply: AdminReply, code: i16, message: &str) -> AdminReply {
             fail_each!(results, code, msg);
             AdminReply::Altered(results)
         }
-        AdminReply::ProducerId(_) => AdminReply::ProducerId(Err(code)),
+        AdminReply::ProducerId(_) => AdminReply::ProducerId(Err(error)),
         AdminReply::Grown(mut results) => {
             fail_each!(results, code, msg);
             AdminReply::Grown(results)
@@ -1035,7 +1037,8 @@ pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outc
                 response.producer_id = id.into();
                 response.producer_epoch = 0;
             }
-            Ok(Err(code)) | Err(code) => response.error_code = code,
+            Ok(Err(e)) => response.error_code = e.code(),
+            Err(code) => response.error_code = code,
         }
     }
     respond(request, &response)
@@ -1144,7 +1147,7 @@ mod tests {
         assert_eq!(codes(&plan), vec![bad]);
         let plan = grow(vec![np("t", 3, Some(vec![vec![BROKER_NODE_ID]]))], false);
         assert_eq!(codes(&plan), vec![0]);
-        let failed = fail_reply(plan.reply, 56, "disk");
+        let failed = fail_reply(plan.reply, ControllerError::NotPersisted, "disk");
         assert!(matches!(&failed, AdminReply::Grown(r) if r[0].error_code == 56));
     }
 
@@ -1390,7 +1393,9 @@ mod tests {
             vec![new_topic("a", 1), new_topic("bad name", 1)],
             false,
         );
-        let AdminReply::Created(results) = fail_reply(plan.reply, 56, "disk") else {
+        let AdminReply::Created(results) =
+            fail_reply(plan.reply, ControllerError::NotPersisted, "disk")
+        else {
             panic!()
         };
         assert_eq!(results[0].error_code, 56);

@@ -26,7 +26,7 @@ use crate::model::{partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::shard::call::DescribeProducers;
 use crate::shard::join::join_all;
-use crate::shard::ops::{ListOffsetsOp, PartitionRef};
+use crate::shard::ops::{ListOffsetsOp, PartitionError, PartitionRef};
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::{
@@ -182,7 +182,10 @@ pub async fn handle_describe_producers<B: Bus>(bus: &B, request: &Request) -> Ou
         .collect();
     for ((_, items), reply) in groups.iter().zip(join_all(calls).await) {
         let results: Vec<Result<Vec<ProducerSnapshot>, i16>> = match reply {
-            Ok(results) => results,
+            Ok(results) => results
+                .into_iter()
+                .map(|r| r.map_err(PartitionError::code))
+                .collect(),
             Err(failure) => vec![Err(failure.code()); items.len()],
         };
         assert_eq!(results.len(), items.len());

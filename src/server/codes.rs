@@ -1,6 +1,11 @@
 //! The Kafka error codes of the shard core's typed errors, chosen here, at the edge: the state
-//! machines say what went wrong ([`SessionError`], ...), the handlers answer the code.
+//! machines say what went wrong ([`SessionError`], [`GroupError`], [`PartitionError`],
+//! [`MarkerError`], [`ControllerError`], [`LogErrorKind`], a call's [`CallError`]), the handlers
+//! answer the code.
 
+use crate::group::GroupError;
+use crate::log::LogErrorKind;
+use crate::shard::ops::{CallError, ControllerError, MarkerError, PartitionError};
 use crate::shard::share_session::SessionError;
 use kafka_protocol::ResponseError;
 
@@ -11,6 +16,106 @@ impl SessionError {
             SessionError::NotFound => ResponseError::ShareSessionNotFound.code(),
             SessionError::InvalidEpoch => ResponseError::InvalidShareSessionEpoch.code(),
             SessionError::LimitReached => ResponseError::ShareSessionLimitReached.code(),
+        }
+    }
+}
+
+impl GroupError {
+    /// The error code of the request, member or partition it refused.
+    pub fn code(self) -> i16 {
+        let error = match self {
+            GroupError::UnknownMember => ResponseError::UnknownMemberId,
+            GroupError::FencedInstance => ResponseError::FencedInstanceId,
+            GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+            GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+            GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+            GroupError::InconsistentProtocol => ResponseError::InconsistentGroupProtocol,
+            GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+            GroupError::GroupFull => ResponseError::GroupMaxSizeReached,
+            GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+            GroupError::NotEmpty => ResponseError::NonEmptyGroup,
+            GroupError::GroupNotFound => ResponseError::GroupIdNotFound,
+            GroupError::SubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+            GroupError::MetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+            // Kafka stores what it is given; a negative offset cannot be journalled here, so it
+            // is refused as Kafka refuses offsets out of range.
+            GroupError::NegativeOffset => ResponseError::OffsetOutOfRange,
+            GroupError::UnstableOffset => ResponseError::UnstableOffsetCommit,
+            GroupError::InvalidProducerId => ResponseError::InvalidProducerIdMapping,
+        };
+        error.code()
+    }
+
+    /// The error code of an outcome (0: none).
+    pub fn code_of(outcome: Result<(), GroupError>) -> i16 {
+        outcome.err().map_or(0, GroupError::code)
+    }
+
+    /// The error code of an optional error (0: none).
+    pub fn code_or_none(error: Option<GroupError>) -> i16 {
+        error.map_or(0, GroupError::code)
+    }
+}
+
+impl CallError {
+    /// The Kafka error code a client gets for this failure.
+    pub fn code(&self) -> i16 {
+        match self {
+            CallError::NotController => ResponseError::NotController.code(),
+            CallError::Unreachable | CallError::NotDurable(_) => {
+                ResponseError::KafkaStorageError.code()
+            }
+            CallError::Abandoned | CallError::UnexpectedReply(_) => {
+                ResponseError::UnknownServerError.code()
+            }
+        }
+    }
+}
+
+impl PartitionError {
+    /// The partition's error code.
+    pub fn code(self) -> i16 {
+        match self {
+            PartitionError::Unknown => ResponseError::UnknownTopicOrPartition.code(),
+            PartitionError::Unavailable => ResponseError::KafkaStorageError.code(),
+        }
+    }
+}
+
+impl LogErrorKind {
+    /// The error code of the partition whose log refused or failed.
+    pub fn code(self) -> i16 {
+        let error = match self {
+            LogErrorKind::CrcMismatch => ResponseError::CorruptMessage,
+            LogErrorKind::InvalidBatch => ResponseError::InvalidRecord,
+            LogErrorKind::TooLarge => ResponseError::MessageTooLarge,
+            LogErrorKind::OffsetOutOfRange => ResponseError::OffsetOutOfRange,
+            LogErrorKind::InvalidConfig => ResponseError::InvalidConfig,
+            LogErrorKind::Storage => ResponseError::KafkaStorageError,
+        };
+        error.code()
+    }
+}
+
+impl MarkerError {
+    /// The error code of the partition (WriteTxnMarkers) or group whose marker failed.
+    pub fn code(&self) -> i16 {
+        match self {
+            MarkerError::Partition(e) => e.code(),
+            MarkerError::Refused(e) => e.code(),
+            MarkerError::NotAppended(kind) => kind.code(),
+            MarkerError::NotDurable(_) => ResponseError::KafkaStorageError.code(),
+            MarkerError::TimedOut => ResponseError::RequestTimedOut.code(),
+        }
+    }
+}
+
+impl ControllerError {
+    /// The error code of the admin op the controller did not carry out.
+    pub fn code(self) -> i16 {
+        match self {
+            ControllerError::Stopping => ResponseError::NotController.code(),
+            ControllerError::NotPersisted => ResponseError::KafkaStorageError.code(),
         }
     }
 }
@@ -26,5 +131,78 @@ mod tests {
         assert_eq!(SessionError::NotFound.code(), 122);
         assert_eq!(SessionError::InvalidEpoch.code(), 123);
         assert_eq!(SessionError::LimitReached.code(), 133);
+    }
+
+    #[test]
+    fn group_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java).
+        let expected = [
+            (GroupError::UnknownMember, 25),
+            (GroupError::FencedInstance, 82),
+            (GroupError::IllegalGeneration, 22),
+            (GroupError::StaleMemberEpoch, 113),
+            (GroupError::RebalanceInProgress, 27),
+            (GroupError::InconsistentProtocol, 23),
+            (GroupError::InvalidSessionTimeout, 26),
+            (GroupError::GroupFull, 81),
+            (GroupError::MemberIdRequired, 79),
+            (GroupError::NotEmpty, 68),
+            (GroupError::GroupNotFound, 69),
+            (GroupError::SubscribedToTopic, 86),
+            (GroupError::MetadataTooLarge, 12),
+            (GroupError::NegativeOffset, 1),
+            (GroupError::UnstableOffset, 88),
+            (GroupError::InvalidProducerId, 49),
+        ];
+        for (error, code) in expected {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+        assert_eq!(GroupError::code_of(Ok(())), 0);
+        assert_eq!(GroupError::code_of(Err(GroupError::NotEmpty)), 68);
+        assert_eq!(GroupError::code_or_none(None), 0);
+    }
+
+    #[test]
+    fn partition_log_marker_controller_and_call_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java): UNKNOWN_TOPIC_OR_PARTITION 3, KAFKA_STORAGE_ERROR 56,
+        // CORRUPT_MESSAGE 2, INVALID_RECORD 87, MESSAGE_TOO_LARGE 10, OFFSET_OUT_OF_RANGE 1,
+        // INVALID_CONFIG 40, INVALID_PRODUCER_EPOCH 47, REQUEST_TIMED_OUT 7, NOT_CONTROLLER 41.
+        assert_eq!(PartitionError::Unknown.code(), 3);
+        assert_eq!(PartitionError::Unavailable.code(), 56);
+        let kinds = [
+            (LogErrorKind::CrcMismatch, 2),
+            (LogErrorKind::InvalidBatch, 87),
+            (LogErrorKind::TooLarge, 10),
+            (LogErrorKind::OffsetOutOfRange, 1),
+            (LogErrorKind::InvalidConfig, 40),
+            (LogErrorKind::Storage, 56),
+        ];
+        for (kind, code) in kinds {
+            assert_eq!(kind.code(), code, "{kind:?}");
+        }
+        let stale = crate::ptxn::partition::TxnError::StaleMarker {
+            producer_id: 1,
+            epoch: 0,
+            current: 1,
+        };
+        let markers = [
+            (MarkerError::Partition(PartitionError::Unknown), 3),
+            (MarkerError::Partition(PartitionError::Unavailable), 56),
+            (MarkerError::Refused(stale), 47),
+            (MarkerError::NotAppended(LogErrorKind::Storage), 56),
+            (MarkerError::NotDurable("disk".into()), 56),
+            (MarkerError::TimedOut, 7),
+        ];
+        for (error, code) in markers {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+        assert_eq!(ControllerError::Stopping.code(), 41);
+        assert_eq!(ControllerError::NotPersisted.code(), 56);
+        // A call without a reply of its own: UNKNOWN_SERVER_ERROR -1 for a bug or an abandoned op.
+        assert_eq!(CallError::NotController.code(), 41);
+        assert_eq!(CallError::Unreachable.code(), 56);
+        assert_eq!(CallError::NotDurable("journal".into()).code(), 56);
+        assert_eq!(CallError::Abandoned.code(), -1);
+        assert_eq!(CallError::UnexpectedReply("x".into()).code(), -1);
     }
 }

@@ -12,7 +12,7 @@
 use super::group_api::call_group;
 use super::{decode_counted, respond, Bus, ConnInfo, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
-use crate::group::ops::{GroupOp, GroupReply};
+use crate::group::ops::{ConsumerDescribe, ConsumerHeartbeat};
 use crate::kip848::{Consumer848Group, HeartbeatError, HeartbeatIn, HeartbeatOut, TopicMeta, Tp};
 use crate::protocol::codec::Request;
 use crate::shard::registry::TopicRegistry;
@@ -286,7 +286,7 @@ mod tests {
     }
 }
 
-/// ConsumerGroupHeartbeat v0–1: on the group's shard (`GroupOp::ConsumerHeartbeat`).
+/// ConsumerGroupHeartbeat v0–1: on the group's shard (`group::ops::ConsumerHeartbeat`).
 pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let r: ConsumerGroupHeartbeatRequest = match decode_counted(
         request,
@@ -325,25 +325,19 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
         ) {
             Err(e) => Err(e),
             Ok(input) => {
-                let op = GroupOp::ConsumerHeartbeat {
+                let op = ConsumerHeartbeat {
                     group_id: group_id.clone(),
                     request: input,
                     topics: topic_metadata(&registry),
                 };
                 match call_group(bus, &group_id, op).await {
-                    Ok(GroupReply::ConsumerHeartbeat(result)) => result,
-                    Ok(other) => Err(HeartbeatError::Coded(unexpected_reply(&other))),
+                    Ok(result) => result,
                     Err(code) => Err(HeartbeatError::Coded(code)),
                 }
             }
         }
     };
     respond(request, &heartbeat_response(&result))
-}
-
-fn unexpected_reply(reply: &GroupReply) -> i16 {
-    tracing::error!(?reply, "unexpected reply to a consumer-group op");
-    ResponseError::UnknownServerError.code()
 }
 
 /// ConsumerGroupDescribe v0–1.
@@ -361,17 +355,16 @@ pub async fn handle_describe<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let mut response = ConsumerGroupDescribeResponse::default();
     for group_id in &r.group_ids {
         let id = group_id.0.to_string();
-        let op = GroupOp::ConsumerDescribe {
+        let op = ConsumerDescribe {
             group_id: id.clone(),
         };
         let described = match call_group(bus, &id, op).await {
-            Ok(GroupReply::ConsumerDescribed(found)) => described_group(
+            Ok(found) => described_group(
                 &id,
                 found.as_ref(),
                 &registry,
                 r.include_authorized_operations,
             ),
-            Ok(other) => coded_group(&id, unexpected_reply(&other)),
             Err(code) => coded_group(&id, code),
         };
         response.groups.push(described);

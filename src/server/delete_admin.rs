@@ -176,14 +176,14 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     if group_id.is_empty() {
         return ResponseError::GroupIdNotFound.code();
     }
-    let op = crate::group::ops::GroupOp::Delete {
+    let op = crate::group::ops::DeleteGroup {
         group_id: group_id.to_string(),
     };
     match super::group_api::call_group(bus, group_id, op).await {
-        Ok(crate::group::ops::GroupReply::Deleted(Ok(true))) => return 0,
-        Ok(crate::group::ops::GroupReply::Deleted(Ok(false))) => {}
-        Ok(crate::group::ops::GroupReply::Deleted(Err(code))) | Err(code) => return code,
-        Ok(_) => return ResponseError::UnknownServerError.code(),
+        Ok(Ok(true)) => return 0,
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => return e.code(),
+        Err(code) => return code,
     }
     let shard = group_shard(group_id, bus.shard_count());
     let deleted = DeleteShareGroup {

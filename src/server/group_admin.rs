@@ -11,7 +11,8 @@
 use super::group_api::{call_group, sb};
 use super::{decode_counted, respond, Bus, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
-use crate::group::ops::{GroupDescription, GroupOp, GroupReply};
+use crate::group::ops::{DeleteOffsets, DescribeGroup, GroupDescription};
+use crate::group::GroupError;
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
     describe_groups_response, offset_delete_response, DescribeGroupsRequest,
@@ -91,14 +92,10 @@ pub async fn handle_describe_groups<B: Bus>(bus: &B, request: &Request) -> Outco
         let found = if group_id.is_empty() {
             Ok(None)
         } else {
-            let op = GroupOp::Describe {
+            let op = DescribeGroup {
                 group_id: group_id.clone(),
             };
-            match call_group(bus, &group_id, op).await {
-                Ok(GroupReply::Described(d)) => Ok(d),
-                Ok(_) => Err(ResponseError::UnknownServerError.code()),
-                Err(code) => Err(code),
-            }
+            call_group(bus, &group_id, op).await
         };
         response.groups.push(described_group(
             &group_id,
@@ -137,18 +134,21 @@ pub async fn handle_offset_delete<B: Bus>(bus: &B, request: &Request) -> Outcome
             }
         }
     }
-    let op = GroupOp::DeleteOffsets {
+    let op = DeleteOffsets {
         group_id: group_id.clone(),
         partitions: sent.clone(),
     };
     let codes = match call_group(bus, &group_id, op).await {
-        Ok(GroupReply::OffsetsDeleted(Ok(codes))) if codes.len() == sent.len() => codes,
-        Ok(GroupReply::OffsetsDeleted(Err(code))) | Err(code) => {
-            response.error_code = code;
+        Ok(Ok(results)) => {
+            debug_assert_eq!(results.len(), sent.len(), "one result per partition");
+            results
+        }
+        Ok(Err(e)) => {
+            response.error_code = e.code();
             return respond(request, &response);
         }
-        Ok(_) => {
-            response.error_code = ResponseError::UnknownServerError.code();
+        Err(code) => {
+            response.error_code = code;
             return respond(request, &response);
         }
     };
@@ -167,9 +167,10 @@ pub async fn handle_offset_delete<B: Bus>(bus: &B, request: &Request) -> Outcome
                     let mut out = offset_delete_response::OffsetDeleteResponsePartition::default();
                     out.partition_index = p.partition_index;
                     out.error_code = if known {
-                        codes
-                            .next()
-                            .unwrap_or(ResponseError::UnknownServerError.code())
+                        codes.next().map_or(
+                            ResponseError::UnknownServerError.code(),
+                            GroupError::code_of,
+                        )
                     } else {
                         ResponseError::UnknownTopicOrPartition.code()
                     };

@@ -2,7 +2,7 @@
 //! SyncGroup v0–5 (14), Heartbeat v0–4 (12), LeaveGroup v0–5 (13) — and committed offsets —
 //! OffsetCommit v2–9 (8), OffsetFetch v1–9 (9).
 //!
-//! Every request goes to the group's shard (`model::group_shard`) as a `GroupOp`; the state
+//! Every request goes to the group's shard (`model::group_shard`) as its own op (`group::ops`); the state
 //! machine (`crate::group`) answers at once or parks a JoinGroup / SyncGroup with a ticket,
 //! which this handler polls every `GROUP_WAIT_POLL_MS` until the rebalance moves on (the
 //! group's own deadlines bound the wait). Commits are answered once durable in the group
@@ -17,8 +17,11 @@ use crate::constants::{
     GROUP_PROTOCOLS_MAX, GROUP_WAIT_POLL_MS, REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX,
 };
 use crate::group::classic::{JoinAnswer, JoinRequest, JoinStep, SyncAnswer, SyncRequest, SyncStep};
-use crate::group::ops::{GroupOp, GroupReply};
-use crate::group::{CommitPartition, FetchedOffset};
+use crate::group::ops::{
+    CommitOffsets, FetchOffsets, GroupHeartbeat, JoinGroup, LeaveGroup, PollJoin, PollSync,
+    SyncGroup,
+};
+use crate::group::{CommitPartition, FetchedOffset, GroupError};
 use crate::model::group_shard;
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
@@ -35,37 +38,40 @@ pub(crate) fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
 }
 
-/// Runs `op` on the group's shard.
-pub(crate) async fn call_group<B: Bus>(
+/// Runs `op` on the group's shard: its reply, or the Kafka code of the call's failure.
+pub(crate) async fn call_group<B: Bus, O: crate::shard::call::Op>(
     bus: &B,
     group_id: &str,
-    op: GroupOp,
-) -> Result<GroupReply, i16> {
+    op: O,
+) -> Result<O::Reply, i16> {
     let shard = group_shard(group_id, bus.shard_count());
-    bus.call_op(shard, crate::shard::call::Group(op))
+    bus.call_op(shard, op)
         .await
         .map_err(|failure| failure.code())
-}
-
-fn unexpected(reply: &GroupReply) -> i16 {
-    tracing::error!(?reply, "unexpected group reply");
-    ResponseError::UnknownServerError.code()
 }
 
 fn client_host(conn: &ConnInfo) -> String {
     format!("/{}", conn.peer_addr.ip())
 }
 
-fn join_error(code: i16, member_id: &str) -> JoinAnswer {
-    let mut a = JoinAnswer::error(ResponseError::UnknownServerError, member_id);
-    a.error_code = code;
-    a
+/// A JoinGroup answer carrying an error the group did not choose (the edge's, or the call's).
+fn join_error(code: i16, member_id: &str) -> (i16, JoinAnswer) {
+    (code, JoinAnswer::empty(member_id))
 }
 
-fn sync_error(code: i16) -> SyncAnswer {
-    let mut a = SyncAnswer::error(ResponseError::UnknownServerError);
-    a.error_code = code;
-    a
+/// A JoinGroup answer of the group, with its error code.
+fn joined(a: JoinAnswer) -> (i16, JoinAnswer) {
+    (GroupError::code_or_none(a.error), a)
+}
+
+/// A SyncGroup answer carrying an error the group did not choose.
+fn sync_error(code: i16) -> (i16, SyncAnswer) {
+    (code, SyncAnswer::empty())
+}
+
+/// A SyncGroup answer of the group, with its error code.
+fn synced(a: SyncAnswer) -> (i16, SyncAnswer) {
+    (GroupError::code_or_none(a.error), a)
 }
 
 /// JoinGroup v0–9.
@@ -82,8 +88,8 @@ pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
     let v = request.api_version;
     let group_id = r.group_id.0.to_string();
     let member_id = r.member_id.to_string();
-    let answer = if group_id.is_empty() {
-        JoinAnswer::error(ResponseError::InvalidGroupId, &member_id)
+    let (code, answer) = if group_id.is_empty() {
+        join_error(ResponseError::InvalidGroupId.code(), &member_id)
     } else {
         let join = JoinRequest {
             member_id: member_id.clone(),
@@ -108,21 +114,20 @@ pub async fn handle_join_group<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reque
             .rebalance_timeout_ms
             .max(join.session_timeout_ms)
             .max(0) as i64;
-        let op = GroupOp::Join {
+        let op = JoinGroup {
             group_id: group_id.clone(),
             request: join,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Join(JoinStep::Done(a))) => a,
-            Ok(GroupReply::Join(JoinStep::Wait(ticket))) => {
+            Ok(JoinStep::Done(a)) => joined(a),
+            Ok(JoinStep::Wait(ticket)) => {
                 poll_join(bus, &group_id, ticket, &member_id, wait_ms).await
             }
-            Ok(other) => join_error(unexpected(&other), &member_id),
             Err(code) => join_error(code, &member_id),
         }
     };
     let mut response = JoinGroupResponse::default();
-    response.error_code = answer.error_code;
+    response.error_code = code;
     response.generation_id = answer.generation_id;
     // v7+: nullable; before: a plain string.
     response.protocol_type = answer.protocol_type.as_deref().map(sb);
@@ -154,22 +159,24 @@ async fn poll_join<B: Bus>(
     ticket: u64,
     member_id: &str,
     wait_ms: i64,
-) -> JoinAnswer {
+) -> (i16, JoinAnswer) {
     // The group's deadlines end the wait; this bound only guards against a lost answer.
     let give_up = bus.now_ms() + wait_ms + 10_000;
     loop {
-        let op = GroupOp::PollJoin {
+        let op = PollJoin {
             group_id: group_id.to_string(),
             ticket,
         };
         match call_group(bus, group_id, op).await {
-            Ok(GroupReply::JoinPolled(Some(a))) => return a,
-            Ok(GroupReply::JoinPolled(None)) => {}
-            Ok(other) => return join_error(unexpected(&other), member_id),
+            Ok(Some(a)) => return joined(a),
+            Ok(None) => {}
             Err(code) => return join_error(code, member_id),
         }
         if bus.now_ms() > give_up {
-            return JoinAnswer::error(ResponseError::RebalanceInProgress, member_id);
+            return joined(JoinAnswer::error(
+                GroupError::RebalanceInProgress,
+                member_id,
+            ));
         }
         bus.sleep_ms(GROUP_WAIT_POLL_MS).await;
     }
@@ -187,8 +194,8 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
         Err(outcome) => return outcome,
     };
     let group_id = r.group_id.0.to_string();
-    let answer = if group_id.is_empty() {
-        SyncAnswer::error(ResponseError::InvalidGroupId)
+    let (code, answer) = if group_id.is_empty() {
+        sync_error(ResponseError::InvalidGroupId.code())
     } else {
         let sync = SyncRequest {
             member_id: r.member_id.to_string(),
@@ -202,19 +209,18 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 .map(|a| (a.member_id.to_string(), a.assignment.clone()))
                 .collect(),
         };
-        let op = GroupOp::Sync {
+        let op = SyncGroup {
             group_id: group_id.clone(),
             request: sync,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Sync(SyncStep::Done(a))) => a,
-            Ok(GroupReply::Sync(SyncStep::Wait(ticket))) => poll_sync(bus, &group_id, ticket).await,
-            Ok(other) => sync_error(unexpected(&other)),
+            Ok(SyncStep::Done(a)) => synced(a),
+            Ok(SyncStep::Wait(ticket)) => poll_sync(bus, &group_id, ticket).await,
             Err(code) => sync_error(code),
         }
     };
     let mut response = SyncGroupResponse::default();
-    response.error_code = answer.error_code;
+    response.error_code = code;
     if request.api_version >= 5 {
         response.protocol_type = answer.protocol_type.as_deref().map(sb);
         response.protocol_name = answer.protocol_name.as_deref().map(sb);
@@ -223,23 +229,22 @@ pub async fn handle_sync_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
     respond(request, &response)
 }
 
-async fn poll_sync<B: Bus>(bus: &B, group_id: &str, ticket: u64) -> SyncAnswer {
+async fn poll_sync<B: Bus>(bus: &B, group_id: &str, ticket: u64) -> (i16, SyncAnswer) {
     // The pending-sync timeout (the rebalance timeout) ends the wait; this bound (Kafka's
     // largest session timeout) only guards against a lost answer.
     let give_up = bus.now_ms() + crate::constants::GROUP_MAX_SESSION_TIMEOUT_MS as i64;
     loop {
-        let op = GroupOp::PollSync {
+        let op = PollSync {
             group_id: group_id.to_string(),
             ticket,
         };
         match call_group(bus, group_id, op).await {
-            Ok(GroupReply::SyncPolled(Some(a))) => return a,
-            Ok(GroupReply::SyncPolled(None)) => {}
-            Ok(other) => return sync_error(unexpected(&other)),
+            Ok(Some(a)) => return synced(a),
+            Ok(None) => {}
             Err(code) => return sync_error(code),
         }
         if bus.now_ms() > give_up {
-            return SyncAnswer::error(ResponseError::RebalanceInProgress);
+            return synced(SyncAnswer::error(GroupError::RebalanceInProgress));
         }
         bus.sleep_ms(GROUP_WAIT_POLL_MS).await;
     }
@@ -255,15 +260,14 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let code = if group_id.is_empty() {
         ResponseError::InvalidGroupId.code()
     } else {
-        let op = GroupOp::Heartbeat {
+        let op = GroupHeartbeat {
             group_id: group_id.clone(),
             member_id: r.member_id.to_string(),
             group_instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
             generation_id: r.generation_id,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Heartbeat(code)) => code,
-            Ok(other) => unexpected(&other),
+            Ok(outcome) => GroupError::code_of(outcome),
             Err(code) => code,
         }
     };
@@ -301,13 +305,14 @@ pub async fn handle_leave_group<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let result: Result<Vec<i16>, i16> = if group_id.is_empty() {
         Err(ResponseError::InvalidGroupId.code())
     } else {
-        let op = GroupOp::Leave {
+        let op = LeaveGroup {
             group_id: group_id.clone(),
             members: members.clone(),
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Left(result)) => result,
-            Ok(other) => Err(unexpected(&other)),
+            Ok(result) => result
+                .map(|members| members.into_iter().map(GroupError::code_of).collect())
+                .map_err(GroupError::code),
             Err(code) => Err(code),
         }
     };
@@ -381,7 +386,7 @@ pub async fn handle_offset_commit<B: Bus>(bus: &B, request: &Request) -> Outcome
     let mut group_error = None;
     if !partitions.is_empty() {
         let count = partitions.len();
-        let op = GroupOp::Commit {
+        let op = CommitOffsets {
             group_id: group_id.clone(),
             member_id: r.member_id.to_string(),
             group_instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
@@ -390,9 +395,16 @@ pub async fn handle_offset_commit<B: Bus>(bus: &B, request: &Request) -> Outcome
             partitions,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Committed(Ok(c))) if c.len() == count => results = c.into_iter(),
-            Ok(GroupReply::Committed(Err(code))) | Err(code) => group_error = Some(code),
-            Ok(other) => group_error = Some(unexpected(&other)),
+            Ok(Ok(c)) => {
+                debug_assert_eq!(c.len(), count, "one result per partition");
+                results = c
+                    .into_iter()
+                    .map(GroupError::code_of)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            }
+            Ok(Err(e)) => group_error = Some(e.code()),
+            Err(code) => group_error = Some(code),
         }
     }
     let mut response = OffsetCommitResponse::default();
@@ -441,15 +453,14 @@ async fn fetch_group<B: Bus>(bus: &B, g: &FetchGroup) -> Result<Vec<FetchedOffse
     if g.group_id.is_empty() {
         return Err(ResponseError::InvalidGroupId.code());
     }
-    let op = GroupOp::Fetch {
+    let op = FetchOffsets {
         group_id: g.group_id.clone(),
         topics: g.topics.clone(),
         member: g.member.clone(),
         require_stable: g.require_stable,
     };
     match call_group(bus, &g.group_id, op).await {
-        Ok(GroupReply::Fetched(result)) => result,
-        Ok(other) => Err(unexpected(&other)),
+        Ok(result) => result.map_err(GroupError::code),
         Err(code) => Err(code),
     }
 }
@@ -533,7 +544,7 @@ pub async fn handle_offset_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome 
                                 p.committed_offset = o.offset;
                                 p.committed_leader_epoch = o.leader_epoch;
                                 p.metadata = Some(sb(&o.metadata));
-                                p.error_code = o.error_code;
+                                p.error_code = GroupError::code_or_none(o.error);
                                 p
                             })
                             .collect();
@@ -605,7 +616,7 @@ pub async fn handle_offset_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome 
                                 p.committed_offset = o.offset;
                                 p.committed_leader_epoch = o.leader_epoch;
                                 p.metadata = Some(sb(&o.metadata));
-                                p.error_code = o.error_code;
+                                p.error_code = GroupError::code_or_none(o.error);
                                 p
                             })
                             .collect();

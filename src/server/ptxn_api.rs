@@ -119,7 +119,11 @@ pub async fn init_transactional<B: Bus>(
             Ok(Err(CoordError::NeedProducerId)) => {
                 match call_controller(bus, AllocateProducerId).await {
                     Ok(Ok(pid)) => req.fresh_producer_id = Some(pid),
-                    Ok(Err(code)) | Err(code) => {
+                    Ok(Err(e)) => {
+                        response.error_code = e.code();
+                        return;
+                    }
+                    Err(code) => {
                         response.error_code = code;
                         return;
                     }

@@ -27,8 +27,7 @@ use crate::protocol::generated::{
     DescribeShareGroupOffsetsResponse,
 };
 use crate::shard::call::{
-    AlterShareOffsets, DeleteShareOffsets, DescribeShareGroup, GetShareOffsets, Group,
-    ListShareGroups,
+    AlterShareOffsets, DeleteShareOffsets, DescribeShareGroup, GetShareOffsets, ListShareGroups,
 };
 use crate::shard::join::join_all;
 use crate::shard::ops::{CallError, PartitionRef, ShareAckResult, ShareGroupsListed, ShareOffset};
@@ -110,7 +109,7 @@ pub async fn handle_list_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
         .map(|s| bus.call_op(ShardId(s as u16), ListShareGroups))
         .collect();
     let group_calls = (0..bus.shard_count())
-        .map(|s| bus.call_op(ShardId(s as u16), Group(crate::group::ops::GroupOp::List)))
+        .map(|s| bus.call_op(ShardId(s as u16), crate::group::ops::ListGroups))
         .collect();
     let (share_replies, group_replies) =
         futures_lite::future::zip(join_all(share_calls), join_all(group_calls)).await;
@@ -125,11 +124,7 @@ pub async fn handle_list_groups<B: Bus>(bus: &B, request: &Request) -> Outcome {
     }
     for reply in group_replies {
         match reply {
-            Ok(crate::group::ops::GroupReply::Listed(listed)) => consumer_groups.extend(listed),
-            Ok(other) => {
-                tracing::error!(reply = ?other, "ListGroups answered with another group reply");
-                response.error_code = ResponseError::UnknownServerError.code();
-            }
+            Ok(listed) => consumer_groups.extend(listed),
             Err(failure) => response.error_code = failure.code(),
         }
     }

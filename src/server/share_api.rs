@@ -32,12 +32,12 @@ use crate::shard::call::{Disconnected, JournalDurable, ReleaseMember};
 use crate::shard::join::{first_of, join_all};
 use crate::shard::ops::{
     CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchReply,
-    ShareFetchedPartition, ShareProbeOp, ShareSessionOp, WaitOp,
+    ShareFetchedPartition, ShareSessionOp, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::Heartbeat;
 use crate::shard::share_session::{SessionKey, SessionOutcome};
-use crate::share::fetch::{group_in_order, min_bytes_satisfied, partition_max_bytes, rotate};
+use crate::share::fetch::{group_in_order, partition_max_bytes, rotate};
 use crate::share::{AckBatch, AcknowledgeType};
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -214,7 +214,7 @@ pub(crate) fn ack_batches(
 type NamedAck = (Named, Result<Vec<AckBatch>, (i16, Option<String>)>);
 
 /// A request's acknowledgements, grouped by shard until a call to that shard carries them: a
-/// ShareFetch's first call to each partition shard (acquire or MinBytes check) acknowledges
+/// ShareFetch's first call to each partition shard (its acquisition, MinBytes or not) acknowledges
 /// first ([`ShareFetchOp::acknowledge`]), the shards it does not call get an acknowledgement of
 /// their own ([`PendingAcks::flush`]). One result per acknowledged partition, in request order.
 struct PendingAcks {
@@ -412,23 +412,34 @@ fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
 /// One acquisition walk over the session's partitions in `order`: one call per shard (its
 /// partitions together, shards in the order of their first partition), each with what is left
 /// of MaxRecords; the walk stops once nothing is left (the partitions not reached answer with
-/// no records).
+/// no records). With `min_bytes` (0: none), a shard acquires only once the bytes it holds and
+/// those of the shards before it reach MinBytes; `true` with the partitions: none did (nothing
+/// was acquired; their wait offsets are what a long poll waits for).
 ///
 /// Share partitions the walk creates hand out nothing in it (Kafka answers from the partitions
 /// that were ready); only if no other partition had records does the first created one that
 /// has some (in order) hand them out, and only to a request that may wait (`may_wait`): Kafka
 /// answers a request once the first share partition has finished initializing, unless
 /// MaxWaitMs is 0. So a new consumer's first poll of two partitions gets one partition's records.
+#[allow(clippy::too_many_arguments)]
 async fn acquire_walk<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
     order: &[(ShardId, PartitionRef)],
     limits: &FetchLimits,
+    min_bytes: usize,
     may_wait: bool,
     acks: &RefCell<PendingAcks>,
-) -> Vec<ShareFetchedPartition> {
-    let mut out = walk(bus, group_id, member_id, order, limits, false, acks).await;
+) -> (Vec<ShareFetchedPartition>, bool) {
+    let walked = walk(
+        bus, group_id, member_id, order, limits, min_bytes, false, acks,
+    )
+    .await;
+    let (mut out, unmet) = walked;
+    if unmet {
+        return (out, true);
+    }
     let nothing = out
         .iter()
         .all(|p| p.acquired.is_empty() && p.error_code == 0);
@@ -437,17 +448,9 @@ async fn acquire_walk<B: Bus>(
             if !out[i].created {
                 continue;
             }
-            let mut again = walk(
-                bus,
-                group_id,
-                member_id,
-                &[(*shard, r.clone())],
-                limits,
-                true,
-                acks,
-            )
-            .await
-            .remove(0);
+            let one = [(*shard, r.clone())];
+            let (mut again, _) = walk(bus, group_id, member_id, &one, limits, 0, true, acks).await;
+            let mut again = again.remove(0);
             if again.acquired.is_empty() && again.error_code == 0 {
                 continue;
             }
@@ -456,20 +459,26 @@ async fn acquire_walk<B: Bus>(
             break;
         }
     }
-    out
+    (out, false)
 }
 
-/// The walk of [`acquire_walk`]; answers in `order`'s order. A call to a shard carries the
-/// request's acknowledgements there if none was sent yet (`acks`).
+/// The walk of [`acquire_walk`]; answers in `order`'s order, and whether MinBytes kept every
+/// shard from acquiring. A call to a shard carries the request's acknowledgements there if none
+/// was sent yet (`acks`), and the MinBytes still to be found ([`ShareFetchOp::min_bytes`]): a
+/// shard that holds less acquires nothing and says what it holds, which counts for the shards
+/// after it; once one acquires, the rest acquire what there is, and the shards that held
+/// something but declined before it are called again (MaxRecords permitting).
+#[allow(clippy::too_many_arguments)]
 async fn walk<B: Bus>(
     bus: &B,
     group_id: &str,
     member_id: &str,
     order: &[(ShardId, PartitionRef)],
     limits: &FetchLimits,
+    min_bytes: usize,
     acquire_created: bool,
     acks: &RefCell<PendingAcks>,
-) -> Vec<ShareFetchedPartition> {
+) -> (Vec<ShareFetchedPartition>, bool) {
     let mut left = u64::from(limits.max_records);
     let mut min_one_batch = true;
     let mut out: Vec<Option<ShareFetchedPartition>> = vec![None; order.len()];
@@ -478,12 +487,15 @@ async fn walk<B: Bus>(
         .enumerate()
         .map(|(i, (shard, r))| (*shard, (i, r.clone())))
         .collect();
-    let groups = group_in_order(indexed);
-    let last = groups.len().saturating_sub(1);
+    // MinBytes still to be found (0 once a shard acquired), and the shards that declined
+    // holding something.
+    let mut needed = min_bytes;
+    let mut declined = Vec::new();
+    let mut pending: Vec<(ShardId, Vec<(usize, PartitionRef)>)> = group_in_order(indexed);
+    pending.reverse();
     // Acknowledgements a shard applied without waiting for its journal: waited for at the end.
     let mut undurable = Vec::new();
-    for (g, (shard, group)) in groups.into_iter().enumerate() {
-        let partitions: Vec<PartitionRef> = group.iter().map(|(_, r)| r.clone()).collect();
+    while let Some((shard, group)) = pending.pop() {
         let reply = if left == 0 {
             None
         } else {
@@ -492,7 +504,7 @@ async fn walk<B: Bus>(
             let op = ShareFetchOp {
                 group_id: group_id.to_string(),
                 member_id: member_id.to_string(),
-                partitions,
+                partitions: group.iter().map(|(_, r)| r.clone()).collect(),
                 max_records: u32::try_from(left).expect("left of a u32 budget"),
                 batch_size: limits.batch_size,
                 record_limit: limits.record_limit,
@@ -500,8 +512,10 @@ async fn walk<B: Bus>(
                 min_one_batch,
                 acquire_created,
                 acknowledge,
-                // The last shard's journal flush is the one nothing overlaps.
-                wait_durable: g == last,
+                min_bytes: needed,
+                // The last shard's journal flush is the one nothing overlaps (a shard called
+                // again after it carries no acknowledgements).
+                wait_durable: pending.is_empty(),
             };
             let reply = bus.call_op(shard, op).await;
             if !acked.is_empty() {
@@ -518,12 +532,28 @@ async fn walk<B: Bus>(
                     }
                 }
             }
-            Some(reply.map(|r| r.partitions))
+            Some(reply)
         };
         match reply {
-            Some(Ok(parts)) => {
-                assert_eq!(parts.len(), group.len());
-                for ((i, _), p) in group.iter().zip(parts) {
+            Some(Ok(reply)) => {
+                assert_eq!(reply.partitions.len(), group.len());
+                match reply.unmet {
+                    Some(held) => {
+                        assert!(needed > 0, "a shard asked for no MinBytes declined");
+                        needed = needed.saturating_sub(held).max(1);
+                        if held > 0 {
+                            declined.push((shard, group.clone()));
+                        }
+                    }
+                    None if needed > 0 => {
+                        // MinBytes is reached: the rest acquire what there is, and so do the
+                        // shards that declined holding something, after them.
+                        needed = 0;
+                        pending.splice(0..0, declined.drain(..).rev());
+                    }
+                    None => {}
+                }
+                for ((i, _), p) in group.iter().zip(reply.partitions) {
                     let count: u64 = p
                         .acquired
                         .iter()
@@ -559,73 +589,9 @@ async fn walk<B: Bus>(
     }
     let out: Vec<ShareFetchedPartition> = out.into_iter().flatten().collect();
     assert_eq!(out.len(), order.len());
-    out
-}
-
-/// Whether MinBytes is reached without acquiring anything; `Err` carries the offsets a long
-/// poll waits for. A partition in error (or a shard that failed) answers at once, as Kafka
-/// completes then. A call to a shard carries the request's acknowledgements there if none was
-/// sent yet (`acks`).
-async fn min_bytes_reached<B: Bus>(
-    bus: &B,
-    group_id: &str,
-    order: &[(ShardId, PartitionRef)],
-    limits: &FetchLimits,
-    acks: &RefCell<PendingAcks>,
-) -> Result<(), Vec<(ShardId, PartitionRef, i64)>> {
-    let mut by_shard: BTreeMap<ShardId, Vec<PartitionRef>> = BTreeMap::new();
-    for (shard, r) in order {
-        by_shard.entry(*shard).or_default().push(r.clone());
-    }
-    let mut acked: Vec<Vec<usize>> = Vec::with_capacity(by_shard.len());
-    let calls = by_shard
-        .iter()
-        .map(|(shard, partitions)| {
-            let taken = acks.borrow_mut().take(*shard);
-            let (acknowledge, indices) = taken.map_or((None, Vec::new()), |(op, i)| (Some(op), i));
-            acked.push(indices);
-            bus.call_op(
-                *shard,
-                ShareProbeOp {
-                    group_id: group_id.to_string(),
-                    partitions: partitions.clone(),
-                    partition_max_bytes: limits.partition_max_bytes,
-                    acknowledge,
-                },
-            )
-        })
-        .collect();
-    let replies = join_all(calls).await;
-    let mut available = Vec::with_capacity(order.len());
-    let mut waits = Vec::with_capacity(order.len());
-    let mut at_once = false;
-    for (((shard, partitions), indices), reply) in by_shard.iter().zip(&acked).zip(replies) {
-        let probed = match reply {
-            Ok(reply) => {
-                if !indices.is_empty() {
-                    acks.borrow_mut().answer(indices, Ok(reply.acknowledged));
-                }
-                reply.partitions
-            }
-            Err(failure) => {
-                if !indices.is_empty() {
-                    acks.borrow_mut().answer(indices, Err(failure));
-                }
-                at_once = true;
-                continue;
-            }
-        };
-        for (r, p) in partitions.iter().zip(probed) {
-            at_once |= p.error_code != 0;
-            available.push(p.available_bytes);
-            waits.push((*shard, r.clone(), p.wait_offset));
-        }
-    }
-    if at_once || min_bytes_satisfied(available, limits.partition_max_bytes, limits.min_bytes) {
-        Ok(())
-    } else {
-        Err(waits)
-    }
+    // No shard acquired: MinBytes is not reached (a shard that failed answers its partitions
+    // with its error, which answers the request).
+    (out, needed > 0)
 }
 
 /// Waits until one of the partitions has data past its offset, or `until`.
@@ -845,56 +811,41 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         let mut fetched = Vec::new();
         // MaxBytes 0 hands out nothing, at once (Kafka's per-partition byte split refuses it).
         while acquiring {
-            let now = bus.now_ms();
-            let mut waits = None;
-            if limits.min_bytes > 1 && now < deadline_ms {
-                waits = min_bytes_reached(bus, &group_id, &order, &limits, &acks)
-                    .await
-                    .err();
-            }
-            if waits.is_none() {
-                fetched = acquire_walk(
-                    bus,
-                    &group_id,
-                    &member_id,
-                    &order,
-                    &limits,
-                    wait_ms > 0,
-                    &acks,
-                )
-                .await;
-                let got = fetched
-                    .iter()
-                    .any(|p| !p.acquired.is_empty() || p.error_code != 0);
-                if got || bus.now_ms() >= deadline_ms {
-                    break;
-                }
-                waits = Some(
-                    order
-                        .iter()
-                        .zip(&fetched)
-                        .map(|((shard, r), p)| (*shard, r.clone(), p.wait_offset))
-                        .collect(),
-                );
+            // MinBytes holds until MaxWaitMs passes; then what there is is handed out.
+            let check = limits.min_bytes > 1 && bus.now_ms() < deadline_ms;
+            let min_bytes = if check { limits.min_bytes } else { 0 };
+            let may_wait = wait_ms > 0;
+            let (walked, unmet) = acquire_walk(
+                bus, &group_id, &member_id, &order, &limits, min_bytes, may_wait, &acks,
+            )
+            .await;
+            fetched = walked;
+            let got = fetched
+                .iter()
+                .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+            if got {
+                break;
             }
             let now = bus.now_ms();
             if now >= deadline_ms {
-                // MaxWaitMs passed with MinBytes unmet: hand out what there is.
-                fetched = acquire_walk(
-                    bus,
-                    &group_id,
-                    &member_id,
-                    &order,
-                    &limits,
-                    wait_ms > 0,
-                    &acks,
-                )
-                .await;
+                if unmet {
+                    // MaxWaitMs passed with MinBytes unmet: hand out what there is.
+                    fetched = acquire_walk(
+                        bus, &group_id, &member_id, &order, &limits, 0, may_wait, &acks,
+                    )
+                    .await
+                    .0;
+                }
                 break;
             }
+            let waits = order
+                .iter()
+                .zip(&fetched)
+                .map(|((shard, r), p)| (*shard, r.clone(), p.wait_offset))
+                .collect();
             let until = deadline_ms.min(now + SHARE_FETCH_RECHECK_MS as i64);
             let read_committed = bus.registry().group_config(&group_id).read_committed;
-            wait_for_data(bus, waits.unwrap_or_default(), until, read_committed).await;
+            wait_for_data(bus, waits, until, read_committed).await;
         }
         fetched
     };
@@ -1096,6 +1047,154 @@ pub async fn handle_share_acknowledge<B: Bus>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shard::ops::{ShardOp, ShardReply, ShareFetchReply};
+    use crate::share::AcquiredRange;
+    use std::cell::Cell;
+
+    /// Partition shards as a ShareFetch's walk sees them: shard `s` holds `held[s]` bytes on its
+    /// one partition (a record per byte); it answers a `ShareFetchOp` as the shard core does
+    /// (MinBytes measured in the same call) and counts its calls.
+    struct ScriptedShards {
+        held: Vec<Cell<usize>>,
+        calls: Vec<Cell<usize>>,
+    }
+
+    impl ScriptedShards {
+        fn new(held: &[usize]) -> ScriptedShards {
+            ScriptedShards {
+                held: held.iter().map(|h| Cell::new(*h)).collect(),
+                calls: held.iter().map(|_| Cell::new(0)).collect(),
+            }
+        }
+        fn calls(&self) -> Vec<usize> {
+            self.calls.iter().map(Cell::get).collect()
+        }
+    }
+
+    impl Bus for ScriptedShards {
+        fn local_shard(&self) -> ShardId {
+            ShardId(0)
+        }
+        fn shard_count(&self) -> usize {
+            self.held.len()
+        }
+        fn registry(&self) -> std::sync::Arc<TopicRegistry> {
+            std::sync::Arc::new(TopicRegistry::new("p13typed-cluster-id-xx".into()))
+        }
+        fn now_ms(&self) -> i64 {
+            0
+        }
+        async fn call(&self, shard: ShardId, op: ShardOp) -> ShardReply {
+            let ShardOp::ShareFetch(op) = op else {
+                panic!("a share fetch walk sends share fetches only: {op:?}")
+            };
+            let s = usize::from(shard.0);
+            self.calls[s].set(self.calls[s].get() + 1);
+            let held = self.held[s].get();
+            let r = &op.partitions[0];
+            let mut p = failed_partition(r, 0);
+            if op.min_bytes > 0 && held < op.min_bytes {
+                return ShardReply::ShareFetched(ShareFetchReply {
+                    acknowledged: Vec::new(),
+                    durable_at: None,
+                    partitions: vec![p],
+                    unmet: Some(held),
+                });
+            }
+            let take = held.min(op.max_records as usize);
+            if take > 0 {
+                p.acquired = vec![AcquiredRange {
+                    first: 0,
+                    last: take as i64 - 1,
+                    delivery_count: 1,
+                }];
+                p.records = Bytes::from(vec![0u8; take]);
+                self.held[s].set(held - take);
+            }
+            ShardReply::ShareFetched(ShareFetchReply {
+                acknowledged: Vec::new(),
+                durable_at: None,
+                partitions: vec![p],
+                unmet: None,
+            })
+        }
+        async fn sleep_ms(&self, _ms: u64) {}
+    }
+
+    /// One walk over one partition per shard (shard order); acquired records per shard, whether
+    /// MinBytes was unmet, and the calls each shard got.
+    fn walk_once(
+        held: &[usize],
+        min_bytes: usize,
+        max_records: u32,
+    ) -> (Vec<usize>, bool, Vec<usize>) {
+        let bus = ScriptedShards::new(held);
+        let order: Vec<(ShardId, PartitionRef)> = (0..held.len())
+            .map(|s| {
+                let r = PartitionRef {
+                    topic: "t".into(),
+                    topic_id: Uuid::from_u128(1),
+                    partition: s as i32,
+                };
+                (ShardId(s as u16), r)
+            })
+            .collect();
+        let limits = FetchLimits {
+            max_records,
+            batch_size: max_records,
+            record_limit: false,
+            partition_max_bytes: 1 << 20,
+            min_bytes,
+        };
+        let acks = RefCell::new(PendingAcks::new("g", "m", Vec::new()));
+        let (out, unmet) = futures_lite::future::block_on(acquire_walk(
+            &bus, "g", "m", &order, &limits, min_bytes, false, &acks,
+        ));
+        let acquired = out
+            .iter()
+            .map(|p| {
+                p.acquired
+                    .iter()
+                    .map(|a| (a.last - a.first + 1) as usize)
+                    .sum()
+            })
+            .collect();
+        (acquired, unmet, bus.calls())
+    }
+
+    #[test]
+    fn a_min_bytes_fetch_makes_one_call_per_partition_shard() {
+        // Enough on one shard, or none asked: one call, records acquired.
+        assert_eq!(walk_once(&[500], 100, 1000), (vec![500], false, vec![1]));
+        assert_eq!(walk_once(&[500], 0, 1000), (vec![500], false, vec![1]));
+        // Not enough: one call, nothing acquired, MinBytes unmet (the long poll waits).
+        assert_eq!(walk_once(&[50], 100, 1000), (vec![0], true, vec![1]));
+        assert_eq!(
+            walk_once(&[30, 30], 100, 1000),
+            (vec![0, 0], true, vec![1, 1])
+        );
+        // The first shard reaches it: the second acquires what it has in its one call.
+        assert_eq!(
+            walk_once(&[150, 20], 100, 1000),
+            (vec![150, 20], false, vec![1, 1])
+        );
+        // Only the second holds anything: one call each, the second acquires.
+        assert_eq!(
+            walk_once(&[0, 150], 100, 1000),
+            (vec![0, 150], false, vec![1, 1])
+        );
+        // Reached only across shards: the second acquires with what the first held counted,
+        // then the first is called again for what it held (the one case of a second call).
+        assert_eq!(
+            walk_once(&[60, 60], 100, 1000),
+            (vec![60, 60], false, vec![2, 1])
+        );
+        // MaxRecords spent by the second: the first is not called again.
+        assert_eq!(
+            walk_once(&[60, 60], 100, 60),
+            (vec![0, 60], false, vec![1, 1])
+        );
+    }
 
     #[test]
     fn renew_is_refused_below_v2_and_when_disabled() {

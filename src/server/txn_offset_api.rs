@@ -1,7 +1,7 @@
 //! TxnOffsetCommit v0–4 (API key 28, issue 17): offsets a transactional producer commits for a
 //! consumer group inside its transaction (`send_offsets_to_transaction`).
 //!
-//! The request goes to the group's shard as [`GroupOp::TxnCommit`]: the group fields are
+//! The request goes to the group's shard as [`TxnCommitOffsets`]: the group fields are
 //! validated as Kafka does (v3+ carry member id, generation and instance id), and the offsets
 //! are kept pending for the producer id (`crate::group::txn_offsets`), journalled, and answered
 //! once durable. They become committed (or are dropped) when the transaction coordinator sends
@@ -17,8 +17,8 @@
 use super::group_api::call_group;
 use super::{decode_counted, respond, Bus, Outcome};
 use crate::constants::REQUEST_PARTITIONS_MAX;
-use crate::group::ops::{GroupOp, GroupReply};
-use crate::group::CommitPartition;
+use crate::group::ops::TxnCommitOffsets;
+use crate::group::{CommitPartition, GroupError};
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::{
     txn_offset_commit_response, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
@@ -70,7 +70,7 @@ pub async fn handle_txn_offset_commit<B: Bus>(bus: &B, request: &Request) -> Out
     let mut group_error = None;
     if !partitions.is_empty() {
         let count = partitions.len();
-        let op = GroupOp::TxnCommit {
+        let op = TxnCommitOffsets {
             group_id: group_id.clone(),
             producer_id: r.producer_id.0,
             member_id: r.member_id.to_string(),
@@ -79,12 +79,16 @@ pub async fn handle_txn_offset_commit<B: Bus>(bus: &B, request: &Request) -> Out
             partitions,
         };
         match call_group(bus, &group_id, op).await {
-            Ok(GroupReply::Committed(Ok(c))) if c.len() == count => results = c.into_iter(),
-            Ok(GroupReply::Committed(Err(code))) | Err(code) => group_error = Some(code),
-            Ok(other) => {
-                tracing::error!(reply = ?other, "unexpected group reply");
-                group_error = Some(ResponseError::UnknownServerError.code());
+            Ok(Ok(c)) => {
+                debug_assert_eq!(c.len(), count, "one result per partition");
+                results = c
+                    .into_iter()
+                    .map(GroupError::code_of)
+                    .collect::<Vec<_>>()
+                    .into_iter()
             }
+            Ok(Err(e)) => group_error = Some(e.code()),
+            Err(code) => group_error = Some(code),
         }
     }
     let mut response = TxnOffsetCommitResponse::default();

@@ -10,22 +10,26 @@
 //!
 //! Ops whose transport variant is a struct implement [`Op`] themselves (`ProduceOp`, `FetchOp`,
 //! ...); for the others this module has a struct per operation with the variant's fields
-//! (`DeleteShareGroup`, `CreateTopics`, ...), and the families whose variants answer with
-//! different replies (share transactions, producer transactions, consumer groups) have one
-//! generic op per family, typed by its reply ([`Txn`], [`Ptxn`], [`Group`]): a family op whose
-//! variant does not answer with that reply fails with `UnexpectedReply`.
+//! (`DeleteShareGroup`, `CreateTopics`, ...). Each consumer-group op is a struct of
+//! `crate::group::ops` (`JoinGroup`, `CommitOffsets`, ...) with its own reply. The share- and
+//! producer-transaction families have one generic op per family, typed by its reply ([`Txn`],
+//! [`Ptxn`]): a family op whose variant does not answer with that reply fails with
+//! `UnexpectedReply`.
 
 use crate::authz::{AclBinding, AclFilter};
-use crate::group::ops::{GroupOp, GroupReply};
+use crate::group::classic::{JoinAnswer, JoinStep, SyncAnswer, SyncStep};
+use crate::group::ops::{self as g, GroupDescription, GroupOp, GroupReply};
+use crate::group::{ConsumerMembership, FetchedOffset, GroupError, ItemResult, ListedGroup};
+use crate::kip848::{HeartbeatError, HeartbeatOut};
 use crate::ptxn::coordinator::{CoordError, InitAnswer, TxnMetadata};
 use crate::ptxn::TxnMarker;
 use crate::shard::ops::{
-    AdminOp, AdminReply, AlterResource, AlterResult, CallError, CreateResult, DeleteResult,
-    DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsOp, ListedOffset,
-    NewPartitions, NewTopic, PartitionRef, ProduceOp, ProduceResult, PtxnOp, PtxnReply, ShardOp,
-    ShardReply, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchReply, ShareGroupsListed,
-    ShareOffset, ShareProbeOp, ShareProbeReply, ShareSessionOp, TopicRef, TxnAckError, TxnAnswer,
-    TxnOp, TxnReplyMsg, WaitOp,
+    AdminOp, AdminReply, AlterResource, AlterResult, CallError, ControllerError, CreateResult,
+    DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsOp,
+    ListedOffset, MarkerError, NewPartitions, NewTopic, PartitionError, PartitionRef, ProduceOp,
+    ProduceResult, PtxnOp, PtxnReply, ShardOp, ShardReply, ShareAckOp, ShareAckResult,
+    ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset, ShareSessionOp, TopicRef,
+    TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
@@ -98,8 +102,6 @@ pub struct JournalDurable {
 op!(JournalDurable, "journal durable", Result<(), String>,
     |op| ShardOp::JournalDurable { seq: op.seq },
     ShardReply::JournalDurable(r) => r);
-op!(ShareProbeOp, "share probe", ShareProbeReply, |op| ShardOp::ShareProbe(op),
-    ShardReply::ShareProbed(r) => r);
 op!(ShareAckOp, "share acknowledge", Vec<ShareAckResult>, |op| ShardOp::ShareAcknowledge(op),
     ShardReply::ShareAcknowledged(r) => r);
 
@@ -185,7 +187,7 @@ op!(DeleteShareGroup, "share delete group", GroupDeletion,
 /// DescribeProducers on one shard (`ShardOp::DescribeProducers`).
 #[derive(Clone, Debug)]
 pub struct DescribeProducers(pub Vec<PartitionRef>);
-op!(DescribeProducers, "describe producers", Vec<Result<Vec<ProducerSnapshot>, i16>>,
+op!(DescribeProducers, "describe producers", Vec<Result<Vec<ProducerSnapshot>, PartitionError>>,
     |op| ShardOp::DescribeProducers(op.0),
     ShardReply::Producers(r) => r);
 
@@ -205,7 +207,7 @@ pub struct WriteTxnMarkers {
     pub marker: TxnMarker,
     pub partitions: Vec<PartitionRef>,
 }
-op!(WriteTxnMarkers, "write txn markers", Vec<Result<(), i16>>,
+op!(WriteTxnMarkers, "write txn markers", Vec<Result<(), MarkerError>>,
     |op| ShardOp::WriteTxnMarkers { marker: op.marker, partitions: op.partitions },
     ShardReply::TxnMarkersWritten(r) => r);
 
@@ -215,7 +217,7 @@ pub struct GroupTxnMarker {
     pub marker: TxnMarker,
     pub group_id: String,
 }
-op!(GroupTxnMarker, "group txn marker", Result<(), i16>,
+op!(GroupTxnMarker, "group txn marker", Result<(), MarkerError>,
     |op| ShardOp::GroupTxnMarker { marker: op.marker, group_id: op.group_id },
     ShardReply::GroupTxnMarkerWritten(r) => r);
 
@@ -256,7 +258,7 @@ op!(AlterConfigs, "alter configs", Vec<AlterResult>,
 /// A fresh producer id.
 #[derive(Clone, Copy, Debug)]
 pub struct AllocateProducerId;
-op!(AllocateProducerId, "allocate producer id", Result<i64, i16>,
+op!(AllocateProducerId, "allocate producer id", Result<i64, ControllerError>,
     |_op| ShardOp::Admin(AdminOp::AllocateProducerId),
     ShardReply::Admin(AdminReply::ProducerId(r)) => r);
 
@@ -350,10 +352,86 @@ op!(Ptxn<Vec<TxnMetadata>>, "producer transaction list", Vec<TxnMetadata>,
     |op| ShardOp::ProducerTxn(op.op),
     ShardReply::ProducerTxn(PtxnReply::Listed(r)) => r);
 
-/// A consumer-group op (`crate::group::ops`); its reply is the group family's.
-#[derive(Clone, Debug)]
-pub struct Group(pub GroupOp);
-op!(Group, "group", GroupReply, |op| ShardOp::Group(op.0), ShardReply::Group(r) => r);
+// The consumer-group ops (`crate::group::ops`), each with its own reply.
+
+/// Implements [`Op`] for a consumer-group op: `group_op!(Type, "name", Reply, Variant, ReplyVariant)`.
+macro_rules! group_op {
+    ($ty:ident, $name:literal, $reply:ty, $variant:ident, $answer:ident) => {
+        op!(g::$ty, $name, $reply, |op| ShardOp::Group(GroupOp::$variant(op)),
+            ShardReply::Group(GroupReply::$answer(r)) => r);
+    };
+}
+
+group_op!(JoinGroup, "join group", JoinStep, Join, Join);
+group_op!(
+    PollJoin,
+    "poll join",
+    Option<JoinAnswer>,
+    PollJoin,
+    JoinPolled
+);
+group_op!(SyncGroup, "sync group", SyncStep, Sync, Sync);
+group_op!(
+    PollSync,
+    "poll sync",
+    Option<SyncAnswer>,
+    PollSync,
+    SyncPolled
+);
+group_op!(GroupHeartbeat, "group heartbeat", Result<(), GroupError>, Heartbeat, Heartbeat);
+group_op!(
+    LeaveGroup,
+    "leave group",
+    Result<Vec<ItemResult>, GroupError>,
+    Leave,
+    Left
+);
+group_op!(
+    CommitOffsets,
+    "commit offsets",
+    Result<Vec<ItemResult>, GroupError>,
+    Commit,
+    Committed
+);
+group_op!(
+    FetchOffsets,
+    "fetch offsets",
+    Result<Vec<FetchedOffset>, GroupError>,
+    Fetch,
+    Fetched
+);
+group_op!(
+    TxnCommitOffsets,
+    "txn commit offsets",
+    Result<Vec<ItemResult>, GroupError>,
+    TxnCommit,
+    Committed
+);
+group_op!(
+    DeleteOffsets,
+    "delete offsets",
+    Result<Vec<ItemResult>, GroupError>,
+    DeleteOffsets,
+    OffsetsDeleted
+);
+group_op!(DeleteGroup, "delete group", Result<bool, GroupError>, Delete, Deleted);
+group_op!(ListGroups, "list groups", Vec<ListedGroup>, List, Listed);
+group_op!(
+    DescribeGroup,
+    "describe group",
+    Option<GroupDescription>,
+    Describe,
+    Described
+);
+group_op!(ConsumerHeartbeat, "consumer heartbeat", Result<HeartbeatOut, HeartbeatError>,
+    ConsumerHeartbeat, ConsumerHeartbeat);
+group_op!(
+    ConsumerDescribe,
+    "consumer describe",
+    Option<ConsumerMembership>,
+    ConsumerDescribe,
+    ConsumerDescribed
+);
 
 #[cfg(test)]
 mod tests {

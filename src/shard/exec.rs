@@ -37,11 +37,13 @@ use crate::model::{group_shard, partition_shard};
 use crate::model::{ShardId, TopicPartition};
 use crate::shard::join::join_all;
 use crate::shard::ops::{
-    CallError, DeletedRecords, PartitionRef, ProduceOp, ProduceResult, ShardOp, ShardReply,
-    ShareAckResult, ShareFetchReply, ShareGroupsListed, ShareProbeReply, WaitOp,
+    CallError, DeletedRecords, MarkerError, PartitionRef, ProduceOp, ProduceResult, ShardOp,
+    ShardReply, ShareAckResult, ShareFetchOp, ShareFetchReply, ShareFetchedPartition,
+    ShareGroupsListed, ShareProbedPartition, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_session::SessionKey;
+use crate::share::fetch::min_bytes_satisfied;
 use kafka_protocol::ResponseError;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -125,6 +127,30 @@ pub trait ShardExec:
             ShardOp::ShareFetch(op) => {
                 // The request's acknowledgements here first: what they release can be acquired.
                 let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
+                if op.min_bytes > 0 {
+                    // MinBytes: measure first; below it, acquire nothing (the long poll waits).
+                    let probed = self.state.borrow_mut().share_probe(
+                        &op.group_id,
+                        &op.partitions,
+                        op.partition_max_bytes,
+                        self.now_ms(),
+                    );
+                    // A new share partition's start offset is journalled; nothing waits for it.
+                    self.append_share_entries();
+                    if let Some(unmet) = min_bytes_unmet(&probed, &op) {
+                        let (acknowledged, durable_at) = match acked {
+                            // The caller waits (`JournalDurable`); the flush has started.
+                            Some((results, Some(seq))) if !op.wait_durable => (results, Some(seq)),
+                            acked => (self.acknowledged_durable(acked).await, None),
+                        };
+                        return ShardReply::ShareFetched(ShareFetchReply {
+                            acknowledged,
+                            durable_at,
+                            partitions: probed.iter().map(unmet_partition).collect(),
+                            unmet: Some(unmet),
+                        });
+                    }
+                }
                 let ahead = self.state.borrow().share_fetch_read_ahead(&op);
                 self.read_ahead(ahead).await;
                 let fetched = self.state.borrow_mut().share_fetch(&op, self.now_ms());
@@ -146,20 +172,11 @@ pub trait ShardExec:
                     acknowledged,
                     durable_at,
                     partitions: fetched,
+                    unmet: None,
                 })
             }
             ShardOp::JournalDurable { seq } => {
                 ShardReply::JournalDurable(self.wait_journal(seq).await)
-            }
-            ShardOp::ShareProbe(op) => {
-                let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
-                let probed = self.state.borrow_mut().share_probe(&op, self.now_ms());
-                // A new share partition's start offset is journalled; nothing waits for it.
-                self.append_share_entries();
-                ShardReply::ShareProbed(ShareProbeReply {
-                    acknowledged: self.acknowledged_durable(acked).await,
-                    partitions: probed,
-                })
             }
             ShardOp::ShareAcknowledge(op) => {
                 let results = self
@@ -280,9 +297,9 @@ pub trait ShardExec:
                     }
                     Err(e) => {
                         tracing::error!(shard = %self.id, error = %e, "group transaction marker not durable");
-                        ShardReply::GroupTxnMarkerWritten(Err(
-                            ResponseError::KafkaStorageError.code()
-                        ))
+                        ShardReply::GroupTxnMarkerWritten(Err(MarkerError::NotDurable(
+                            e.to_string(),
+                        )))
                     }
                 }
             }
@@ -297,10 +314,10 @@ pub trait ShardExec:
         &self,
         marker: crate::ptxn::TxnMarker,
         partitions: &[PartitionRef],
-    ) -> Vec<Result<(), i16>> {
+    ) -> Vec<Result<(), MarkerError>> {
         let now = self.now_ms();
         let mut targets: Vec<Option<(TopicPartition, u64)>> = Vec::with_capacity(partitions.len());
-        let mut results: Vec<Result<(), i16>> = {
+        let mut results: Vec<Result<(), MarkerError>> = {
             let mut state = self.state.borrow_mut();
             partitions
                 .iter()
@@ -310,9 +327,9 @@ pub trait ShardExec:
                         targets.push(target);
                         Ok(())
                     }
-                    Err(code) => {
+                    Err(e) => {
                         targets.push(None);
-                        Err(code)
+                        Err(e)
                     }
                 })
                 .collect()
@@ -327,9 +344,9 @@ pub trait ShardExec:
             Some(seq) => self.wait_journal(seq).await,
             None => Ok(()),
         };
-        if journal.is_err() {
+        if let Err(e) = journal {
             for result in results.iter_mut().filter(|r| r.is_ok()) {
-                *result = Err(ResponseError::KafkaStorageError.code());
+                *result = Err(MarkerError::NotDurable(format!("the journal failed: {e}")));
             }
         }
         for (result, target) in results.iter_mut().zip(targets) {
@@ -337,27 +354,26 @@ pub trait ShardExec:
                 continue;
             };
             self.ensure_flush(key);
-            if let Err((code, cause)) = self
+            if let Err(e) = self
                 .wait_durable(key, end, crate::constants::PRODUCE_TIMEOUT_MS_MAX)
                 .await
             {
-                tracing::warn!(shard = %self.id, partition = ?key, cause = %cause, "transaction marker not durable");
-                *result = Err(code);
+                tracing::warn!(shard = %self.id, partition = ?key, error = %e, "transaction marker not durable");
+                *result = Err(e);
             }
         }
         results
     }
 
-    /// Completes once partition `key` is durable up to `target` (an error code and cause if
-    /// its log cannot be made durable or `timeout_ms` passes). The caller started a flush.
+    /// Completes once partition `key` is durable up to `target` (`NotDurable` if its log
+    /// cannot be made durable, `TimedOut` if `timeout_ms` passes). The caller started a flush.
     async fn wait_durable(
         &self,
         key: TopicPartition,
         target: u64,
         timeout_ms: u64,
-    ) -> Result<(), (i16, String)> {
-        let storage_error =
-            |cause: &str| (ResponseError::KafkaStorageError.code(), cause.to_string());
+    ) -> Result<(), MarkerError> {
+        let storage_error = |cause: &str| MarkerError::NotDurable(cause.to_string());
         match self.state.borrow().durability(&key) {
             Some((durable, _)) if durable >= target => return Ok(()),
             Some((_, true)) | None => {
@@ -381,10 +397,7 @@ pub trait ShardExec:
             Some(Some(Ok(()))) => Ok(()),
             Some(Some(Err(cause))) => Err(storage_error(&cause)),
             Some(None) => Err(storage_error("the flush was abandoned")),
-            None => Err((
-                ResponseError::RequestTimedOut.code(),
-                "appended but not made durable within the timeout".into(),
-            )),
+            None => Err(MarkerError::TimedOut),
         }
     }
 
@@ -462,6 +475,16 @@ pub trait ShardExec:
             }
         }
         results
+    }
+
+    /// The first steps after a restart (the runtime's and the simulation's): the entries
+    /// recovery queued (share transactions found ONGOING are aborted) go to the journal; share
+    /// transactions holding LOCKED records here are resolved with their coordinators; producer
+    /// transactions found prepared send their markers again.
+    fn after_restart(&self) {
+        self.share_housekeeping();
+        self.resolve_locked_transactions();
+        self.ptxn_recover();
     }
 
     /// After a restart: resolves the transactions that hold LOCKED records here with their
@@ -629,18 +652,7 @@ pub trait ShardExec:
             since >= JOURNAL_SNAPSHOT_EVERY_ENTRIES && !journal.needs_flush()
         };
         if due {
-            let snapshot = {
-                let mut state = self.state.borrow_mut();
-                let mut snapshot = state.share.durable_snapshot(self.now_ms());
-                snapshot.group_offsets = state.groups.durable_offsets();
-                snapshot.producer_transactions = state.ptxn.durable_records();
-                snapshot
-            };
-            let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
-            match written {
-                Ok(_) => self.ensure_journal_flush(),
-                Err(e) => self.journal_poisoned(&format!("snapshot: {e}")),
-            }
+            self.write_journal_snapshot();
         }
         let compacted = self.journal.borrow_mut().compact();
         match compacted {
@@ -649,6 +661,25 @@ pub trait ShardExec:
             }
             Ok(_) => {}
             Err(e) => tracing::error!(shard = %self.id, error = %e, "journal compaction failed"),
+        }
+    }
+
+    /// Writes a snapshot of the shard's durable state into its journal (share state, committed
+    /// offsets, producer transactions) and starts its flush; housekeeping calls it every
+    /// `JOURNAL_SNAPSHOT_EVERY_ENTRIES` entries, with the journal flushed and the state's
+    /// pending entries appended (the simulations call it so more often).
+    fn write_journal_snapshot(&self) {
+        let snapshot = {
+            let mut state = self.state.borrow_mut();
+            let mut snapshot = state.share.durable_snapshot(self.now_ms());
+            snapshot.group_offsets = state.groups.durable_offsets();
+            snapshot.producer_transactions = state.ptxn.durable_records();
+            snapshot
+        };
+        let written = self.journal.borrow_mut().write_shard_snapshot(&snapshot);
+        match written {
+            Ok(_) => self.ensure_journal_flush(),
+            Err(e) => self.journal_poisoned(&format!("snapshot: {e}")),
         }
     }
 
@@ -897,4 +928,34 @@ pub trait ShardExec:
 impl<T> ShardExec for T where
     T: ShardIo + Deref<Target = ShardCore<<T as ShardIo>::Storage, <T as ShardIo>::Dir>>
 {
+}
+
+/// The bytes the probed partitions hold, if they do not reach the op's MinBytes (`None`: they
+/// do, or one of them is in error, which a ShareFetch answers at once).
+fn min_bytes_unmet(probed: &[ShareProbedPartition], op: &ShareFetchOp) -> Option<usize> {
+    if probed.iter().any(|p| p.error_code != 0) {
+        return None;
+    }
+    let available = probed.iter().map(|p| p.available_bytes);
+    if min_bytes_satisfied(available.clone(), op.partition_max_bytes, op.min_bytes) {
+        return None;
+    }
+    Some(
+        available
+            .map(|bytes| bytes.min(op.partition_max_bytes))
+            .fold(0usize, usize::saturating_add),
+    )
+}
+
+/// A partition of a ShareFetch that acquired nothing as MinBytes was not reached.
+fn unmet_partition(p: &ShareProbedPartition) -> ShareFetchedPartition {
+    ShareFetchedPartition {
+        partition: p.partition,
+        error_code: 0,
+        error_message: None,
+        records: bytes::Bytes::new(),
+        acquired: Vec::new(),
+        wait_offset: p.wait_offset,
+        created: false,
+    }
 }

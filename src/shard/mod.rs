@@ -8,9 +8,14 @@
 //! / `journal` → `storage`; nothing here imports `crate::server` or `crate::runtime`.
 //!
 //! `src/runtime/` implements [`ShardIo`] on its executor (`ShardHandle`: the channel mesh, timers,
-//! io_uring block writes); `tests/share_txn_sim.rs` implements it deterministically (a seeded
-//! single-threaded executor, a virtual clock, a crash that drops every task and what the
-//! journal had not flushed), so the simulation runs this code, not a copy of it.
+//! io_uring block writes); `tests/common/sim.rs` implements it deterministically (a seeded
+//! single-threaded executor, a virtual clock, calls through [`exec::ShardExec::execute`], log
+//! flushes on the storage crash double, a crash that drops every task and what the journals and
+//! logs had not made durable), so the simulations (`tests/share_txn_sim.rs`: share
+//! transactions; `tests/share_ptxn_sim.rs`: the producer-transaction coordinator, its markers
+//! and the restart) run this code, not a copy of it. A restart, in the runtime and in the
+//! simulation, is [`state::ShardState::open`], [`state::ShardState::restore_journal`], then
+//! [`exec::ShardExec::after_restart`].
 //!
 //! What lives here:
 //! - [`ShardCore`]: the state, the journal, the journal's flush bookkeeping (at most one flush

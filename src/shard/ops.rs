@@ -273,8 +273,8 @@ pub enum AdminReply {
     Created(Vec<CreateResult>),
     Deleted(Vec<DeleteResult>),
     Altered(Vec<AlterResult>),
-    /// A fresh producer id, or a Kafka error code.
-    ProducerId(Result<i64, i16>),
+    /// A fresh producer id, or why there is none.
+    ProducerId(Result<i64, ControllerError>),
     Grown(Vec<GrowResult>),
     /// Per ACL of CreateAcls: Ok, or a Kafka error code and message.
     AclsCreated(Vec<Result<(), (i16, String)>>),
@@ -309,6 +309,12 @@ pub struct ShareFetchOp {
     /// acquired: a ShareFetch makes one call per partition shard. Their results are in
     /// [`ShareFetchReply::acknowledged`], once durable (see `wait_durable`).
     pub acknowledge: Option<ShareAckOp>,
+    /// The request's MinBytes still to be found here (what the shards called before did not
+    /// hold). Above 0, the op first measures what the partitions could hand out, acquiring
+    /// nothing, and acquires only if that (each partition within `partition_max_bytes`) reaches
+    /// it or a partition is in error; otherwise it answers [`ShareFetchReply::unmet`]. 0:
+    /// acquire what there is. Either way one call: the MinBytes check needs no call of its own.
+    pub min_bytes: usize,
     /// Answer once the acknowledgements are durable. `false`: answer as soon as the records
     /// are acquired, with [`ShareFetchReply::durable_at`]; the caller waits for it with a
     /// `JournalDurable` call after its other calls, so that the journal flushes of the shards
@@ -326,30 +332,13 @@ pub struct ShareFetchReply {
     pub durable_at: Option<u64>,
     /// One per partition of the op, in order.
     pub partitions: Vec<ShareFetchedPartition>,
+    /// `Some(bytes)`: nothing was acquired, as the partitions hold only `bytes` (each within
+    /// `partition_max_bytes`), below the op's `min_bytes`; each partition's `wait_offset` says
+    /// what a long poll waits for. `None`: the op acquired what there was.
+    pub unmet: Option<usize>,
 }
 
-/// Measure what partitions of one shard could hand out, acquiring nothing (MinBytes).
-#[derive(Clone, Debug)]
-pub struct ShareProbeOp {
-    pub group_id: String,
-    pub partitions: Vec<PartitionRef>,
-    pub partition_max_bytes: usize,
-    /// The request's acknowledgements of partitions on this shard, applied before measuring
-    /// (as for [`ShareFetchOp::acknowledge`]: the MinBytes check is then the request's first
-    /// call to the shard); results in [`ShareProbeReply::acknowledged`], once durable.
-    pub acknowledge: Option<ShareAckOp>,
-}
-
-/// The reply to a [`ShareProbeOp`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShareProbeReply {
-    /// One result per partition of the op's `acknowledge`, in order (empty without one).
-    pub acknowledged: Vec<ShareAckResult>,
-    /// One per partition of the op, in order.
-    pub partitions: Vec<ShareProbedPartition>,
-}
-
-/// What one partition could hand out (the reply to a [`ShareProbeOp`]).
+/// What one partition could hand out, acquiring nothing (a ShareFetch's MinBytes check).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareProbedPartition {
     pub partition: TopicPartition,
@@ -640,8 +629,6 @@ pub enum ShardOp {
     ShareSession(ShareSessionOp),
     /// On the partitions' shard.
     ShareFetch(ShareFetchOp),
-    /// On the partitions' shard: a ShareFetch's MinBytes check.
-    ShareProbe(ShareProbeOp),
     /// On a shard a ShareFetch acknowledged on without waiting (`ShareFetchOp::wait_durable`):
     /// answered once its state journal is durable through entry `seq`.
     JournalDurable {
@@ -745,7 +732,6 @@ pub enum ShardReply {
     ShareFetched(ShareFetchReply),
     /// The state journal is durable through the entry asked for (or why it is not).
     JournalDurable(Result<(), String>),
-    ShareProbed(ShareProbeReply),
     ShareAcknowledged(Vec<ShareAckResult>),
     /// How many records were released.
     ShareReleased(u64),
@@ -760,15 +746,13 @@ pub enum ShardReply {
     ShareGroupDeleted(GroupDeletion),
     /// One result per partition of the op, in order.
     RecordsDeleted(Vec<DeletedRecords>),
-    /// One result per partition of [`ShardOp::DescribeProducers`], in order; `Err`: a Kafka
-    /// error code.
-    Producers(Vec<Result<Vec<crate::shard::producer_state::ProducerSnapshot>, i16>>),
+    /// One result per partition of [`ShardOp::DescribeProducers`], in order.
+    Producers(Vec<Result<Vec<crate::shard::producer_state::ProducerSnapshot>, PartitionError>>),
     Group(crate::group::ops::GroupReply),
-    /// One result per partition of [`ShardOp::WriteTxnMarkers`], in order; `Err`: a Kafka
-    /// error code.
-    TxnMarkersWritten(Vec<Result<(), i16>>),
-    /// The result of [`ShardOp::GroupTxnMarker`]; `Err`: a Kafka error code.
-    GroupTxnMarkerWritten(Result<(), i16>),
+    /// One result per partition of [`ShardOp::WriteTxnMarkers`], in order.
+    TxnMarkersWritten(Vec<Result<(), MarkerError>>),
+    /// The result of [`ShardOp::GroupTxnMarker`].
+    GroupTxnMarkerWritten(Result<(), MarkerError>),
     ProducerTxn(PtxnReply),
     /// The shard could not run the operation; typed, the caller chooses the Kafka code.
     Failed(CallError),
@@ -789,8 +773,57 @@ impl ShardReply {
     }
 }
 
+/// Why an operation found no partition to work on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionError {
+    /// The registry has no such partition (not under that name and id), or another shard owns
+    /// it.
+    Unknown,
+    /// The registry has it and this shard owns it, but its log is not open (it failed to).
+    Unavailable,
+}
+
+/// Why a producer transaction's end was not written in one partition ([`ShardOp::WriteTxnMarkers`])
+/// or one group ([`ShardOp::GroupTxnMarker`]); the coordinator sends the marker again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MarkerError {
+    /// The partition is not served here.
+    Partition(PartitionError),
+    /// The partition refused the marker (its epoch is older than the open transaction's).
+    Refused(crate::ptxn::partition::TxnError),
+    /// The control batch could not be appended.
+    NotAppended(crate::log::LogErrorKind),
+    /// The marker (or the state it changed) could not be made durable: the log or the journal
+    /// failed.
+    NotDurable(String),
+    /// Appended, but not durable within the wait.
+    TimedOut,
+}
+
+impl std::fmt::Display for MarkerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MarkerError::Partition(e) => write!(f, "partition not served here ({e:?})"),
+            MarkerError::Refused(e) => write!(f, "refused: {e}"),
+            MarkerError::NotAppended(kind) => write!(f, "not appended ({kind:?})"),
+            MarkerError::NotDurable(cause) => write!(f, "not durable: {cause}"),
+            MarkerError::TimedOut => f.write_str("not durable within the wait"),
+        }
+    }
+}
+
+/// Why the metadata controller (shard 0) did not carry out an admin op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControllerError {
+    /// It is shutting down.
+    Stopping,
+    /// The new metadata could not be persisted; nothing changed.
+    NotPersisted,
+}
+
 /// Why a shard operation was not answered with a reply of its own kind. The handler that made
-/// the call chooses the Kafka error code ([`CallError::code`] is the usual choice).
+/// the call chooses the Kafka error code (`CallError::code`, in `server::codes`, is the usual
+/// choice).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CallError {
     /// An admin operation reached a shard that is not the metadata controller (shard 0).
@@ -803,19 +836,4 @@ pub enum CallError {
     UnexpectedReply(String),
     /// The operation's state could not be made durable (the journal failed; the broker stops).
     NotDurable(String),
-}
-
-impl CallError {
-    /// The Kafka error code a client gets for this failure.
-    pub fn code(&self) -> i16 {
-        match self {
-            CallError::NotController => ResponseError::NotController.code(),
-            CallError::Unreachable | CallError::NotDurable(_) => {
-                ResponseError::KafkaStorageError.code()
-            }
-            CallError::Abandoned | CallError::UnexpectedReply(_) => {
-                ResponseError::UnknownServerError.code()
-            }
-        }
-    }
 }

@@ -33,7 +33,7 @@
 
 use super::ops::{
     PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition, ShareOffset,
-    ShareProbeOp, ShareProbedPartition,
+    ShareProbedPartition,
 };
 use super::registry::TopicRegistry;
 use super::share_dlq::{self, DlqCopy, DlqTap};
@@ -612,9 +612,9 @@ impl<S: Storage + Clone> ShardState<S> {
                 )
             });
         }
-        let partition = self.lookup(r).map_err(|code| {
+        let partition = self.lookup(r).map_err(|e| {
             (
-                code,
+                e.code(),
                 format!("{}-{} is not served here", r.topic, r.partition),
             )
         })?;
@@ -694,7 +694,7 @@ impl<S: Storage + Clone> ShardState<S> {
     ) -> (Result<Batches, (i16, Option<String>)>, i64) {
         let mut hw = 0;
         let read = match self.lookup(r) {
-            Err(code) => Err((code, None)),
+            Err(e) => Err((e.code(), None)),
             Ok(partition) => {
                 let start = partition.log.log_start_offset() as i64;
                 // Normally applied when the log start moved (`share_log_start_moved`); a
@@ -830,12 +830,18 @@ impl<S: Storage + Clone> ShardState<S> {
     /// What each partition could hand out now, without acquiring (a ShareFetch's MinBytes
     /// check): the bytes of whole batches from its next fetch offset to the high watermark, at
     /// most the op's per-partition bytes (more only if the first batch alone is larger).
-    pub fn share_probe(&mut self, op: &ShareProbeOp, now_ms: u64) -> Vec<ShareProbedPartition> {
-        op.partitions
+    pub fn share_probe(
+        &mut self,
+        group_id: &str,
+        partitions: &[PartitionRef],
+        partition_max_bytes: usize,
+        now_ms: u64,
+    ) -> Vec<ShareProbedPartition> {
+        partitions
             .iter()
             .map(|r| {
                 let key = ShareKey {
-                    group_id: op.group_id.clone(),
+                    group_id: group_id.to_string(),
                     partition: r.key(),
                 };
                 let mut probed = ShareProbedPartition {
@@ -847,12 +853,11 @@ impl<S: Storage + Clone> ShardState<S> {
                 match self.take_share(&key, r, now_ms) {
                     Err((code, _)) => probed.error_code = code,
                     Ok(mut sp) => {
-                        let read_committed =
-                            self.registry().group_config(&op.group_id).read_committed;
+                        let read_committed = self.registry().group_config(group_id).read_committed;
                         let (read, wait_offset) = self.share_read(
                             &mut sp,
                             r,
-                            op.partition_max_bytes,
+                            partition_max_bytes,
                             u64::MAX,
                             true,
                             read_committed,
@@ -892,7 +897,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     partition: r.key(),
                 };
                 if self.lookup(r).is_err() && !self.share.partitions.contains_key(&key) {
-                    let code = self.lookup(r).err().unwrap_or_default();
+                    let code = self.lookup(r).err().map_or(0, |e| e.code());
                     return ShareAckResult::error(code, "unknown topic-partition");
                 }
                 if !self.share.partitions.contains_key(&key)
@@ -1093,8 +1098,8 @@ impl<S: Storage + Clone> ShardState<S> {
         partitions
             .iter()
             .map(|(r, offset)| {
-                if let Err(code) = self.lookup(r) {
-                    return ShareAckResult::error(code, "unknown topic-partition");
+                if let Err(e) = self.lookup(r) {
+                    return ShareAckResult::error(e.code(), "unknown topic-partition");
                 }
                 let key = ShareKey {
                     group_id: group_id.to_string(),

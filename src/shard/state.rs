@@ -15,14 +15,14 @@
 //! flushes as soon as anything is written (group commit), so this costs one fsync of latency.
 
 use super::ops::{
-    DeletedRecords, FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef,
-    ProduceOp, ProduceResult, DELETE_RECORDS_HIGH_WATERMARK,
+    DeletedRecords, FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, MarkerError,
+    PartitionError, PartitionRef, ProduceOp, ProduceResult, DELETE_RECORDS_HIGH_WATERMARK,
 };
 use super::producer_state::{BatchRecord, ProducerSnapshot, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
 use super::share_state::ShareState;
 use crate::config::TopicSettings;
-use crate::log::batch::{self, BatchError, BATCH_HEADER_BYTES};
+use crate::log::batch::{self, BATCH_HEADER_BYTES};
 use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
 use crate::model::{partition_shard, ShardId, TopicPartition};
 use crate::ptxn::partition::{
@@ -165,20 +165,10 @@ pub fn remove_orphan_logs(data_dir: &Path, registry: &TopicRegistry) -> io::Resu
     Ok(removed)
 }
 
-/// Maps a log error to the Kafka error code answered at the edge.
+/// The Kafka error code of a log error (its kind's, mapped at the edge: `server::codes`), for
+/// the replies that still carry codes (produce, fetch, list offsets, DeleteRecords, share).
 pub fn log_error_code(error: &LogError) -> i16 {
-    match error {
-        LogError::InvalidBatch(BatchError::CrcMismatch { .. }) => {
-            ResponseError::CorruptMessage.code()
-        }
-        LogError::InvalidBatch(_) => ResponseError::InvalidRecord.code(),
-        LogError::BatchTooLarge { .. } => ResponseError::MessageTooLarge.code(),
-        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
-        LogError::InvalidConfig { .. } => ResponseError::InvalidConfig.code(),
-        LogError::Io { .. } | LogError::Poisoned { .. } | LogError::Corrupt { .. } => {
-            ResponseError::KafkaStorageError.code()
-        }
-    }
+    error.kind().code()
 }
 
 /// A partition this shard owns.
@@ -372,6 +362,27 @@ impl<S: Storage + Clone> ShardState<S> {
         &self.registry
     }
 
+    /// After a restart, over the partitions just opened: the state the shard's journal holds
+    /// (share state, consumer groups, producer transactions), for the topics that still exist;
+    /// then each share partition learns its log's start again (not journalled with it). The
+    /// runtime and the deterministic simulation (`tests/share_ptxn_sim.rs`) both restart so.
+    pub fn restore_journal(
+        &mut self,
+        recovered: &crate::journal::Recovered,
+        ptxn: crate::ptxn::coordinator::CoordConfig,
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let registry = self.registry.clone();
+        self.share =
+            ShareState::restore(recovered, &registry, now_ms).map_err(|e| e.to_string())?;
+        self.share.retain_topics(&registry);
+        self.groups = crate::group::ConsumerGroups::restore(recovered, now_ms);
+        self.groups.retain_topics(&|t| registry.topic(t).is_some());
+        self.ptxn = crate::ptxn::coordinator::TxnCoordinator::restore(recovered, ptxn);
+        self.share_apply_log_starts();
+        Ok(())
+    }
+
     pub fn owns(&self, topic: &str, partition: i32) -> bool {
         partition >= 0 && partition_shard(topic, partition, self.shard_count) == self.id
     }
@@ -498,25 +509,30 @@ impl<S: Storage + Clone> ShardState<S> {
         (reports, failures)
     }
 
-    /// The partition an operation names, or the Kafka error for its absence: a partition the
-    /// registry has but that failed to open is a storage error, anything else is unknown.
-    pub(crate) fn lookup(&self, r: &PartitionRef) -> Result<&Partition<S>, i16> {
+    /// The partition an operation names, or why there is none: a partition the registry has
+    /// but that failed to open is unavailable, anything else is unknown.
+    pub(crate) fn lookup(&self, r: &PartitionRef) -> Result<&Partition<S>, PartitionError> {
         match self.partitions.get(&r.key()) {
             Some(p) if p.topic == r.topic => Ok(p),
-            _ => Err(self.missing_code(r)),
+            _ => Err(self.missing(r)),
         }
     }
 
-    fn missing_code(&self, r: &PartitionRef) -> i16 {
+    fn missing(&self, r: &PartitionRef) -> PartitionError {
         let known = self
             .registry
             .topic_by_id(&r.topic_id)
             .is_some_and(|t| t.name == r.topic && r.partition >= 0 && r.partition < t.partitions);
         if known && self.owns(&r.topic, r.partition) {
-            ResponseError::KafkaStorageError.code()
+            PartitionError::Unavailable
         } else {
-            ResponseError::UnknownTopicOrPartition.code()
+            PartitionError::Unknown
         }
+    }
+
+    /// [`Self::missing`]'s Kafka code, for the replies that still carry codes.
+    fn missing_code(&self, r: &PartitionRef) -> i16 {
+        self.missing(r).code()
     }
 
     /// Validates and appends one produced batch (see the module docs of `producer_state`).
@@ -674,7 +690,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .map(|want| {
                 let partition = match self.lookup(&want.partition) {
                     Ok(p) => p,
-                    Err(code) => return FetchedPartition::error(code),
+                    Err(e) => return FetchedPartition::error(e.code()),
                 };
                 let hw = partition.high_watermark();
                 let lso = partition.last_stable_offset();
@@ -749,7 +765,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 };
                 let partition = match self.lookup(r) {
                     Ok(p) => p,
-                    Err(code) => return fail(code),
+                    Err(e) => return fail(e.code()),
                 };
                 // read_committed: nothing at or past the last stable offset is found.
                 let hw = partition.readable_end(op.read_committed);
@@ -780,12 +796,12 @@ impl<S: Storage + Clone> ShardState<S> {
             .collect()
     }
 
-    /// DescribeProducers: the idempotent producers of each partition this shard owns (or the
-    /// Kafka error code of a partition it cannot answer for).
+    /// DescribeProducers: the idempotent producers of each partition this shard owns (or why
+    /// it cannot answer for one).
     pub fn describe_producers(
         &self,
         partitions: &[PartitionRef],
-    ) -> Vec<Result<Vec<ProducerSnapshot>, i16>> {
+    ) -> Vec<Result<Vec<ProducerSnapshot>, PartitionError>> {
         partitions
             .iter()
             .map(|r| {
@@ -804,17 +820,17 @@ impl<S: Storage + Clone> ShardState<S> {
     /// Ends `marker`'s transaction in partition `r` (WriteTxnMarkers): appends the control
     /// batch when [`TxnPartition::marker_action`] says so and updates the producer and
     /// transaction state. Returns the durable end offset that covers the marker (`None`:
-    /// nothing written), or the Kafka error code.
+    /// nothing written), or why not.
     pub fn write_txn_marker(
         &mut self,
         marker: &TxnMarker,
         r: &PartitionRef,
         now_ms: u64,
-    ) -> Result<Option<(TopicPartition, u64)>, i16> {
+    ) -> Result<Option<(TopicPartition, u64)>, MarkerError> {
         let key = r.key();
-        let missing = self.missing_code(r);
+        let missing = self.missing(r);
         let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == r.topic) else {
-            return Err(missing);
+            return Err(MarkerError::Partition(missing));
         };
         let hw = partition.high_watermark();
         partition.txns.advance(hw);
@@ -829,7 +845,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .marker_action(marker.producer_id, marker.producer_epoch, known)
             .map_err(|e| {
                 tracing::warn!(topic = %r.topic, partition = r.partition, error = %e, "transaction marker refused");
-                e.code()
+                MarkerError::Refused(e)
             })?;
         partition.txns.clear_guard(marker.producer_id);
         if action == MarkerAction::Skip {
@@ -846,7 +862,7 @@ impl<S: Storage + Clone> ShardState<S> {
         let info = partition
             .log
             .append(&bytes, now_ms)
-            .map_err(|e| log_error_code(&e))?;
+            .map_err(|e| MarkerError::NotAppended(e.kind()))?;
         partition
             .producers
             .record_marker(marker.producer_id, marker.producer_epoch);
@@ -1314,7 +1330,13 @@ mod tests {
         );
         assert_eq!(
             s.write_txn_marker(&marker(9, 1, Commit), &r, 2_000),
-            Err(47)
+            Err(MarkerError::Refused(
+                crate::ptxn::partition::TxnError::StaleMarker {
+                    producer_id: 9,
+                    epoch: 1,
+                    current: 2,
+                }
+            ))
         );
         flush(&mut s, &key);
         let p = read(&s, &r, true);
@@ -1481,6 +1503,7 @@ mod tests {
                     record_limit: false,
                     acquire_created: true,
                     acknowledge: None,
+                    min_bytes: 0,
                     wait_durable: true,
                 };
                 let got = s.share_fetch(&op, 0);

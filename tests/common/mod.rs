@@ -8,10 +8,14 @@
 //! [`process`]: a `lockstep` child process with its logs, exit status and restarts, for the tests
 //! that drive the binary itself.
 //!
+//! [`sim`]: the deterministic executor and `ShardIo` the simulations run the production shard
+//! core on (`tests/share_txn_sim.rs`, `tests/share_ptxn_sim.rs`).
+//!
 //! Included with `mod common;`; each test uses only part of it.
 #![allow(dead_code)]
 
 pub mod process;
+pub mod sim;
 pub mod wire;
 
 use std::io::{BufRead, BufReader, Write};

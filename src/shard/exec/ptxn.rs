@@ -209,8 +209,8 @@ pub trait ShardPtxn: ShardExec {
                     for ((_, key), answer) in refs.into_iter().zip(answers) {
                         match answer {
                             Ok(()) => results.partitions_done.push(key),
-                            Err(code) => {
-                                tracing::debug!(shard = %self.id, txn = %w.transactional_id, partition = ?key, code, "marker not written; retrying")
+                            Err(e) => {
+                                tracing::debug!(shard = %self.id, txn = %w.transactional_id, partition = ?key, error = %e, "marker not written; retrying")
                             }
                         }
                     }
