@@ -107,6 +107,13 @@ pub const RESPONSE_GATHER_PAYLOAD_BYTES_MIN: usize = 1024;
 pub const SOCKET_WRITE_IOVECS_MAX: usize = 256;
 /// Messages queued on one cross-shard channel before senders wait.
 pub const SHARD_MESH_CHANNEL_MESSAGES: usize = 1024;
+/// glibc's `M_MMAP_THRESHOLD` for the broker process: allocations below it come from the
+/// allocator's heaps instead of a fresh `mmap` each (a flush's block write and its DMA copy are
+/// several MiB; mapped afresh per flush, every page of them faulted in again).
+pub const ENGINE_MALLOC_MMAP_THRESHOLD_BYTES: usize = 256 * 1024 * 1024;
+/// glibc's `M_TRIM_THRESHOLD`: free memory a heap keeps before returning its top to the kernel
+/// (so the next flush's buffers reuse resident pages).
+pub const ENGINE_MALLOC_TRIM_THRESHOLD_BYTES: usize = 64 * 1024 * 1024;
 /// Memory the runtime may lock for io_uring buffers per shard (the machine's memlock limit is small).
 pub const SHARD_IO_MEMORY_BYTES: usize = 512 * 1024;
 /// How often each shard polls the shutdown flag set by the signal handler.

@@ -144,8 +144,11 @@ impl Tail {
         }
         let from = align_down(self.issued);
         assert!(from >= self.start, "unwritten bytes are in the tail");
-        let mut data = self.bytes[(from - self.start) as usize..].to_vec();
-        data.resize((align_up(end) - from) as usize, 0);
+        // Exactly the write's size: `to_vec` then `resize` would reallocate to twice it.
+        let len = (align_up(end) - from) as usize;
+        let mut data = Vec::with_capacity(len);
+        data.extend_from_slice(&self.bytes[(from - self.start) as usize..]);
+        data.resize(len, 0);
         self.issued = end;
         Some(BlockWrite {
             path: path.to_path_buf(),

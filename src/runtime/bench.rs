@@ -4,7 +4,8 @@
 //! network: `appenders` tasks each append a batch to one partition log and wait until it is
 //! durable; fdatasync goes through io_uring ([`super::files::sync_ticket`]) and appends that
 //! arrive while a flush is in flight share the next one (the log's `GroupCommit` and
-//! `CommitWaiters`, as the shard's flush loop uses them).
+//! `CommitWaiters`, as the shard's flush loop uses them), with the allocator tuned as the
+//! broker tunes it ([`files::tune_allocator`]).
 
 use super::files;
 use super::sync::{oneshot, OneshotSender};
@@ -34,6 +35,7 @@ pub fn group_commit_appends(
     duration: Duration,
 ) -> io::Result<(u64, f64)> {
     assert!(appenders > 0);
+    files::tune_allocator();
     let dir = dir.to_path_buf();
     let batch = batch.to_vec();
     LocalExecutorBuilder::new(Placement::Unbound)

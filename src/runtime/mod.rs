@@ -261,6 +261,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
         tracing::info!(%bound, "serving Prometheus metrics");
     }
 
+    files::tune_allocator();
     let mesh = MeshBuilder::<MeshMsg, Full>::full(config.shards, SHARD_MESH_CHANNEL_MESSAGES);
     let (ready_tx, ready_rx) = mpsc::channel();
     let drained = Arc::new(AtomicUsize::new(0));
