@@ -253,32 +253,7 @@ impl Sim {
             )
             .unwrap();
             if shard == input_shard() {
-                let mut offset = 0;
-                while offset < RECORDS {
-                    let n = rng.gen_range(1..=5).min(RECORDS - offset);
-                    let mut b = BatchBuilder::new(1_000);
-                    for i in 0..n {
-                        b.record(1_000, None, Some(format!("v{}", offset + i).as_bytes()));
-                    }
-                    let applied = state.produce(
-                        &ProduceOp {
-                            partition: input(),
-                            records: Bytes::from(b.build()),
-                            acks: -1,
-                            timeout_ms: 1_000,
-                            verification_guard: None,
-                        },
-                        0,
-                    );
-                    assert_eq!(applied.result.error_code, 0);
-                    offset += n;
-                }
-                state
-                    .partition_mut(&input().key())
-                    .unwrap()
-                    .log
-                    .flush()
-                    .unwrap();
+                common::sim::produce_inputs(&mut state, &mut rng, &input(), RECORDS);
             }
             let dir = MemDir::new(format!("/journal-{shard}"));
             let (journal, _) = Journal::open(dir.clone(), journal_config()).unwrap();

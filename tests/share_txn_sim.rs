@@ -188,32 +188,7 @@ impl Sim {
             )
             .unwrap();
             if shard == participant() {
-                let mut offset = 0;
-                while offset < RECORDS {
-                    let n = rng.gen_range(1..=5).min(RECORDS - offset);
-                    let mut b = BatchBuilder::new(1_000);
-                    for i in 0..n {
-                        b.record(1_000, None, Some(format!("v{}", offset + i).as_bytes()));
-                    }
-                    let applied = state.produce(
-                        &ProduceOp {
-                            partition: pref(),
-                            records: Bytes::from(b.build()),
-                            acks: -1,
-                            timeout_ms: 1_000,
-                            verification_guard: None,
-                        },
-                        0,
-                    );
-                    assert_eq!(applied.result.error_code, 0);
-                    offset += n;
-                }
-                state
-                    .partition_mut(&pref().key())
-                    .unwrap()
-                    .log
-                    .flush()
-                    .unwrap();
+                common::sim::produce_inputs(&mut state, &mut rng, &pref(), RECORDS);
             }
             let dir = MemDir::new(format!("/journal-{shard}"));
             let (journal, _) = Journal::open(dir.clone(), journal_config()).unwrap();

@@ -291,15 +291,20 @@ async fn sync_handle(path: &Path) -> io::Result<Rc<BufferedFile>> {
 /// A write `O_DIRECT` cannot take (not block-aligned: a journal segment whose size is not a
 /// whole number of blocks): buffered, then `fdatasync`, on a handle of its own.
 async fn write_unaligned(write: &BlockWrite) -> io::Result<()> {
-    let path = &write.path;
+    write_buffered_synced(&write.path, write.data.clone(), write.position).await
+}
+
+/// Writes `bytes` at `position` through the page cache on a handle of its own, `fdatasync`s and
+/// closes it.
+async fn write_buffered_synced(path: &Path, bytes: Vec<u8>, position: u64) -> io::Result<()> {
     let file = OpenOptions::new()
         .write(true)
         .buffered_open(path)
         .await
         .map_err(|e| with_path(path, e))?;
-    let len = write.data.len();
+    let len = bytes.len();
     let written = file
-        .write_at(write.data.clone(), write.position)
+        .write_at(bytes, position)
         .await
         .map_err(|e| with_path(path, e))?;
     let result = if written != len {
@@ -505,27 +510,7 @@ type Step<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
 
 /// Writes a sealed segment's index into its (empty) file and `fdatasync`s it.
 async fn write_index(seal: &Seal) -> io::Result<()> {
-    let path = &seal.index;
-    let file = OpenOptions::new()
-        .write(true)
-        .buffered_open(path)
-        .await
-        .map_err(|e| with_path(path, e))?;
-    let len = seal.index_bytes.len();
-    let written = file
-        .write_at(seal.index_bytes.clone(), 0)
-        .await
-        .map_err(|e| with_path(path, e))?;
-    let result = if written != len {
-        Err(with_path(
-            path,
-            format!("short write: {written} of {len} bytes"),
-        ))
-    } else {
-        file.fdatasync().await.map_err(|e| with_path(path, e))
-    };
-    let closed = file.close().await.map_err(|e| with_path(path, e));
-    result.and(closed)
+    write_buffered_synced(&seal.index, seal.index_bytes.clone(), 0).await
 }
 
 /// Performs every write and sync of `ticket`; `Ok` only if all succeeded. A seal first (its

@@ -419,3 +419,39 @@ impl ShardIo for SimIo {
         f(&mut self.world.metrics.borrow_mut())
     }
 }
+
+/// Fills a simulation's input partition: `records` records `v0`, `v1`, … in batches of 1 to 5
+/// (drawn from `rng`), produced with acks=all and flushed, before the simulated run starts.
+pub fn produce_inputs(
+    state: &mut lockstep::shard::state::ShardState<SimStorage>,
+    rng: &mut SmallRng,
+    partition: &lockstep::shard::ops::PartitionRef,
+    records: i64,
+) {
+    let mut offset = 0;
+    while offset < records {
+        let n = rng.gen_range(1..=5).min(records - offset);
+        let mut b = lockstep::log::batch::BatchBuilder::new(1_000);
+        for i in 0..n {
+            b.record(1_000, None, Some(format!("v{}", offset + i).as_bytes()));
+        }
+        let applied = state.produce(
+            &lockstep::shard::ops::ProduceOp {
+                partition: partition.clone(),
+                records: bytes::Bytes::from(b.build()),
+                acks: -1,
+                timeout_ms: 1_000,
+                verification_guard: None,
+            },
+            0,
+        );
+        assert_eq!(applied.result.error_code, 0);
+        offset += n;
+    }
+    state
+        .partition_mut(&partition.key())
+        .unwrap()
+        .log
+        .flush()
+        .unwrap();
+}
