@@ -100,7 +100,7 @@ use lockstep::shard::ShardCore;
 use lockstep::shard::ShardIo;
 use lockstep::share::{AckBatch, AcknowledgeType, RecordState};
 use lockstep::storage::file::SimStorage;
-use lockstep::storage::mmap::{MemDir, Tear};
+use lockstep::storage::mmap::MemDir;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -852,17 +852,7 @@ impl Sim {
         let now = self.now();
         let mut restored = Vec::new();
         for (shard, dir) in self.dirs.iter().enumerate() {
-            match mode {
-                0 => dir.crash_losing_unsynced(),
-                1 => {
-                    let mut tear_rng = SmallRng::seed_from_u64(self.rng.gen());
-                    dir.crash(|_, lo, hi| Tear {
-                        keep_until: tear_rng.gen_range(lo..=hi),
-                        junk: None,
-                    })
-                }
-                _ => dir.crash_keeping_written(),
-            }
+            common::sim::crash_journal(dir, mode, &mut self.rng);
             let (mut state, _) = ShardState::open(
                 ShardId(shard as u16),
                 SHARDS,

@@ -41,15 +41,13 @@
 //!
 //! `LOCKSTEP_SEED=n` replays one seed; `LOCKSTEP_SEEDS=n` runs n seeds (default 300).
 
-use bytes::Bytes;
 mod common;
 
 use common::sim::{SimIo, World};
 use lockstep::journal::{Journal, JournalConfig};
-use lockstep::log::batch::BatchBuilder;
 use lockstep::model::{group_shard, partition_shard, ShardId};
 use lockstep::shard::ops::{
-    PartitionRef, ProduceOp, ShareAckOp, ShareFetchOp, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg,
+    PartitionRef, ShareAckOp, ShareFetchOp, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg,
 };
 use lockstep::shard::registry::TopicRegistry;
 use lockstep::shard::share_group::Heartbeat;
@@ -58,7 +56,7 @@ use lockstep::shard::state::ShardState;
 use lockstep::shard::{self, txn, ShardCore, ShardIo};
 use lockstep::share::{AckBatch, AcknowledgeType, RecordState};
 use lockstep::storage::file::SimStorage;
-use lockstep::storage::mmap::{MemDir, Tear};
+use lockstep::storage::mmap::MemDir;
 use lockstep::txn::TxnState;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -662,17 +660,7 @@ impl Sim {
             let (mut state, old_journal) = core.into_parts();
             drop(old_journal);
             let dir = &self.dirs[shard];
-            match mode {
-                0 => dir.crash_losing_unsynced(),
-                1 => {
-                    let mut tear_rng = SmallRng::seed_from_u64(self.rng.gen());
-                    dir.crash(|_, lo, hi| Tear {
-                        keep_until: tear_rng.gen_range(lo..=hi),
-                        junk: None,
-                    })
-                }
-                _ => dir.crash_keeping_written(),
-            }
+            common::sim::crash_journal(dir, mode, &mut self.rng);
             let (journal, recovered) = Journal::open(dir.clone(), journal_config())
                 .unwrap_or_else(|e| panic!("journal recovery failed: {e}"));
             let reg = state.registry().clone();

@@ -455,3 +455,19 @@ pub fn produce_inputs(
         .flush()
         .unwrap();
 }
+
+/// A crash of a shard journal's directory, as `mode` (drawn once per crash, 0..3) says: the
+/// unsynced tail lost, torn at a random point (`rng`), or kept whole.
+pub fn crash_journal(dir: &MemDir, mode: u32, rng: &mut SmallRng) {
+    match mode {
+        0 => dir.crash_losing_unsynced(),
+        1 => {
+            let mut tear_rng = SmallRng::seed_from_u64(rng.gen());
+            dir.crash(|_, lo, hi| lockstep::storage::mmap::Tear {
+                keep_until: tear_rng.gen_range(lo..=hi),
+                junk: None,
+            })
+        }
+        _ => dir.crash_keeping_written(),
+    }
+}
