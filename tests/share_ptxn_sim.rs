@@ -394,7 +394,7 @@ impl Sim {
             let fetched = self.call(output_shard(), op).expect("no crash injected");
             self.crash_in = saved;
             let p = fetched.expect("fetch").remove(0);
-            assert_eq!(p.error_code, 0);
+            assert_eq!(p.error, None);
             let records = decode_batches(p.records).expect("batches");
             if records.is_empty() {
                 break;
@@ -581,7 +581,8 @@ impl Sim {
                 guard = Some(g);
                 continue;
             }
-            return match result.error_code {
+            // The Kafka code the client would get (`server::codes`).
+            return match lockstep::shard::ops::ProduceError::code_or_none(result.error) {
                 0 => {
                     let producer = self.producer.as_mut().expect("a producer");
                     producer.sequence += offsets.len() as i32;

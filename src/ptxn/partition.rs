@@ -65,7 +65,7 @@ pub enum MarkerAction {
     Skip,
 }
 
-/// Why a batch or a marker is refused; the Kafka code is chosen by [`TxnError::code`].
+/// Why a batch or a marker is refused; the Kafka code is chosen at the edge (`server::codes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxnError {
     /// A non-transactional batch from a producer with a transaction open here (Kafka:
@@ -84,19 +84,6 @@ pub enum TxnError {
         sequence: i32,
         lowest_sequence: i32,
     },
-}
-
-impl TxnError {
-    pub fn code(&self) -> i16 {
-        use kafka_protocol::ResponseError;
-        match self {
-            TxnError::NotTransactional { .. } => ResponseError::InvalidTxnState.code(),
-            TxnError::StaleMarker { .. } => ResponseError::InvalidProducerEpoch.code(),
-            TxnError::EarlierBatchVerifying { .. } => {
-                ResponseError::OutOfOrderSequenceNumber.code()
-            }
-        }
-    }
 }
 
 impl std::fmt::Display for TxnError {
@@ -457,7 +444,10 @@ mod tests {
     fn non_transactional_batches_of_a_producer_in_a_transaction_are_refused() {
         let mut t = TxnPartition::new();
         t.record_data(1, 0, true, 0);
-        assert_eq!(t.check_data(1, false).unwrap_err().code(), 48);
+        assert_eq!(
+            t.check_data(1, false),
+            Err(TxnError::NotTransactional { producer_id: 1 })
+        );
         assert!(t.check_data(1, true).is_ok());
         assert!(t.check_data(2, false).is_ok());
         assert!(t.check_data(-1, false).is_ok());
@@ -472,7 +462,14 @@ mod tests {
         t.record_data(1, 3, true, 0);
         assert_eq!(t.marker_action(1, 3, Some(3)), Ok(MarkerAction::Write));
         assert_eq!(t.marker_action(1, 4, Some(3)), Ok(MarkerAction::Write));
-        assert_eq!(t.marker_action(1, 2, Some(3)).unwrap_err().code(), 47);
+        assert_eq!(
+            t.marker_action(1, 2, Some(3)),
+            Err(TxnError::StaleMarker {
+                producer_id: 1,
+                epoch: 2,
+                current: 3
+            })
+        );
         t.record_marker(1, TxnOutcome::Abort, 1);
         assert_eq!(t.marker_action(1, 3, Some(3)), Ok(MarkerAction::Skip));
         assert_eq!(
@@ -692,15 +689,6 @@ mod tests {
                 sequence: 15,
                 lowest_sequence: 0
             })
-        );
-        assert_eq!(
-            TxnError::EarlierBatchVerifying {
-                producer_id: 7,
-                sequence: 15,
-                lowest_sequence: 0
-            }
-            .code(),
-            45
         );
         assert_eq!(
             t.check_verified(7, 0, 0, Some(guard)),

@@ -448,7 +448,7 @@ mod tests {
                     }
                     match shard.execute(produce(txn_batch(pid, seq, n), guard)).await {
                         ShardReply::Produce(p) => {
-                            assert_eq!((p.error_code, p.verification_guard), (0, None), "{p:?}")
+                            assert_eq!((p.error, p.verification_guard), (None, None), "{p:?}")
                         }
                         other => panic!("{other:?}"),
                     }

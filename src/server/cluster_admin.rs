@@ -295,11 +295,12 @@ pub async fn handle_offset_for_leader_epoch<B: Bus>(bus: &B, request: &Request) 
                 assert_eq!(listed.len(), items.len());
                 for (((ti, pi), _), answer) in items.iter().zip(listed) {
                     let out = &mut answers[*ti][*pi];
-                    if answer.error_code != 0 {
-                        out.error_code = answer.error_code;
-                    } else {
-                        out.leader_epoch = LEADER_EPOCH;
-                        out.end_offset = answer.offset;
+                    match answer {
+                        Err(e) => out.error_code = e.code(),
+                        Ok(latest) => {
+                            out.leader_epoch = LEADER_EPOCH;
+                            out.end_offset = latest.offset;
+                        }
                     }
                 }
             }

@@ -206,3 +206,194 @@ mod tests {
         assert_eq!(CallError::UnexpectedReply("x".into()).code(), -1);
     }
 }
+
+// Data path
+//
+// Produce, Fetch, ListOffsets and DeleteRecords: the shard core says why a partition was not
+// answered as asked ([`ProduceError`], [`ProducerError`], [`TxnError`], [`FetchError`],
+// [`ListOffsetsError`], [`DeleteRecordsError`]); the handlers answer these codes.
+
+use crate::ptxn::partition::TxnError;
+use crate::shard::ops::{DeleteRecordsError, FetchError, ListOffsetsError, ProduceError};
+use crate::shard::producer_state::ProducerError;
+
+impl ProduceError {
+    /// The partition's error code in the Produce response.
+    pub fn code(self) -> i16 {
+        match self {
+            ProduceError::Partition(e) => e.code(),
+            ProduceError::Log(kind) => kind.code(),
+            ProduceError::ControlBatch | ProduceError::NoProducerId | ProduceError::NoSequence => {
+                ResponseError::InvalidRecord.code()
+            }
+            ProduceError::Txn(e) => e.code(),
+            ProduceError::Producer(e) => e.code(),
+            ProduceError::NotDurable => ResponseError::KafkaStorageError.code(),
+            ProduceError::TimedOut => ResponseError::RequestTimedOut.code(),
+        }
+    }
+
+    /// The error code of a produce's outcome (0: none).
+    pub fn code_or_none(error: Option<ProduceError>) -> i16 {
+        error.map_or(0, ProduceError::code)
+    }
+}
+
+impl ProducerError {
+    /// The error code of a batch the idempotent-producer state refused.
+    pub fn code(self) -> i16 {
+        match self {
+            ProducerError::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
+            ProducerError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+        }
+    }
+}
+
+impl TxnError {
+    /// The error code of a batch or marker the partition's transaction state refused.
+    pub fn code(self) -> i16 {
+        match self {
+            TxnError::NotTransactional { .. } => ResponseError::InvalidTxnState.code(),
+            TxnError::StaleMarker { .. } => ResponseError::InvalidProducerEpoch.code(),
+            // The client retries it.
+            TxnError::EarlierBatchVerifying { .. } => {
+                ResponseError::OutOfOrderSequenceNumber.code()
+            }
+        }
+    }
+}
+
+impl FetchError {
+    /// The partition's error code in the Fetch response.
+    pub fn code(self) -> i16 {
+        match self {
+            FetchError::Partition(e) => e.code(),
+            FetchError::Log(kind) => kind.code(),
+        }
+    }
+
+    /// The error code of a fetched partition (0: none).
+    pub fn code_or_none(error: Option<FetchError>) -> i16 {
+        error.map_or(0, FetchError::code)
+    }
+}
+
+impl ListOffsetsError {
+    /// The partition's error code in the ListOffsets response.
+    pub fn code(self) -> i16 {
+        match self {
+            ListOffsetsError::Partition(e) => e.code(),
+            ListOffsetsError::Log(kind) => kind.code(),
+            ListOffsetsError::UnknownTimestamp => ResponseError::InvalidRequest.code(),
+        }
+    }
+}
+
+impl DeleteRecordsError {
+    /// The partition's error code in the DeleteRecords response.
+    pub fn code(self) -> i16 {
+        match self {
+            DeleteRecordsError::Partition(e) => e.code(),
+            DeleteRecordsError::Log(kind) => kind.code(),
+            DeleteRecordsError::NotDurable => ResponseError::KafkaStorageError.code(),
+            DeleteRecordsError::TimedOut => ResponseError::RequestTimedOut.code(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod data_path_tests {
+    use super::*;
+
+    #[test]
+    fn produce_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java): UNKNOWN_TOPIC_OR_PARTITION 3, KAFKA_STORAGE_ERROR 56,
+        // CORRUPT_MESSAGE 2, INVALID_RECORD 87, MESSAGE_TOO_LARGE 10, INVALID_TXN_STATE 48,
+        // INVALID_PRODUCER_EPOCH 47, OUT_OF_ORDER_SEQUENCE_NUMBER 45, REQUEST_TIMED_OUT 7.
+        let stale = ProducerError::StaleEpoch {
+            producer_id: 1,
+            epoch: 0,
+            current: 1,
+        };
+        let out_of_order = ProducerError::OutOfOrder {
+            producer_id: 1,
+            epoch: 0,
+            first_sequence: 5,
+            expected: 3,
+        };
+        let verifying = TxnError::EarlierBatchVerifying {
+            producer_id: 1,
+            sequence: 5,
+            lowest_sequence: 0,
+        };
+        let expected = [
+            (ProduceError::Partition(PartitionError::Unknown), 3),
+            (ProduceError::Partition(PartitionError::Unavailable), 56),
+            (ProduceError::Log(LogErrorKind::CrcMismatch), 2),
+            (ProduceError::Log(LogErrorKind::InvalidBatch), 87),
+            (ProduceError::Log(LogErrorKind::TooLarge), 10),
+            (ProduceError::Log(LogErrorKind::Storage), 56),
+            (ProduceError::ControlBatch, 87),
+            (ProduceError::NoProducerId, 87),
+            (ProduceError::NoSequence, 87),
+            (
+                ProduceError::Txn(TxnError::NotTransactional { producer_id: 1 }),
+                48,
+            ),
+            (ProduceError::Txn(verifying), 45),
+            (ProduceError::Producer(stale), 47),
+            (ProduceError::Producer(out_of_order), 45),
+            (ProduceError::NotDurable, 56),
+            (ProduceError::TimedOut, 7),
+        ];
+        for (error, code) in expected {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+        assert_eq!(ProduceError::code_or_none(None), 0);
+        let marker = TxnError::StaleMarker {
+            producer_id: 1,
+            epoch: 0,
+            current: 1,
+        };
+        assert_eq!(marker.code(), 47);
+    }
+
+    #[test]
+    fn fetch_list_offsets_and_delete_records_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java): OFFSET_OUT_OF_RANGE 1, INVALID_REQUEST 42, and as
+        // above.
+        let fetch = [
+            (FetchError::Partition(PartitionError::Unknown), 3),
+            (FetchError::Partition(PartitionError::Unavailable), 56),
+            (FetchError::Log(LogErrorKind::OffsetOutOfRange), 1),
+            (FetchError::Log(LogErrorKind::Storage), 56),
+        ];
+        for (error, code) in fetch {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+        assert_eq!(FetchError::code_or_none(None), 0);
+        let listed = [
+            (ListOffsetsError::Partition(PartitionError::Unknown), 3),
+            (ListOffsetsError::Partition(PartitionError::Unavailable), 56),
+            (ListOffsetsError::Log(LogErrorKind::Storage), 56),
+            (ListOffsetsError::UnknownTimestamp, 42),
+        ];
+        for (error, code) in listed {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+        let deleted = [
+            (DeleteRecordsError::Partition(PartitionError::Unknown), 3),
+            (
+                DeleteRecordsError::Partition(PartitionError::Unavailable),
+                56,
+            ),
+            (DeleteRecordsError::Log(LogErrorKind::OffsetOutOfRange), 1),
+            (DeleteRecordsError::Log(LogErrorKind::Storage), 56),
+            (DeleteRecordsError::NotDurable, 56),
+            (DeleteRecordsError::TimedOut, 7),
+        ];
+        for (error, code) in deleted {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+    }
+}

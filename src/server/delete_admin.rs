@@ -26,7 +26,7 @@ use crate::protocol::generated::delete_groups_response::{
 };
 use crate::shard::call::{DeleteRecords, DeleteShareGroup, DeleteShareOffsets};
 use crate::shard::join::join_all;
-use crate::shard::ops::{DeletedRecords, PartitionRef, ShareAckResult};
+use crate::shard::ops::{DeleteRecordsError, PartitionRef, ShareAckResult};
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::GroupDeletion;
 use kafka_protocol::messages::{
@@ -95,17 +95,12 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
             )
         })
         .collect();
-    // Every partition starts as unknown; the shards' answers overwrite what they serve.
-    let mut answers: Vec<Vec<DeletedRecords>> = asked
+    // Per partition: its error code and low watermark (-1 on error). Every partition starts as
+    // unknown; the shards' answers overwrite what they serve.
+    let mut answers: Vec<Vec<(i16, i64)>> = asked
         .iter()
         .map(|(_, partitions)| {
-            vec![
-                DeletedRecords {
-                    error_code: ResponseError::UnknownTopicOrPartition.code(),
-                    low_watermark: -1,
-                };
-                partitions.len()
-            ]
+            vec![(ResponseError::UnknownTopicOrPartition.code(), -1); partitions.len()]
         })
         .collect();
     let timeout_ms = (decoded.timeout_ms.max(0) as u64).max(DELETE_RECORDS_WAIT_MS_MIN);
@@ -123,22 +118,16 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
         })
         .collect();
     for ((_, entries), reply) in routes.iter().zip(join_all(calls).await) {
-        let results = match reply {
-            Ok(results) if results.len() == entries.len() => results,
-            Err(failure) => vec![
-                DeletedRecords {
-                    error_code: failure.code(),
-                    low_watermark: -1
-                };
-                entries.len()
-            ],
-            Ok(_) => vec![
-                DeletedRecords {
-                    error_code: ResponseError::UnknownServerError.code(),
-                    low_watermark: -1
-                };
-                entries.len()
-            ],
+        let results: Vec<(i16, i64)> = match reply {
+            Ok(results) if results.len() == entries.len() => results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(low_watermark) => (0, low_watermark),
+                    Err(e) => (DeleteRecordsError::code(e), -1),
+                })
+                .collect(),
+            Err(failure) => vec![(failure.code(), -1); entries.len()],
+            Ok(_) => vec![(ResponseError::UnknownServerError.code(), -1); entries.len()],
         };
         for (((ti, pi), _), result) in entries.iter().zip(results) {
             answers[*ti][*pi] = result;
@@ -156,11 +145,11 @@ pub async fn handle_delete_records<B: Bus>(bus: &B, request: &Request) -> Outcom
                 .partitions
                 .iter()
                 .zip(results)
-                .map(|(p, r)| {
+                .map(|(p, (error_code, low_watermark))| {
                     let mut rp = delete_records_response::DeleteRecordsPartitionResult::default();
                     rp.partition_index = p.partition_index;
-                    rp.low_watermark = r.low_watermark;
-                    rp.error_code = r.error_code;
+                    rp.low_watermark = low_watermark;
+                    rp.error_code = error_code;
                     rp
                 })
                 .collect();

@@ -19,7 +19,8 @@ use crate::model::{partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
 use crate::shard::join::{first_of, join_all};
 use crate::shard::ops::{
-    FetchOp, FetchPartitionOp, FetchedPartition, ListOffsetsOp, ListedOffset, PartitionRef, WaitOp,
+    FetchError, FetchOp, FetchPartitionOp, FetchedPartition, ListOffsetsError, ListOffsetsOp,
+    ListedOffset, PartitionRef, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use bytes::Bytes;
@@ -89,13 +90,16 @@ fn resolve(
     wanted
 }
 
+/// One partition's read: the shard's answer, or the code of the failed call.
+type Read = Result<FetchedPartition, i16>;
+
 /// Reads every resolved partition once (one op per shard, concurrently).
 async fn read_round<B: Bus>(
     bus: &B,
     wanted: &[Wanted],
     max_bytes: usize,
     read_committed: bool,
-) -> Vec<Option<FetchedPartition>> {
+) -> Vec<Option<Read>> {
     let mut by_shard: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
     for (i, w) in wanted.iter().enumerate() {
         if let Ok((shard, _)) = &w.target {
@@ -124,19 +128,19 @@ async fn read_round<B: Bus>(
         })
         .collect();
     let replies = join_all(calls).await;
-    let mut out: Vec<Option<FetchedPartition>> = wanted.iter().map(|_| None).collect();
+    let mut out: Vec<Option<Read>> = wanted.iter().map(|_| None).collect();
     for ((_, indices), reply) in groups.iter().zip(replies) {
         match reply {
             Ok(parts) => {
                 assert_eq!(parts.len(), indices.len(), "one answer per partition");
                 for (&i, part) in indices.iter().zip(parts) {
-                    out[i] = Some(part);
+                    out[i] = Some(Ok(part));
                 }
             }
             Err(failure) => {
                 let code = failure.code();
                 for &i in indices {
-                    out[i] = Some(FetchedPartition::error(code));
+                    out[i] = Some(Err(code));
                 }
             }
         }
@@ -189,9 +193,9 @@ async fn wait_for_data<B: Bus>(
 }
 
 /// Applies the response-wide byte budget in request order.
-fn apply_budget(parts: &mut [Option<FetchedPartition>], max_bytes: usize) {
+fn apply_budget(parts: &mut [Option<Read>], max_bytes: usize) {
     let mut used = 0usize;
-    for part in parts.iter_mut().flatten() {
+    for part in parts.iter_mut().flatten().flatten() {
         let len = part.records.len();
         if len == 0 {
             continue;
@@ -244,8 +248,16 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
     let read_committed = version >= 4 && decoded.isolation_level == 1;
     let mut parts = loop {
         let parts = read_round(bus, &wanted, max_bytes, read_committed).await;
-        let total: usize = parts.iter().flatten().map(|p| p.records.len()).sum();
-        let any_error = parts.iter().flatten().any(|p| p.error_code != 0);
+        let total: usize = parts
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|p| p.records.len())
+            .sum();
+        let any_error = parts
+            .iter()
+            .flatten()
+            .any(|p| p.as_ref().map_or(true, |p| p.error.is_some()));
         let now = bus.now_ms();
         if min_bytes == 0
             || total >= min_bytes
@@ -283,14 +295,15 @@ pub async fn handle_fetch<B: Bus>(bus: &B, request: &Request) -> Outcome {
         })
         .collect();
     for (w, part) in wanted.iter().zip(parts) {
-        let part = match (&w.target, part) {
-            (Err(code), _) => FetchedPartition::error(*code),
-            (Ok(_), Some(part)) => part,
+        let (error_code, part) = match (&w.target, part) {
+            (Err(code), _) => (*code, FetchedPartition::empty()),
+            (Ok(_), Some(Err(code))) => (code, FetchedPartition::empty()),
+            (Ok(_), Some(Ok(part))) => (FetchError::code_or_none(part.error), part),
             (Ok(_), None) => unreachable!("every resolved partition is answered"),
         };
         let mut p = fetch_response::PartitionData::default();
         p.partition_index = w.partition;
-        p.error_code = part.error_code;
+        p.error_code = error_code;
         p.high_watermark = part.high_watermark;
         p.last_stable_offset = part.last_stable_offset;
         if version >= 5 {
@@ -336,18 +349,17 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
     let version = request.api_version;
     let registry = bus.registry();
     let read_committed = version >= 2 && decoded.isolation_level == 1;
-    let mut answers: Vec<Vec<ListedOffset>> = Vec::new();
+    // Per partition: its error code and what was found.
+    let mut answers: Vec<Vec<(i16, ListedOffset)>> = Vec::new();
     let mut by_shard: BTreeMap<ShardId, Vec<ListItem>> = BTreeMap::new();
     for (ti, topic) in decoded.topics.iter().enumerate() {
         let meta = registry.topic(&topic.name);
         let mut row = Vec::with_capacity(topic.partitions.len());
         for (pi, p) in topic.partitions.iter().enumerate() {
-            let unknown = ListedOffset {
-                error_code: ResponseError::UnknownTopicOrPartition.code(),
-                timestamp: -1,
-                offset: -1,
-            };
-            row.push(unknown);
+            row.push((
+                ResponseError::UnknownTopicOrPartition.code(),
+                ListedOffset::NONE,
+            ));
             if let Some(meta) =
                 meta.filter(|m| p.partition_index >= 0 && p.partition_index < m.partitions)
             {
@@ -384,13 +396,16 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
             Ok(listed) => {
                 assert_eq!(listed.len(), items.len());
                 for (((ti, pi), _), answer) in items.iter().zip(listed) {
-                    answers[*ti][*pi] = answer;
+                    answers[*ti][*pi] = match answer {
+                        Ok(found) => (0, found),
+                        Err(e) => (ListOffsetsError::code(e), ListedOffset::NONE),
+                    };
                 }
             }
             Err(failure) => {
                 let code = failure.code();
                 for ((ti, pi), _) in items {
-                    answers[*ti][*pi].error_code = code;
+                    answers[*ti][*pi].0 = code;
                 }
             }
         }
@@ -407,14 +422,14 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
                 .partitions
                 .iter()
                 .zip(row)
-                .map(|(p, answer)| {
+                .map(|(p, (error_code, answer))| {
                     let mut out = list_offsets_response::ListOffsetsPartitionResponse::default();
                     out.partition_index = p.partition_index;
-                    out.error_code = answer.error_code;
+                    out.error_code = error_code;
                     out.timestamp = answer.timestamp;
                     out.offset = answer.offset;
                     if version >= 4 {
-                        out.leader_epoch = if answer.error_code == 0 { 0 } else { -1 };
+                        out.leader_epoch = if error_code == 0 { 0 } else { -1 };
                     }
                     out
                 })
@@ -429,15 +444,15 @@ pub async fn handle_list_offsets<B: Bus>(bus: &B, request: &Request) -> Outcome 
 mod tests {
     use super::*;
 
-    fn part(len: usize) -> Option<FetchedPartition> {
-        Some(FetchedPartition {
-            error_code: 0,
+    fn part(len: usize) -> Option<Read> {
+        Some(Ok(FetchedPartition {
+            error: None,
             high_watermark: 10,
             last_stable_offset: 10,
             log_start_offset: 0,
             records: Bytes::from(vec![0u8; len]),
             aborted: Vec::new(),
-        })
+        }))
     }
 
     #[test]
@@ -446,14 +461,14 @@ mod tests {
         apply_budget(&mut parts, 100);
         let lens: Vec<usize> = parts
             .iter()
-            .map(|p| p.as_ref().map_or(0, |p| p.records.len()))
+            .map(|p| p.as_ref().map_or(0, |p| p.as_ref().unwrap().records.len()))
             .collect();
         assert_eq!(lens, vec![0, 300, 0, 0, 0, 0]);
         let mut parts = vec![part(30), part(50), part(30)];
         apply_budget(&mut parts, 100);
         let lens: Vec<usize> = parts
             .iter()
-            .map(|p| p.as_ref().map_or(0, |p| p.records.len()))
+            .map(|p| p.as_ref().map_or(0, |p| p.as_ref().unwrap().records.len()))
             .collect();
         assert_eq!(lens, vec![30, 50, 0]);
     }

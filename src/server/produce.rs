@@ -18,8 +18,10 @@ use super::{Bus, Outcome};
 use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
 use crate::model::partition_shard;
 use crate::protocol::codec::{decode_body, encode_response, Request};
+use crate::ptxn::partition::TxnError;
 use crate::shard::join::join_all;
-use crate::shard::ops::{CallError, PartitionRef, ProduceOp, ProduceResult};
+use crate::shard::ops::{CallError, PartitionRef, ProduceError, ProduceOp, ProduceResult};
+use crate::shard::producer_state::ProducerError;
 use kafka_protocol::messages::{produce_response, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -31,8 +33,52 @@ const TOPIC_IDS_FROM_VERSION: i16 = 13;
 type TopicSlots = (TopicName, uuid::Uuid, Vec<(i32, Slot<usize>)>);
 
 enum Slot<F> {
-    Ready(ProduceResult),
+    Ready(Answer),
     Pending(F),
+}
+
+/// One partition's answer as the response carries it: the shard's [`ProduceResult`] with its
+/// error's code (`server::codes`), or an error the handler chose.
+#[derive(Debug)]
+struct Answer {
+    error_code: i16,
+    error_message: Option<String>,
+    base_offset: i64,
+    log_start_offset: i64,
+}
+
+impl Answer {
+    fn error(error_code: i16, message: impl Into<String>) -> Answer {
+        Answer {
+            error_code,
+            error_message: Some(message.into()),
+            base_offset: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
+impl From<ProduceResult> for Answer {
+    fn from(result: ProduceResult) -> Answer {
+        Answer {
+            error_code: ProduceError::code_or_none(result.error),
+            error_message: result.error_message,
+            base_offset: result.base_offset,
+            log_start_offset: result.log_start_offset,
+        }
+    }
+}
+
+/// A refusal the client retries as OUT_OF_ORDER_SEQUENCE_NUMBER: a batch whose sequence does
+/// not follow its producer's last, or one that waits for an earlier batch being verified.
+fn out_of_order(error: Option<ProduceError>) -> bool {
+    matches!(
+        error,
+        Some(
+            ProduceError::Producer(ProducerError::OutOfOrder { .. })
+                | ProduceError::Txn(TxnError::EarlierBatchVerifying { .. })
+        )
+    )
 }
 
 /// Whether the first batch of `records` has the transactional attribute (bit 4; control batches
@@ -43,7 +89,8 @@ fn is_transactional(records: &[u8]) -> bool {
 
 /// KIP-890 part 1: the batches answered with a verification guard are verified with the
 /// transaction coordinator (one call per producer id and epoch) and sent again with their
-/// guards; a partition the coordinator does not confirm gets its error.
+/// guards; a partition the coordinator does not confirm gets its error. Returns every call's
+/// answer.
 ///
 /// Requests of one producer are handled concurrently (Kafka reads a connection's next request
 /// only after answering the last), so a transactional batch may reach its partition while an
@@ -57,15 +104,15 @@ async fn verify_and_resend<B: Bus>(
     bus: &B,
     transactional_id: &str,
     sent: &[(crate::model::ShardId, ProduceOp)],
-    replies: &mut [ProduceResult],
-) {
-    let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();
+    replies: Vec<Result<ProduceResult, CallError>>,
+) -> Vec<Answer> {
     // (producer id, epoch) → [(call index, guard)].
     let mut by_producer: std::collections::BTreeMap<(i64, i16), Vec<(usize, u64)>> =
         std::collections::BTreeMap::new();
     // Calls to send again: (call index, guard to carry).
     let mut pending: Vec<(usize, Option<u64>)> = Vec::new();
     for (i, result) in replies.iter().enumerate() {
+        let Ok(result) = result else { continue };
         if let Some(guard) = result.verification_guard {
             let header = crate::log::batch::parse_header(&sent[i].1.records)
                 .expect("the partition parsed the batch it asked to verify");
@@ -73,10 +120,11 @@ async fn verify_and_resend<B: Bus>(
                 .entry((header.producer_id, header.producer_epoch))
                 .or_default()
                 .push((i, guard));
-        } else if result.error_code == out_of_order && is_transactional(&sent[i].1.records) {
+        } else if out_of_order(result.error) && is_transactional(&sent[i].1.records) {
             pending.push((i, None));
         }
     }
+    let mut replies: Vec<Answer> = replies.into_iter().map(answered).collect();
     for ((pid, epoch), waiting) in by_producer {
         let partitions: Vec<(String, i32)> = waiting
             .iter()
@@ -94,7 +142,7 @@ async fn verify_and_resend<B: Bus>(
             if code == 0 {
                 pending.push((i, Some(guard)));
             } else {
-                replies[i] = ProduceResult::error(
+                replies[i] = Answer::error(
                     code,
                     format!(
                         "{}-{} is not in the ongoing transaction of producer {pid} epoch {epoch}",
@@ -131,11 +179,11 @@ async fn verify_and_resend<B: Bus>(
                 Ok(ProduceResult {
                     verification_guard: Some(_),
                     ..
-                }) => ProduceResult::error(
+                }) => Answer::error(
                     ResponseError::InvalidTxnState.code(),
                     "the transaction ended while the batch was verified",
                 ),
-                Ok(ProduceResult { error_code, .. }) if waiting && error_code == out_of_order => {
+                Ok(ProduceResult { error, .. }) if waiting && out_of_order(error) => {
                     again.push((i, guard));
                     continue;
                 }
@@ -145,11 +193,15 @@ async fn verify_and_resend<B: Bus>(
         }
         pending = again;
     }
+    replies
 }
 
 /// A shard's answer to a produce, or the failure of the call as a produce error.
-fn answered(reply: Result<ProduceResult, CallError>) -> ProduceResult {
-    reply.unwrap_or_else(|failure| ProduceResult::error(failure.code(), format!("{failure:?}")))
+fn answered(reply: Result<ProduceResult, CallError>) -> Answer {
+    match reply {
+        Ok(result) => Answer::from(result),
+        Err(failure) => Answer::error(failure.code(), format!("{failure:?}")),
+    }
 }
 
 /// How long a transactional batch refused as out of order waits for an earlier batch of its
@@ -205,33 +257,33 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
         let mut slots = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
             let slot = if refused_transactional {
-                Slot::Ready(ProduceResult::error(
+                Slot::Ready(Answer::error(
                     ResponseError::TransactionalIdAuthorizationFailed.code(),
                     "transactional batches need the request's transactional id".to_string(),
                 ))
             } else if !acks_valid {
-                Slot::Ready(ProduceResult::error(
+                Slot::Ready(Answer::error(
                     ResponseError::InvalidRequiredAcks.code(),
                     format!("acks must be -1, 0 or 1, not {acks}"),
                 ))
             } else {
                 match meta {
-                    None if version >= TOPIC_IDS_FROM_VERSION => Slot::Ready(ProduceResult::error(
+                    None if version >= TOPIC_IDS_FROM_VERSION => Slot::Ready(Answer::error(
                         ResponseError::UnknownTopicId.code(),
                         format!("unknown topic id {}", topic.topic_id),
                     )),
-                    None => Slot::Ready(ProduceResult::error(
+                    None => Slot::Ready(Answer::error(
                         ResponseError::UnknownTopicOrPartition.code(),
                         format!("unknown topic {:?}", topic.name.as_str()),
                     )),
                     Some(meta) if data.index < 0 || data.index >= meta.partitions => {
-                        Slot::Ready(ProduceResult::error(
+                        Slot::Ready(Answer::error(
                             ResponseError::UnknownTopicOrPartition.code(),
                             format!("topic {:?} has no partition {}", meta.name, data.index),
                         ))
                     }
                     Some(meta) => match &data.records {
-                        None => Slot::Ready(ProduceResult::error(
+                        None => Slot::Ready(Answer::error(
                             ResponseError::InvalidRecord.code(),
                             "no records".to_string(),
                         )),
@@ -259,10 +311,11 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
         }
         layout.push((topic.name.clone(), topic.topic_id, slots));
     }
-    let mut replies: Vec<ProduceResult> = join_all(calls).await.into_iter().map(answered).collect();
-    if let Some(id) = &decoded.transactional_id {
-        verify_and_resend(bus, id.as_str(), &sent, &mut replies).await;
-    }
+    let replies = join_all(calls).await;
+    let mut replies: Vec<Answer> = match &decoded.transactional_id {
+        Some(id) => verify_and_resend(bus, id.as_str(), &sent, replies).await,
+        None => replies.into_iter().map(answered).collect(),
+    };
     if acks == 0 {
         return Outcome::NoResponse;
     }
@@ -284,7 +337,7 @@ pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {
                         Slot::Ready(result) => result,
                         Slot::Pending(i) => std::mem::replace(
                             &mut replies[i],
-                            ProduceResult::error(
+                            Answer::error(
                                 ResponseError::UnknownServerError.code(),
                                 "the partition was answered twice",
                             ),

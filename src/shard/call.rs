@@ -25,11 +25,11 @@ use crate::ptxn::coordinator::{CoordError, InitAnswer, TxnMetadata};
 use crate::ptxn::TxnMarker;
 use crate::shard::ops::{
     AdminOp, AdminReply, AlterResource, AlterResult, CallError, ControllerError, CreateResult,
-    DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsOp,
-    ListedOffset, MarkerError, NewPartitions, NewTopic, PartitionError, PartitionRef, ProduceOp,
-    ProduceResult, PtxnOp, PtxnReply, ShardOp, ShardReply, ShareAckOp, ShareAckResult,
-    ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset, ShareSessionOp, TopicRef,
-    TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
+    DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsError,
+    ListOffsetsOp, ListedOffset, MarkerError, NewPartitions, NewTopic, PartitionError,
+    PartitionRef, ProduceOp, ProduceResult, PtxnOp, PtxnReply, ShardOp, ShardReply, ShareAckOp,
+    ShareAckResult, ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset, ShareSessionOp,
+    TopicRef, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
@@ -83,7 +83,7 @@ macro_rules! op {
 
 op!(ProduceOp, "produce", ProduceResult, |op| ShardOp::Produce(op), ShardReply::Produce(r) => r);
 op!(FetchOp, "fetch", Vec<FetchedPartition>, |op| ShardOp::Fetch(op), ShardReply::Fetch(r) => r);
-op!(ListOffsetsOp, "list offsets", Vec<ListedOffset>, |op| ShardOp::ListOffsets(op),
+op!(ListOffsetsOp, "list offsets", Vec<Result<ListedOffset, ListOffsetsError>>, |op| ShardOp::ListOffsets(op),
     ShardReply::ListOffsets(r) => r);
 // `true`: data arrived; `false`: the deadline passed.
 op!(WaitOp, "wait for data", bool, |op| ShardOp::WaitForData(op), ShardReply::Waited(r) => r);

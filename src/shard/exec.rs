@@ -37,14 +37,13 @@ use crate::model::{group_shard, partition_shard};
 use crate::model::{ShardId, TopicPartition};
 use crate::shard::join::join_all;
 use crate::shard::ops::{
-    CallError, DeletedRecords, MarkerError, PartitionRef, ProduceOp, ProduceResult, ShardOp,
-    ShardReply, ShareAckResult, ShareFetchOp, ShareFetchReply, ShareFetchedPartition,
-    ShareGroupsListed, ShareProbedPartition, WaitOp,
+    CallError, DeleteRecordsError, DeletedRecords, MarkerError, PartitionRef, ProduceError,
+    ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult, ShareFetchOp, ShareFetchReply,
+    ShareFetchedPartition, ShareGroupsListed, ShareProbedPartition, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_session::SessionKey;
 use crate::share::fetch::min_bytes_satisfied;
-use kafka_protocol::ResponseError;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -422,8 +421,8 @@ pub trait ShardExec:
     }
 
     /// DeleteRecords on this shard: moves the log starts, then waits until every moved start
-    /// and the share state that followed it are durable (KAFKA_STORAGE_ERROR if a log or the
-    /// journal fails, REQUEST_TIMED_OUT past `timeout_ms`).
+    /// and the share state that followed it are durable ([`DeleteRecordsError::NotDurable`] if
+    /// a log or the journal fails, [`DeleteRecordsError::TimedOut`] past `timeout_ms`).
     async fn delete_records(
         &self,
         partitions: &[(PartitionRef, i64)],
@@ -441,31 +440,27 @@ pub trait ShardExec:
             None => Ok(()),
         };
         if journal.is_err() {
-            for r in results.iter_mut().filter(|r| r.error_code == 0) {
-                r.error_code = ResponseError::KafkaStorageError.code();
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = Err(DeleteRecordsError::NotDurable);
             }
         }
         let deadline_us = self.monotonic_us() + timeout_ms.max(1) * 1_000;
         for ((r, _), result) in partitions.iter().zip(results.iter_mut()) {
-            if result.error_code != 0 {
+            let Ok(low_watermark) = *result else {
                 continue;
-            }
+            };
             let key = r.key();
             loop {
-                match self
-                    .state
-                    .borrow()
-                    .log_start_durable(&key, result.low_watermark)
-                {
+                match self.state.borrow().log_start_durable(&key, low_watermark) {
                     Ok(true) => break,
                     Ok(false) => {}
-                    Err(code) => {
-                        result.error_code = code;
+                    Err(e) => {
+                        *result = Err(e);
                         break;
                     }
                 }
                 if self.monotonic_us() >= deadline_us {
-                    result.error_code = ResponseError::RequestTimedOut.code();
+                    *result = Err(DeleteRecordsError::TimedOut);
                     break;
                 }
                 // The flush loop writes and syncs the checkpoint slot of the new start; a flush
@@ -566,10 +561,10 @@ pub trait ShardExec:
         let calls: Vec<_> = calls.collect();
         for (group, target, count, reply) in join_all(calls).await {
             match reply {
-                ShardReply::Produce(r) if r.error_code == 0 => {}
+                ShardReply::Produce(ProduceResult { error: None, .. }) => {}
                 ShardReply::Produce(r) => tracing::warn!(
                     shard = %self.id, group = %group, topic = %target.topic, partition = target.partition,
-                    records = count, code = r.error_code, error = ?r.error_message,
+                    records = count, cause = ?r.error, error = ?r.error_message,
                     "Failed to write to DLQ, proceeding to ARCHIVED regardless"
                 ),
                 _ => {
@@ -743,7 +738,7 @@ pub trait ShardExec:
             Some((durable, _)) if durable >= target => return ShardReply::Produce(applied.result),
             Some((_, true)) | None => {
                 return ShardReply::Produce(ProduceResult::error(
-                    ResponseError::KafkaStorageError.code(),
+                    ProduceError::NotDurable,
                     "the partition log cannot be made durable",
                 ))
             }
@@ -764,16 +759,15 @@ pub trait ShardExec:
         .await;
         match outcome {
             Some(Some(Ok(()))) => ShardReply::Produce(applied.result),
-            Some(Some(Err(cause))) => ShardReply::Produce(ProduceResult::error(
-                ResponseError::KafkaStorageError.code(),
-                cause,
-            )),
+            Some(Some(Err(cause))) => {
+                ShardReply::Produce(ProduceResult::error(ProduceError::NotDurable, cause))
+            }
             Some(None) => ShardReply::Produce(ProduceResult::error(
-                ResponseError::KafkaStorageError.code(),
+                ProduceError::NotDurable,
                 "the flush was abandoned",
             )),
             None => ShardReply::Produce(ProduceResult::error(
-                ResponseError::RequestTimedOut.code(),
+                ProduceError::TimedOut,
                 "the batch was appended but not made durable within the request timeout",
             )),
         }

@@ -51,10 +51,37 @@ pub struct ProduceOp {
     pub verification_guard: Option<u64>,
 }
 
+/// Why a produce to one partition was not answered as appended, in the core's words; the Kafka
+/// code is chosen at the edge (`server::codes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProduceError {
+    /// The partition is not served here (unknown, or its log could not be opened).
+    Partition(PartitionError),
+    /// The log refused the batch (malformed, a CRC mismatch, larger than the topic's
+    /// `max.message.bytes`) or failed to append it.
+    Log(crate::log::LogErrorKind),
+    /// A client's batch with the control attribute.
+    ControlBatch,
+    /// A transactional batch without a producer id.
+    NoProducerId,
+    /// A batch with a producer id but no base sequence.
+    NoSequence,
+    /// The partition's transaction state refused the batch (`crate::ptxn::partition`).
+    Txn(crate::ptxn::partition::TxnError),
+    /// The producer's epoch or sequence refused the batch (`shard::producer_state`).
+    Producer(super::producer_state::ProducerError),
+    /// Appended, but the log cannot be made durable (it is poisoned, the flush failed or was
+    /// abandoned).
+    NotDurable,
+    /// Appended, but not durable within the request's timeout.
+    TimedOut,
+}
+
 /// Result of a produce to one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProduceResult {
-    pub error_code: i16,
+    /// Why the batch is not appended (`None`: appended, a duplicate, or to verify).
+    pub error: Option<ProduceError>,
     pub error_message: Option<String>,
     /// Offset of the first record of the batch (of the original batch for a duplicate), or -1.
     pub base_offset: i64,
@@ -65,12 +92,34 @@ pub struct ProduceResult {
 }
 
 impl ProduceResult {
-    pub fn error(error_code: i16, message: impl Into<String>) -> ProduceResult {
+    pub fn error(error: ProduceError, message: impl Into<String>) -> ProduceResult {
         ProduceResult {
-            error_code,
+            error: Some(error),
             error_message: Some(message.into()),
             base_offset: -1,
             log_start_offset: -1,
+            verification_guard: None,
+        }
+    }
+
+    /// Not appended: to verify with the transaction coordinator and send again with `guard`.
+    pub fn verify(guard: u64) -> ProduceResult {
+        ProduceResult {
+            error: None,
+            error_message: Some("verify with the transaction coordinator".into()),
+            base_offset: -1,
+            log_start_offset: -1,
+            verification_guard: Some(guard),
+        }
+    }
+
+    /// Appended at `base_offset` (or, a duplicate, appended there before).
+    pub fn appended(base_offset: i64, log_start_offset: i64) -> ProduceResult {
+        ProduceResult {
+            error: None,
+            error_message: None,
+            base_offset,
+            log_start_offset,
             verification_guard: None,
         }
     }
@@ -95,10 +144,21 @@ pub struct FetchOp {
     pub read_committed: bool,
 }
 
+/// Why a fetch could not read one partition; the Kafka code is chosen at the edge
+/// (`server::codes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchError {
+    /// The partition is not served here (unknown, or its log could not be opened).
+    Partition(PartitionError),
+    /// The log refused the read (`OffsetOutOfRange`: the fetch offset is below the log start or
+    /// past the high watermark) or failed.
+    Log(crate::log::LogErrorKind),
+}
+
 /// What one partition returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchedPartition {
-    pub error_code: i16,
+    pub error: Option<FetchError>,
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
@@ -108,14 +168,23 @@ pub struct FetchedPartition {
 }
 
 impl FetchedPartition {
-    pub fn error(error_code: i16) -> FetchedPartition {
+    /// Nothing read and no offsets known (-1), without an error of the core's: what the edge
+    /// answers with its own code.
+    pub fn empty() -> FetchedPartition {
         FetchedPartition {
-            error_code,
+            error: None,
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
             records: Bytes::new(),
             aborted: Vec::new(),
+        }
+    }
+
+    pub fn error(error: FetchError) -> FetchedPartition {
+        FetchedPartition {
+            error: Some(error),
+            ..FetchedPartition::empty()
         }
     }
 }
@@ -128,12 +197,31 @@ pub struct ListOffsetsOp {
     pub read_committed: bool,
 }
 
-/// One ListOffsets answer.
+/// One ListOffsets answer (-1, -1: no such offset).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ListedOffset {
-    pub error_code: i16,
     pub timestamp: i64,
     pub offset: i64,
+}
+
+impl ListedOffset {
+    /// No offset found (or none to answer with an error).
+    pub const NONE: ListedOffset = ListedOffset {
+        timestamp: -1,
+        offset: -1,
+    };
+}
+
+/// Why ListOffsets could not answer for one partition; the Kafka code is chosen at the edge
+/// (`server::codes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListOffsetsError {
+    /// The partition is not served here (unknown, or its log could not be opened).
+    Partition(PartitionError),
+    /// The log failed to look the offset up.
+    Log(crate::log::LogErrorKind),
+    /// A negative timestamp that names none of the special offsets.
+    UnknownTimestamp,
 }
 
 /// Complete when any partition's high watermark passes its offset, or at `deadline_ms`.
@@ -259,13 +347,25 @@ pub struct GrowResult {
 /// The offset in a DeleteRecords request that means "the high watermark".
 pub const DELETE_RECORDS_HIGH_WATERMARK: i64 = -1;
 
-/// Outcome of DeleteRecords on one partition.
+/// Why DeleteRecords did not move one partition's log start (durably); the Kafka code is
+/// chosen at the edge (`server::codes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeletedRecords {
-    pub error_code: i16,
-    /// The partition's log start offset after the call, -1 on error.
-    pub low_watermark: i64,
+pub enum DeleteRecordsError {
+    /// The partition is not served here (unknown, or its log could not be opened).
+    Partition(PartitionError),
+    /// The log refused (`OffsetOutOfRange`: the offset is below 0 or past the high watermark)
+    /// or failed.
+    Log(crate::log::LogErrorKind),
+    /// Moved, but the new log start or the share state that followed it cannot be made
+    /// durable (the log is poisoned or the journal failed).
+    NotDurable,
+    /// Moved, but not durable within the request's timeout.
+    TimedOut,
 }
+
+/// Outcome of DeleteRecords on one partition: its log start offset after the call (the low
+/// watermark), or why not.
+pub type DeletedRecords = Result<i64, DeleteRecordsError>;
 
 /// Replies to [`AdminOp`]s, in request order.
 #[derive(Clone, Debug)]
@@ -722,7 +822,7 @@ pub struct ShareGroupsListed {
 pub enum ShardReply {
     Produce(ProduceResult),
     Fetch(Vec<FetchedPartition>),
-    ListOffsets(Vec<ListedOffset>),
+    ListOffsets(Vec<Result<ListedOffset, ListOffsetsError>>),
     /// The wait ended: `true` if data arrived, `false` at the deadline.
     Waited(bool),
     Admin(AdminReply),

@@ -15,15 +15,16 @@
 //! flushes as soon as anything is written (group commit), so this costs one fsync of latency.
 
 use super::ops::{
-    DeletedRecords, FetchOp, FetchedPartition, ListOffsetsOp, ListedOffset, MarkerError,
-    PartitionError, PartitionRef, ProduceOp, ProduceResult, DELETE_RECORDS_HIGH_WATERMARK,
+    DeleteRecordsError, DeletedRecords, FetchError, FetchOp, FetchedPartition, ListOffsetsError,
+    ListOffsetsOp, ListedOffset, MarkerError, PartitionError, PartitionRef, ProduceError,
+    ProduceOp, ProduceResult, DELETE_RECORDS_HIGH_WATERMARK,
 };
 use super::producer_state::{BatchRecord, ProducerSnapshot, ProducerStates, SequenceCheck};
 use super::registry::TopicRegistry;
 use super::share_state::ShareState;
 use crate::config::TopicSettings;
 use crate::log::batch::{self, BATCH_HEADER_BYTES};
-use crate::log::{FlushTicket, LogConfig, LogError, PartitionLog, RecoveryReport};
+use crate::log::{FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, RecoveryReport};
 use crate::model::{partition_shard, ShardId, TopicPartition};
 use crate::ptxn::partition::{
     control_record, control_type, marker_outcome, MarkerAction, TxnPartition, Verification,
@@ -31,7 +32,6 @@ use crate::ptxn::partition::{
 use crate::ptxn::TxnMarker;
 use crate::storage::file::Storage;
 use bytes::Bytes;
-use kafka_protocol::ResponseError;
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -166,7 +166,7 @@ pub fn remove_orphan_logs(data_dir: &Path, registry: &TopicRegistry) -> io::Resu
 }
 
 /// The Kafka error code of a log error (its kind's, mapped at the edge: `server::codes`), for
-/// the replies that still carry codes (produce, fetch, list offsets, DeleteRecords, share).
+/// the share replies that still carry codes (`share_state`).
 pub fn log_error_code(error: &LogError) -> i16 {
     error.kind().code()
 }
@@ -530,19 +530,14 @@ impl<S: Storage + Clone> ShardState<S> {
         }
     }
 
-    /// [`Self::missing`]'s Kafka code, for the replies that still carry codes.
-    fn missing_code(&self, r: &PartitionRef) -> i16 {
-        self.missing(r).code()
-    }
-
     /// Validates and appends one produced batch (see the module docs of `producer_state`).
     pub fn produce(&mut self, op: &ProduceOp, now_ms: u64) -> ProduceApplied {
-        let fail = |code: i16, message: String| ProduceApplied {
-            result: ProduceResult::error(code, message),
+        let fail = |error: ProduceError, message: String| ProduceApplied {
+            result: ProduceResult::error(error, message),
             durable_target: None,
         };
         let key = op.partition.key();
-        let missing = self.missing_code(&op.partition);
+        let missing = ProduceError::Partition(self.missing(&op.partition));
         let Some(partition) = self
             .partitions
             .get_mut(&key)
@@ -559,7 +554,7 @@ impl<S: Storage + Clone> ShardState<S> {
         let records = &op.records[..];
         if records.len() as u64 > partition.settings.max_message_bytes {
             return fail(
-                ResponseError::MessageTooLarge.code(),
+                ProduceError::Log(LogErrorKind::TooLarge),
                 format!(
                     "batch of {} bytes exceeds max.message.bytes {}",
                     records.len(),
@@ -571,20 +566,20 @@ impl<S: Storage + Clone> ShardState<S> {
             Ok(header) => header,
             Err(e) => {
                 return fail(
-                    log_error_code(&LogError::InvalidBatch(e)),
+                    ProduceError::Log(LogError::InvalidBatch(e).kind()),
                     format!("invalid record batch: {e}"),
                 )
             }
         };
         if header.is_control() {
             return fail(
-                ResponseError::InvalidRecord.code(),
+                ProduceError::ControlBatch,
                 "clients may not write control batches".into(),
             );
         }
         if header.is_transactional() && header.producer_id < 0 {
             return fail(
-                ResponseError::InvalidRecord.code(),
+                ProduceError::NoProducerId,
                 "a transactional batch needs a producer id".into(),
             );
         }
@@ -592,7 +587,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .txns
             .check_data(header.producer_id, header.is_transactional())
         {
-            return fail(e.code(), e.to_string());
+            return fail(ProduceError::Txn(e), e.to_string());
         }
         if header.is_transactional() {
             match partition.txns.check_verified(
@@ -604,21 +599,18 @@ impl<S: Storage + Clone> ShardState<S> {
                 Ok(Verification::Verified) => {}
                 Ok(Verification::Needed { guard }) => {
                     return ProduceApplied {
-                        result: ProduceResult {
-                            verification_guard: Some(guard),
-                            ..ProduceResult::error(0, "verify with the transaction coordinator")
-                        },
+                        result: ProduceResult::verify(guard),
                         durable_target: None,
                     }
                 }
-                Err(e) => return fail(e.code(), e.to_string()),
+                Err(e) => return fail(ProduceError::Txn(e), e.to_string()),
             }
         }
         let last_sequence = wrap_sequence(header.base_sequence, header.last_offset_delta);
         let idempotent = header.producer_id >= 0;
         if idempotent && header.base_sequence < 0 {
             return fail(
-                ResponseError::InvalidRecord.code(),
+                ProduceError::NoSequence,
                 "a batch with a producer id needs a base sequence".into(),
             );
         }
@@ -629,19 +621,13 @@ impl<S: Storage + Clone> ShardState<S> {
             header.base_sequence,
             last_sequence,
         ) {
-            Err(e) => return fail(e.kafka_error_code(), e.to_string()),
+            Err(e) => return fail(ProduceError::Producer(e), e.to_string()),
             Ok(SequenceCheck::Duplicate {
                 base_offset,
                 last_offset,
             }) => {
                 return ProduceApplied {
-                    result: ProduceResult {
-                        error_code: 0,
-                        error_message: None,
-                        base_offset,
-                        log_start_offset,
-                        verification_guard: None,
-                    },
+                    result: ProduceResult::appended(base_offset, log_start_offset),
                     durable_target: Some((key, last_offset as u64 + 1)),
                 }
             }
@@ -649,7 +635,7 @@ impl<S: Storage + Clone> ShardState<S> {
         }
         let info = match partition.log.append(records, now_ms) {
             Ok(info) => info,
-            Err(e) => return fail(log_error_code(&e), e.to_string()),
+            Err(e) => return fail(ProduceError::Log(e.kind()), e.to_string()),
         };
         partition.producers.record(
             header.producer_id,
@@ -669,13 +655,7 @@ impl<S: Storage + Clone> ShardState<S> {
             info.base_offset as i64,
         );
         ProduceApplied {
-            result: ProduceResult {
-                error_code: 0,
-                error_message: None,
-                base_offset: info.base_offset as i64,
-                log_start_offset,
-                verification_guard: None,
-            },
+            result: ProduceResult::appended(info.base_offset as i64, log_start_offset),
             durable_target: Some((key, info.last_offset + 1)),
         }
     }
@@ -690,7 +670,7 @@ impl<S: Storage + Clone> ShardState<S> {
             .map(|want| {
                 let partition = match self.lookup(&want.partition) {
                     Ok(p) => p,
-                    Err(e) => return FetchedPartition::error(e.code()),
+                    Err(e) => return FetchedPartition::error(FetchError::Partition(e)),
                 };
                 let hw = partition.high_watermark();
                 let lso = partition.last_stable_offset();
@@ -698,7 +678,7 @@ impl<S: Storage + Clone> ShardState<S> {
                 let end = if op.read_committed { lso } else { hw };
                 let start = partition.log.log_start_offset() as i64;
                 let mut out = FetchedPartition {
-                    error_code: 0,
+                    error: None,
                     high_watermark: hw,
                     last_stable_offset: lso,
                     log_start_offset: start,
@@ -706,7 +686,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     aborted: Vec::new(),
                 };
                 if want.fetch_offset < start || want.fetch_offset > hw {
-                    out.error_code = ResponseError::OffsetOutOfRange.code();
+                    out.error = Some(FetchError::Log(LogErrorKind::OffsetOutOfRange));
                     return out;
                 }
                 let limit = want.max_bytes.min(budget);
@@ -731,7 +711,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     }
                     Err(e) => {
                         tracing::error!(topic = %partition.topic, partition = partition.partition, error = %e, "fetch read failed");
-                        out.error_code = log_error_code(&e);
+                        out.error = Some(FetchError::Log(e.kind()));
                     }
                 }
                 out
@@ -754,43 +734,32 @@ impl<S: Storage + Clone> ShardState<S> {
     }
 
     /// Answers ListOffsets for partitions this shard owns.
-    pub fn list_offsets(&self, op: &ListOffsetsOp) -> Vec<ListedOffset> {
+    pub fn list_offsets(&self, op: &ListOffsetsOp) -> Vec<Result<ListedOffset, ListOffsetsError>> {
         op.partitions
             .iter()
             .map(|(r, timestamp)| {
-                let fail = |error_code| ListedOffset {
-                    error_code,
-                    timestamp: -1,
-                    offset: -1,
-                };
-                let partition = match self.lookup(r) {
-                    Ok(p) => p,
-                    Err(e) => return fail(e.code()),
-                };
+                let partition = self.lookup(r).map_err(ListOffsetsError::Partition)?;
+                let fail = |e: LogError| Err(ListOffsetsError::Log(e.kind()));
                 // read_committed: nothing at or past the last stable offset is found.
                 let hw = partition.readable_end(op.read_committed);
                 let start = partition.log.log_start_offset() as i64;
-                let found = |offset: i64, timestamp: i64| ListedOffset {
-                    error_code: 0,
-                    timestamp,
-                    offset,
-                };
+                let found = |offset: i64, timestamp: i64| Ok(ListedOffset { timestamp, offset });
                 match *timestamp {
                     LATEST_TIMESTAMP | LATEST_TIERED_TIMESTAMP => found(hw, -1),
                     EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => found(start, -1),
                     MAX_TIMESTAMP => match max_timestamp_offset(partition, hw) {
                         Ok(Some((offset, ts))) => found(offset, ts),
-                        Ok(None) => found(-1, -1),
-                        Err(e) => fail(log_error_code(&e)),
+                        Ok(None) => Ok(ListedOffset::NONE),
+                        Err(e) => fail(e),
                     },
                     ts if ts >= 0 => match partition.log.offset_for_timestamp(ts) {
                         Ok(Some((offset, found_ts))) if (offset as i64) < hw => {
                             found(offset as i64, found_ts)
                         }
-                        Ok(_) => found(-1, -1),
-                        Err(e) => fail(log_error_code(&e)),
+                        Ok(_) => Ok(ListedOffset::NONE),
+                        Err(e) => fail(e),
                     },
-                    _ => fail(ResponseError::InvalidRequest.code()),
+                    _ => Err(ListOffsetsError::UnknownTimestamp),
                 }
             })
             .collect()
@@ -879,14 +848,10 @@ impl<S: Storage + Clone> ShardState<S> {
     /// The new start is durable after the partition's next flush (the caller starts it and
     /// waits for [`PartitionLog::durable_log_start_offset`]).
     pub fn delete_records(&mut self, r: &PartitionRef, offset: i64) -> DeletedRecords {
-        let fail = |error_code| DeletedRecords {
-            error_code,
-            low_watermark: -1,
-        };
         let key = r.key();
-        let missing = self.missing_code(r);
+        let missing = self.missing(r);
         let Some(partition) = self.partitions.get_mut(&key).filter(|p| p.topic == r.topic) else {
-            return fail(missing);
+            return Err(DeleteRecordsError::Partition(missing));
         };
         let hw = partition.high_watermark();
         let target = if offset == DELETE_RECORDS_HIGH_WATERMARK {
@@ -895,31 +860,32 @@ impl<S: Storage + Clone> ShardState<S> {
             offset
         };
         if target < 0 || target > hw {
-            return fail(ResponseError::OffsetOutOfRange.code());
+            return Err(DeleteRecordsError::Log(LogErrorKind::OffsetOutOfRange));
         }
         let before = partition.log.log_start_offset() as i64;
         let start = match partition.log.delete_records_before(target as u64) {
             Ok(start) => start as i64,
             Err(e) => {
                 tracing::error!(topic = %r.topic, partition = r.partition, error = %e, "DeleteRecords failed");
-                return fail(log_error_code(&e));
+                return Err(DeleteRecordsError::Log(e.kind()));
             }
         };
         if start > before {
             self.share_log_start_moved(key, start);
         }
-        DeletedRecords {
-            error_code: 0,
-            low_watermark: start,
-        }
+        Ok(start)
     }
 
     /// Whether the partition's log start offset `start` is durable; `Err`: the log cannot be
     /// made durable (poisoned) or the partition is gone.
-    pub fn log_start_durable(&self, key: &TopicPartition, start: i64) -> Result<bool, i16> {
+    pub fn log_start_durable(
+        &self,
+        key: &TopicPartition,
+        start: i64,
+    ) -> Result<bool, DeleteRecordsError> {
         match self.partitions.get(key) {
-            None => Err(ResponseError::UnknownTopicOrPartition.code()),
-            Some(p) if p.log.is_poisoned() => Err(ResponseError::KafkaStorageError.code()),
+            None => Err(DeleteRecordsError::Partition(PartitionError::Unknown)),
+            Some(p) if p.log.is_poisoned() => Err(DeleteRecordsError::NotDurable),
             Some(p) => Ok(p.log.durable_log_start_offset() as i64 >= start),
         }
     }
@@ -1080,7 +1046,9 @@ fn remove_log_dir<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::log::batch::BatchBuilder;
+    use crate::ptxn::partition::TxnError;
     use crate::shard::ops::FetchPartitionOp;
+    use crate::shard::producer_state::ProducerError;
     use crate::storage::file::SimStorage;
 
     fn registry(topics: &[(&str, u128, i32)]) -> Arc<TopicRegistry> {
@@ -1228,12 +1196,20 @@ mod tests {
             guard
         );
         let overtaking = s.produce(&op(second.clone(), guard), 1_000).result;
-        assert_eq!(overtaking.error_code, 45, "{overtaking:?}");
+        assert_eq!(
+            overtaking.error,
+            Some(ProduceError::Txn(TxnError::EarlierBatchVerifying {
+                producer_id: 7,
+                sequence: 2,
+                lowest_sequence: 0
+            })),
+            "{overtaking:?}"
+        );
         assert_eq!(s.lookup(&r).unwrap().log.log_end_offset(), 0);
         let appended = s.produce(&op(first, guard), 1_000).result;
-        assert_eq!((appended.error_code, appended.base_offset), (0, 0));
+        assert_eq!((appended.error, appended.base_offset), (None, 0));
         let appended = s.produce(&op(second, guard), 1_000).result;
-        assert_eq!((appended.error_code, appended.base_offset), (0, 2));
+        assert_eq!((appended.error, appended.base_offset), (None, 2));
     }
 
     /// Transactional produce, markers, read_committed reads and ListOffsets, DescribeProducers'
@@ -1249,27 +1225,25 @@ mod tests {
         assert_eq!(
             produce(&mut s, &r, txn_batch(7, 0, 0, &[b"a", b"b"]))
                 .result
-                .error_code,
-            0
+                .error,
+            None
         );
         assert_eq!(
-            produce(&mut s, &r, batch(-1, -1, -1, &[b"p"]))
-                .result
-                .error_code,
-            0
+            produce(&mut s, &r, batch(-1, -1, -1, &[b"p"])).result.error,
+            None
         );
         assert_eq!(
             produce(&mut s, &r, txn_batch(8, 0, 0, &[b"c"]))
                 .result
-                .error_code,
-            0
+                .error,
+            None
         );
         // A non-transactional batch of a producer inside a transaction: INVALID_TXN_STATE.
         assert_eq!(
-            produce(&mut s, &r, batch(7, 0, 2, &[b"x"]))
-                .result
-                .error_code,
-            48
+            produce(&mut s, &r, batch(7, 0, 2, &[b"x"])).result.error,
+            Some(ProduceError::Txn(TxnError::NotTransactional {
+                producer_id: 7
+            }))
         );
         // Control batches from clients: INVALID_RECORD.
         let mut control = BatchBuilder::new(1_000);
@@ -1280,8 +1254,8 @@ mod tests {
         assert_eq!(
             produce(&mut s, &r, Bytes::from(control.build()))
                 .result
-                .error_code,
-            87
+                .error,
+            Some(ProduceError::ControlBatch)
         );
         flush(&mut s, &key);
         let p = read(&s, &r, true);
@@ -1325,8 +1299,8 @@ mod tests {
         assert_eq!(
             produce(&mut s, &r, txn_batch(9, 2, 0, &[b"d"]))
                 .result
-                .error_code,
-            0
+                .error,
+            None
         );
         assert_eq!(
             s.write_txn_marker(&marker(9, 1, Commit), &r, 2_000),
@@ -1364,6 +1338,7 @@ mod tests {
                 partitions: vec![(r.clone(), LATEST_TIMESTAMP)],
                 read_committed,
             })[0]
+                .unwrap()
                 .offset
         };
         assert_eq!((latest(&s, true), latest(&s, false)), (6, 7));
@@ -1377,8 +1352,12 @@ mod tests {
         assert_eq!(
             produce(&mut s, &r, txn_batch(9, 2, 1, &[b"z"]))
                 .result
-                .error_code,
-            47
+                .error,
+            Some(ProduceError::Producer(ProducerError::StaleEpoch {
+                producer_id: 9,
+                epoch: 2,
+                current: 3
+            }))
         );
         flush(&mut s, &key);
 
@@ -1613,34 +1592,31 @@ mod tests {
             s.share_alter_offsets("g", &[(r.clone(), 2)])[0].error_code,
             0
         );
-        let out_of_range = ResponseError::OffsetOutOfRange.code();
-        assert_eq!(s.delete_records(&r, 11).error_code, out_of_range);
-        assert_eq!(s.delete_records(&r, -2).error_code, out_of_range);
+        let out_of_range = Err(DeleteRecordsError::Log(LogErrorKind::OffsetOutOfRange));
+        assert_eq!(s.delete_records(&r, 11), out_of_range);
+        assert_eq!(s.delete_records(&r, -2), out_of_range);
         assert_eq!(
-            s.delete_records(&pref("t", 1, 1), 0).error_code,
-            ResponseError::UnknownTopicOrPartition.code()
+            s.delete_records(&pref("t", 1, 1), 0),
+            Err(DeleteRecordsError::Partition(PartitionError::Unknown))
         );
-        let moved = s.delete_records(&r, 6);
-        assert_eq!((moved.error_code, moved.low_watermark), (0, 6));
+        assert_eq!(s.delete_records(&r, 6), Ok(6));
         assert_eq!(s.share_offsets("g", None)[0].start_offset, 6);
         assert_eq!(s.log_start_durable(&key, 6), Ok(false));
         // At or below the log start: nothing changes.
-        assert_eq!(s.delete_records(&r, 3).low_watermark, 6);
+        assert_eq!(s.delete_records(&r, 3), Ok(6));
         flush(&mut s, &key);
         assert_eq!(s.log_start_durable(&key, 6), Ok(true));
         // -1: the high watermark.
-        assert_eq!(
-            s.delete_records(&r, DELETE_RECORDS_HIGH_WATERMARK),
-            DeletedRecords {
-                error_code: 0,
-                low_watermark: 10
-            }
-        );
+        assert_eq!(s.delete_records(&r, DELETE_RECORDS_HIGH_WATERMARK), Ok(10));
         flush(&mut s, &key);
         drop(s);
         let s = open(&storage, reg, 1, 0);
         assert_eq!(s.lookup(&r).unwrap().log.log_start_offset(), 10);
         assert_eq!(s.log_start_durable(&key, 10), Ok(true));
+        assert_eq!(
+            s.log_start_durable(&pref("t", 1, 1).key(), 0),
+            Err(DeleteRecordsError::Partition(PartitionError::Unknown))
+        );
     }
 
     #[test]
@@ -1664,7 +1640,7 @@ mod tests {
         let r = pref("t", 1, 0);
         let key = r.key();
         let applied = produce(&mut s, &r, batch(-1, -1, -1, &[b"a", b"b"]));
-        assert_eq!(applied.result.error_code, 0);
+        assert_eq!(applied.result.error, None);
         assert_eq!(applied.result.base_offset, 0);
         assert_eq!(applied.durable_target, Some((key, 2)));
         let fetch = FetchOp {
@@ -1695,42 +1671,72 @@ mod tests {
             ],
             read_committed: false,
         });
-        assert_eq!((listed[0].offset, listed[1].offset), (2, 0));
+        assert_eq!(
+            (listed[0], listed[1]),
+            (
+                Ok(ListedOffset {
+                    timestamp: -1,
+                    offset: 2
+                }),
+                Ok(ListedOffset {
+                    timestamp: -1,
+                    offset: 0
+                })
+            )
+        );
+        let refused = s.list_offsets(&ListOffsetsOp {
+            partitions: vec![(r.clone(), -7), (pref("t", 1, 3), LATEST_TIMESTAMP)],
+            read_committed: false,
+        });
+        assert_eq!(
+            refused,
+            vec![
+                Err(ListOffsetsError::UnknownTimestamp),
+                Err(ListOffsetsError::Partition(PartitionError::Unknown))
+            ]
+        );
     }
 
     #[test]
-    fn invalid_batches_get_kafka_codes_and_are_not_appended() {
+    fn invalid_batches_get_typed_errors_and_are_not_appended() {
         let storage = SimStorage::new();
         let mut s = open(&storage, registry(&[("t", 1, 1)]), 1, 0);
         let r = pref("t", 1, 0);
+        let refused = |s: &mut ShardState<SimStorage>, r: &PartitionRef, records: Bytes| {
+            let applied = produce(s, r, records);
+            assert_eq!(applied.durable_target, None, "{applied:?}");
+            assert_eq!(applied.result.base_offset, -1, "{applied:?}");
+            assert!(applied.result.error_message.is_some(), "{applied:?}");
+            applied.result.error
+        };
         let mut bad = batch(-1, -1, -1, &[b"x"]).to_vec();
         let last = bad.len() - 1;
         bad[last] ^= 1;
-        assert_eq!(produce(&mut s, &r, Bytes::from(bad)).result.error_code, 2);
         assert_eq!(
-            produce(&mut s, &r, Bytes::from_static(b"short"))
-                .result
-                .error_code,
-            87
+            refused(&mut s, &r, Bytes::from(bad)),
+            Some(ProduceError::Log(LogErrorKind::CrcMismatch))
         );
         assert_eq!(
-            produce(&mut s, &pref("t", 2, 0), batch(-1, -1, -1, &[b"x"]))
-                .result
-                .error_code,
-            3
+            refused(&mut s, &r, Bytes::from_static(b"short")),
+            Some(ProduceError::Log(LogErrorKind::InvalidBatch))
         );
-        assert_eq!(
-            produce(&mut s, &pref("t", 1, 5), batch(-1, -1, -1, &[b"x"]))
-                .result
-                .error_code,
-            3
-        );
+        let unknown = Some(ProduceError::Partition(PartitionError::Unknown));
+        let x = || batch(-1, -1, -1, &[b"x"]);
+        assert_eq!(refused(&mut s, &pref("t", 2, 0), x()), unknown);
+        assert_eq!(refused(&mut s, &pref("t", 1, 5), x()), unknown);
         let big = vec![0u8; 2 * 1024 * 1024];
         assert_eq!(
-            produce(&mut s, &r, batch(-1, -1, -1, &[&big]))
-                .result
-                .error_code,
-            10
+            refused(&mut s, &r, batch(-1, -1, -1, &[&big])),
+            Some(ProduceError::Log(LogErrorKind::TooLarge))
+        );
+        // A producer id without a base sequence; a transactional batch without a producer id.
+        assert_eq!(
+            refused(&mut s, &r, batch(5, 0, -1, &[b"x"])),
+            Some(ProduceError::NoSequence)
+        );
+        assert_eq!(
+            refused(&mut s, &r, txn_batch(-1, 0, 0, &[b"x"])),
+            Some(ProduceError::NoProducerId)
         );
         let key = r.key();
         assert_eq!(s.partition(&key).unwrap().log.log_end_offset(), 0);
@@ -1756,19 +1762,22 @@ mod tests {
             2
         );
         let dup = produce(&mut s, &r, batch(5, 0, 0, &[b"a", b"b"]));
-        assert_eq!((dup.result.error_code, dup.result.base_offset), (0, 0));
+        assert_eq!((dup.result.error, dup.result.base_offset), (None, 0));
         assert_eq!(
-            produce(&mut s, &r, batch(5, 0, 9, &[b"z"]))
-                .result
-                .error_code,
-            45
+            produce(&mut s, &r, batch(5, 0, 9, &[b"z"])).result.error,
+            Some(ProduceError::Producer(ProducerError::OutOfOrder {
+                producer_id: 5,
+                epoch: 0,
+                first_sequence: 9,
+                expected: 3
+            }))
         );
         flush(&mut s, &key);
         drop(s);
         // Producer state is rebuilt from the log.
         let mut s = open(&storage, reg, 1, 0);
         let dup = produce(&mut s, &r, batch(5, 0, 2, &[b"c"]));
-        assert_eq!((dup.result.error_code, dup.result.base_offset), (0, 2));
+        assert_eq!((dup.result.error, dup.result.base_offset), (None, 2));
         assert_eq!(
             produce(&mut s, &r, batch(5, 0, 3, &[b"d"]))
                 .result
@@ -1782,10 +1791,12 @@ mod tests {
             4
         );
         assert_eq!(
-            produce(&mut s, &r, batch(5, 0, 4, &[b"f"]))
-                .result
-                .error_code,
-            47
+            produce(&mut s, &r, batch(5, 0, 4, &[b"f"])).result.error,
+            Some(ProduceError::Producer(ProducerError::StaleEpoch {
+                producer_id: 5,
+                epoch: 0,
+                current: 1
+            }))
         );
         assert_eq!(s.partition(&key).unwrap().log.log_end_offset(), 5);
     }
@@ -1819,8 +1830,26 @@ mod tests {
             max_bytes: 1 << 20,
             read_committed: false,
         });
-        assert_eq!(got[0].error_code, 1);
-        assert!(got[1].records.is_empty() && got[1].error_code == 0);
+        assert_eq!(
+            got[0].error,
+            Some(FetchError::Log(LogErrorKind::OffsetOutOfRange))
+        );
+        assert_eq!(
+            got[0].high_watermark, 3,
+            "offsets are answered with the error"
+        );
+        assert!(got[1].records.is_empty() && got[1].error.is_none());
+        let unknown = s.fetch(&FetchOp {
+            partitions: vec![part(&pref("t", 1, 2), 0)],
+            max_bytes: 1 << 20,
+            read_committed: false,
+        });
+        assert_eq!(
+            unknown,
+            vec![FetchedPartition::error(FetchError::Partition(
+                PartitionError::Unknown
+            ))]
+        );
         assert_eq!(batch::split_batches(&got[2].records).unwrap().len(), 2);
     }
 
@@ -1838,8 +1867,8 @@ mod tests {
         assert_eq!(
             produce(&mut s, &pref("t", 1, 0), batch(-1, -1, -1, &[b"x"]))
                 .result
-                .error_code,
-            3
+                .error,
+            Some(ProduceError::Partition(PartitionError::Unknown))
         );
     }
 
@@ -1860,16 +1889,12 @@ mod tests {
         assert!(failures.is_empty());
         let big: &[u8] = &[0u8; 200];
         assert_eq!(
-            produce(&mut s, &r, batch(-1, -1, -1, &[big]))
-                .result
-                .error_code,
-            10
+            produce(&mut s, &r, batch(-1, -1, -1, &[big])).result.error,
+            Some(ProduceError::Log(LogErrorKind::TooLarge))
         );
         assert_eq!(
-            produce(&mut s, &r, batch(-1, -1, -1, &[b"x"]))
-                .result
-                .error_code,
-            0
+            produce(&mut s, &r, batch(-1, -1, -1, &[b"x"])).result.error,
+            None
         );
     }
 

@@ -445,7 +445,7 @@ pub fn produce_inputs(
             },
             0,
         );
-        assert_eq!(applied.result.error_code, 0);
+        assert_eq!(applied.result.error, None);
         offset += n;
     }
     state
