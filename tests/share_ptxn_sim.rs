@@ -86,13 +86,13 @@ use lockstep::log::batch::BatchBuilder;
 use lockstep::model::{group_shard, partition_shard, ShardId};
 use lockstep::ptxn::coordinator::TxnMetadata;
 use lockstep::ptxn::coordinator::{CoordConfig, CoordError, InitAnswer, InitRequest, TxnState};
-use lockstep::ptxn::share::ProducerLock;
+use lockstep::ptxn::share::{ProducerLock, ShareLockError};
 use lockstep::ptxn::TxnOutcome;
 use lockstep::shard::call::{Op, Ptxn, ReleaseMember, Txn};
 use lockstep::shard::exec::{ShardExec, ShardPtxn};
 use lockstep::shard::ops::{
     CallError, FetchOp, FetchPartitionOp, PartitionRef, ProduceOp, PtxnOp, ShareAckResult,
-    ShareFetchOp, TxnOp,
+    ShareFetchOp, SharePartitionError, TxnOp,
 };
 use lockstep::shard::registry::TopicRegistry;
 use lockstep::shard::state::ShardState;
@@ -621,8 +621,11 @@ impl Sim {
                 assert_eq!(*n, offsets.len() as u64);
                 Some(Ok(true))
             }
-            // INVALID_PRODUCER_EPOCH: an abort marker with a bumped epoch came first.
-            Err(r) if r.error_code == 47 => Some(Err(Fenced)),
+            // Fenced (INVALID_PRODUCER_EPOCH): an abort marker with a bumped epoch came first.
+            Err(ShareAckResult {
+                error: Some(SharePartitionError::Lock(ShareLockError::FencedEpoch { .. })),
+                ..
+            }) => Some(Err(Fenced)),
             Err(r) => panic!("lock refused: {r:?}"),
         }
     }
@@ -717,7 +720,7 @@ impl Sim {
         };
         let now = self.now();
         for p in reply.expect("share fetch").partitions {
-            assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+            assert_eq!(p.error, None, "{:?}", p.error_message);
             for range in p.acquired {
                 for offset in range.first..=range.last {
                     assert!(

@@ -262,7 +262,7 @@ impl Sim {
             &reg,
             self.now(),
         );
-        assert_eq!(answer.error_code, 0);
+        assert_eq!(answer.error, None);
         self.joined.insert(m);
     }
 
@@ -312,7 +312,7 @@ impl Sim {
             );
         self.append(participant());
         for p in fetched {
-            assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+            assert_eq!(p.error, None, "{:?}", p.error_message);
             for range in p.acquired {
                 for offset in range.first..=range.last {
                     assert!(
@@ -377,7 +377,7 @@ impl Sim {
                 now,
             );
         self.persist(participant());
-        assert_eq!(results[0].error_code, 0, "{:?}", results[0].error_message);
+        assert_eq!(results[0].error, None, "{:?}", results[0].error_message);
         let held = self.fw.held.entry(m).or_default();
         for o in offsets {
             held.remove(o);
@@ -396,7 +396,7 @@ impl Sim {
             transaction_id: id.clone(),
             timeout_ms: -1,
         });
-        if answer.error_code == 0 {
+        if answer.error.is_none() {
             self.fw.in_txn.insert(id.clone(), BTreeSet::new());
             self.fw.current = Some(id);
         }
@@ -504,7 +504,7 @@ impl Sim {
             }
         }
         let answer = prepared.borrow_mut().take().unwrap();
-        if answer.error_code != 0 {
+        if answer.error.is_some() {
             self.fw.in_txn.remove(&id);
             return;
         }
@@ -537,7 +537,7 @@ impl Sim {
                 transaction_id,
             }
         });
-        assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
+        assert_eq!(answer.error, None, "{:?}", answer.error_message);
         if answer.state == TxnState::Committed {
             self.stats.commits += 1;
         } else {

@@ -40,11 +40,6 @@ use super::{TxnMarker, TxnOutcome};
 use crate::share::{AckBatch, AcknowledgeType, ShareError, SharePartition};
 use std::fmt;
 
-/// Kafka INVALID_REQUEST.
-pub const INVALID_REQUEST: i16 = 42;
-/// Kafka INVALID_PRODUCER_EPOCH.
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-
 /// The owner of share records LOCKED in a producer transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProducerLock {
@@ -113,17 +108,6 @@ pub enum ShareLockError {
     FencedEpoch { lock: ProducerLock, held_epoch: i16 },
     /// The share partition refused (records not ACQUIRED by the member, bad ranges, …).
     Share(ShareError),
-}
-
-impl ShareLockError {
-    /// The Kafka error code the partition answers with.
-    pub fn code(&self) -> i16 {
-        match self {
-            ShareLockError::InvalidAcknowledgeType(_) => INVALID_REQUEST,
-            ShareLockError::FencedEpoch { .. } => INVALID_PRODUCER_EPOCH,
-            ShareLockError::Share(e) => e.code(),
-        }
-    }
 }
 
 impl fmt::Display for ShareLockError {

@@ -397,3 +397,318 @@ mod data_path_tests {
         }
     }
 }
+
+/// Share groups and share transactions (their own module: `crate::txn::TxnError` here, the
+/// partition transactions' `TxnError` above).
+mod share_codes {
+    use super::*;
+
+    // Share groups and share transactions
+    //
+    // The share-group and share-transaction state machines name what went wrong
+    // ([`ShareHeartbeatError`], [`ShareError`], [`ShareLockError`], [`SharePartitionError`],
+    // [`TxnError`], [`ShareTxnError`]); the codes are chosen here.
+
+    use crate::ptxn::share::ShareLockError;
+    use crate::shard::ops::{
+        ShareAckResult, SharePartitionError, ShareTxnError, TxnAckError, TxnAnswer,
+    };
+    use crate::shard::share_group::ShareHeartbeatError;
+    use crate::share::ShareError;
+    use crate::txn::TxnError;
+
+    impl ShareHeartbeatError {
+        /// The ShareGroupHeartbeat's error code.
+        pub fn code(self) -> i16 {
+            let error = match self {
+                ShareHeartbeatError::UnknownMember => ResponseError::UnknownMemberId,
+                ShareHeartbeatError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+                ShareHeartbeatError::InvalidRequest => ResponseError::InvalidRequest,
+            };
+            error.code()
+        }
+    }
+
+    impl ShareError {
+        /// The error code of the partition whose share state refused the change.
+        pub fn code(&self) -> i16 {
+            let error = match self {
+                ShareError::InvalidRequest { .. } => ResponseError::InvalidRequest,
+                ShareError::InvalidRecordState { .. } => ResponseError::InvalidRecordState,
+                ShareError::RecordsInFlight { .. } => ResponseError::NonEmptyGroup,
+                // Never sent to a client: the journal reports it when it replays.
+                ShareError::CorruptState { .. } => ResponseError::InvalidRequest,
+            };
+            error.code()
+        }
+    }
+
+    impl ShareLockError {
+        /// The error code of the partition that refused a TxnShareAcknowledge.
+        pub fn code(&self) -> i16 {
+            match self {
+                ShareLockError::InvalidAcknowledgeType(_) => ResponseError::InvalidRequest.code(),
+                ShareLockError::FencedEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
+                ShareLockError::Share(e) => e.code(),
+            }
+        }
+    }
+
+    impl SharePartitionError {
+        /// The partition's error code (ShareFetch, ShareAcknowledge, a transactional lock,
+        /// AlterShareGroupOffsets, DeleteShareGroupOffsets).
+        pub fn code(&self) -> i16 {
+            match self {
+                SharePartitionError::Partition(e) => e.code(),
+                SharePartitionError::Log(kind) => kind.code(),
+                SharePartitionError::Share(e) => e.code(),
+                SharePartitionError::Lock(e) => e.code(),
+                SharePartitionError::StateUnusable => ResponseError::UnknownServerError.code(),
+                SharePartitionError::TransactionalGroup => ResponseError::InvalidRequest.code(),
+                SharePartitionError::NothingAcquired => ResponseError::InvalidRecordState.code(),
+                SharePartitionError::NotDurable => ResponseError::KafkaStorageError.code(),
+                SharePartitionError::Call(failure) => failure.code(),
+            }
+        }
+
+        /// The error code of an optional error (0: none).
+        pub fn code_or_none(error: Option<&SharePartitionError>) -> i16 {
+            error.map_or(0, SharePartitionError::code)
+        }
+    }
+
+    impl ShareAckResult {
+        /// The partition's error code (0: applied).
+        pub fn error_code(&self) -> i16 {
+            SharePartitionError::code_or_none(self.error.as_ref())
+        }
+    }
+
+    impl TxnError {
+        /// The error code of the share-transaction request the state machine refused.
+        pub fn code(&self) -> i16 {
+            let error = match self {
+                TxnError::InvalidRequest { .. } => ResponseError::InvalidRequest,
+                TxnError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+                TxnError::InvalidTransactionTimeout { .. } => {
+                    ResponseError::InvalidTransactionTimeout
+                }
+                TxnError::ConcurrentTransactions { .. } => ResponseError::ConcurrentTransactions,
+                TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+                // Retriable, as Kafka's CONCURRENT_TRANSACTIONS for a transition in progress.
+                TxnError::AcksInFlight { .. } => ResponseError::ConcurrentTransactions,
+            };
+            error.code()
+        }
+    }
+
+    impl ShareTxnError {
+        /// The error code of the share-transaction request (ShareBeginTransaction,
+        /// SharePrepareTransaction, ShareCommitTransaction, ShareAbortTransaction,
+        /// ShareListTransactions, ShareAcknowledgeTransactional).
+        pub fn code(&self) -> i16 {
+            match self {
+                ShareTxnError::Txn(e) => e.code(),
+                ShareTxnError::UnknownMember => ResponseError::UnknownMemberId.code(),
+                ShareTxnError::NotDurable => ResponseError::KafkaStorageError.code(),
+                ShareTxnError::TimedOut => ResponseError::RequestTimedOut.code(),
+                ShareTxnError::Call(failure) => failure.code(),
+            }
+        }
+    }
+
+    impl TxnAnswer {
+        /// The answer's error code (0: none).
+        pub fn error_code(&self) -> i16 {
+            self.error.as_ref().map_or(0, ShareTxnError::code)
+        }
+    }
+
+    impl TxnAckError {
+        /// The partition's error code and message.
+        pub fn code_and_message(&self) -> (i16, Option<String>) {
+            match self {
+                TxnAckError::Refused(answer) => (answer.error_code(), answer.error_message.clone()),
+                TxnAckError::NotLocked(result) => {
+                    (result.error_code(), result.error_message.clone())
+                }
+                TxnAckError::Call(failure) => (
+                    failure.code(),
+                    Some(format!("the partition's shard did not lock: {failure:?}")),
+                ),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod share_tests {
+        use super::*;
+        use crate::ptxn::share::ProducerLock;
+        use crate::txn::TxnState;
+
+        #[test]
+        fn share_heartbeat_errors_answer_kafkas_codes() {
+            // Kafka 4.4's codes (Errors.java): UNKNOWN_MEMBER_ID 25, FENCED_MEMBER_EPOCH 110,
+            // INVALID_REQUEST 42.
+            assert_eq!(ShareHeartbeatError::UnknownMember.code(), 25);
+            assert_eq!(ShareHeartbeatError::FencedMemberEpoch.code(), 110);
+            assert_eq!(ShareHeartbeatError::InvalidRequest.code(), 42);
+        }
+
+        #[test]
+        fn share_partition_errors_answer_kafkas_codes() {
+            // Kafka 4.4's codes (Errors.java): INVALID_REQUEST 42, INVALID_RECORD_STATE 121,
+            // NON_EMPTY_GROUP 68, INVALID_PRODUCER_EPOCH 47, UNKNOWN_TOPIC_OR_PARTITION 3,
+            // KAFKA_STORAGE_ERROR 56, OFFSET_OUT_OF_RANGE 1, UNKNOWN_SERVER_ERROR -1,
+            // NOT_CONTROLLER 41.
+            let reason = || "r".to_string();
+            let shares = [
+                (ShareError::InvalidRequest { reason: reason() }, 42),
+                (ShareError::InvalidRecordState { first: 0, last: 1 }, 121),
+                (
+                    ShareError::RecordsInFlight {
+                        acquired_records: 1,
+                        locked_records: 0,
+                    },
+                    68,
+                ),
+                (ShareError::CorruptState { reason: reason() }, 42),
+            ];
+            for (error, code) in &shares {
+                assert_eq!(error.code(), *code, "{error:?}");
+                assert_eq!(ShareLockError::Share(error.clone()).code(), *code);
+                assert_eq!(SharePartitionError::Share(error.clone()).code(), *code);
+            }
+            let fenced = ShareLockError::FencedEpoch {
+                lock: ProducerLock::new(7, 1).expect("a valid lock"),
+                held_epoch: 2,
+            };
+            let locks = [
+                (ShareLockError::InvalidAcknowledgeType(2), 42),
+                (fenced.clone(), 47),
+            ];
+            for (error, code) in &locks {
+                assert_eq!(error.code(), *code, "{error:?}");
+            }
+            // A share partition's refusal inside a lock error is the partition's own.
+            let share = ShareError::InvalidRecordState { first: 0, last: 0 };
+            assert_eq!(
+                SharePartitionError::from(ShareLockError::Share(share.clone())),
+                SharePartitionError::Share(share)
+            );
+            let partitions = [
+                (SharePartitionError::Partition(PartitionError::Unknown), 3),
+                (
+                    SharePartitionError::Partition(PartitionError::Unavailable),
+                    56,
+                ),
+                (SharePartitionError::Log(LogErrorKind::OffsetOutOfRange), 1),
+                (SharePartitionError::Log(LogErrorKind::Storage), 56),
+                (SharePartitionError::from(fenced), 47),
+                (SharePartitionError::StateUnusable, -1),
+                (SharePartitionError::TransactionalGroup, 42),
+                (SharePartitionError::NothingAcquired, 121),
+                (SharePartitionError::NotDurable, 56),
+                (SharePartitionError::Call(CallError::Unreachable), 56),
+                (SharePartitionError::Call(CallError::NotController), 41),
+                (SharePartitionError::Call(CallError::Abandoned), -1),
+            ];
+            for (error, code) in &partitions {
+                assert_eq!(error.code(), *code, "{error:?}");
+                assert_eq!(SharePartitionError::code_or_none(Some(error)), *code);
+                let result = ShareAckResult::error(error.clone(), "m");
+                assert_eq!(result.error_code(), *code);
+            }
+            assert_eq!(SharePartitionError::code_or_none(None), 0);
+            assert_eq!(ShareAckResult::ok().error_code(), 0);
+            // A result that was not made durable fails with KAFKA_STORAGE_ERROR; a refusal stays.
+            let mut results = [
+                ShareAckResult::ok(),
+                ShareAckResult::error(SharePartitionError::NothingAcquired, "m"),
+            ];
+            ShareAckResult::durable(&mut results, Err("disk".into()));
+            let codes: Vec<i16> = results.iter().map(ShareAckResult::error_code).collect();
+            assert_eq!(codes, vec![56, 121]);
+        }
+
+        #[test]
+        fn share_txn_errors_answer_kafkas_codes() {
+            // Kafka 4.4's codes (Errors.java): INVALID_REQUEST 42, INVALID_TXN_STATE 48,
+            // INVALID_TRANSACTION_TIMEOUT 50, CONCURRENT_TRANSACTIONS 51,
+            // TRANSACTIONAL_ID_NOT_FOUND 105, UNKNOWN_MEMBER_ID 25, KAFKA_STORAGE_ERROR 56,
+            // REQUEST_TIMED_OUT 7.
+            let txns = [
+                (TxnError::InvalidRequest { reason: "r".into() }, 42),
+                (
+                    TxnError::InvalidTxnState {
+                        state: TxnState::Committed,
+                    },
+                    48,
+                ),
+                (
+                    TxnError::InvalidTransactionTimeout {
+                        timeout_ms: 0,
+                        max_ms: 1,
+                    },
+                    50,
+                ),
+                (
+                    TxnError::ConcurrentTransactions {
+                        pending: 5,
+                        max_pending: 5,
+                    },
+                    51,
+                ),
+                (TxnError::TransactionalIdNotFound, 105),
+                (
+                    TxnError::AcksInFlight {
+                        state: TxnState::Prepare,
+                        acks: 1,
+                    },
+                    51,
+                ),
+            ];
+            for (error, code) in &txns {
+                assert_eq!(error.code(), *code, "{error:?}");
+                assert_eq!(ShareTxnError::Txn(error.clone()).code(), *code);
+            }
+            let others = [
+                (ShareTxnError::UnknownMember, 25),
+                (ShareTxnError::NotDurable, 56),
+                (ShareTxnError::TimedOut, 7),
+                (ShareTxnError::Call(CallError::Unreachable), 56),
+                (
+                    ShareTxnError::Call(CallError::UnexpectedReply("x".into())),
+                    -1,
+                ),
+            ];
+            for (error, code) in &others {
+                assert_eq!(error.code(), *code, "{error:?}");
+            }
+            let refused = TxnAnswer::error(ShareTxnError::TimedOut, "late", TxnState::Prepare);
+            assert_eq!(refused.error_code(), 7);
+            let done = TxnAnswer {
+                error: None,
+                error_message: None,
+                state: TxnState::Ongoing,
+                timeout_ms: 1,
+            };
+            assert_eq!(done.error_code(), 0);
+            // A transactional acknowledgement's partition: the coordinator's refusal, the lock's,
+            // or the shard's failure.
+            assert_eq!(
+                TxnAckError::Refused(refused).code_and_message(),
+                (7, Some("late".into()))
+            );
+            let not_locked = ShareAckResult::error(SharePartitionError::NothingAcquired, "none");
+            assert_eq!(
+                TxnAckError::NotLocked(not_locked).code_and_message(),
+                (121, Some("none".into()))
+            );
+            assert_eq!(
+                TxnAckError::Call(CallError::Abandoned).code_and_message().0,
+                -1
+            );
+        }
+    }
+}

@@ -26,7 +26,7 @@ use crate::protocol::generated::delete_groups_response::{
 };
 use crate::shard::call::{DeleteRecords, DeleteShareGroup, DeleteShareOffsets};
 use crate::shard::join::join_all;
-use crate::shard::ops::{DeleteRecordsError, PartitionRef, ShareAckResult};
+use crate::shard::ops::{DeleteRecordsError, PartitionRef, ShareAckResult, SharePartitionError};
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::GroupDeletion;
 use kafka_protocol::messages::{
@@ -212,12 +212,15 @@ async fn delete_group<B: Bus>(bus: &B, group_id: &str) -> i16 {
     for reply in join_all(calls).await {
         let results: Vec<ShareAckResult> = match reply {
             Ok(results) => results,
-            Err(failure) => vec![ShareAckResult::error(failure.code(), "")],
+            Err(failure) => vec![ShareAckResult::error(
+                SharePartitionError::Call(failure),
+                "",
+            )],
         };
         // Records still in flight (LOCKED by a transaction of the empty group) keep their
         // partition's state: NON_EMPTY_GROUP, as for members.
-        if let Some(failed) = results.iter().find(|r| r.error_code != 0) {
-            code = failed.error_code;
+        if let Some(failed) = results.iter().find(|r| !r.is_ok()) {
+            code = failed.error_code();
         }
     }
     code

@@ -205,7 +205,7 @@ pub async fn handle<B: Bus>(bus: &B, request: &Request) -> Outcome {
             Ok(outcomes) => {
                 for (i, outcome) in indexes.iter().zip(outcomes) {
                     if let Err(refused) = outcome {
-                        results[*i] = refused.error_code;
+                        results[*i] = refused.error_code();
                     }
                 }
             }

@@ -30,7 +30,9 @@ use crate::shard::call::{
     AlterShareOffsets, DeleteShareOffsets, DescribeShareGroup, GetShareOffsets, ListShareGroups,
 };
 use crate::shard::join::join_all;
-use crate::shard::ops::{CallError, PartitionRef, ShareAckResult, ShareGroupsListed, ShareOffset};
+use crate::shard::ops::{
+    CallError, PartitionRef, ShareAckResult, ShareGroupsListed, ShareOffset, SharePartitionError,
+};
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_group::ShareGroup;
 use kafka_protocol::messages::{
@@ -630,7 +632,7 @@ pub async fn handle_alter_share_group_offsets<B: Bus>(bus: &B, request: &Request
         let parts = &by_shard[shard];
         for ((ti, pi, _, _), result) in parts.iter().zip(results_of(reply, parts.len())) {
             let slot = &mut response.responses[*ti].partitions[*pi];
-            slot.error_code = result.error_code;
+            slot.error_code = result.error_code();
             slot.error_message = result.error_message.as_deref().map(sb);
         }
     }
@@ -643,17 +645,24 @@ fn results_of(reply: Result<Vec<ShareAckResult>, CallError>, count: usize) -> Ve
         Ok(results) if results.len() == count => results,
         Err(failure) => {
             vec![
-                ShareAckResult::error(failure.code(), "the shard could not apply the change");
+                ShareAckResult::error(
+                    SharePartitionError::Call(failure),
+                    "the shard could not apply the change"
+                );
                 count
             ]
         }
-        Ok(_) => vec![
-            ShareAckResult::error(
-                ResponseError::UnknownServerError.code(),
-                "the shard answered unexpectedly"
-            );
-            count
-        ],
+        Ok(results) => {
+            let unexpected =
+                CallError::UnexpectedReply(format!("{} results for {count} items", results.len()));
+            vec![
+                ShareAckResult::error(
+                    SharePartitionError::Call(unexpected),
+                    "the shard answered unexpectedly"
+                );
+                count
+            ]
+        }
     }
 }
 
@@ -710,7 +719,7 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
             .collect();
         for reply in join_all(calls).await {
             for (id, result) in topic_ids.iter().zip(results_of(reply, topic_ids.len())) {
-                if result.error_code == 0 {
+                if result.is_ok() {
                     continue;
                 }
                 for rt in response
@@ -718,7 +727,7 @@ pub async fn handle_delete_share_group_offsets<B: Bus>(bus: &B, request: &Reques
                     .iter_mut()
                     .filter(|rt| rt.topic_id == *id && rt.error_code == 0)
                 {
-                    rt.error_code = result.error_code;
+                    rt.error_code = result.error_code();
                     rt.error_message = result.error_message.as_deref().map(sb);
                 }
             }
@@ -886,13 +895,13 @@ mod tests {
     fn shard_failures_become_per_item_errors() {
         let r = results_of(Err(CallError::Unreachable), 2);
         assert_eq!(r.len(), 2);
-        assert!(r.iter().all(|x| x.error_code == 56));
+        assert!(r.iter().all(|x| x.error_code() == 56));
         let r = results_of(Ok(vec![ShareAckResult::ok()]), 2);
         assert!(
-            r.iter().all(|x| x.error_code != 0),
+            r.iter().all(|x| x.error_code() == -1),
             "a short answer is an error"
         );
         let r = results_of(Ok(vec![ShareAckResult::ok()]), 1);
-        assert_eq!(r[0].error_code, 0);
+        assert_eq!(r[0].error_code(), 0);
     }
 }

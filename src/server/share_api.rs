@@ -32,10 +32,10 @@ use crate::shard::call::{Disconnected, JournalDurable, ReleaseMember};
 use crate::shard::join::{first_of, join_all};
 use crate::shard::ops::{
     CallError, PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchReply,
-    ShareFetchedPartition, ShareSessionOp, WaitOp,
+    ShareFetchedPartition, SharePartitionError, ShareSessionOp, WaitOp,
 };
 use crate::shard::registry::TopicRegistry;
-use crate::shard::share_group::Heartbeat;
+use crate::shard::share_group::{Heartbeat, ShareHeartbeatError};
 use crate::shard::share_session::{SessionKey, SessionOutcome};
 use crate::share::fetch::{group_in_order, partition_max_bytes, rotate};
 use crate::share::{AckBatch, AcknowledgeType};
@@ -85,7 +85,7 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
     let mut response = ShareGroupHeartbeatResponse::default();
     match bus.call_op(shard, hb).await {
         Ok(answer) => {
-            response.error_code = answer.error_code;
+            response.error_code = answer.error.map_or(0, ShareHeartbeatError::code);
             response.error_message = answer.error_message.as_deref().map(sb);
             response.member_id = answer.member_id.as_deref().map(sb);
             response.member_epoch = answer.member_epoch;
@@ -222,8 +222,12 @@ struct PendingAcks {
     member_id: String,
     /// Not yet sent: per shard, (index into `results`, partition, batches).
     by_shard: BTreeMap<ShardId, Vec<(usize, PartitionRef, Vec<AckBatch>)>>,
-    results: Vec<(Uuid, i32, ShareAckResult)>,
+    results: Vec<(Uuid, i32, AckOutcome)>,
 }
+
+/// One partition's acknowledgement as the response carries it: error code (0: none) and
+/// message.
+type AckOutcome = (i16, Option<String>);
 
 impl PendingAcks {
     fn new(group_id: &str, member_id: &str, acks: Vec<NamedAck>) -> PendingAcks {
@@ -232,14 +236,11 @@ impl PendingAcks {
         let mut results = Vec::with_capacity(acks.len());
         for (i, (named, batches)) in acks.into_iter().enumerate() {
             let result = match (named.target, batches) {
-                (Err(code), _) => ShareAckResult::error(code, "unknown topic-partition"),
-                (Ok(_), Err((error_code, error_message))) => ShareAckResult {
-                    error_code,
-                    error_message,
-                },
+                (Err(code), _) => (code, Some("unknown topic-partition".to_string())),
+                (Ok(_), Err(refused)) => refused,
                 (Ok((shard, r)), Ok(batches)) => {
                     by_shard.entry(shard).or_default().push((i, r, batches));
-                    ShareAckResult::ok()
+                    (0, None)
                 }
             };
             results.push((named.topic_id, named.partition, result));
@@ -271,14 +272,13 @@ impl PendingAcks {
             Ok(answers) => {
                 assert_eq!(answers.len(), indices.len(), "one answer per partition");
                 for (i, answer) in indices.iter().zip(answers) {
-                    self.results[*i].2 = answer;
+                    self.results[*i].2 = (answer.error_code(), answer.error_message);
                 }
             }
             Err(failure) => {
                 let code = failure.code();
                 for i in indices {
-                    self.results[*i].2 =
-                        ShareAckResult::error(code, "the shard could not acknowledge");
+                    self.results[*i].2 = (code, Some("the shard could not acknowledge".into()));
                 }
             }
         }
@@ -397,10 +397,10 @@ struct FetchLimits {
 }
 
 /// A partition the shard could not answer for.
-fn failed_partition(r: &PartitionRef, code: i16) -> ShareFetchedPartition {
+fn failed_partition(r: &PartitionRef, error: Option<SharePartitionError>) -> ShareFetchedPartition {
     ShareFetchedPartition {
         partition: r.key(),
-        error_code: code,
+        error,
         error_message: None,
         records: Bytes::new(),
         acquired: Vec::new(),
@@ -442,7 +442,7 @@ async fn acquire_walk<B: Bus>(
     }
     let nothing = out
         .iter()
-        .all(|p| p.acquired.is_empty() && p.error_code == 0);
+        .all(|p| p.acquired.is_empty() && p.error.is_none());
     if nothing && may_wait {
         for (i, (shard, r)) in order.iter().enumerate() {
             if !out[i].created {
@@ -451,7 +451,7 @@ async fn acquire_walk<B: Bus>(
             let one = [(*shard, r.clone())];
             let (mut again, _) = walk(bus, group_id, member_id, &one, limits, 0, true, acks).await;
             let mut again = again.remove(0);
-            if again.acquired.is_empty() && again.error_code == 0 {
+            if again.acquired.is_empty() && again.error.is_none() {
                 continue;
             }
             again.created = true;
@@ -568,9 +568,11 @@ async fn walk<B: Bus>(
             }
             other => {
                 // Not reached (the budget is spent: no error), or the shard failed.
-                let code = other.map_or(0, |failed| failed.err().map_or(0, |f| f.code()));
+                let error = other
+                    .and_then(|failed| failed.err())
+                    .map(SharePartitionError::Call);
                 for (i, r) in &group {
-                    out[*i] = Some(failed_partition(r, code));
+                    out[*i] = Some(failed_partition(r, error.clone()));
                 }
             }
         }
@@ -822,7 +824,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             fetched = walked;
             let got = fetched
                 .iter()
-                .any(|p| !p.acquired.is_empty() || p.error_code != 0);
+                .any(|p| !p.acquired.is_empty() || p.error.is_some());
             if got {
                 break;
             }
@@ -872,7 +874,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .or_default()
             .entry(p.partition.partition)
             .or_insert_with(|| blank(p.partition.partition));
-        entry.error_code = p.error_code;
+        entry.error_code = SharePartitionError::code_or_none(p.error.as_ref());
         entry.error_message = p.error_message.clone();
         entry.records = Some(p.records);
         entry.acquired_records = p
@@ -895,14 +897,14 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .or_insert_with(|| blank(partition));
         entry.error_code = code;
     }
-    for (topic_id, partition, result) in ack_results.drain(..) {
+    for (topic_id, partition, (code, message)) in ack_results.drain(..) {
         let entry = by_topic
             .entry(topic_id)
             .or_default()
             .entry(partition)
             .or_insert_with(|| blank(partition));
-        entry.acknowledge_error_code = result.error_code;
-        entry.acknowledge_error_message = result.error_message.clone();
+        entry.acknowledge_error_code = code;
+        entry.acknowledge_error_message = message;
     }
     let mut response = ShareFetchResponse::default();
     response.acquisition_lock_timeout_ms = registry
@@ -1014,11 +1016,11 @@ pub async fn handle_share_acknowledge<B: Bus>(
     }
     let mut by_topic: BTreeMap<Uuid, Vec<share_acknowledge_response::PartitionData>> =
         BTreeMap::new();
-    for (topic_id, partition, result) in results {
+    for (topic_id, partition, (code, message)) in results {
         let mut p = share_acknowledge_response::PartitionData::default();
         p.partition_index = partition;
-        p.error_code = result.error_code;
-        p.error_message = result.error_message.clone();
+        p.error_code = code;
+        p.error_message = message;
         p.current_leader.leader_id = BROKER_NODE_ID;
         by_topic.entry(topic_id).or_default().push(p);
     }
@@ -1092,7 +1094,7 @@ mod tests {
             self.calls[s].set(self.calls[s].get() + 1);
             let held = self.held[s].get();
             let r = &op.partitions[0];
-            let mut p = failed_partition(r, 0);
+            let mut p = failed_partition(r, None);
             if op.min_bytes > 0 && held < op.min_bytes {
                 return ShardReply::ShareFetched(ShareFetchReply {
                     acknowledged: Vec::new(),

@@ -27,10 +27,10 @@ use crate::protocol::share_txn::{
     SharePrepareTransactionResponse, ShareTransaction, TransactionPartition,
 };
 use crate::shard::call::{Op, Txn};
-use crate::shard::ops::{PartitionRef, TxnAckError, TxnAnswer, TxnOp};
+use crate::shard::ops::{PartitionRef, ShareTxnError, TxnAckError, TxnAnswer, TxnOp};
 use crate::share::AckBatch;
-use crate::txn::TxnRecord;
 use crate::txn::TxnState;
+use crate::txn::{TxnError, TxnRecord};
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 
@@ -42,11 +42,8 @@ where
 {
     let shard = group_shard(group_id, bus.shard_count());
     bus.call_op(shard, Txn::new(op)).await.map_err(|failure| {
-        TxnAnswer::error(
-            failure.code(),
-            format!("the coordinator shard could not run the operation: {failure:?}"),
-            TxnState::Empty,
-        )
+        let message = format!("the coordinator shard could not run the operation: {failure:?}");
+        TxnAnswer::error(ShareTxnError::Call(failure), message, TxnState::Empty)
     })
 }
 
@@ -60,7 +57,9 @@ async fn answer<B: Bus>(bus: &B, group_id: &str, op: TxnOp) -> TxnAnswer {
 fn invalid_group(group_id: &str) -> Option<TxnAnswer> {
     group_id.is_empty().then(|| {
         TxnAnswer::error(
-            ResponseError::InvalidRequest.code(),
+            ShareTxnError::Txn(TxnError::InvalidRequest {
+                reason: "GroupId is empty".to_string(),
+            }),
             "GroupId is empty",
             TxnState::Empty,
         )
@@ -91,7 +90,7 @@ pub async fn handle_begin<B: Bus>(bus: &B, request: &Request) -> Outcome {
     respond(
         request,
         &ShareBeginTransactionResponse {
-            error_code: answer.error_code,
+            error_code: answer.error_code(),
             error_message: answer.error_message,
             transaction_state: answer.state.into(),
             timeout_ms: answer.timeout_ms as i64,
@@ -145,7 +144,7 @@ pub async fn handle_outcome<B: Bus>(bus: &B, request: &Request) -> Outcome {
         apis::SHARE_PREPARE_TRANSACTION => respond(
             request,
             &SharePrepareTransactionResponse {
-                error_code: answer.error_code,
+                error_code: answer.error_code(),
                 error_message: answer.error_message,
                 transaction_state: state,
                 ..Default::default()
@@ -154,7 +153,7 @@ pub async fn handle_outcome<B: Bus>(bus: &B, request: &Request) -> Outcome {
         apis::SHARE_COMMIT_TRANSACTION => respond(
             request,
             &ShareCommitTransactionResponse {
-                error_code: answer.error_code,
+                error_code: answer.error_code(),
                 error_message: answer.error_message,
                 transaction_state: state,
                 ..Default::default()
@@ -163,7 +162,7 @@ pub async fn handle_outcome<B: Bus>(bus: &B, request: &Request) -> Outcome {
         _ => respond(
             request,
             &ShareAbortTransactionResponse {
-                error_code: answer.error_code,
+                error_code: answer.error_code(),
                 error_message: answer.error_message,
                 transaction_state: state,
                 ..Default::default()
@@ -188,7 +187,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
         }
     };
     if let Some(refused) = invalid_group(&req.group_id) {
-        response.error_code = refused.error_code;
+        response.error_code = refused.error_code();
         response.error_message = refused.error_message;
         return respond(request, &response);
     }
@@ -224,7 +223,7 @@ pub async fn handle_list<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 .collect()
         }
         Err(answer) => {
-            response.error_code = answer.error_code;
+            response.error_code = answer.error_code();
             response.error_message = answer.error_message;
         }
     }
@@ -341,7 +340,7 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                         // The same for every partition: the transaction's (or the member's)
                         // state.
                         if response.error_code == 0 {
-                            response.error_code = answer.error_code;
+                            response.error_code = answer.error_code();
                             response.error_message = answer.error_message.clone();
                         }
                     }
@@ -349,7 +348,7 @@ pub async fn handle_acknowledge<B: Bus>(bus: &B, request: &Request) -> Outcome {
                 }
             }
             Err(answer) => {
-                response.error_code = answer.error_code;
+                response.error_code = answer.error_code();
                 response.error_message = answer.error_message;
                 return respond(request, &response);
             }

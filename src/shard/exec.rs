@@ -927,7 +927,7 @@ impl<T> ShardExec for T where
 /// The bytes the probed partitions hold, if they do not reach the op's MinBytes (`None`: they
 /// do, or one of them is in error, which a ShareFetch answers at once).
 fn min_bytes_unmet(probed: &[ShareProbedPartition], op: &ShareFetchOp) -> Option<usize> {
-    if probed.iter().any(|p| p.error_code != 0) {
+    if probed.iter().any(|p| p.error.is_some()) {
         return None;
     }
     let available = probed.iter().map(|p| p.available_bytes);
@@ -945,7 +945,7 @@ fn min_bytes_unmet(probed: &[ShareProbedPartition], op: &ShareFetchOp) -> Option
 fn unmet_partition(p: &ShareProbedPartition) -> ShareFetchedPartition {
     ShareFetchedPartition {
         partition: p.partition,
-        error_code: 0,
+        error: None,
         error_message: None,
         records: bytes::Bytes::new(),
         acquired: Vec::new(),

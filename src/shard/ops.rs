@@ -13,11 +13,14 @@
 use super::registry::TopicRegistry;
 use super::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
 use super::share_session::{SessionError, SessionKey, SessionOutcome};
+use crate::log::LogErrorKind;
 use crate::model::TopicPartition;
+use crate::ptxn::share::ShareLockError;
+use crate::share::ShareError;
 use crate::share::{AckBatch, AcquiredRange};
+use crate::txn::TxnError;
 use crate::txn::{TxnRecord, TxnState};
 use bytes::Bytes;
-use kafka_protocol::ResponseError;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -442,7 +445,8 @@ pub struct ShareFetchReply {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareProbedPartition {
     pub partition: TopicPartition,
-    pub error_code: i16,
+    /// `None`: the partition could be read.
+    pub error: Option<SharePartitionError>,
     /// Bytes of whole batches from the next fetch offset below the high watermark.
     pub available_bytes: usize,
     /// New records at or past this offset could be acquired (for the long poll).
@@ -453,7 +457,8 @@ pub struct ShareProbedPartition {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareFetchedPartition {
     pub partition: TopicPartition,
-    pub error_code: i16,
+    /// `None`: the partition was read (and `acquired` says what it handed out).
+    pub error: Option<SharePartitionError>,
     pub error_message: Option<String>,
     /// Whole batches overlapping the acquired ranges.
     pub records: Bytes,
@@ -472,34 +477,77 @@ pub struct ShareAckOp {
     pub partitions: Vec<(PartitionRef, Vec<AckBatch>)>,
 }
 
+/// Why a share operation failed on one partition: a ShareFetch's read, a ShareAcknowledge, a
+/// transactional lock, an AlterShareGroupOffsets or DeleteShareGroupOffsets change. The handler
+/// maps it to the partition's Kafka code (`server::codes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SharePartitionError {
+    /// The partition is not served here.
+    Partition(PartitionError),
+    /// The partition's log refused or failed the read.
+    Log(LogErrorKind),
+    /// The share partition refused the change (records not acquired by the member, bad
+    /// ranges, records in flight).
+    Share(ShareError),
+    /// A producer transaction's lock was refused (a fenced epoch, an acknowledge type other
+    /// than ACCEPT or REJECT); a refusal of the share partition is [`SharePartitionError::Share`].
+    Lock(ShareLockError),
+    /// The group's recovered share state of the partition cannot describe a share partition.
+    StateUnusable,
+    /// A ShareAcknowledge in a group that acknowledges inside share transactions
+    /// (`share.acknowledgement.mode=transactional`).
+    TransactionalGroup,
+    /// An acknowledgement (or lock) of a partition the group acquired nothing of.
+    NothingAcquired,
+    /// The change could not be made durable (the journal failed).
+    NotDurable,
+    /// The partition's shard did not answer.
+    Call(CallError),
+}
+
+impl From<ShareLockError> for SharePartitionError {
+    fn from(e: ShareLockError) -> SharePartitionError {
+        match e {
+            ShareLockError::Share(e) => SharePartitionError::Share(e),
+            other => SharePartitionError::Lock(other),
+        }
+    }
+}
+
 /// Outcome of acknowledging one partition (also of altering or deleting share offsets).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareAckResult {
-    pub error_code: i16,
+    /// `None`: applied.
+    pub error: Option<SharePartitionError>,
     pub error_message: Option<String>,
 }
 
 impl ShareAckResult {
     pub fn ok() -> ShareAckResult {
         ShareAckResult {
-            error_code: 0,
+            error: None,
             error_message: None,
         }
     }
 
-    pub fn error(error_code: i16, message: impl Into<String>) -> ShareAckResult {
+    pub fn error(error: SharePartitionError, message: impl Into<String>) -> ShareAckResult {
         ShareAckResult {
-            error_code,
+            error: Some(error),
             error_message: Some(message.into()),
         }
     }
 
+    /// Applied.
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+
     /// Whether the state behind `results` became durable: if not (`Err(cause)`), each result
-    /// that succeeded fails with KAFKA_STORAGE_ERROR.
+    /// that succeeded fails with [`SharePartitionError::NotDurable`].
     pub fn durable(results: &mut [ShareAckResult], durable: Result<(), String>) {
         if let Err(cause) = durable {
-            for r in results.iter_mut().filter(|r| r.error_code == 0) {
-                *r = ShareAckResult::error(ResponseError::KafkaStorageError.code(), cause.clone());
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = ShareAckResult::error(SharePartitionError::NotDurable, cause.clone());
             }
         }
     }
@@ -591,19 +639,36 @@ pub enum TxnOp {
     },
 }
 
-/// The answer to a coordinator op: error (0 if none), the state after the call, the timeout.
+/// Why a share-transaction coordinator op was refused or failed; the handler maps it to the
+/// Kafka code (`server::codes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShareTxnError {
+    /// The transaction state machine refused the op (its state, timeout, id, ...).
+    Txn(TxnError),
+    /// The acknowledging member is not in the share group.
+    UnknownMember,
+    /// The transaction (its record, or a participant's locks) could not be made durable.
+    NotDurable,
+    /// Prepare: the acknowledgements into the transaction did not complete within the wait.
+    TimedOut,
+    /// The coordinator's shard did not answer.
+    Call(CallError),
+}
+
+/// The answer to a coordinator op: the error (`None`: done), the state after the call, the
+/// timeout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxnAnswer {
-    pub error_code: i16,
+    pub error: Option<ShareTxnError>,
     pub error_message: Option<String>,
     pub state: TxnState,
     pub timeout_ms: u64,
 }
 
 impl TxnAnswer {
-    pub fn error(code: i16, message: impl Into<String>, state: TxnState) -> TxnAnswer {
+    pub fn error(error: ShareTxnError, message: impl Into<String>, state: TxnState) -> TxnAnswer {
         TxnAnswer {
-            error_code: code,
+            error: Some(error),
             error_message: Some(message.into()),
             state,
             timeout_ms: 0,
@@ -625,7 +690,8 @@ pub enum TxnReplyMsg {
 }
 
 /// Why one partition of a transactional acknowledgement was not acknowledged; the handler maps
-/// it to the partition's Kafka error code ([`TxnAckError::code`]).
+/// it to the partition's Kafka error code and message (`TxnAckError::code_and_message`, in
+/// `server::codes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TxnAckError {
     /// The coordinator refused it: the transaction is not ONGOING (its state is in the answer)
@@ -635,20 +701,6 @@ pub enum TxnAckError {
     NotLocked(ShareAckResult),
     /// The partition's shard did not answer the lock.
     Call(CallError),
-}
-
-impl TxnAckError {
-    /// The partition's error code and message.
-    pub fn code_and_message(&self) -> (i16, Option<String>) {
-        match self {
-            TxnAckError::Refused(answer) => (answer.error_code, answer.error_message.clone()),
-            TxnAckError::NotLocked(result) => (result.error_code, result.error_message.clone()),
-            TxnAckError::Call(failure) => (
-                failure.code(),
-                Some(format!("the partition's shard did not lock: {failure:?}")),
-            ),
-        }
-    }
 }
 
 /// The share-partition start offset of one partition for DescribeShareGroupOffsets.

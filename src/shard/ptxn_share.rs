@@ -13,7 +13,7 @@
 //! transactions, they are not resolved by asking a share-transaction coordinator after a
 //! restart (`ShareState::txn_locked` leaves them out).
 
-use super::ops::{PartitionRef, ShareAckResult};
+use super::ops::{PartitionRef, ShareAckResult, SharePartitionError};
 use super::share_state::ShareKey;
 use super::state::ShardState;
 use super::txn_state::locks_entry;
@@ -43,12 +43,14 @@ impl<S: Storage + Clone> ShardState<S> {
                 };
                 let mut sp = self.take_existing_share(&key).ok_or_else(|| {
                     ShareAckResult::error(
-                        kafka_protocol::ResponseError::InvalidRecordState.code(),
+                        SharePartitionError::NothingAcquired,
                         "no records of this partition were acquired by the group",
                     )
                 })?;
-                let result = rules::lock(&mut sp, member_id, owner, batches)
-                    .map_err(|e| ShareAckResult::error(e.code(), e.to_string()));
+                let result = rules::lock(&mut sp, member_id, owner, batches).map_err(|e| {
+                    let message = e.to_string();
+                    ShareAckResult::error(SharePartitionError::from(e), message)
+                });
                 let ranges = sp.locked_ranges(&name);
                 self.put_share(key.clone(), sp);
                 if matches!(result, Ok(n) if n > 0) {

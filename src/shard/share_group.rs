@@ -39,7 +39,6 @@ use crate::constants::{
 };
 use crate::share::ShareConfig;
 use crate::txn::TxnConfig;
-use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
@@ -269,10 +268,23 @@ pub enum GroupDeletion {
     HasMembers,
 }
 
+/// Why a ShareGroupHeartbeat was refused; the handler maps it to the Kafka code
+/// (`server::codes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShareHeartbeatError {
+    /// The member (or its group) is not known here: it must rejoin with epoch 0.
+    UnknownMember,
+    /// The member's epoch is neither its current nor its previous one.
+    FencedMemberEpoch,
+    /// A malformed heartbeat (empty ids, a bad epoch, no subscription on a join).
+    InvalidRequest,
+}
+
 /// The answer to a heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeartbeatAnswer {
-    pub error_code: i16,
+    /// `None`: accepted.
+    pub error: Option<ShareHeartbeatError>,
     pub error_message: Option<String>,
     pub member_id: Option<String>,
     pub member_epoch: i32,
@@ -282,9 +294,9 @@ pub struct HeartbeatAnswer {
 }
 
 impl HeartbeatAnswer {
-    fn error(error: ResponseError, message: Option<String>) -> HeartbeatAnswer {
+    fn error(error: ShareHeartbeatError, message: Option<String>) -> HeartbeatAnswer {
         HeartbeatAnswer {
-            error_code: error.code(),
+            error: Some(error),
             error_message: message,
             member_id: None,
             member_epoch: 0,
@@ -311,7 +323,7 @@ pub struct ShareGroups {
 
 fn unknown_member(group_id: &str, member_id: &str) -> HeartbeatAnswer {
     HeartbeatAnswer::error(
-        ResponseError::UnknownMemberId,
+        ShareHeartbeatError::UnknownMember,
         Some(format!(
             "Member {member_id} is not a member of group {group_id}."
         )),
@@ -323,7 +335,7 @@ fn unknown_member(group_id: &str, member_id: &str) -> HeartbeatAnswer {
 fn check_epoch(member: &ShareMember, received: i32) -> Result<(), HeartbeatAnswer> {
     let fenced = |message: String| {
         Err(HeartbeatAnswer::error(
-            ResponseError::FencedMemberEpoch,
+            ShareHeartbeatError::FencedMemberEpoch,
             Some(message),
         ))
     };
@@ -391,13 +403,16 @@ impl ShareGroups {
     ) -> Result<(HeartbeatAnswer, Vec<Departed>), HeartbeatAnswer> {
         let invalid = |message: &str| {
             Err(HeartbeatAnswer::error(
-                ResponseError::InvalidRequest,
+                ShareHeartbeatError::InvalidRequest,
                 Some(message.to_string()),
             ))
         };
         // Kafka's request checks, in its order (the length check answers without a message).
         if hb.member_id.len() > SHARE_MEMBER_ID_BYTES_MAX {
-            return Err(HeartbeatAnswer::error(ResponseError::InvalidRequest, None));
+            return Err(HeartbeatAnswer::error(
+                ShareHeartbeatError::InvalidRequest,
+                None,
+            ));
         }
         if hb.member_id.is_empty() {
             return invalid("MemberId can't be empty.");
@@ -420,7 +435,7 @@ impl ShareGroups {
             return self.leave(hb).map(|d| {
                 (
                     HeartbeatAnswer {
-                        error_code: 0,
+                        error: None,
                         error_message: None,
                         member_id: Some(hb.member_id.clone()),
                         member_epoch: -1,
@@ -513,7 +528,7 @@ impl ShareGroups {
             .is_none_or(|o| o.assignment != member.assignment);
         Ok((
             HeartbeatAnswer {
-                error_code: 0,
+                error: None,
                 error_message: None,
                 member_id: Some(member.member_id.clone()),
                 member_epoch: member.member_epoch,
@@ -818,36 +833,32 @@ mod tests {
         let reg = registry(&[("t", 1, 2)]);
         let mut groups = ShareGroups::new();
         let (a, _) = groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 0);
-        assert_eq!((a.error_code, a.member_epoch), (0, 1));
+        assert_eq!((a.error, a.member_epoch), (None, 1));
         assert_eq!(parts(&a), vec![0, 1]);
         assert_eq!(a.heartbeat_interval_ms, 5_000);
         // Unchanged: no assignment in the answer.
         let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 5);
-        assert_eq!((a.error_code, a.member_epoch, a.assignment), (0, 1, None));
+        assert_eq!((a.error, a.member_epoch, a.assignment), (None, 1, None));
         let (b, _) = groups.heartbeat(&hb("b", 0, Some(&["t"])), &reg, 10);
-        assert_eq!((b.error_code, b.member_epoch), (0, 2));
+        assert_eq!((b.error, b.member_epoch), (None, 2));
         assert_eq!(parts(&b), vec![1]);
         // a is still at epoch 1 until it heartbeats.
         assert_eq!(groups.group("g").unwrap().members["a"].member_epoch, 1);
         let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 20);
-        assert_eq!((a.error_code, a.member_epoch), (0, 2));
+        assert_eq!((a.error, a.member_epoch), (None, 2));
         assert_eq!(parts(&a), vec![0]);
         // The answer may have been lost: the previous epoch is accepted, nothing changes.
         let (a, _) = groups.heartbeat(&hb("a", 1, None), &reg, 30);
-        assert_eq!((a.error_code, a.member_epoch, a.assignment), (0, 2, None));
+        assert_eq!((a.error, a.member_epoch, a.assignment), (None, 2, None));
         // A greater epoch, or one older than the previous, is fenced.
         let (f, _) = groups.heartbeat(&hb("a", 3, None), &reg, 30);
-        assert_eq!(f.error_code, ResponseError::FencedMemberEpoch.code());
+        assert_eq!(f.error, Some(ShareHeartbeatError::FencedMemberEpoch));
         assert!(f
             .error_message
             .unwrap()
             .contains("greater member epoch (3)"));
         let (f, _) = groups.heartbeat(&hb("a", 0, Some(&["t"])), &reg, 30);
-        assert_eq!(
-            (f.error_code, f.member_epoch),
-            (0, 2),
-            "a rejoin is accepted"
-        );
+        assert_eq!((f.error, f.member_epoch), (None, 2), "a rejoin is accepted");
         assert_eq!(parts(&f), vec![0], "a rejoin gets its assignment");
         // A third member on 2 partitions: partitions are shared (ceil(3/2) = 2 holders each).
         let (c, _) = groups.heartbeat(&hb("c", 0, Some(&["t"])), &reg, 40);
@@ -866,14 +877,14 @@ mod tests {
         // Leave: the others move on their next heartbeat.
         let (l, departed) = groups.heartbeat(&hb("c", -1, None), &reg, 60);
         assert_eq!(
-            (l.error_code, l.member_epoch, l.heartbeat_interval_ms),
-            (0, -1, 0)
+            (l.error, l.member_epoch, l.heartbeat_interval_ms),
+            (None, -1, 0)
         );
         assert_eq!(departed.len(), 1);
         let (a, _) = groups.heartbeat(&hb("a", 3, None), &reg, 70);
         assert_eq!(a.member_epoch, 4);
         let (l, _) = groups.heartbeat(&hb("c", -1, None), &reg, 80);
-        assert_eq!(l.error_code, ResponseError::UnknownMemberId.code());
+        assert_eq!(l.error, Some(ShareHeartbeatError::UnknownMember));
         assert_eq!(
             l.error_message.as_deref(),
             Some("Member c is not a member of group g.")
@@ -893,13 +904,13 @@ mod tests {
         }
         // a: epoch 3, previous 2; 1 is fenced.
         let (f, _) = groups.heartbeat(&hb("a", 1, None), &reg, 0);
-        assert_eq!(f.error_code, ResponseError::FencedMemberEpoch.code());
+        assert_eq!(f.error, Some(ShareHeartbeatError::FencedMemberEpoch));
         assert!(f
             .error_message
             .unwrap()
             .contains("does not match the previous member epoch (2)"));
         let (ok, _) = groups.heartbeat(&hb("a", 2, None), &reg, 0);
-        assert_eq!(ok.error_code, 0);
+        assert_eq!(ok.error, None);
     }
 
     #[test]
@@ -933,23 +944,23 @@ mod tests {
         let mut groups = ShareGroups::new();
         // Kafka: GROUP_ID_NOT_FOUND; Lockstep forgets groups at a restart, so its members rejoin.
         let (a, _) = groups.heartbeat(&hb("x", 5, None), &reg, 0);
-        assert_eq!(a.error_code, ResponseError::UnknownMemberId.code());
+        assert_eq!(a.error, Some(ShareHeartbeatError::UnknownMember));
         assert_eq!(
             a.error_message.as_deref(),
             Some("Member x is not a member of group g.")
         );
         let (a, _) = groups.heartbeat(&hb("", 0, Some(&["t"])), &reg, 0);
         assert_eq!(
-            (a.error_code, a.error_message.as_deref()),
+            (a.error, a.error_message.as_deref()),
             (
-                ResponseError::InvalidRequest.code(),
+                Some(ShareHeartbeatError::InvalidRequest),
                 Some("MemberId can't be empty.")
             )
         );
         let (a, _) = groups.heartbeat(&hb(&"m".repeat(37), 0, Some(&["t"])), &reg, 0);
         assert_eq!(
-            (a.error_code, a.error_message),
-            (ResponseError::InvalidRequest.code(), None)
+            (a.error, a.error_message),
+            (Some(ShareHeartbeatError::InvalidRequest), None)
         );
         let (a, _) = groups.heartbeat(&hb("x", 0, None), &reg, 0);
         assert_eq!(
@@ -960,10 +971,10 @@ mod tests {
         assert_eq!(a.error_message.as_deref(), Some("MemberEpoch is invalid."));
         // Unknown topics are subscribed but assign nothing.
         let (a, _) = groups.heartbeat(&hb("x", 0, Some(&["nope"])), &reg, 0);
-        assert_eq!(a.error_code, 0);
+        assert_eq!(a.error, None);
         assert!(parts(&a).is_empty());
         let (a, _) = groups.heartbeat(&hb("y", 1, None), &reg, 0);
-        assert_eq!(a.error_code, ResponseError::UnknownMemberId.code());
+        assert_eq!(a.error, Some(ShareHeartbeatError::UnknownMember));
     }
 
     #[test]
@@ -1006,7 +1017,7 @@ mod tests {
                     live.remove(&id);
                 } else if !live.contains_key(&id) {
                     let (a, _) = groups.heartbeat(&hb(&id, 0, Some(&["t"])), &reg, step);
-                    assert_eq!(a.error_code, 0);
+                    assert_eq!(a.error, None);
                     live.insert(id, a.member_epoch);
                 }
                 let before: BTreeMap<String, BTreeSet<i32>> = groups
@@ -1026,7 +1037,7 @@ mod tests {
                     .collect();
                 for (id, epoch) in live.iter_mut() {
                     let (a, _) = groups.heartbeat(&hb(id, *epoch, None), &reg, step);
-                    assert_eq!(a.error_code, 0, "seed {seed} step {step}: {a:?}");
+                    assert_eq!(a.error, None, "seed {seed} step {step}: {a:?}");
                     *epoch = a.member_epoch;
                 }
                 let g = groups.group("g").unwrap();

@@ -33,13 +33,13 @@
 
 use super::ops::{
     PartitionRef, ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchedPartition, ShareOffset,
-    ShareProbedPartition,
+    SharePartitionError, ShareProbedPartition,
 };
 use super::registry::TopicRegistry;
 use super::share_dlq::{self, DlqCopy, DlqTap};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
-use super::state::{log_error_code, ShardState};
+use super::state::ShardState;
 use super::txn_state::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
 use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::journal::entries::{
@@ -55,7 +55,6 @@ use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSn
 use crate::storage::file::Storage;
 use crate::txn::{GroupTransactions, TxnRecord, TxnState};
 use bytes::Bytes;
-use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
@@ -593,7 +592,7 @@ impl<S: Storage + Clone> ShardState<S> {
         key: &ShareKey,
         r: &PartitionRef,
         now_ms: u64,
-    ) -> Result<SharePartition, (i16, String)> {
+    ) -> Result<SharePartition, (SharePartitionError, String)> {
         let config = self.registry().group_config(&key.group_id);
         if let Some(mut sp) = self.share.partitions.remove(key) {
             if *sp.config() != config.share {
@@ -604,7 +603,7 @@ impl<S: Storage + Clone> ShardState<S> {
         if let Some(view) = self.share.recovered.remove(key) {
             return SharePartition::from_snapshot(config.share, &view).map_err(|e| {
                 (
-                    ResponseError::UnknownServerError.code(),
+                    SharePartitionError::StateUnusable,
                     format!(
                         "share state of {}-{} is unusable: {e}",
                         r.topic, r.partition
@@ -614,7 +613,7 @@ impl<S: Storage + Clone> ShardState<S> {
         }
         let partition = self.lookup(r).map_err(|e| {
             (
-                e.code(),
+                SharePartitionError::Partition(e),
                 format!("{}-{} is not served here", r.topic, r.partition),
             )
         })?;
@@ -629,7 +628,7 @@ impl<S: Storage + Clone> ShardState<S> {
                     Ok(None) => partition.high_watermark(),
                     Err(e) => {
                         return Err((
-                            log_error_code(&e),
+                            SharePartitionError::Log(e.kind()),
                             format!("{}-{}: {e}", r.topic, r.partition),
                         ))
                     }
@@ -691,10 +690,10 @@ impl<S: Storage + Clone> ShardState<S> {
         max_records: u64,
         min_one_batch: bool,
         read_committed: bool,
-    ) -> (Result<Batches, (i16, Option<String>)>, i64) {
+    ) -> (Result<Batches, (SharePartitionError, Option<String>)>, i64) {
         let mut hw = 0;
         let read = match self.lookup(r) {
-            Err(e) => Err((e.code(), None)),
+            Err(e) => Err((SharePartitionError::Partition(e), None)),
             Ok(partition) => {
                 let start = partition.log.log_start_offset() as i64;
                 // Normally applied when the log start moved (`share_log_start_moved`); a
@@ -723,7 +722,7 @@ impl<S: Storage + Clone> ShardState<S> {
                                 below_hw.fit(ask)
                             })
                         }
-                        Err(e) => Err((log_error_code(&e), Some(e.to_string()))),
+                        Err(e) => Err((SharePartitionError::Log(e.kind()), Some(e.to_string()))),
                     }
                 }
             }
@@ -756,7 +755,7 @@ impl<S: Storage + Clone> ShardState<S> {
             };
             let mut result = ShareFetchedPartition {
                 partition: r.key(),
-                error_code: 0,
+                error: None,
                 error_message: None,
                 records: Bytes::new(),
                 acquired: Vec::new(),
@@ -765,8 +764,8 @@ impl<S: Storage + Clone> ShardState<S> {
             };
             let mut sp = match self.take_share(&key, r, now_ms) {
                 Ok(sp) => sp,
-                Err((code, message)) => {
-                    result.error_code = code;
+                Err((error, message)) => {
+                    result.error = Some(error);
                     result.error_message = Some(message);
                     out.push(result);
                     continue;
@@ -815,8 +814,8 @@ impl<S: Storage + Clone> ShardState<S> {
                     result.acquired = fetched.acquired;
                 }
                 Ok(_) => {}
-                Err((code, message)) => {
-                    result.error_code = code;
+                Err((error, message)) => {
+                    result.error = Some(error);
                     result.error_message = message;
                 }
             }
@@ -846,12 +845,12 @@ impl<S: Storage + Clone> ShardState<S> {
                 };
                 let mut probed = ShareProbedPartition {
                     partition: r.key(),
-                    error_code: 0,
+                    error: None,
                     available_bytes: 0,
                     wait_offset: 0,
                 };
                 match self.take_share(&key, r, now_ms) {
-                    Err((code, _)) => probed.error_code = code,
+                    Err((error, _)) => probed.error = Some(error),
                     Ok(mut sp) => {
                         let read_committed = self.registry().group_config(group_id).read_committed;
                         let (read, wait_offset) = self.share_read(
@@ -864,7 +863,7 @@ impl<S: Storage + Clone> ShardState<S> {
                         );
                         match read {
                             Ok(batches) => probed.available_bytes = batches.bytes().len(),
-                            Err((code, _)) => probed.error_code = code,
+                            Err((error, _)) => probed.error = Some(error),
                         }
                         probed.wait_offset = wait_offset;
                         self.put_share(key, sp);
@@ -886,7 +885,7 @@ impl<S: Storage + Clone> ShardState<S> {
             return op
                 .partitions
                 .iter()
-                .map(|_| ShareAckResult::error(ResponseError::InvalidRequest.code(), &message))
+                .map(|_| ShareAckResult::error(SharePartitionError::TransactionalGroup, &message))
                 .collect();
         }
         op.partitions
@@ -896,21 +895,25 @@ impl<S: Storage + Clone> ShardState<S> {
                     group_id: op.group_id.clone(),
                     partition: r.key(),
                 };
-                if self.lookup(r).is_err() && !self.share.partitions.contains_key(&key) {
-                    let code = self.lookup(r).err().map_or(0, |e| e.code());
-                    return ShareAckResult::error(code, "unknown topic-partition");
+                if let Err(e) = self.lookup(r) {
+                    if !self.share.partitions.contains_key(&key) {
+                        return ShareAckResult::error(
+                            SharePartitionError::Partition(e),
+                            "unknown topic-partition",
+                        );
+                    }
                 }
                 if !self.share.partitions.contains_key(&key)
                     && !self.share.recovered.contains_key(&key)
                 {
                     return ShareAckResult::error(
-                        ResponseError::InvalidRecordState.code(),
+                        SharePartitionError::NothingAcquired,
                         "no records of this partition were acquired by the group",
                     );
                 }
                 let mut sp = match self.take_share(&key, r, now_ms) {
                     Ok(sp) => sp,
-                    Err((code, message)) => return ShareAckResult::error(code, message),
+                    Err((error, message)) => return ShareAckResult::error(error, message),
                 };
                 let before = self.share.dlq_watch(&key, &sp);
                 let result = match sp.acknowledge(&op.member_id, batches, now_ms) {
@@ -918,7 +921,10 @@ impl<S: Storage + Clone> ShardState<S> {
                         self.share.dlq_archived(&key, &before, &sp, batches);
                         ShareAckResult::ok()
                     }
-                    Err(e) => ShareAckResult::error(e.code(), e.to_string()),
+                    Err(e) => {
+                        let message = e.to_string();
+                        ShareAckResult::error(SharePartitionError::Share(e), message)
+                    }
                 };
                 self.put_share(key, sp);
                 result
@@ -1099,7 +1105,10 @@ impl<S: Storage + Clone> ShardState<S> {
             .iter()
             .map(|(r, offset)| {
                 if let Err(e) = self.lookup(r) {
-                    return ShareAckResult::error(e.code(), "unknown topic-partition");
+                    return ShareAckResult::error(
+                        SharePartitionError::Partition(e),
+                        "unknown topic-partition",
+                    );
                 }
                 let key = ShareKey {
                     group_id: group_id.to_string(),
@@ -1108,11 +1117,14 @@ impl<S: Storage + Clone> ShardState<S> {
                 // The start offset is set just below: the time of a by_duration reset is moot.
                 let mut sp = match self.take_share(&key, r, 0) {
                     Ok(sp) => sp,
-                    Err((code, message)) => return ShareAckResult::error(code, message),
+                    Err((error, message)) => return ShareAckResult::error(error, message),
                 };
                 let result = match sp.set_start_offset(*offset) {
                     Ok(()) => ShareAckResult::ok(),
-                    Err(e) => ShareAckResult::error(e.code(), e.to_string()),
+                    Err(e) => {
+                        let message = e.to_string();
+                        ShareAckResult::error(SharePartitionError::Share(e), message)
+                    }
                 };
                 self.put_share(key, sp);
                 result
@@ -1138,7 +1150,8 @@ impl<S: Storage + Clone> ShardState<S> {
                         partition: *partition,
                     };
                     if let Err(e) = self.share.delete_state(&key) {
-                        result = ShareAckResult::error(e.code(), e.to_string());
+                        let message = e.to_string();
+                        result = ShareAckResult::error(SharePartitionError::Share(e), message);
                     }
                 }
                 result

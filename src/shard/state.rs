@@ -165,12 +165,6 @@ pub fn remove_orphan_logs(data_dir: &Path, registry: &TopicRegistry) -> io::Resu
     Ok(removed)
 }
 
-/// The Kafka error code of a log error (its kind's, mapped at the edge: `server::codes`), for
-/// the share replies that still carry codes (`share_state`).
-pub fn log_error_code(error: &LogError) -> i16 {
-    error.kind().code()
-}
-
 /// A partition this shard owns.
 pub struct Partition<S: Storage> {
     pub topic: String,
@@ -1393,9 +1387,14 @@ mod tests {
         assert!(s.share_offsets("g", None).is_empty());
 
         let altered = s.share_alter_offsets("g", &[(r.clone(), 1)]);
-        assert_eq!(altered[0].error_code, 0);
+        assert_eq!(altered[0].error, None);
         let refused = s.share_alter_offsets("g", &[(r.clone(), -5)]);
-        assert_ne!(refused[0].error_code, 0);
+        assert!(matches!(
+            refused[0].error,
+            Some(crate::shard::ops::SharePartitionError::Share(
+                crate::share::ShareError::InvalidRequest { .. }
+            ))
+        ));
         let all = s.share_offsets("g", None);
         assert_eq!(all.len(), 1);
         assert_eq!(
@@ -1409,7 +1408,7 @@ mod tests {
         );
 
         let deleted = s.share_delete_offsets("g", &[Uuid::from_u128(1), Uuid::from_u128(9)]);
-        assert!(deleted.iter().all(|d| d.error_code == 0));
+        assert!(deleted.iter().all(|d| d.error.is_none()));
         assert!(s.share_offsets("g", None).is_empty());
         assert!(s.share.groups_with_state().is_empty());
         let tombstone = s.share.take_entries();
@@ -1486,7 +1485,7 @@ mod tests {
                     wait_durable: true,
                 };
                 let got = s.share_fetch(&op, 0);
-                assert_eq!(got[0].error_code, 0, "{:?}", got[0].error_message);
+                assert_eq!(got[0].error, None, "{:?}", got[0].error_message);
                 got[0]
                     .acquired
                     .iter()
@@ -1499,7 +1498,7 @@ mod tests {
                 member_id: member.into(),
                 partitions: vec![(r.clone(), batches)],
             };
-            assert_eq!(s.share_acknowledge(&op, 0)[0].error_code, 0);
+            assert_eq!(s.share_acknowledge(&op, 0)[0].error, None);
         };
         let share_key = ShareKey {
             group_id: "g".into(),
@@ -1588,10 +1587,7 @@ mod tests {
             produce(&mut s, &r, batch(-1, -1, -1, &[&[i], &[i]]));
         }
         flush(&mut s, &key);
-        assert_eq!(
-            s.share_alter_offsets("g", &[(r.clone(), 2)])[0].error_code,
-            0
-        );
+        assert_eq!(s.share_alter_offsets("g", &[(r.clone(), 2)])[0].error, None);
         let out_of_range = Err(DeleteRecordsError::Log(LogErrorKind::OffsetOutOfRange));
         assert_eq!(s.delete_records(&r, 11), out_of_range);
         assert_eq!(s.delete_records(&r, -2), out_of_range);

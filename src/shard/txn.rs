@@ -29,10 +29,12 @@ use super::{append_entries, persist_entries, ShardIo};
 use crate::constants::TXN_PREPARE_WAIT_MS;
 use crate::model::{group_shard, partition_shard, ShardId, TopicPartition};
 use crate::shard::join::join_all;
-use crate::shard::ops::{PartitionRef, ShareAckResult, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg};
+use crate::shard::ops::{
+    PartitionRef, ShareAckResult, SharePartitionError, ShareTxnError, TxnAckError, TxnAnswer,
+    TxnOp, TxnReplyMsg,
+};
 use crate::share::AckBatch;
-use crate::txn::{TxnRecord, TxnState};
-use kafka_protocol::ResponseError;
+use crate::txn::{TxnError, TxnRecord, TxnState};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs one share-transaction op on this shard (coordinator or participant).
@@ -64,7 +66,7 @@ pub async fn execute<I: ShardIo>(io: &I, op: TxnOp) -> TxnReplyMsg {
                 Err(cause) => {
                     tracing::error!(shard = %core.id, cause = %cause, "share transaction begin not durable");
                     TxnReplyMsg::Answer(TxnAnswer::error(
-                        ResponseError::KafkaStorageError.code(),
+                        ShareTxnError::NotDurable,
                         "the transaction could not be made durable",
                         answer.state,
                     ))
@@ -112,7 +114,7 @@ pub async fn execute<I: ShardIo>(io: &I, op: TxnOp) -> TxnReplyMsg {
                 .txn_get(&group_id, &transaction_id)
                 .map_or(TxnState::Empty, |r| r.state);
             TxnReplyMsg::Answer(TxnAnswer {
-                error_code: 0,
+                error: None,
                 error_message: None,
                 state,
                 timeout_ms: 0,
@@ -156,7 +158,7 @@ pub async fn execute<I: ShardIo>(io: &I, op: TxnOp) -> TxnReplyMsg {
             if let Err(e) = persist_entries(io).await {
                 for result in locked.iter_mut().filter(|r| r.is_ok()) {
                     *result = Err(ShareAckResult::error(
-                        ResponseError::KafkaStorageError.code(),
+                        SharePartitionError::NotDurable,
                         e.clone(),
                     ));
                 }
@@ -320,7 +322,7 @@ async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
         .share
         .txn_prepare(group_id, id, config, io.now_ms());
     append_entries(io);
-    if answer.error_code != 0 {
+    if answer.error.is_some() {
         return answer;
     }
     // New acknowledgements are refused now; wait for those in flight. Listen before looking,
@@ -334,7 +336,7 @@ async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
         let now = io.monotonic_us();
         if now >= deadline {
             return TxnAnswer::error(
-                ResponseError::RequestTimedOut.code(),
+                ShareTxnError::TimedOut,
                 "acknowledgements into the transaction did not complete",
                 TxnState::Prepare,
             );
@@ -344,14 +346,16 @@ async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
     }
     let Some(record) = core.state.borrow().share.txn_get(group_id, id) else {
         return TxnAnswer::error(
-            ResponseError::TransactionalIdNotFound.code(),
+            ShareTxnError::Txn(TxnError::TransactionalIdNotFound),
             "the transaction was forgotten",
             TxnState::Empty,
         );
     };
     if record.state != TxnState::Prepare {
         return TxnAnswer::error(
-            ResponseError::InvalidTxnState.code(),
+            ShareTxnError::Txn(TxnError::InvalidTxnState {
+                state: record.state,
+            }),
             format!("the transaction is {} now", record.state.name()),
             record.state,
         );
@@ -382,14 +386,14 @@ async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
             Ok(Ok(())) => {}
             Ok(Err(cause)) => {
                 return TxnAnswer::error(
-                    ResponseError::KafkaStorageError.code(),
+                    ShareTxnError::NotDurable,
                     format!("a participant could not persist its locks: {cause}"),
                     TxnState::Prepare,
                 )
             }
             Err(failure) => {
                 return TxnAnswer::error(
-                    ResponseError::KafkaStorageError.code(),
+                    ShareTxnError::NotDurable,
                     format!("a participant could not persist its locks: {failure:?}"),
                     TxnState::Prepare,
                 )
@@ -402,17 +406,13 @@ async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
         .share
         .txn_record_prepared(group_id, id);
     if let Err(e) = persist_entries(io).await {
-        return TxnAnswer::error(
-            ResponseError::KafkaStorageError.code(),
-            e,
-            TxnState::Prepare,
-        );
+        return TxnAnswer::error(ShareTxnError::NotDurable, e, TxnState::Prepare);
     }
     let record = core.state.borrow().share.txn_get(group_id, id);
     let state = record.as_ref().map_or(TxnState::Empty, |r| r.state);
     if !recorded || state != TxnState::Prepare {
         return TxnAnswer::error(
-            ResponseError::InvalidTxnState.code(),
+            ShareTxnError::Txn(TxnError::InvalidTxnState { state }),
             "the transaction was aborted while it was being prepared",
             state,
         );
@@ -420,7 +420,7 @@ async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
     let micros = io.monotonic_us().saturating_sub(started);
     io.with_metrics(|m| m.share_txn_prepare.record(micros));
     TxnAnswer {
-        error_code: 0,
+        error: None,
         error_message: None,
         state,
         timeout_ms: record.map_or(0, |r| r.timeout_ms),
@@ -444,7 +444,7 @@ async fn decide<I: ShardIo>(io: &I, group_id: &str, id: &str, commit: bool) -> T
         }
     };
     if let Err(e) = persist_entries(io).await {
-        return TxnAnswer::error(ResponseError::KafkaStorageError.code(), e, answer.state);
+        return TxnAnswer::error(ShareTxnError::NotDurable, e, answer.state);
     }
     let after = core.state.borrow().share.txn_get(group_id, id);
     if let Some(record) = &after {

@@ -19,7 +19,7 @@
 //! - After a restart each participant asks the coordinator about every transaction that still
 //!   holds locks (`TxnOp::State`) and applies COMMITTED or ABORTED; PREPARE keeps the locks.
 
-use super::ops::{PartitionRef, ShareAckResult, TxnAnswer};
+use super::ops::{PartitionRef, ShareAckResult, SharePartitionError, ShareTxnError, TxnAnswer};
 use super::share_state::{ShareKey, ShareState};
 use super::state::ShardState;
 use crate::journal::entries::{
@@ -46,12 +46,15 @@ pub struct TxnCounters {
 fn answer(result: Result<TxnReply, TxnError>) -> TxnAnswer {
     match result {
         Ok(reply) => TxnAnswer {
-            error_code: 0,
+            error: None,
             error_message: None,
             state: reply.state,
             timeout_ms: reply.timeout_ms,
         },
-        Err(e) => TxnAnswer::error(e.code(), e.to_string(), e.state()),
+        Err(e) => {
+            let (message, state) = (e.to_string(), e.state());
+            TxnAnswer::error(ShareTxnError::Txn(e), message, state)
+        }
     }
 }
 
@@ -213,7 +216,7 @@ impl ShareState {
             .is_some_and(|g| g.members.contains_key(member_id));
         if !member_known {
             let refusal = TxnAnswer::error(
-                kafka_protocol::ResponseError::UnknownMemberId.code(),
+                ShareTxnError::UnknownMember,
                 format!("{member_id} is not a member of share group {group_id}"),
                 self.txn_get(group_id, id)
                     .map_or(TxnState::Empty, |r| r.state),
@@ -312,11 +315,10 @@ impl ShareState {
                 .contains(&(group_id.to_string(), id.to_string()));
         if in_phase_one {
             return TxnAnswer::error(
-                TxnError::AcksInFlight {
+                ShareTxnError::Txn(TxnError::AcksInFlight {
                     state: TxnState::Prepare,
                     acks: 0,
-                }
-                .code(),
+                }),
                 "the transaction is still being prepared; retry",
                 TxnState::Prepare,
             );
@@ -428,13 +430,14 @@ impl<S: Storage + Clone> ShardState<S> {
                 };
                 let mut sp = self.take_existing_share(&key).ok_or_else(|| {
                     ShareAckResult::error(
-                        kafka_protocol::ResponseError::InvalidRecordState.code(),
+                        SharePartitionError::NothingAcquired,
                         "no records of this partition were acquired by the group",
                     )
                 })?;
-                let result = sp
-                    .lock(member_id, id, batches)
-                    .map_err(|e| ShareAckResult::error(e.code(), e.to_string()));
+                let result = sp.lock(member_id, id, batches).map_err(|e| {
+                    let message = e.to_string();
+                    ShareAckResult::error(SharePartitionError::Share(e), message)
+                });
                 self.put_share(key, sp);
                 result
             })
@@ -481,7 +484,7 @@ mod tests {
     fn shard_with_locks(id: &str) -> ShareState {
         let mut shard = ShareState::default();
         let config = TxnConfig::default();
-        assert_eq!(shard.txn_begin("g", id, 1_000, config, 0).error_code, 0);
+        assert_eq!(shard.txn_begin("g", id, 1_000, config, 0).error, None);
         shard
             .group_txns("g", config)
             .register_participant(id, partition(), 10)
@@ -502,7 +505,7 @@ mod tests {
         type Notice = fn(&mut ShareState, TxnConfig);
         let notices: [(&str, Notice); 3] = [
             ("begin", |s, c| {
-                assert_eq!(s.txn_begin("g", "g-j-2", 1_000, c, 2_000).error_code, 0);
+                assert_eq!(s.txn_begin("g", "g-j-2", 1_000, c, 2_000).error, None);
             }),
             ("list", |s, c| {
                 s.txn_list("g", &[], c, 2_000);

@@ -1,15 +1,9 @@
-//! Typed errors of share-partition operations, each with the Kafka error code it maps to.
+//! Typed errors of share-partition operations; the Kafka error code each answers with is
+//! chosen at the edge (`server::codes`).
 //!
 //! An operation that returns an error has changed nothing (all-or-nothing per call).
 
 use std::fmt;
-
-/// Kafka INVALID_REQUEST.
-pub const INVALID_REQUEST: i16 = 42;
-/// Kafka NON_EMPTY_GROUP.
-pub const NON_EMPTY_GROUP: i16 = 68;
-/// Kafka INVALID_RECORD_STATE.
-pub const INVALID_RECORD_STATE: i16 = 121;
 
 /// Why a share-partition operation was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,17 +22,6 @@ pub enum ShareError {
 }
 
 impl ShareError {
-    /// The Kafka error code a handler answers with.
-    pub fn code(&self) -> i16 {
-        match self {
-            ShareError::InvalidRequest { .. } => INVALID_REQUEST,
-            ShareError::InvalidRecordState { .. } => INVALID_RECORD_STATE,
-            ShareError::RecordsInFlight { .. } => NON_EMPTY_GROUP,
-            // Never sent to a client: the journal reports it when it replays.
-            ShareError::CorruptState { .. } => INVALID_REQUEST,
-        }
-    }
-
     pub(crate) fn invalid_request(reason: impl Into<String>) -> ShareError {
         ShareError::InvalidRequest {
             reason: reason.into(),

@@ -1,5 +1,5 @@
 //! Transaction states, their one transition table, and the typed errors of transaction
-//! operations with the Kafka error codes they answer with.
+//! operations (the Kafka error code each answers with is chosen at the edge: `server::codes`).
 //!
 //! ```text
 //!   from \ to    EMPTY  ONGOING  PREPARE  COMMITTED  ABORTED
@@ -15,17 +15,6 @@
 //! the operation before it asks the table; the table itself refuses every same-state pair.
 
 use std::fmt;
-
-/// Kafka INVALID_REQUEST.
-pub const INVALID_REQUEST: i16 = 42;
-/// Kafka INVALID_TXN_STATE.
-pub const INVALID_TXN_STATE: i16 = 48;
-/// Kafka INVALID_TRANSACTION_TIMEOUT.
-pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-/// Kafka CONCURRENT_TRANSACTIONS.
-pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-/// Kafka TRANSACTIONAL_ID_NOT_FOUND.
-pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 
 /// A share transaction's state (wire codes 0..=4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -123,18 +112,6 @@ pub enum TxnError {
 }
 
 impl TxnError {
-    /// The Kafka error code.
-    pub fn code(&self) -> i16 {
-        match self {
-            TxnError::InvalidRequest { .. } => INVALID_REQUEST,
-            TxnError::InvalidTxnState { .. } => INVALID_TXN_STATE,
-            TxnError::InvalidTransactionTimeout { .. } => INVALID_TRANSACTION_TIMEOUT,
-            TxnError::ConcurrentTransactions { .. } => CONCURRENT_TRANSACTIONS,
-            TxnError::TransactionalIdNotFound => TRANSACTIONAL_ID_NOT_FOUND,
-            TxnError::AcksInFlight { .. } => CONCURRENT_TRANSACTIONS,
-        }
-    }
-
     /// The TransactionState the response reports with this error: the transaction's state
     /// when there is one, EMPTY (no such transaction, or none created) otherwise.
     pub fn state(&self) -> TxnState {
@@ -202,7 +179,6 @@ mod tests {
                         TxnError::InvalidTxnState { state: from },
                         "{from} -> {to}"
                     );
-                    assert_eq!(err.code(), 48);
                     assert_eq!(err.state(), from);
                 }
             }
@@ -218,38 +194,12 @@ mod tests {
             assert_eq!(TxnState::from_code(s.code()), Some(s));
         }
         assert_eq!(TxnState::from_code(5), None);
-        assert_eq!(
-            TxnError::InvalidRequest {
-                reason: String::new()
-            }
-            .code(),
-            42
-        );
-        assert_eq!(
-            TxnError::InvalidTransactionTimeout {
-                timeout_ms: 0,
-                max_ms: 1
-            }
-            .code(),
-            50
-        );
-        assert_eq!(
-            TxnError::ConcurrentTransactions {
-                pending: 5,
-                max_pending: 5
-            }
-            .code(),
-            51
-        );
-        assert_eq!(TxnError::TransactionalIdNotFound.code(), 105);
+        // The errors' Kafka codes are tested with their mapping (`server::codes`).
         assert_eq!(TxnError::TransactionalIdNotFound.state(), TxnState::Empty);
         let in_flight = TxnError::AcksInFlight {
             state: TxnState::Prepare,
             acks: 1,
         };
-        assert_eq!(
-            (in_flight.code(), in_flight.state()),
-            (51, TxnState::Prepare)
-        );
+        assert_eq!(in_flight.state(), TxnState::Prepare);
     }
 }

@@ -4,10 +4,11 @@
 use super::*;
 use crate::journal::{Location, Recovered, RecoveredEntry};
 use crate::model::{ShardId, TopicPartition};
+use crate::ptxn::share::ShareLockError;
 use crate::ptxn::TxnOutcome;
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_state::ShareState;
-use crate::share::{AcknowledgeType, RecordState, ShareConfig, SharePartition};
+use crate::share::{AcknowledgeType, RecordState, ShareConfig, ShareError, SharePartition};
 use crate::storage::file::SimStorage;
 use std::path::Path;
 use std::sync::Arc;
@@ -147,20 +148,37 @@ fn an_abort_marker_releases_without_using_a_delivery_and_fencing_refuses_zombies
         vec![Ok(2)]
     );
     let zombie = s.ptxn_share_lock("g", "m", ProducerLock::new(42, 2).unwrap(), &accept(2, 3));
-    assert_eq!(
-        zombie[0].as_ref().unwrap_err().error_code,
-        crate::ptxn::share::INVALID_PRODUCER_EPOCH
+    assert!(
+        matches!(
+            zombie[0].as_ref().unwrap_err().error,
+            Some(SharePartitionError::Lock(ShareLockError::FencedEpoch {
+                held_epoch: 3,
+                ..
+            }))
+        ),
+        "{zombie:?}"
     );
     // Another member's records, or a group without state: INVALID_RECORD_STATE.
     let other = s.ptxn_share_lock("g", "x", ProducerLock::new(42, 3).unwrap(), &accept(2, 3));
-    assert_eq!(other[0].as_ref().unwrap_err().error_code, 121);
+    assert!(
+        matches!(
+            other[0].as_ref().unwrap_err().error,
+            Some(SharePartitionError::Share(
+                ShareError::InvalidRecordState { .. }
+            ))
+        ),
+        "{other:?}"
+    );
     let none = s.ptxn_share_lock(
         "nope",
         "m",
         ProducerLock::new(42, 3).unwrap(),
         &accept(2, 3),
     );
-    assert_eq!(none[0].as_ref().unwrap_err().error_code, 121);
+    assert_eq!(
+        none[0].as_ref().unwrap_err().error,
+        Some(SharePartitionError::NothingAcquired)
+    );
 
     let done = s.ptxn_share_resolve(&marker(3, TxnOutcome::Abort), &input());
     assert_eq!(done.released, 2);

@@ -212,7 +212,6 @@ fn acks_of_records_not_held_change_nothing() {
         .acknowledge("a", &[ack(0, 1, Accept), ack(4, 6, Accept)], 0)
         .unwrap_err();
     assert_eq!(err, ShareError::InvalidRecordState { first: 4, last: 6 });
-    assert_eq!(err.code(), 121);
     assert_eq!(p.snapshot(), before.snapshot());
     assert_eq!(
         p.runs().collect::<Vec<_>>(),
@@ -244,7 +243,10 @@ fn acks_of_records_not_held_change_nothing() {
     ];
     for batches in bad {
         let err = p.acknowledge("a", &batches, 0).unwrap_err();
-        assert_eq!(err.code(), 42, "{batches:?}");
+        assert!(
+            matches!(err, ShareError::InvalidRequest { .. }),
+            "{batches:?}: {err:?}"
+        );
     }
     p.check_invariants();
 }
@@ -395,14 +397,17 @@ fn lock_refuses_release_renew_and_foreign_records() {
     let before = p.snapshot();
     for t in [Release, Renew] {
         let err = p.lock("a", "g-x-1", &[ack(0, 0, t)]).unwrap_err();
-        assert_eq!(err.code(), 42);
+        assert!(matches!(err, ShareError::InvalidRequest { .. }), "{err:?}");
     }
     let mixed = AckBatch {
         first: 0,
         last: 1,
         types: vec![Accept, Release],
     };
-    assert_eq!(p.lock("a", "g-x-1", &[mixed]).unwrap_err().code(), 42);
+    assert!(matches!(
+        p.lock("a", "g-x-1", &[mixed]).unwrap_err(),
+        ShareError::InvalidRequest { .. }
+    ));
     let err = p
         .lock("a", "g-x-1", &[ack(0, 1, Accept), ack(3, 4, Accept)])
         .unwrap_err();
@@ -410,10 +415,10 @@ fn lock_refuses_release_renew_and_foreign_records() {
     assert_eq!(p.snapshot(), before);
     assert_eq!(p.locked_count("g-x-1"), 0);
     assert!(p.locked_txns().is_empty(), "a refused lock interns nothing");
-    assert_eq!(
-        p.lock("a", "", &[ack(0, 0, Accept)]).unwrap_err().code(),
-        42
-    );
+    assert!(matches!(
+        p.lock("a", "", &[ack(0, 0, Accept)]).unwrap_err(),
+        ShareError::InvalidRequest { .. }
+    ));
     // Locked records cannot be acknowledged or locked again.
     p.lock("a", "g-x-1", &[ack(0, 0, Accept)]).unwrap();
     assert!(p.acknowledge("a", &[ack(0, 0, Accept)], 0).is_err());

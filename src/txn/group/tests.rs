@@ -45,14 +45,15 @@ fn transaction_ids_must_belong_to_the_group() {
         "my-share-group",
     ] {
         let err = check_transaction_id(G, bad).unwrap_err();
-        assert_eq!(err.code(), 42, "{bad}");
+        assert!(matches!(err, TxnError::InvalidRequest { .. }), "{bad}");
         assert_eq!(err.state(), TxnState::Empty);
     }
     let long = format!("{G}-{}-1", "p".repeat(SHARE_TRANSACTION_ID_BYTES_MAX));
-    assert_eq!(check_transaction_id(G, &long).unwrap_err().code(), 42);
+    let invalid = |e: TxnError| matches!(e, TxnError::InvalidRequest { .. });
+    assert!(invalid(check_transaction_id(G, &long).unwrap_err()));
     let mut g = group();
-    assert_eq!(g.begin("other-job-1", -1, 0).unwrap_err().code(), 42);
-    assert_eq!(g.prepare("other-job-1", 0).unwrap_err().code(), 42);
+    assert!(invalid(g.begin("other-job-1", -1, 0).unwrap_err()));
+    assert!(invalid(g.prepare("other-job-1", 0).unwrap_err()));
     assert_eq!(g.pending_count(), 0);
 }
 
@@ -81,7 +82,16 @@ fn begin_is_idempotent_and_resolves_the_timeout() {
     assert_eq!(r.timeout_ms, 5_000);
     for bad in [0, -2, 900_001, i64::MIN] {
         let err = g.begin(&id(3), bad, 100).unwrap_err();
-        assert_eq!(err.code(), 50, "{bad}");
+        assert!(
+            matches!(
+                err,
+                TxnError::InvalidTransactionTimeout {
+                    max_ms: 900_000,
+                    ..
+                }
+            ),
+            "{bad}: {err:?}"
+        );
     }
     assert_eq!(g.begin(&id(3), 900_000, 100).unwrap().timeout_ms, 900_000);
     let rec = g.get(&id(1)).unwrap();
@@ -117,7 +127,7 @@ fn max_pending_counts_ongoing_and_prepare() {
             max_pending: 5
         }
     );
-    assert_eq!((err.code(), err.state()), (51, TxnState::Empty));
+    assert_eq!(err.state(), TxnState::Empty);
     assert!(
         !g.begin(&id(4), -1, 2).unwrap().changed,
         "a known id still answers"
@@ -135,10 +145,8 @@ fn max_pending_counts_ongoing_and_prepare() {
 fn acknowledgements_need_an_ongoing_transaction() {
     let mut g = group();
     assert_eq!(
-        g.register_participant(&id(1), part(0), 0)
-            .unwrap_err()
-            .code(),
-        105
+        g.register_participant(&id(1), part(0), 0).unwrap_err(),
+        TxnError::TransactionalIdNotFound
     );
     g.begin(&id(1), -1, 0).unwrap();
     g.register_participant(&id(1), part(0), 1).unwrap();
@@ -205,9 +213,18 @@ fn an_ack_completing_after_abort_is_told_to_release() {
 #[test]
 fn prepare_then_commit_and_their_idempotency() {
     let mut g = group();
-    assert_eq!(g.prepare(&id(1), 0).unwrap_err().code(), 105);
-    assert_eq!(g.commit(&id(1), 0).unwrap_err().code(), 105);
-    assert_eq!(g.abort(&id(1), 0).unwrap_err().code(), 105);
+    assert_eq!(
+        g.prepare(&id(1), 0).unwrap_err(),
+        TxnError::TransactionalIdNotFound
+    );
+    assert_eq!(
+        g.commit(&id(1), 0).unwrap_err(),
+        TxnError::TransactionalIdNotFound
+    );
+    assert_eq!(
+        g.abort(&id(1), 0).unwrap_err(),
+        TxnError::TransactionalIdNotFound
+    );
     g.begin(&id(1), -1, 0).unwrap();
     let err = g.commit(&id(1), 1).unwrap_err();
     assert_eq!(
