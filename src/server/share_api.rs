@@ -581,7 +581,11 @@ async fn walk<B: Bus>(
         .iter()
         .map(|(shard, seq, ..)| bus.call_op(*shard, JournalDurable { seq: *seq }))
         .collect();
-    let durable = join_all(waits).await;
+    // The acknowledgements of shards the walk did not call (MaxRecords was spent first) go
+    // now, alongside the waits for the flushes it started: one journal flush's wait for the
+    // request, not two in a row.
+    let (durable, ()) =
+        futures_lite::future::zip(join_all(waits), PendingAcks::flush(acks, bus, None)).await;
     for ((_, _, acked, mut results), durable) in undurable.into_iter().zip(durable) {
         let answers = durable.map(|d| {
             ShareAckResult::durable(&mut results, d);
@@ -853,8 +857,11 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
     };
     let ((), fetched) =
         futures_lite::future::zip(PendingAcks::flush(&acks, bus, Some(&alone)), fetching).await;
-    // Shards the walk did not call (MaxRecords was spent first): their acknowledgements now.
-    PendingAcks::flush(&acks, bus, None).await;
+    // Every acknowledgement went out: alone, in a walk's call, or at a walk's end.
+    assert!(
+        acks.borrow().shards().is_empty(),
+        "acknowledgements left unsent"
+    );
     let mut ack_results = acks.into_inner().results;
 
     // The response: every fetched partition, every acknowledged one, every unresolved one.
@@ -1196,6 +1203,129 @@ mod tests {
             walk_once(&[60, 60], 100, 60),
             (vec![0, 60], false, vec![1, 1])
         );
+    }
+
+    /// Two shards holding records and acknowledgements: shard 0's call acquires the whole
+    /// budget and starts its journal flush without waiting; shard 1 is not called to acquire.
+    /// Its flush is not awaited alone: the wait for shard 0's (which here completes only once
+    /// shard 1 has its acknowledgements) goes alongside shard 1's acknowledgement.
+    struct FlushingShards {
+        acked_alone: Cell<bool>,
+        polls: Cell<usize>,
+    }
+
+    impl Bus for FlushingShards {
+        fn local_shard(&self) -> ShardId {
+            ShardId(0)
+        }
+        fn shard_count(&self) -> usize {
+            2
+        }
+        fn registry(&self) -> std::sync::Arc<TopicRegistry> {
+            std::sync::Arc::new(TopicRegistry::new("lead10-cluster-id-xxxx".into()))
+        }
+        fn now_ms(&self) -> i64 {
+            0
+        }
+        async fn call(&self, shard: ShardId, op: ShardOp) -> ShardReply {
+            match op {
+                ShardOp::ShareFetch(op) => {
+                    assert_eq!(shard, ShardId(0), "the budget is spent on shard 0");
+                    let mut p = failed_partition(&op.partitions[0], 0);
+                    p.acquired = vec![AcquiredRange {
+                        first: 0,
+                        last: i64::from(op.max_records) - 1,
+                        delivery_count: 1,
+                    }];
+                    p.records = Bytes::from(vec![0u8; op.max_records as usize]);
+                    let acked = op
+                        .acknowledge
+                        .expect("shard 0's acknowledgements ride along");
+                    ShardReply::ShareFetched(ShareFetchReply {
+                        acknowledged: vec![ShareAckResult::ok(); acked.partitions.len()],
+                        durable_at: Some(7),
+                        partitions: vec![p],
+                        unmet: None,
+                    })
+                }
+                ShardOp::ShareAcknowledge(op) => {
+                    assert_eq!(shard, ShardId(1));
+                    self.acked_alone.set(true);
+                    ShardReply::ShareAcknowledged(vec![ShareAckResult::ok(); op.partitions.len()])
+                }
+                ShardOp::JournalDurable { seq } => {
+                    assert_eq!((shard, seq), (ShardId(0), 7));
+                    futures_lite::future::poll_fn(|cx| {
+                        if self.acked_alone.get() {
+                            return std::task::Poll::Ready(());
+                        }
+                        self.polls.set(self.polls.get() + 1);
+                        assert!(
+                            self.polls.get() < 100,
+                            "shard 1's acknowledgement waits for shard 0's flush"
+                        );
+                        cx.waker().wake_by_ref();
+                        std::task::Poll::Pending
+                    })
+                    .await;
+                    ShardReply::JournalDurable(Ok(()))
+                }
+                other => panic!("unexpected op {other:?}"),
+            }
+        }
+        async fn sleep_ms(&self, _ms: u64) {}
+    }
+
+    #[test]
+    fn acknowledgements_past_the_spent_budget_go_alongside_the_flush_wait() {
+        let bus = FlushingShards {
+            acked_alone: Cell::new(false),
+            polls: Cell::new(0),
+        };
+        let order: Vec<(ShardId, PartitionRef)> = (0..2)
+            .map(|s| {
+                let r = PartitionRef {
+                    topic: "t".into(),
+                    topic_id: Uuid::from_u128(1),
+                    partition: s,
+                };
+                (ShardId(s as u16), r)
+            })
+            .collect();
+        let acks = order
+            .iter()
+            .map(|(shard, r)| {
+                let named = Named {
+                    topic_id: r.topic_id,
+                    partition: r.partition,
+                    target: Ok((*shard, r.clone())),
+                };
+                (
+                    named,
+                    Ok(vec![AckBatch::new(0, 9, AcknowledgeType::Accept)]),
+                )
+            })
+            .collect();
+        let acks = RefCell::new(PendingAcks::new("g", "m", acks));
+        let limits = FetchLimits {
+            max_records: 10,
+            batch_size: 10,
+            record_limit: false,
+            partition_max_bytes: 1 << 20,
+            min_bytes: 0,
+        };
+        let (out, unmet) = futures_lite::future::block_on(acquire_walk(
+            &bus, "g", "m", &order, &limits, 0, false, &acks,
+        ));
+        assert!(!unmet);
+        assert_eq!(out[0].acquired.len(), 1);
+        assert!(out[1].acquired.is_empty());
+        let acks = acks.into_inner();
+        assert!(acks.shards().is_empty(), "every acknowledgement was sent");
+        assert!(acks
+            .results
+            .iter()
+            .all(|(_, _, r)| *r == ShareAckResult::ok()));
     }
 
     #[test]
