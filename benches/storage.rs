@@ -7,7 +7,11 @@
 //!   1 KiB records);
 //! - log, group commit: several appenders on one shard, each appending and waiting for its
 //!   batch to be durable; flushes go through io_uring and appends that arrive while a flush is
-//!   in flight share the next one.
+//!   in flight share the next one;
+//! - journal, flush per entry: the state journal appends one share-partition entry and flushes
+//!   it through the engine (block write + zeros written ahead), repeat; flush latency and CPU
+//!   per flush (`--journal` runs only this case; `LOCKSTEP_JOURNAL_ZEROS=off` writes no zeros,
+//!   for comparison).
 //!
 //! `cargo bench --bench storage` runs the full measurement and writes
 //! `target/bench-reports/storage.json`. Under `cargo test` (no `--bench` argument) the same
@@ -57,6 +61,51 @@ struct Report {
     direct_write_mb_per_s: f64,
     fdatasync_4k_per_s: f64,
     cases: Vec<Case>,
+    journal: Option<JournalCase>,
+}
+
+/// The journal's flush per entry.
+#[derive(Serialize, Clone)]
+struct JournalCase {
+    zeros: bool,
+    flushes: u64,
+    flushes_per_s: f64,
+    latency_p50_us: u64,
+    latency_p99_us: u64,
+    thread_cpu_us_per_flush: f64,
+    process_cpu_us_per_flush: f64,
+}
+
+fn journal_case(work: &Path, seconds: f64) -> JournalCase {
+    let dir = work.join("journal");
+    let run = lockstep::runtime::bench::journal_flushes(&dir, 8, Duration::from_secs_f64(seconds))
+        .expect("journal run");
+    let _ = std::fs::remove_dir_all(&dir);
+    let at = |q: f64| run.latencies_us[((run.latencies_us.len() - 1) as f64 * q) as usize];
+    let per = |cpu: f64| cpu * 1e6 / run.flushes as f64;
+    JournalCase {
+        zeros: std::env::var("LOCKSTEP_JOURNAL_ZEROS").as_deref() != Ok("off"),
+        flushes: run.flushes,
+        flushes_per_s: run.flushes as f64 / run.seconds,
+        latency_p50_us: at(0.5),
+        latency_p99_us: at(0.99),
+        thread_cpu_us_per_flush: per(run.thread_cpu_seconds),
+        process_cpu_us_per_flush: per(run.process_cpu_seconds),
+    }
+}
+
+fn print_journal(case: &JournalCase) {
+    println!(
+        "journal flush per entry (zeros ahead: {}): {} flushes, {:.0}/s, latency p50 {} us p99 {} us, \
+         CPU per flush {:.1} us (shard thread) {:.1} us (process)",
+        case.zeros,
+        case.flushes,
+        case.flushes_per_s,
+        case.latency_p50_us,
+        case.latency_p99_us,
+        case.thread_cpu_us_per_flush,
+        case.process_cpu_us_per_flush
+    );
 }
 
 #[derive(Serialize, Clone)]
@@ -89,6 +138,10 @@ fn main() {
         .tempdir_in(&dir)
         .expect("temporary directory");
     let work = work.path();
+    if args.iter().any(|a| a == "--journal") {
+        print_journal(&journal_case(work, plan.seconds_per_case));
+        return;
+    }
     let progress = |what: &str| {
         eprint!("\r\x1b[2K[storage bench] {what}");
         let _ = std::io::stderr().flush();
@@ -146,6 +199,8 @@ fn main() {
             target: 0.7,
         });
     }
+    progress("journal: flush per entry");
+    let journal = Some(journal_case(work, plan.seconds_per_case));
     eprintln!("\r\x1b[2K[storage bench] done");
 
     let report = Report {
@@ -155,8 +210,12 @@ fn main() {
         direct_write_mb_per_s,
         fdatasync_4k_per_s,
         cases,
+        journal,
     };
     print_table(&report);
+    if let Some(journal) = &report.journal {
+        print_journal(journal);
+    }
     if full {
         let path = common::write_report("storage", &report);
         println!("report: {}", path.display());
@@ -165,6 +224,7 @@ fn main() {
             report.cases.iter().all(|c| c.batches > 0),
             "every case appended something"
         );
+        assert!(report.journal.as_ref().is_some_and(|j| j.flushes > 0));
     }
 }
 

@@ -78,10 +78,10 @@ use crate::constants::{
     JOURNAL_SEGMENT_BYTES_DEFAULT, JOURNAL_SEGMENT_BYTES_MAX, JOURNAL_SEGMENT_BYTES_MIN,
     JOURNAL_SNAPSHOT_BYTES_MAX, JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT,
     JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN, JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX,
-    SEGMENT_HEADER_BYTES,
+    JOURNAL_ZERO_FILL_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::log::group_commit::GroupCommit;
-use crate::log::BlockWrite;
+use crate::log::{BlockWrite, ZeroFill};
 use crate::storage::frame::{
     self, encode_frame, frame_total_bytes, FrameError, FrameMeta, ScanEnd, SegmentHeader,
     SegmentKind,
@@ -240,8 +240,48 @@ pub struct FlushTicket {
     /// last entry): block-aligned and a whole number of [`JOURNAL_BLOCK_BYTES`] unless the
     /// segment's size is not (then it ends at the segment's end).
     pub write: BlockWrite,
+    /// Zeros to write, durably, over preallocated bytes of the segment past `write` (see
+    /// [`zero_ahead`]); disjoint from `write`, so both may be written at once. `None` when
+    /// enough is zeroed ahead already.
+    pub zero_fill: Option<ZeroFill>,
     /// Every entry up to and including this one is durable once the sync succeeds.
     pub upto_seq: u64,
+}
+
+/// Zeros to write ahead of a block write of a journal segment that ends at `end` (block
+/// aligned), given that the file's bytes below `*zeroed` were written (entries or zeros) and
+/// the segment's preallocated length is `len`: at most [`JOURNAL_ZERO_FILL_BYTES`] past the
+/// zeroed end (capped at the last whole block), once less than half of that is zeroed ahead.
+/// Returns `(position, len)` and advances `*zeroed`.
+///
+/// Why: a journal segment is preallocated (`fallocate`), so its extents are *unwritten* on
+/// ext4, and every flush's `O_DIRECT` write into them converts extents, a metadata change that
+/// the durable write then commits (and that io_uring hands to a worker thread). Flushes that
+/// overwrite blocks already written (here: zeros written ahead, durable) change no metadata.
+/// As for the partition logs (`Segment::zero_ahead`), a block write that ends a whole fill or
+/// more past the zeroed end converted its own extents once for many bytes, so none is written
+/// after it. The range never holds an entry the file should have: it starts at or past `end`,
+/// and entries past `end` reach the file only through later flushes, which start after this
+/// one completed (one flush at a time); the segment is mapped private, so the map is never
+/// written back over them. A crash leaves zeros or unwritten extents there: a clean end.
+pub fn zero_ahead(zeroed: &mut u64, end: u64, len: u64) -> Option<(u64, u64)> {
+    let block = JOURNAL_BLOCK_BYTES;
+    assert_eq!(end % block, 0, "a block write ends on a block");
+    if end >= *zeroed + JOURNAL_ZERO_FILL_BYTES {
+        *zeroed = end;
+        return None;
+    }
+    let from = (*zeroed).max(end);
+    *zeroed = from;
+    if from - end >= JOURNAL_ZERO_FILL_BYTES / 2 {
+        return None;
+    }
+    let to = (from + JOURNAL_ZERO_FILL_BYTES).min(len / block * block);
+    if to <= from {
+        return None;
+    }
+    *zeroed = to;
+    Some((from, to - from))
 }
 
 /// Sequence numbers of a written snapshot: begin marker and end marker.
@@ -265,6 +305,9 @@ struct ActiveSegment<R> {
     write_pos: usize,
     /// Every byte below is durable.
     durable_pos: usize,
+    /// File bytes below this were written (entries or zeros, [`zero_ahead`]); the rest of the
+    /// preallocated segment may be unwritten extents.
+    zeroed: u64,
 }
 
 struct Poison {
@@ -480,6 +523,8 @@ impl<D: RegionDir> Journal<D> {
                     region,
                     write_pos: valid_end,
                     durable_pos: valid_end,
+                    // Unknown past the entries: zeros are written again from there.
+                    zeroed: 0,
                 });
             } else {
                 sealed.push_back(SealedSegment { first_seq, name });
@@ -565,6 +610,7 @@ impl<D: RegionDir> Journal<D> {
             region,
             write_pos: SEGMENT_HEADER_BYTES,
             durable_pos: SEGMENT_HEADER_BYTES,
+            zeroed: 0,
         })
     }
 
@@ -820,7 +866,7 @@ impl<D: RegionDir> Journal<D> {
         let Some(flight) = self.commit.begin(false) else {
             return Ok(None);
         };
-        let a = &self.active;
+        let a = &mut self.active;
         assert_eq!(flight.target, self.next_seq);
         assert!(
             a.write_pos > a.durable_pos,
@@ -834,6 +880,17 @@ impl<D: RegionDir> Journal<D> {
             .div_ceil(block)
             .saturating_mul(block)
             .min(a.region.len());
+        let zero_fill = if hi % block == 0 {
+            zero_ahead(&mut a.zeroed, hi as u64, a.region.len() as u64).map(|(position, len)| {
+                ZeroFill {
+                    path: a.path.clone(),
+                    position,
+                    len,
+                }
+            })
+        } else {
+            None
+        };
         Ok(Some(FlushTicket {
             flight_id: flight.id,
             segment_first_seq: a.first_seq,
@@ -845,6 +902,7 @@ impl<D: RegionDir> Journal<D> {
                 position: lo as u64,
                 data: a.region.bytes()[lo..hi].to_vec(),
             },
+            zero_fill,
             upto_seq: flight.target - 1,
         }))
     }
@@ -1126,6 +1184,83 @@ mod tests {
         assert!(matches!(error, JournalError::Poisoned { .. }), "{error}");
         assert!(journal.is_poisoned());
         assert_eq!(journal.next_seq(), 1);
+    }
+
+    #[test]
+    fn flushes_write_zeros_ahead_of_their_blocks() {
+        use crate::storage::mmap::MemDir;
+        let config = JournalConfig {
+            segment_bytes: 1024 * 1024,
+            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
+        };
+        let (mut journal, _) = Journal::open(MemDir::default(), config.clone()).unwrap();
+        let mut zeroed = 0u64;
+        let mut fills = 0;
+        for i in 0..20_000u32 {
+            journal.append_entry(&small_entry(i)).unwrap();
+            let ticket = journal.begin_flush().unwrap().unwrap();
+            let end = ticket.write.position + ticket.write.data.len() as u64;
+            if ticket.segment_first_seq == 0 {
+                if let Some(fill) = &ticket.zero_fill {
+                    // Past the block write, contiguous with what was zeroed, within the file.
+                    assert_eq!(fill.path, ticket.path);
+                    assert!(
+                        fill.position >= end,
+                        "{fill:?} overlaps the write ending at {end}"
+                    );
+                    assert_eq!(fill.position, zeroed.max(end));
+                    assert!(fill.len > 0 && fill.len <= JOURNAL_ZERO_FILL_BYTES);
+                    assert_eq!(fill.position % JOURNAL_BLOCK_BYTES, 0);
+                    assert_eq!(fill.len % JOURNAL_BLOCK_BYTES, 0);
+                    assert!(fill.position + fill.len <= config.segment_bytes);
+                    zeroed = fill.position + fill.len;
+                    fills += 1;
+                } else if end + JOURNAL_ZERO_FILL_BYTES / 2 <= config.segment_bytes {
+                    // Enough is zeroed ahead already.
+                    assert!(
+                        zeroed >= end + JOURNAL_ZERO_FILL_BYTES / 2,
+                        "no fill at {end}, zeroed {zeroed}"
+                    );
+                }
+            }
+            journal.complete_flush(ticket, Ok(())).unwrap();
+            if journal.segment_paths().len() > 1 {
+                break;
+            }
+        }
+        assert!(journal.segment_paths().len() > 1, "the test rolled");
+        // The fills covered the segment up to its last whole fill.
+        assert!(
+            fills >= 3 && zeroed + JOURNAL_ZERO_FILL_BYTES / 2 >= config.segment_bytes,
+            "{fills} fills, zeroed {zeroed}"
+        );
+    }
+
+    #[test]
+    fn zero_ahead_skips_after_a_large_write_and_stops_at_the_end() {
+        let fill = JOURNAL_ZERO_FILL_BYTES;
+        let mut zeroed = 0;
+        // A first write far past the zeroed end converted its own extents: no zeros.
+        assert_eq!(zero_ahead(&mut zeroed, 2 * fill, 10 * fill), None);
+        assert_eq!(zeroed, 2 * fill);
+        // The next small write gets a whole fill after it.
+        assert_eq!(
+            zero_ahead(&mut zeroed, 2 * fill + 4096, 10 * fill),
+            Some((2 * fill + 4096, fill))
+        );
+        // Then none until less than half a fill is left ahead.
+        assert_eq!(zero_ahead(&mut zeroed, 2 * fill + 8192, 10 * fill), None);
+        let near = 3 * fill + 4096 - fill / 2 + 4096;
+        assert_eq!(
+            zero_ahead(&mut zeroed, near, 10 * fill),
+            Some((3 * fill + 4096, fill))
+        );
+        // Capped at the last whole block of the segment.
+        let mut zeroed = 0;
+        let len = fill + 4096 + 100;
+        assert_eq!(zero_ahead(&mut zeroed, 4096, len), Some((4096, fill)));
+        assert_eq!(zero_ahead(&mut zeroed, fill, len), None);
+        assert_eq!(zeroed, fill + 4096);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! arrive while a flush is in flight share the next one (the log's `GroupCommit` and
 //! `CommitWaiters`, as the shard's flush loop uses them), with the allocator tuned as the
 //! broker tunes it ([`files::tune_allocator`]).
+//!
+//! [`journal_flushes`] runs the state journal's flush path (one entry per flush) the same way.
 
 use super::files;
 use super::sync::{oneshot, OneshotSender};
@@ -124,4 +126,96 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
         driver.borrow_mut().flushing = false;
     })
     .detach();
+}
+
+/// What [`journal_flushes`] measured.
+#[derive(Clone, Debug)]
+pub struct JournalFlushes {
+    pub flushes: u64,
+    pub seconds: f64,
+    /// Flush latencies (block write and zeros, durable), microseconds, sorted.
+    pub latencies_us: Vec<u64>,
+    /// CPU time of the executor thread (user + system).
+    pub thread_cpu_seconds: f64,
+    /// CPU time of the whole process (includes io_uring's worker threads).
+    pub process_cpu_seconds: f64,
+}
+
+fn cpu_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: `usage` is a plain struct getrusage fills in; no other memory is touched.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The state journal's flush path on one executor, as a shard runs it when each flush covers
+/// one entry (a share acknowledgement answered durable): append one `entry_bytes`-sized
+/// entry, flush it through the engine ([`files::flush_journal`]: the block write and the zeros
+/// written ahead), repeat for `duration`. The journal lives in `dir` (preallocated segments).
+pub fn journal_flushes(
+    dir: &Path,
+    entry_runs: usize,
+    duration: Duration,
+) -> io::Result<JournalFlushes> {
+    use crate::journal::entries::{Entry, RunState, SharePartitionState, StateRun};
+    use crate::journal::{Journal, JournalConfig};
+    use crate::storage::mmap::MmapDir;
+    files::tune_allocator();
+    let dir = dir.to_path_buf();
+    LocalExecutorBuilder::new(Placement::Unbound)
+        .name("lockstep-bench")
+        .io_memory(SHARD_IO_MEMORY_BYTES)
+        .spawn(move || async move {
+            let other = |e: crate::journal::JournalError| io::Error::other(e.to_string());
+            let regions = MmapDir::open(&dir)?;
+            let (mut journal, _) =
+                Journal::open(regions, JournalConfig::default()).map_err(other)?;
+            let entry = Entry::SharePartitionUpdate(SharePartitionState {
+                group_id: "bench-group".into(),
+                topic_id: [7; 16],
+                partition: 0,
+                start_offset: None,
+                end_offset: None,
+                state_epoch: 0,
+                runs: (0..entry_runs as i64)
+                    .map(|i| StateRun {
+                        first_offset: 2 * i,
+                        last_offset: 2 * i,
+                        state: RunState::Acknowledged,
+                        delivery_count: 1,
+                    })
+                    .collect(),
+            });
+            let thread_cpu = cpu_seconds(libc::RUSAGE_THREAD);
+            let process_cpu = cpu_seconds(libc::RUSAGE_SELF);
+            let start = Instant::now();
+            let mut latencies_us = Vec::new();
+            while start.elapsed() < duration || latencies_us.is_empty() {
+                journal.append_entry(&entry).map_err(other)?;
+                let began = Instant::now();
+                let ticket = journal
+                    .begin_flush()
+                    .map_err(other)?
+                    .expect("one entry unsynced");
+                let result = files::flush_journal(&ticket).await;
+                journal.complete_flush(ticket, result).map_err(other)?;
+                latencies_us.push(began.elapsed().as_micros() as u64);
+            }
+            let seconds = start.elapsed().as_secs_f64();
+            latencies_us.sort_unstable();
+            Ok(JournalFlushes {
+                flushes: latencies_us.len() as u64,
+                seconds,
+                latencies_us,
+                thread_cpu_seconds: cpu_seconds(libc::RUSAGE_THREAD) - thread_cpu,
+                process_cpu_seconds: cpu_seconds(libc::RUSAGE_SELF) - process_cpu,
+            })
+        })
+        .map_err(|e| io::Error::other(e.to_string()))?
+        .join()
+        .map_err(|e| io::Error::other(format!("{e:?}")))?
 }

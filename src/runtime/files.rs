@@ -129,10 +129,33 @@ pub fn journal_flush() -> JournalFlush {
     )
 }
 
-/// One durable flush of the state journal, as [`journal_flush`] says.
+/// Whether the journal's flushes write the zeros their tickets ask for
+/// (`LOCKSTEP_JOURNAL_ZEROS=off`: not, for measuring one against the other; read once).
+pub fn journal_zeros() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LOCKSTEP_JOURNAL_ZEROS").as_deref() != Ok("off"))
+}
+
+/// One durable flush of the state journal, as [`journal_flush`] says: the block write and,
+/// concurrently (disjoint bytes), the zeros written ahead of it. With a shared map
+/// ([`JournalFlush::Fdatasync`]) no zeros are written: an `O_DIRECT` write would race the
+/// map's dirty pages.
 pub async fn flush_journal(ticket: &crate::journal::FlushTicket) -> io::Result<()> {
     match journal_flush() {
-        JournalFlush::Blocks => write_block(&ticket.write).await,
+        JournalFlush::Blocks => match ticket.zero_fill.as_ref().filter(|_| journal_zeros()) {
+            Some(fill) => {
+                let steps: Vec<Step<'_>> = vec![
+                    Box::pin(write_block(&ticket.write)),
+                    Box::pin(write_zeros(fill)),
+                ];
+                join_all(steps)
+                    .await
+                    .into_iter()
+                    .collect::<io::Result<Vec<()>>>()
+                    .map(|_| ())
+            }
+            None => write_block(&ticket.write).await,
+        },
         JournalFlush::Fdatasync => sync_file(&ticket.path).await,
     }
 }
