@@ -196,7 +196,7 @@ fn main() {
             raw_per_s: 0.0,
             ratio: mb_per_s / direct_write_mb_per_s,
             against: "O_DIRECT sequential write bandwidth",
-            target: 0.7,
+            target: 0.8,
         });
     }
     progress("journal: flush per entry");
