@@ -1322,10 +1322,7 @@ mod tests {
         assert!(out[1].acquired.is_empty());
         let acks = acks.into_inner();
         assert!(acks.shards().is_empty(), "every acknowledgement was sent");
-        assert!(acks
-            .results
-            .iter()
-            .all(|(_, _, r)| r.0 == 0));
+        assert!(acks.results.iter().all(|(_, _, r)| r.0 == 0));
     }
 
     #[test]
