@@ -67,4 +67,4 @@ pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
     ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail,
 };
-pub use segment::{BlockWrite, CachedBytes, ZeroFill};
+pub use segment::{BlockWrite, CachedBytes, ChunkWrite, SharedBlocks, ZeroFill};
