@@ -253,8 +253,9 @@ pub struct FlushTicket {
     /// the ticket is started ([`Seal`]), so that its successor never holds a durable byte
     /// while it could still be torn.
     pub seal: Option<Seal>,
-    /// Block-aligned writes of segment tails, whole chunks of block memory (no copy). They do
-    /// not overlap.
+    /// Block-aligned writes of segment tails, whole chunks of block memory (no copy), in file
+    /// order per segment. They do not overlap; those of one segment are performed in this
+    /// order, each durable before the next starts (a crash tears only the last one issued).
     pub chunks: Vec<ChunkWrite>,
     /// Block-aligned writes of bytes: the checkpoint's newest slot.
     pub writes: Vec<BlockWrite>,
@@ -619,11 +620,11 @@ impl<S: Storage> PartitionLog<S> {
         Ok(due)
     }
 
-    /// Starts a new segment at the log end, sealing the active one: its unwritten bytes are
-    /// written (`pwrite`), the file cut to its frames and its index file created, here; the
+    /// Starts a new segment at the log end, sealing the active one: its index file created
+    /// here; its unwritten bytes (`O_DIRECT` chunks), the cut of the file to its frames and the
     /// syncs that make it sealed (data, index, directory) are the next flush ticket's
-    /// [`Seal`], done before anything else of that ticket, so the roll itself waits for no
-    /// disk. Until then the new segment's bytes stay in memory (a crash leaves it all zeros:
+    /// [`Seal`], done before anything else of that ticket, so the roll itself neither writes
+    /// nor waits for the disk. Until then the new segment's bytes stay in memory (a crash leaves it all zeros:
     /// recovery removes it, and the sealed segment is the last one again, its tail checked as
     /// such). A second roll before that flush seals the first synchronously: only one segment
     /// at a time may be waiting for its seal.
@@ -1769,8 +1770,9 @@ mod tests {
                 assert_eq!(log.log_end_offset(), written, "seed {seed}: {report:?}");
                 assert!(report.truncated.is_empty(), "seed {seed}: {report:?}");
             } else {
-                // Issued, newest first, never synced: a power loss tears them anywhere.
-                for w in chunks.iter().rev() {
+                // Issued in order, never synced: a power loss keeps a prefix of them, the last
+                // one torn.
+                for w in &chunks {
                     let file = storage.open(&w.path).unwrap();
                     file.write_direct_at(w.bytes(), w.position).unwrap();
                 }

@@ -451,6 +451,16 @@ pub async fn write_chunk(write: &ChunkWrite) -> io::Result<()> {
     result
 }
 
+/// The chunk writes of one segment, one after the other in file order, each durable before the
+/// next starts: a crash tears only the last one issued (a torn tail), never leaves a hole with
+/// written bytes after it (concurrent writes could land in any order).
+async fn write_chunks_in_order(writes: &[ChunkWrite]) -> io::Result<()> {
+    for write in writes {
+        write_chunk(write).await?;
+    }
+    Ok(())
+}
+
 /// Cuts a sealed segment's file to `len` bytes (its preallocated zeros go).
 async fn truncate(path: &Path, len: u64) -> io::Result<()> {
     let (handle, _) = handle(path).await?;
@@ -611,15 +621,7 @@ async fn write_index(seal: &Seal) -> io::Result<()> {
 /// steps concurrently), then everything else concurrently.
 pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
     if let Some(seal) = &ticket.seal {
-        let writes: Vec<Step<'_>> = seal
-            .writes
-            .iter()
-            .map(|write| Box::pin(write_chunk(write)) as Step<'_>)
-            .collect();
-        join_all(writes)
-            .await
-            .into_iter()
-            .collect::<io::Result<Vec<()>>>()?;
+        write_chunks_in_order(&seal.writes).await?;
         truncate(&seal.segment, seal.len).await?;
         let steps: Vec<Step<'_>> = vec![
             Box::pin(sync_file(&seal.segment)),
@@ -632,8 +634,11 @@ pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
             .collect::<io::Result<Vec<()>>>()?;
     }
     let mut steps: Vec<Step<'_>> = Vec::new();
-    for write in &ticket.chunks {
-        steps.push(Box::pin(write_chunk(write)));
+    let mut chunks = ticket.chunks.as_slice();
+    while let Some(first) = chunks.first() {
+        let same = chunks.iter().take_while(|c| c.path == first.path).count();
+        steps.push(Box::pin(write_chunks_in_order(&chunks[..same])));
+        chunks = &chunks[same..];
     }
     for write in &ticket.writes {
         steps.push(Box::pin(write_block(write)));
