@@ -1619,16 +1619,25 @@ mod tests {
         assert!(!log.roll_if_due(0).unwrap());
         let result = sync_ticket(&storage, &ticket);
         log.complete_flush(ticket, result).unwrap();
-        // The next flush rolls it first: sealed, cut to its frames, synced.
+        // The next flush rolls it first; its seal writes the bytes that ran over, cuts the
+        // file to its frames and syncs it (the roll itself wrote nothing).
         let ticket = log.begin_flush().unwrap();
         assert_eq!(log.segment_count(), 2);
-        let sealed = &log.segments()[0];
+        let sealed = log.segments()[0].clone();
+        let seal = ticket.seal.as_ref().expect("the ticket after a roll seals");
+        assert!(!seal.writes.is_empty(), "the bytes that ran over");
+        assert_eq!(seal.len, sealed.size_bytes);
+        assert!(storage.contents(&sealed.path).unwrap().len() as u64 > sealed.size_bytes);
+        let result = sync_ticket(&storage, &ticket);
+        log.complete_flush(ticket, result).unwrap();
         assert_eq!(
             storage.contents(&sealed.path).unwrap().len() as u64,
             sealed.size_bytes
         );
-        let result = sync_ticket(&storage, &ticket);
-        log.complete_flush(ticket, result).unwrap();
+        assert_eq!(
+            log.read(0, usize::MAX).unwrap().next_offset,
+            log.log_end_offset()
+        );
         let end = log.log_end_offset();
         drop(log);
         let (log, report) = open(&storage, small());
