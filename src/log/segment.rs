@@ -295,11 +295,10 @@ impl Tail {
     }
 
     /// [`Self::take_writes`] of a segment being sealed: no chunk is opened after them (nothing
-    /// is appended to it any more).
+    /// is appended to it any more). An open chunk with nothing new stays: it holds the last
+    /// partial block, which reads take from memory until the seal completed.
     pub(super) fn take_last_writes(&mut self, path: &Path) -> Vec<ChunkWrite> {
-        let writes = self.take(path, false);
-        self.open = None;
-        writes
+        self.take(path, false)
     }
 
     fn take(&mut self, path: &Path, reopen: bool) -> Vec<ChunkWrite> {
