@@ -32,6 +32,12 @@ pub const LOG_ZERO_FILL_BYTES: u64 = 256 * 1024;
 /// Recently written bytes of the active segment kept in memory after their write completed
 /// (consumers at the tail read them without touching the disk).
 pub const LOG_TAIL_CACHE_BYTES: u64 = 256 * 1024;
+/// The active segment's tail is kept in chunks of block memory a flush hands to the engine
+/// whole (no copy): a new chunk holds at least this many bytes (or the frame it is made for),
+pub const LOG_TAIL_CHUNK_BYTES_MIN: u64 = 64 * 1024;
+/// and at most this many, sized to twice what the previous chunk took (a busy log writes few,
+/// large chunks; a quiet one keeps small ones).
+pub const LOG_TAIL_CHUNK_BYTES_MAX: u64 = 8 * 1024 * 1024;
 /// Most file bytes one read of a partition log asks the engine to read ahead (io_uring,
 /// `O_DIRECT`) before it runs.
 pub const LOG_READ_AHEAD_BYTES_MAX: u64 = 2 * 1024 * 1024;
@@ -67,6 +73,10 @@ const _: () = assert!(LOG_BLOCK_BYTES.is_power_of_two() && LOG_BLOCK_BYTES >= 51
 const _: () = assert!(LOG_PREALLOCATE_BYTES % LOG_BLOCK_BYTES == 0);
 const _: () = assert!(LOG_ZERO_FILL_BYTES % LOG_BLOCK_BYTES == 0 && LOG_ZERO_FILL_BYTES > 0);
 const _: () = assert!(LOG_TAIL_CACHE_BYTES % LOG_BLOCK_BYTES == 0 && LOG_TAIL_CACHE_BYTES > 0);
+const _: () = assert!(LOG_TAIL_CHUNK_BYTES_MIN % LOG_BLOCK_BYTES == 0);
+const _: () = assert!(LOG_TAIL_CHUNK_BYTES_MAX % LOG_BLOCK_BYTES == 0);
+const _: () = assert!(LOG_TAIL_CHUNK_BYTES_MIN > LOG_BLOCK_BYTES);
+const _: () = assert!(LOG_TAIL_CHUNK_BYTES_MIN <= LOG_TAIL_CHUNK_BYTES_MAX);
 const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX % LOG_BLOCK_BYTES == 0);
 const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX <= LOG_READ_CACHE_BYTES_MAX);
 

@@ -461,6 +461,10 @@ fn log_with_unsynced_tail(
     assert_eq!(positions[0], recorded);
     // The next flush's block write lands, its sync never happens (the process dies).
     let ticket = log.begin_flush().unwrap();
+    for write in &ticket.chunks {
+        let file = FsStorage.open(&write.path).unwrap();
+        file.write_direct_at(write.bytes(), write.position).unwrap();
+    }
     for write in &ticket.writes {
         let file = FsStorage.open(&write.path).unwrap();
         file.write_direct_at(&write.data, write.position).unwrap();

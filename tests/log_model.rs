@@ -117,7 +117,7 @@ fn random_batch(rng: &mut SmallRng, now_ms: u64) -> Vec<u8> {
 
 fn random_config(rng: &mut SmallRng) -> LogConfig {
     LogConfig {
-        segment_bytes: [1024, 2048, 4096, 16384][rng.gen_range(0..4)],
+        segment_bytes: [1024, 2048, 4096, 16384, 1 << 20][rng.gen_range(0..5)],
         segment_ms: rng.gen_range(50..2000),
         retention_bytes: rng.gen_bool(0.5).then(|| rng.gen_range(2000..20000)),
         retention_ms: rng.gen_bool(0.3).then(|| rng.gen_range(100..3000)),

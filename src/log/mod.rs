@@ -18,8 +18,11 @@
 //! 1. `append` encodes the frame into the active segment's in-memory tail (write-behind; the
 //!    file is preallocated ahead of it, so writes below its length change no file size);
 //!    nothing is written or durable until a flush. A flush ([`PartitionLog::begin_flush`] /
-//!    [`PartitionLog::complete_flush`]) hands out the unwritten tail as one block-aligned
-//!    write (the partially filled last block rewritten from memory: its durable bytes are
+//!    [`PartitionLog::complete_flush`]) hands out the unwritten tail as block-aligned writes
+//!    of whole memory chunks, no copy (contiguous, not overlapping, performed in file order,
+//!    each durable before the next starts, so a crash tears only the last one issued: one torn
+//!    tail, as with one write); the partially filled last block rewritten from memory: its
+//!    durable bytes are
 //!    rewritten with the same bytes; a torn block write tears at sector boundaries, leaving
 //!    old or new sectors, so it damages nothing durable), made durable by the engine
 //!    (`O_DSYNC` `O_DIRECT` write, or write and `fdatasync`), with the zeros written ahead of
@@ -29,10 +32,12 @@
 //!    then declares
 //!    durable exactly the offsets appended before it began. One flush at a time; block writes
 //!    of consecutive flushes overlap only in their first block, never concurrently.
-//! 2. A roll seals the active segment in two halves. On the request path, no disk wait: the
-//!    bytes of its tail never written are written (`pwrite`), the file cut to its frames
-//!    (the preallocated zeros go), its index file created, the next segment created (its
-//!    header in its tail). The durable half is the next flush ticket's [`Seal`]: data `fdatasync`,
+//! 2. A roll seals the active segment in two halves. On the request path, no disk wait and no
+//!    write: its index file created, the next segment created (its header in its tail), the
+//!    bytes of its tail never written handed to the seal (its tail stays in memory for reads
+//!    until the seal completed). The durable half is the next flush ticket's [`Seal`]: those
+//!    bytes written (`O_DIRECT` chunks, as a flush's), the file cut to its frames (the
+//!    preallocated zeros go), then data `fdatasync`,
 //!    index written and synced, directory synced, all done *before* any other step of that
 //!    ticket, so the new segment has no byte on disk (all zeros: recovery removes such a last
 //!    segment) until its predecessor is sealed. At most one seal waits at a time (a second
@@ -67,4 +72,4 @@ pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
     ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail,
 };
-pub use segment::{BlockWrite, CachedBytes, ZeroFill};
+pub use segment::{BlockWrite, CachedBytes, ChunkWrite, SharedBlocks, ZeroFill};

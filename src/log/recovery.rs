@@ -220,9 +220,10 @@ impl<S: Storage> PartitionLog<S> {
         // Make what recovery kept durable, so the durable end is the log end (a segment
         // created here has its header in its tail only: write it first).
         let last = log.segments.last_mut().expect("a segment");
-        if let Some(write) = last.tail.take_write(&last.path) {
+        let writes = last.tail.take_writes(&last.path);
+        for write in &writes {
             last.file
-                .write_direct_at(&write.data, write.position)
+                .write_direct_at(write.bytes(), write.position)
                 .map_err(io_err("write", &last.path))?;
             last.dirty = false;
         }
@@ -277,11 +278,7 @@ impl<S: Storage> PartitionLog<S> {
         file.preallocate(allocated)
             .map_err(io_err("fallocate", &path))?;
         let mut segment = Segment::empty(base, path, dir.join(index_file_name(base)), file, true);
-        segment.tail = Tail {
-            start: 0,
-            bytes: SegmentHeader::new(SegmentKind::Log, base).encode().to_vec(),
-            issued: 0,
-        };
+        segment.tail = Tail::unwritten(&SegmentHeader::new(SegmentKind::Log, base).encode());
         segment.allocated = allocated;
         Ok(segment)
     }
@@ -385,7 +382,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         // The partially filled last block, in memory: the next block write rewrites it.
         let start = align_down(segment.size);
-        segment.tail = Tail::written(start, bytes[start as usize..segment.size as usize].to_vec());
+        segment.tail = Tail::written(start, &bytes[start as usize..segment.size as usize]);
         segment.allocated = allocated;
         // What lies past the data is not known to be written: zeros are written ahead again.
         segment.zeroed = align_up(segment.size);

@@ -3,9 +3,9 @@
 //! and reading one frame back. Owned by the partition log of the shard that owns the partition.
 //!
 //! The active segment is written behind ([`Tail`]): an append only encodes its frame into the
-//! in-memory tail; a flush ticket hands the unwritten bytes to the engine as whole blocks
-//! (`O_DIRECT`), the partially filled last block included, which the next write rewrites from
-//! memory. Reads of bytes at or past the tail's start come from memory.
+//! in-memory tail; a flush ticket hands the unwritten bytes to the engine as whole chunks of
+//! block memory (`O_DIRECT`, no copy), the partially filled last block included, which the next
+//! write rewrites from memory. Reads of bytes at or past the tail's start come from memory.
 //!
 //! Below the tail, a read takes what the segment's read cache holds ([`Chunk`]s the runtime
 //! read ahead through io_uring, `O_DIRECT`, see [`super::PartitionLog::read_ahead`]) and the
@@ -19,10 +19,12 @@ use super::index::IndexEntry;
 use super::partition::{io_err, LogError, BATCH_FRAME_KIND, HEADER_BYTES_U64, NO_TIMESTAMP};
 use crate::constants::{
     FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_BLOCK_BYTES,
-    LOG_TAIL_CACHE_BYTES, LOG_ZERO_FILL_BYTES,
+    LOG_TAIL_CACHE_BYTES, LOG_TAIL_CHUNK_BYTES_MAX, LOG_TAIL_CHUNK_BYTES_MIN, LOG_ZERO_FILL_BYTES,
 };
+use crate::storage::blocks::{alloc_blocks, BlockMemory};
 use crate::storage::file::StorageFile;
 use crate::storage::frame::{self, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd};
+use std::collections::VecDeque;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -71,24 +73,116 @@ pub(super) struct Segment<F> {
     pub(super) cache: Vec<Chunk>,
 }
 
-/// The in-memory end of a segment: file bytes `[start, start + bytes.len())`, which is
-/// `[start, size)` for the active segment ([`Tail::none`] for sealed ones). `start` is a multiple of [`LOG_BLOCK_BYTES`]. Bytes below `issued` were
-/// handed to a write (a flush ticket or a seal); bytes below `start` are on the file (their
-/// write completed).
-#[derive(Debug)]
+/// The in-memory end of a segment: file bytes `[start, end())`, which is `[start, size)` for
+/// the active segment ([`Tail::none`] for sealed ones), kept in chunks of block memory
+/// ([`BlockMemory`], the runtime's DMA buffers on a shard) so that a flush hands whole chunks to
+/// the engine without copying them. `start` is a multiple of [`LOG_BLOCK_BYTES`]. Bytes below
+/// `issued` were handed to a write (a flush ticket or a seal); bytes below `start` are on the
+/// file (their write completed).
+///
+/// Appends go into the open chunk. A flush closes it: zero-padded to its block end and shared
+/// with the write (never mutated again), and a new open chunk starts at the block holding the
+/// end, with a copy of that partial block (the only bytes copied; the next write rewrites the
+/// block, after this one completed: one flush is in flight at a time). An open chunk that runs
+/// full is closed at its last whole block (its partial block moves to the next chunk), so the
+/// writes of one flush never overlap. Chunks are contiguous: each starts at or before the end of
+/// the previous one, and where two hold the same position they hold the same byte.
 pub(super) struct Tail {
     pub(super) start: u64,
-    pub(super) bytes: Vec<u8>,
+    closed: VecDeque<Closed>,
+    open: Option<Open>,
     pub(super) issued: u64,
 }
 
-/// One block-aligned write of a segment's tail, handed out in a flush ticket.
+/// A chunk no append writes into any more.
+struct Closed {
+    position: u64,
+    data: SharedBlocks,
+    /// Segment bytes it holds from `position` (its memory may run on: zero padding).
+    fill: u64,
+    /// Handed to a write.
+    issued: bool,
+}
+
+/// The chunk appends go into.
+struct Open {
+    position: u64,
+    memory: Box<dyn BlockMemory>,
+    len: usize,
+}
+
+impl Open {
+    fn new(position: u64, partial: &[u8], need: usize, hint: u64) -> Open {
+        assert_eq!(position % LOG_BLOCK_BYTES, 0, "a chunk starts on a block");
+        let least = align_up((partial.len() + need) as u64);
+        let capacity = hint
+            .clamp(LOG_TAIL_CHUNK_BYTES_MIN, LOG_TAIL_CHUNK_BYTES_MAX)
+            .max(least);
+        let capacity = align_up(capacity) as usize;
+        let mut memory = alloc_blocks(capacity);
+        memory.bytes_mut()[..partial.len()].copy_from_slice(partial);
+        Open {
+            position,
+            memory,
+            len: partial.len(),
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.position + self.len as u64
+    }
+}
+
+/// Block memory shared between a segment's tail and the writes of it in flight.
+pub type SharedBlocks = Rc<dyn BlockMemory>;
+
+/// One write of a segment's tail: a whole chunk (its memory is a multiple of the block size
+/// long: the segment's bytes, zero-padded to the block end) at `position`, handed out in a
+/// flush ticket or a seal. The memory is never mutated while a write holds it.
+#[derive(Clone)]
+pub struct ChunkWrite {
+    pub path: PathBuf,
+    /// A multiple of the block size.
+    pub position: u64,
+    pub data: SharedBlocks,
+}
+
+impl ChunkWrite {
+    pub fn bytes(&self) -> &[u8] {
+        self.data.bytes()
+    }
+
+    pub fn end(&self) -> u64 {
+        self.position + self.bytes().len() as u64
+    }
+}
+
+impl std::fmt::Debug for ChunkWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkWrite")
+            .field("path", &self.path)
+            .field("position", &self.position)
+            .field("len", &self.bytes().len())
+            .finish()
+    }
+}
+
+impl PartialEq for ChunkWrite {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.position == other.position && self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for ChunkWrite {}
+
+/// One block-aligned write of bytes (the checkpoint's slot, the journal's tail), handed out in
+/// a flush ticket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockWrite {
     pub path: PathBuf,
     /// A multiple of the block size.
     pub position: u64,
-    /// A multiple of the block size long: the segment's bytes, zero-padded to the block end.
+    /// A multiple of the block size long.
     pub data: Vec<u8>,
 }
 
@@ -114,64 +208,209 @@ impl Tail {
     pub(super) fn none() -> Tail {
         Tail {
             start: u64::MAX,
-            bytes: Vec::new(),
+            closed: VecDeque::new(),
+            open: None,
             issued: u64::MAX,
         }
     }
 
+    pub(super) fn is_none(&self) -> bool {
+        self.start == u64::MAX
+    }
+
     /// A tail holding `bytes`, the file's bytes from `start` (block aligned) to the segment's
     /// end, all of them already on the file.
-    pub(super) fn written(start: u64, bytes: Vec<u8>) -> Tail {
+    pub(super) fn written(start: u64, bytes: &[u8]) -> Tail {
         assert_eq!(start % LOG_BLOCK_BYTES, 0, "a tail starts on a block");
-        let issued = start + bytes.len() as u64;
         Tail {
             start,
-            bytes,
-            issued,
+            closed: VecDeque::new(),
+            open: Some(Open::new(start, bytes, 0, 0)),
+            issued: start + bytes.len() as u64,
+        }
+    }
+
+    /// A new segment's tail: `bytes` (its header) at file position 0, not written yet.
+    pub(super) fn unwritten(bytes: &[u8]) -> Tail {
+        Tail {
+            start: 0,
+            closed: VecDeque::new(),
+            open: Some(Open::new(0, bytes, 0, 0)),
+            issued: 0,
         }
     }
 
     pub(super) fn end(&self) -> u64 {
-        self.start + self.bytes.len() as u64
+        match (&self.open, self.closed.back()) {
+            (Some(open), _) => open.end(),
+            (None, Some(last)) => last.position + last.fill,
+            (None, None) => self.start,
+        }
     }
 
-    /// The write of everything not yet handed out: from the block holding `issued` to the
-    /// end, zero-padded to a whole block. Marks it handed out. `None` if nothing is new.
-    pub(super) fn take_write(&mut self, path: &Path) -> Option<BlockWrite> {
+    /// `len` bytes at the end of the tail for an append to fill (the segment grows by them).
+    pub(super) fn reserve(&mut self, len: usize) -> &mut [u8] {
+        let open = self
+            .open
+            .as_ref()
+            .expect("an active segment's tail has an open chunk");
+        if open.len + len > open.memory.bytes().len() {
+            self.close_full(len);
+        }
+        let open = self.open.as_mut().expect("an open chunk");
+        let at = open.len;
+        open.len += len;
+        &mut open.memory.bytes_mut()[at..at + len]
+    }
+
+    /// Closes the open chunk at its last whole block (not handed to a write yet) and opens the
+    /// next one with the partial block and room for `need` more bytes.
+    fn close_full(&mut self, need: usize) {
+        let Open {
+            position,
+            mut memory,
+            len,
+        } = self.open.take().expect("an open chunk");
+        let whole = align_down(len as u64) as usize;
+        let partial = memory.bytes()[whole..len].to_vec();
+        let hint = 2 * memory.bytes().len() as u64;
+        if whole > 0 {
+            memory.truncate(whole);
+            self.closed.push_back(Closed {
+                position,
+                data: Rc::from(memory),
+                fill: whole as u64,
+                issued: false,
+            });
+        }
+        self.open = Some(Open::new(position + whole as u64, &partial, need, hint));
+    }
+
+    /// The writes of everything not yet handed out, each a whole chunk: the chunks closed
+    /// since, and the open one, closed here (zero-padded to a whole block; the next open chunk
+    /// starts with a copy of its partial last block). Marks them handed out. Empty if nothing
+    /// is new.
+    pub(super) fn take_writes(&mut self, path: &Path) -> Vec<ChunkWrite> {
+        self.take(path, true)
+    }
+
+    /// [`Self::take_writes`] of a segment being sealed: no chunk is opened after them (nothing
+    /// is appended to it any more). An open chunk with nothing new stays: it holds the last
+    /// partial block, which reads take from memory until the seal completed.
+    pub(super) fn take_last_writes(&mut self, path: &Path) -> Vec<ChunkWrite> {
+        self.take(path, false)
+    }
+
+    fn take(&mut self, path: &Path, reopen: bool) -> Vec<ChunkWrite> {
         let end = self.end();
         if self.issued == end {
-            return None;
+            return Vec::new();
         }
-        let from = align_down(self.issued);
-        assert!(from >= self.start, "unwritten bytes are in the tail");
-        // Exactly the write's size: `to_vec` then `resize` would reallocate to twice it.
-        let len = (align_up(end) - from) as usize;
-        let mut data = Vec::with_capacity(len);
-        data.extend_from_slice(&self.bytes[(from - self.start) as usize..]);
-        data.resize(len, 0);
+        if let Some(open) = self.open.take_if(|open| open.len > 0) {
+            let Open {
+                position,
+                mut memory,
+                len,
+            } = open;
+            let padded = align_up(len as u64) as usize;
+            memory.bytes_mut()[len..padded].fill(0);
+            memory.truncate(padded);
+            let hint = 2 * len as u64;
+            let whole = align_down(len as u64) as usize;
+            let partial = memory.bytes()[whole..len].to_vec();
+            self.closed.push_back(Closed {
+                position,
+                data: Rc::from(memory),
+                fill: len as u64,
+                issued: false,
+            });
+            if reopen {
+                self.open = Some(Open::new(position + whole as u64, &partial, 0, hint));
+            }
+        }
+        let mut writes = Vec::new();
+        for chunk in self.closed.iter_mut().filter(|c| !c.issued) {
+            assert!(
+                chunk.position + chunk.fill > self.issued || self.issued == u64::MAX,
+                "a chunk handed out holds new bytes"
+            );
+            chunk.issued = true;
+            writes.push(ChunkWrite {
+                path: path.to_path_buf(),
+                position: chunk.position,
+                data: chunk.data.clone(),
+            });
+        }
+        for pair in writes.windows(2) {
+            assert!(
+                pair[0].end() <= pair[1].position,
+                "the writes of one flush never overlap"
+            );
+        }
         self.issued = end;
-        Some(BlockWrite {
-            path: path.to_path_buf(),
-            position: from,
-            data,
-        })
+        writes
     }
 
-    /// After the writes up to `written` completed: drops blocks below it that are older than
-    /// the tail cache (amortized: only once twice the cache has built up).
+    /// After the writes up to `written` completed: drops the chunks that end below the tail
+    /// cache (the last [`LOG_TAIL_CACHE_BYTES`] written stay in memory).
     pub(super) fn written_up_to(&mut self, written: u64) {
         assert!(written <= self.issued);
         let keep_from = align_down(written).saturating_sub(LOG_TAIL_CACHE_BYTES);
-        if keep_from > self.start && keep_from - self.start >= LOG_TAIL_CACHE_BYTES {
-            self.bytes.drain(..(keep_from - self.start) as usize);
-            self.start = keep_from;
+        while let Some(front) = self.closed.front() {
+            if !front.issued || front.position + front.fill > keep_from {
+                break;
+            }
+            self.closed.pop_front();
         }
+        self.start = match (self.closed.front(), &self.open) {
+            (Some(front), _) => front.position,
+            (None, Some(open)) => open.position,
+            (None, None) => self.start,
+        };
+    }
+
+    /// The chunk holding file byte `position` (at or past `start`): `(its first position, its
+    /// bytes)`, the newest one where two hold it.
+    fn chunk_at(&self, position: u64) -> (u64, &[u8]) {
+        if let Some(open) = self.open.as_ref().filter(|o| o.position <= position) {
+            return (open.position, &open.memory.bytes()[..open.len]);
+        }
+        let chunk = self
+            .closed
+            .iter()
+            .rev()
+            .find(|c| c.position <= position)
+            .expect("the tail holds every byte from its start");
+        (chunk.position, &chunk.data.bytes()[..chunk.fill as usize])
     }
 
     /// Copies file bytes at `position..` (at or past `start`) into `buf`.
     pub(super) fn read(&self, buf: &mut [u8], position: u64) {
-        let from = (position - self.start) as usize;
-        buf.copy_from_slice(&self.bytes[from..from + buf.len()]);
+        let mut done = 0;
+        while done < buf.len() {
+            let at = position + done as u64;
+            let (from, bytes) = self.chunk_at(at);
+            let bytes = &bytes[(at - from) as usize..];
+            let n = bytes.len().min(buf.len() - done);
+            assert!(n > 0, "the tail holds the bytes read from it");
+            buf[done..done + n].copy_from_slice(&bytes[..n]);
+            done += n;
+        }
+    }
+
+    /// The tail's bytes from `position` (at or past `start`) to its end, as pieces
+    /// `(file position, bytes)` in file order (for writes that are not flushes: a close).
+    pub(super) fn pieces_from(&self, position: u64) -> Vec<(u64, &[u8])> {
+        let mut pieces = Vec::new();
+        let mut at = position;
+        let end = self.end();
+        while at < end {
+            let (from, bytes) = self.chunk_at(at);
+            let bytes = &bytes[(at - from) as usize..];
+            pieces.push((at, bytes));
+            at += bytes.len() as u64;
+        }
+        pieces
     }
 }
 

@@ -44,6 +44,7 @@ pub fn group_commit_appends(
         .name("lockstep-bench")
         .io_memory(SHARD_IO_MEMORY_BYTES)
         .spawn(move || async move {
+            files::use_dma_blocks();
             let (log, _) = PartitionLog::open(FsStorage, &dir, LogConfig::default(), 0)
                 .map_err(|e| io::Error::other(e.to_string()))?;
             let driver = Rc::new(RefCell::new(Driver {

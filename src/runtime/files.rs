@@ -1,9 +1,15 @@
 //! The shard's storage engine on io_uring: the block writes and the durable flushes a
 //! [`FlushTicket`] names, and the state journal's flushes (one [`BlockWrite`] each).
 //!
-//! - Block writes (segment tails, journal tails, block-aligned) go through glommio DMA files: `O_DIRECT`
-//!   writes from aligned buffers (`DmaFile::alloc_dma_buffer`: the shard's registered io memory
-//!   while it lasts, aligned heap memory beyond). Durability per [`SyncMode`]: `O_DSYNC` on
+//! - Segment tails are written without a copy ([`write_chunk`]): on a shard thread a tail lives in
+//!   chunks of DMA buffers ([`use_dma_blocks`], glommio's aligned heap buffers, the
+//!   [`crate::storage::blocks`] allocator of the thread), and a flush ticket's [`ChunkWrite`]
+//!   is one `O_DIRECT` write of such a buffer, shared (`Rc`) with the tail, which never mutates
+//!   it again. Memory allocated off a shard (heap) is copied into a DMA buffer first.
+//! - Other block writes (the checkpoint's slot, journal tails, block-aligned) go through
+//!   glommio DMA files: `O_DIRECT` writes copied into aligned buffers
+//!   (`DmaFile::alloc_dma_buffer`: the shard's registered io memory while it lasts, aligned
+//!   heap memory beyond). Durability per [`SyncMode`]: `O_DSYNC` on
 //!   the handle (the write completes once durable: FUA or a device flush, and no file
 //!   metadata changes since segments are preallocated), or a write and an `fdatasync`.
 //!   Handles stay open in a per-shard cache keyed by path (opening a segment in a directory
@@ -26,8 +32,10 @@
 //!
 //! - Zero fills ahead of a segment's tail ([`ZeroFill`]): `O_DIRECT` writes of one shared
 //!   buffer of zeros per shard (never modified, never reallocated), durable like block writes.
-//! - The seal of a rolled segment (a ticket's [`Seal`]): `fdatasync` of the segment, its index
-//!   written and `fdatasync`ed, `fsync` of the directory, before the rest of the ticket.
+//! - The seal of a rolled segment (a ticket's [`Seal`]): the segment's last chunks written
+//!   (`O_DIRECT`, like a flush's), the file cut to its frames, then `fdatasync` of the segment,
+//!   its index written and `fdatasync`ed, `fsync` of the directory, before the rest of the
+//!   ticket.
 //!
 //! - The allocator ([`tune_allocator`]): a flush's write (several MiB under load) and its DMA
 //!   copy are allocated per flush; glibc would map each afresh and unmap it on free, so every
@@ -42,10 +50,12 @@ use crate::constants::{
     ENGINE_MALLOC_MMAP_THRESHOLD_BYTES, ENGINE_MALLOC_TRIM_THRESHOLD_BYTES, ENGINE_OPEN_FILES_MAX,
     LOG_BLOCK_BYTES, LOG_ZERO_FILL_BYTES, SHARD_READ_CACHE_LOGS_MAX,
 };
-use crate::log::{BlockWrite, CachedBytes, FlushTicket, ReadAhead, Seal, ZeroFill};
+use crate::log::{BlockWrite, CachedBytes, ChunkWrite, FlushTicket, ReadAhead, Seal, ZeroFill};
 use crate::model::TopicPartition;
 use crate::shard::join::join_all;
+use crate::storage::blocks::{self, BlockMemory};
 use glommio::io::{BufferedFile, Directory, DmaBuffer, DmaFile, OpenOptions};
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -83,6 +93,40 @@ pub fn tune_allocator() {
             );
         }
     }
+}
+
+/// A segment tail's block memory on a shard: a glommio DMA buffer (aligned heap memory, kept as
+/// long as the tail keeps the chunk), written `O_DIRECT` as it is ([`write_chunk`]). Shared
+/// with a write in flight through the `Rc`; mutated only while unshared (asserted).
+struct DmaBlocks(Rc<DmaBuffer>);
+
+impl BlockMemory for DmaBlocks {
+    fn bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        Rc::get_mut(&mut self.0)
+            .expect("block memory is not mutated while a write holds it")
+            .as_bytes_mut()
+    }
+    fn truncate(&mut self, len: usize) {
+        Rc::get_mut(&mut self.0)
+            .expect("block memory is not mutated while a write holds it")
+            .trim_to_size(len);
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn dma_blocks(len: usize) -> Box<dyn BlockMemory> {
+    Box::new(DmaBlocks(Rc::new(glommio::allocate_dma_buffer_global(len))))
+}
+
+/// Makes this (shard) thread's segment tails live in DMA buffers the engine writes without a
+/// copy ([`crate::storage::blocks`]). Called once at the start of each shard thread.
+pub fn use_dma_blocks() {
+    blocks::set_thread_allocator(dma_blocks);
 }
 
 /// How a block write is made durable.
@@ -393,6 +437,66 @@ pub async fn write_block(write: &BlockWrite) -> io::Result<()> {
     result
 }
 
+/// One chunk of a segment's tail, durable on return: its DMA buffer written as it is (no
+/// copy), or, for memory that is not the engine's (allocated off a shard thread) or a file
+/// without `O_DIRECT`, through [`write_block`] (a copy).
+pub async fn write_chunk(write: &ChunkWrite) -> io::Result<()> {
+    let path = &write.path;
+    let dma = write
+        .data
+        .as_any()
+        .downcast_ref::<DmaBlocks>()
+        .map(|blocks| blocks.0.clone());
+    let (handle, mode) = handle(path).await?;
+    let (Some(buffer), Handle::Dma(file)) = (dma, &handle) else {
+        return write_block(&BlockWrite {
+            path: path.clone(),
+            position: write.position,
+            data: write.bytes().to_vec(),
+        })
+        .await;
+    };
+    let len = buffer.len();
+    let result = match file.write_rc_at(buffer, write.position).await {
+        Err(e) => Err(with_path(path, e)),
+        Ok(written) if written != len => Err(with_path(
+            path,
+            format!("short chunk write: {written} of {len} bytes"),
+        )),
+        Ok(_) if mode == SyncMode::Fdatasync => {
+            file.fdatasync().await.map_err(|e| with_path(path, e))
+        }
+        Ok(_) => Ok(()),
+    };
+    if result.is_err() {
+        forget(path);
+    }
+    result
+}
+
+/// The chunk writes of one segment, one after the other in file order, each durable before the
+/// next starts: a crash tears only the last one issued (a torn tail), never leaves a hole with
+/// written bytes after it (concurrent writes could land in any order).
+async fn write_chunks_in_order(writes: &[ChunkWrite]) -> io::Result<()> {
+    for write in writes {
+        write_chunk(write).await?;
+    }
+    Ok(())
+}
+
+/// Cuts a sealed segment's file to `len` bytes (its preallocated zeros go).
+async fn truncate(path: &Path, len: u64) -> io::Result<()> {
+    let (handle, _) = handle(path).await?;
+    let result = match &handle {
+        Handle::Dma(file) => file.truncate(len).await.map_err(|e| with_path(path, e)),
+        Handle::Buffered(file) => file.truncate(len).await.map_err(|e| with_path(path, e)),
+    };
+    if result.is_err() {
+        forget(path);
+    }
+    result
+}
+
 thread_local! {
     /// One buffer of [`LOG_ZERO_FILL_BYTES`] zeros per shard, written again and again (never
     /// modified): a zero fill allocates nothing.
@@ -540,6 +644,8 @@ async fn write_index(seal: &Seal) -> io::Result<()> {
 /// steps concurrently), then everything else concurrently.
 pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
     if let Some(seal) = &ticket.seal {
+        write_chunks_in_order(&seal.writes).await?;
+        truncate(&seal.segment, seal.len).await?;
         let steps: Vec<Step<'_>> = vec![
             Box::pin(sync_file(&seal.segment)),
             Box::pin(write_index(seal)),
@@ -551,6 +657,12 @@ pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
             .collect::<io::Result<Vec<()>>>()?;
     }
     let mut steps: Vec<Step<'_>> = Vec::new();
+    let mut chunks = ticket.chunks.as_slice();
+    while let Some(first) = chunks.first() {
+        let same = chunks.iter().take_while(|c| c.path == first.path).count();
+        steps.push(Box::pin(write_chunks_in_order(&chunks[..same])));
+        chunks = &chunks[same..];
+    }
     for write in &ticket.writes {
         steps.push(Box::pin(write_block(write)));
     }

@@ -290,6 +290,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             .name(&format!("{}{index}", fatal::SHARD_THREAD_PREFIX))
             .io_memory(SHARD_IO_MEMORY_BYTES)
             .spawn(move || async move {
+                files::use_dma_blocks();
                 let ready = setup.ready.clone();
                 let result = shard_main(setup).await;
                 if let Err(reason) = &result {

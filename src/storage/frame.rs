@@ -189,27 +189,47 @@ pub fn encode_frame_with(
     payload: &[u8],
     patch: impl FnOnce(&mut [u8]),
 ) {
+    let start = out.len();
+    out.resize(start + frame_total_bytes(payload.len()), 0);
+    encode_frame_into(&mut out[start..], meta, payload, patch);
+    debug_assert_eq!(
+        decode_frame(out, start).map(|f| f.payload.len()),
+        Ok(payload.len())
+    );
+}
+
+/// [`encode_frame_with`] into `out`, exactly [`frame_total_bytes`] of the payload long (the
+/// padding is zeroed here).
+pub fn encode_frame_into(
+    out: &mut [u8],
+    meta: FrameMeta,
+    payload: &[u8],
+    patch: impl FnOnce(&mut [u8]),
+) {
     assert!(
         !payload.is_empty(),
         "a frame carries at least one payload byte"
     );
     assert!(payload.len() <= FRAME_PAYLOAD_BYTES_MAX);
-    let start = out.len();
-    out.extend_from_slice(&[0u8; 4]);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&meta.id.to_le_bytes());
-    out.extend_from_slice(&meta.kind.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    out.extend_from_slice(&meta.count.to_le_bytes());
-    out.extend_from_slice(payload);
-    patch(&mut out[start + FRAME_HEADER_BYTES..]);
-    let crc = frame_crc(&out[start + 4..]);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
-    out.resize(start + frame_total_bytes(payload.len()), 0);
-    debug_assert_eq!(
-        decode_frame(out, start).map(|f| f.payload.len()),
-        Ok(payload.len())
+    assert_eq!(
+        out.len(),
+        frame_total_bytes(payload.len()),
+        "a frame's room"
     );
+    let (header, rest) = out.split_at_mut(FRAME_HEADER_BYTES);
+    header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[8..16].copy_from_slice(&meta.id.to_le_bytes());
+    header[16..18].copy_from_slice(&meta.kind.to_le_bytes());
+    header[18..20].copy_from_slice(&0u16.to_le_bytes());
+    header[20..24].copy_from_slice(&meta.count.to_le_bytes());
+    let (body, padding) = rest.split_at_mut(payload.len());
+    body.copy_from_slice(payload);
+    padding.fill(0);
+    patch(body);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&header[4..]);
+    crc.update(body);
+    header[..4].copy_from_slice(&crc.finalize().to_le_bytes());
 }
 
 fn frame_crc(covered: &[u8]) -> u32 {

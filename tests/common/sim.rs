@@ -361,9 +361,15 @@ impl ShardIo for SimIo {
         };
         let seal = ticket.seal.clone();
         let writes: Vec<(PathBuf, u64, Vec<u8>)> = ticket
-            .writes
+            .chunks
             .iter()
-            .map(|w| (w.path.clone(), w.position, w.data.clone()))
+            .map(|w| (w.path.clone(), w.position, w.bytes().to_vec()))
+            .chain(
+                ticket
+                    .writes
+                    .iter()
+                    .map(|w| (w.path.clone(), w.position, w.data.clone())),
+            )
             .chain(
                 ticket
                     .zero_fills
