@@ -56,9 +56,6 @@ pub const JOURNAL_SEGMENT_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 /// A journal flush writes whole blocks of this size (`O_DIRECT`): the unsynced tail rounded
 /// out to block boundaries, the partially filled last block rewritten from memory.
 pub const JOURNAL_BLOCK_BYTES: u64 = LOG_BLOCK_BYTES;
-/// Zeros a journal flush writes ahead of its block write (`journal::zero_ahead`): the size
-/// of the engine's one shared buffer of zeros.
-pub const JOURNAL_ZERO_FILL_BYTES: u64 = LOG_ZERO_FILL_BYTES;
 /// Durable pages of the journal's private mapping are handed back to the kernel in steps of
 /// this many bytes (one `madvise` per step, not per flush).
 pub const JOURNAL_RELEASE_BYTES: usize = 1024 * 1024;

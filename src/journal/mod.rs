@@ -78,7 +78,7 @@ use crate::constants::{
     JOURNAL_SEGMENT_BYTES_DEFAULT, JOURNAL_SEGMENT_BYTES_MAX, JOURNAL_SEGMENT_BYTES_MIN,
     JOURNAL_SNAPSHOT_BYTES_MAX, JOURNAL_SNAPSHOT_CHUNK_BYTES_DEFAULT,
     JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN, JOURNAL_SNAPSHOT_CHUNK_OVERHEAD_BYTES_MAX,
-    JOURNAL_ZERO_FILL_BYTES, SEGMENT_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::log::group_commit::GroupCommit;
 use crate::log::{BlockWrite, ZeroFill};
@@ -241,47 +241,11 @@ pub struct FlushTicket {
     /// segment's size is not (then it ends at the segment's end).
     pub write: BlockWrite,
     /// Zeros to write, durably, over preallocated bytes of the segment past `write` (see
-    /// [`zero_ahead`]); disjoint from `write`, so both may be written at once. `None` when
+    /// [`crate::storage::blocks::zero_ahead`]); disjoint from `write`, so both may be written at once. `None` when
     /// enough is zeroed ahead already.
     pub zero_fill: Option<ZeroFill>,
     /// Every entry up to and including this one is durable once the sync succeeds.
     pub upto_seq: u64,
-}
-
-/// Zeros to write ahead of a block write of a journal segment that ends at `end` (block
-/// aligned), given that the file's bytes below `*zeroed` were written (entries or zeros) and
-/// the segment's preallocated length is `len`: at most [`JOURNAL_ZERO_FILL_BYTES`] past the
-/// zeroed end (capped at the last whole block), once less than half of that is zeroed ahead.
-/// Returns `(position, len)` and advances `*zeroed`.
-///
-/// Why: a journal segment is preallocated (`fallocate`), so its extents are *unwritten* on
-/// ext4, and every flush's `O_DIRECT` write into them converts extents, a metadata change that
-/// the durable write then commits (and that io_uring hands to a worker thread). Flushes that
-/// overwrite blocks already written (here: zeros written ahead, durable) change no metadata.
-/// As for the partition logs (`Segment::zero_ahead`), a block write that ends a whole fill or
-/// more past the zeroed end converted its own extents once for many bytes, so none is written
-/// after it. The range never holds an entry the file should have: it starts at or past `end`,
-/// and entries past `end` reach the file only through later flushes, which start after this
-/// one completed (one flush at a time); the segment is mapped private, so the map is never
-/// written back over them. A crash leaves zeros or unwritten extents there: a clean end.
-pub fn zero_ahead(zeroed: &mut u64, end: u64, len: u64) -> Option<(u64, u64)> {
-    let block = JOURNAL_BLOCK_BYTES;
-    assert_eq!(end % block, 0, "a block write ends on a block");
-    if end >= *zeroed + JOURNAL_ZERO_FILL_BYTES {
-        *zeroed = end;
-        return None;
-    }
-    let from = (*zeroed).max(end);
-    *zeroed = from;
-    if from - end >= JOURNAL_ZERO_FILL_BYTES / 2 {
-        return None;
-    }
-    let to = (from + JOURNAL_ZERO_FILL_BYTES).min(len / block * block);
-    if to <= from {
-        return None;
-    }
-    *zeroed = to;
-    Some((from, to - from))
 }
 
 /// Sequence numbers of a written snapshot: begin marker and end marker.
@@ -305,7 +269,7 @@ struct ActiveSegment<R> {
     write_pos: usize,
     /// Every byte below is durable.
     durable_pos: usize,
-    /// File bytes below this were written (entries or zeros, [`zero_ahead`]); the rest of the
+    /// File bytes below this were written (entries or zeros, [`crate::storage::blocks::zero_ahead`]); the rest of the
     /// preallocated segment may be unwritten extents.
     zeroed: u64,
 }
@@ -880,14 +844,17 @@ impl<D: RegionDir> Journal<D> {
             .div_ceil(block)
             .saturating_mul(block)
             .min(a.region.len());
+        // Entries past `hi` reach the file only through later flushes, which start after
+        // this one completed (one flush at a time), and the segment is mapped private (the
+        // map is never written back over them): zeros past `hi` may be written with it.
         let zero_fill = if hi % block == 0 {
-            zero_ahead(&mut a.zeroed, hi as u64, a.region.len() as u64).map(|(position, len)| {
-                ZeroFill {
+            crate::storage::blocks::zero_ahead(&mut a.zeroed, hi as u64, a.region.len() as u64).map(
+                |(position, len)| ZeroFill {
                     path: a.path.clone(),
                     position,
                     len,
-                }
-            })
+                },
+            )
         } else {
             None
         };
@@ -1209,16 +1176,16 @@ mod tests {
                         "{fill:?} overlaps the write ending at {end}"
                     );
                     assert_eq!(fill.position, zeroed.max(end));
-                    assert!(fill.len > 0 && fill.len <= JOURNAL_ZERO_FILL_BYTES);
+                    assert!(fill.len > 0 && fill.len <= crate::constants::LOG_ZERO_FILL_BYTES);
                     assert_eq!(fill.position % JOURNAL_BLOCK_BYTES, 0);
                     assert_eq!(fill.len % JOURNAL_BLOCK_BYTES, 0);
                     assert!(fill.position + fill.len <= config.segment_bytes);
                     zeroed = fill.position + fill.len;
                     fills += 1;
-                } else if end + JOURNAL_ZERO_FILL_BYTES / 2 <= config.segment_bytes {
+                } else if end + crate::constants::LOG_ZERO_FILL_BYTES / 2 <= config.segment_bytes {
                     // Enough is zeroed ahead already.
                     assert!(
-                        zeroed >= end + JOURNAL_ZERO_FILL_BYTES / 2,
+                        zeroed >= end + crate::constants::LOG_ZERO_FILL_BYTES / 2,
                         "no fill at {end}, zeroed {zeroed}"
                     );
                 }
@@ -1231,36 +1198,10 @@ mod tests {
         assert!(journal.segment_paths().len() > 1, "the test rolled");
         // The fills covered the segment up to its last whole fill.
         assert!(
-            fills >= 3 && zeroed + JOURNAL_ZERO_FILL_BYTES / 2 >= config.segment_bytes,
+            fills >= 3
+                && zeroed + crate::constants::LOG_ZERO_FILL_BYTES / 2 >= config.segment_bytes,
             "{fills} fills, zeroed {zeroed}"
         );
-    }
-
-    #[test]
-    fn zero_ahead_skips_after_a_large_write_and_stops_at_the_end() {
-        let fill = JOURNAL_ZERO_FILL_BYTES;
-        let mut zeroed = 0;
-        // A first write far past the zeroed end converted its own extents: no zeros.
-        assert_eq!(zero_ahead(&mut zeroed, 2 * fill, 10 * fill), None);
-        assert_eq!(zeroed, 2 * fill);
-        // The next small write gets a whole fill after it.
-        assert_eq!(
-            zero_ahead(&mut zeroed, 2 * fill + 4096, 10 * fill),
-            Some((2 * fill + 4096, fill))
-        );
-        // Then none until less than half a fill is left ahead.
-        assert_eq!(zero_ahead(&mut zeroed, 2 * fill + 8192, 10 * fill), None);
-        let near = 3 * fill + 4096 - fill / 2 + 4096;
-        assert_eq!(
-            zero_ahead(&mut zeroed, near, 10 * fill),
-            Some((3 * fill + 4096, fill))
-        );
-        // Capped at the last whole block of the segment.
-        let mut zeroed = 0;
-        let len = fill + 4096 + 100;
-        assert_eq!(zero_ahead(&mut zeroed, 4096, len), Some((4096, fill)));
-        assert_eq!(zero_ahead(&mut zeroed, fill, len), None);
-        assert_eq!(zeroed, fill + 4096);
     }
 
     #[test]

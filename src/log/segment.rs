@@ -442,39 +442,14 @@ impl<F> Segment<F> {
     }
 
     /// Zeros to write ahead of a block write of this segment that ends at `end` (block
-    /// aligned), in the same flush: the preallocated file bytes past the zeroed end, at most
-    /// [`LOG_ZERO_FILL_BYTES`] (capped at the preallocated length), once less than half of
-    /// that is zeroed ahead of `end`. Later block writes there overwrite written blocks: no
-    /// extent conversion for the file system to sync with each of them, and io_uring submits
-    /// them inline instead of handing them to its worker threads. The range never holds data
-    /// (it starts at or past `end`, and data past `end` is written by later flushes only), so
-    /// it may be written concurrently with the rest of the flush; a crash leaves zeros or
-    /// unwritten extents there, both a clean end (FORMAT.md §5).
-    ///
-    /// Adaptive: a block write that ends [`LOG_ZERO_FILL_BYTES`] or more past the zeroed end
-    /// was a large flush, which converted its own extents once for many bytes; zeros ahead
-    /// of it would add a fill to every such flush for little gain, so none is written (the
-    /// next small flush starts filling again).
+    /// aligned), in the same flush ([`crate::storage::blocks::zero_ahead`]: the rule and why).
     pub(super) fn zero_ahead(&mut self, end: u64) -> Option<ZeroFill> {
-        assert_eq!(end % LOG_BLOCK_BYTES, 0, "a block write ends on a block");
-        if end >= self.zeroed + LOG_ZERO_FILL_BYTES {
-            self.zeroed = end;
-            return None;
-        }
-        let from = self.zeroed.max(end);
-        self.zeroed = from;
-        if from - end >= LOG_ZERO_FILL_BYTES / 2 {
-            return None;
-        }
-        let to = (from + LOG_ZERO_FILL_BYTES).min(align_down(self.allocated));
-        if to <= from {
-            return None;
-        }
-        self.zeroed = to;
+        let (position, len) =
+            crate::storage::blocks::zero_ahead(&mut self.zeroed, end, self.allocated)?;
         Some(ZeroFill {
             path: self.path.clone(),
-            position: from,
-            len: to - from,
+            position,
+            len,
         })
     }
 

@@ -155,12 +155,21 @@ pub trait ShardExec:
                 let fetched = self.state.borrow_mut().share_fetch(&op, self.now_ms());
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
-                // What the member's next fetch will read, read ahead now (while the consumer
-                // processes these records), so that it finds it in memory.
+                // What the member's next fetch will read, read ahead (while the consumer
+                // processes these records), so that it finds it in memory: once this request's
+                // acknowledgements are durable, so that the read does not share the disk with
+                // the journal flush the answer waits for.
                 let next = self.state.borrow().share_fetch_read_ahead(&op);
                 if !next.is_empty() {
                     let ctx = self.clone();
-                    self.spawn(async move { ctx.read_ahead(next).await });
+                    let flushing = acked.as_ref().and_then(|(_, seq)| *seq);
+                    self.spawn(async move {
+                        if let Some(seq) = flushing {
+                            // A failed flush poisons the journal; the read-ahead is moot then.
+                            let _ = ctx.wait_journal(seq).await;
+                        }
+                        ctx.read_ahead(next).await
+                    });
                 }
                 let (acknowledged, durable_at) = match acked {
                     // The caller waits (`JournalDurable`); the flush has started.
