@@ -19,7 +19,7 @@ use super::index::IndexEntry;
 use super::partition::{io_err, LogError, BATCH_FRAME_KIND, HEADER_BYTES_U64, NO_TIMESTAMP};
 use crate::constants::{
     FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_BLOCK_BYTES,
-    LOG_TAIL_CACHE_BYTES, LOG_TAIL_CHUNK_BYTES_MAX, LOG_TAIL_CHUNK_BYTES_MIN, LOG_ZERO_FILL_BYTES,
+    LOG_TAIL_CACHE_BYTES, LOG_TAIL_CHUNK_BYTES_MAX, LOG_TAIL_CHUNK_BYTES_MIN,
 };
 use crate::storage::blocks::{alloc_blocks, BlockMemory};
 use crate::storage::file::StorageFile;
