@@ -7,6 +7,10 @@
 //! installs it on every shard, and only then answers. If persisting fails, every success in the
 //! reply is turned into an error ([`fail_reply`]) and nothing is installed.
 //!
+//! The plans answer typed refusals ([`AdminError`]: the registry's `TopicError`, a
+//! `ConfigError`, the request's own faults) with the message the wire carries beside them; the
+//! encoders here choose the Kafka code (`server::codes`).
+//!
 //! Producer ids come from blocks reserved durably in the registry
 //! (`producer_ids_reserved_until`), so an id is never handed out twice, across restarts too.
 
@@ -1153,6 +1157,26 @@ mod tests {
         );
         let codes: Vec<i16> = created(&plan).iter().map(|r| r.error_code()).collect();
         assert_eq!(codes, vec![0, 42, 42, 38, 37, 17, 0]);
+        // What the controller says, and the message beside it.
+        let errors: Vec<Option<AdminError>> =
+            created(&plan).iter().map(|r| r.error.clone()).collect();
+        assert_eq!(errors[1], Some(AdminError::DuplicateTopic));
+        assert_eq!(errors[3], Some(AdminError::ReplicationFactor(3)));
+        assert_eq!(
+            errors[4],
+            Some(AdminError::Topic(TopicError::InvalidPartitions {
+                requested: 0
+            }))
+        );
+        assert!(matches!(
+            errors[5],
+            Some(AdminError::Topic(TopicError::InvalidName { .. }))
+        ));
+        assert_eq!(
+            created(&plan)[4].error_message.as_deref(),
+            Some("partition count 0 must be positive")
+        );
+        assert_eq!(created(&plan)[0].error_message, None);
         let next = plan.registry.as_ref().unwrap();
         assert_eq!(next.topic("a").unwrap().partitions, 3);
         assert_eq!(next.topic("dflt").unwrap().partitions, 1);
@@ -1267,6 +1291,20 @@ mod tests {
         };
         let codes: Vec<i16> = results.iter().map(|r| r.error_code()).collect();
         assert_eq!(codes, vec![40, 0, 3, 42]);
+        assert_eq!(
+            results[2].error,
+            Some(AdminError::Topic(TopicError::UnknownTopic {
+                name: "nope".into()
+            }))
+        );
+        assert_eq!(
+            results[2].error_message.as_deref(),
+            Some("unknown topic \"nope\"")
+        );
+        assert_eq!(
+            results[3].error,
+            Some(AdminError::UnsupportedResourceType(8))
+        );
         let next = plan.registry.unwrap();
         assert!(
             next.topic("a").unwrap().configs.is_empty(),
@@ -1382,7 +1420,55 @@ mod tests {
             panic!()
         };
         assert_eq!(results[0].error_code(), 56);
+        assert_eq!(
+            results[0].error,
+            Some(AdminError::Controller(ControllerError::NotPersisted))
+        );
+        assert_eq!(results[0].error_message.as_deref(), Some("disk"));
         assert_eq!(results[0].topic_id, Uuid::nil());
         assert_eq!(results[1].error_code(), 17);
+    }
+
+    #[test]
+    fn acl_replies_are_typed_and_fail_when_not_persisted() {
+        use crate::authz::{AclBinding, AclFilter};
+        let reg = TopicRegistry::new("c".into());
+        let acl = AclBinding::from_wire(2, "t", 3, "User:a", "*", 3, 3).unwrap();
+        let plan =
+            Controller::new().plan(&reg, &AdminOp::CreateAcls(vec![acl.clone()]), &mut ids());
+        let AdminReply::AclsCreated(results) = &plan.reply else {
+            panic!()
+        };
+        assert_eq!(results, &vec![Ok(())]);
+        let reg = plan.registry.expect("a new ACL changes the registry");
+        let AdminReply::AclsCreated(results) =
+            fail_reply(plan.reply, ControllerError::NotPersisted, "disk")
+        else {
+            panic!()
+        };
+        let failed = (
+            AdminError::Controller(ControllerError::NotPersisted),
+            "disk".to_string(),
+        );
+        assert_eq!(results, vec![Err(failed.clone())]);
+        assert_eq!(failed.0.code(), 56);
+        let any = AclFilter::from_wire(1, None, 1, None, None, 1, 1).unwrap();
+        let plan = Controller::new().plan(&reg, &AdminOp::DeleteAcls(vec![any]), &mut ids());
+        let AdminReply::AclsDeleted(results) = &plan.reply else {
+            panic!()
+        };
+        assert_eq!(results, &vec![Ok(vec![acl])]);
+        let AdminReply::AclsDeleted(results) =
+            fail_reply(plan.reply, ControllerError::Stopping, "stop")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            results,
+            vec![Err((
+                AdminError::Controller(ControllerError::Stopping),
+                "stop".to_string()
+            ))]
+        );
     }
 }

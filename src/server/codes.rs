@@ -1,7 +1,9 @@
 //! The Kafka error codes of the shard core's typed errors, chosen here, at the edge: the state
 //! machines say what went wrong ([`SessionError`], [`GroupError`], [`PartitionError`],
 //! [`MarkerError`], [`ControllerError`], [`LogErrorKind`], a call's [`CallError`]), the handlers
-//! answer the code.
+//! answer the code. Sections follow for the data path, share groups and share transactions, the
+//! KIP-848 and producer-transaction coordinators, and (last) topic admin and ACLs. Each section's
+//! tests pin the codes to Kafka 4.4's numbers (`Errors.java`).
 
 use crate::group::GroupError;
 use crate::log::LogErrorKind;
@@ -906,33 +908,21 @@ impl AdminError {
     }
 }
 
-impl CreateResult {
-    /// The topic's error code in the CreateTopics response (0: created).
-    pub fn error_code(&self) -> i16 {
-        AdminError::code_or_none(self.error.as_ref())
-    }
+/// Each topic-admin result's error code in its response: its error's code, 0 without one.
+macro_rules! admin_result_error_code {
+    ($($result:ty),+) => {
+        $(
+            impl $result {
+                /// The item's error code in the response (0: done, or would be).
+                pub fn error_code(&self) -> i16 {
+                    AdminError::code_or_none(self.error.as_ref())
+                }
+            }
+        )+
+    };
 }
 
-impl DeleteResult {
-    /// The topic's error code in the DeleteTopics response (0: deleted).
-    pub fn error_code(&self) -> i16 {
-        AdminError::code_or_none(self.error.as_ref())
-    }
-}
-
-impl AlterResult {
-    /// The resource's error code in the IncrementalAlterConfigs response (0: altered).
-    pub fn error_code(&self) -> i16 {
-        AdminError::code_or_none(self.error.as_ref())
-    }
-}
-
-impl GrowResult {
-    /// The topic's error code in the CreatePartitions response (0: grown).
-    pub fn error_code(&self) -> i16 {
-        AdminError::code_or_none(self.error.as_ref())
-    }
-}
+admin_result_error_code!(CreateResult, DeleteResult, AlterResult, GrowResult);
 
 #[cfg(test)]
 mod admin_tests {
@@ -946,6 +936,10 @@ mod admin_tests {
         // UNKNOWN_TOPIC_OR_PARTITION 3, UNKNOWN_TOPIC_ID 100, INVALID_PARTITIONS 37,
         // POLICY_VIOLATION 44, INVALID_CONFIG 40, INVALID_REQUEST 42.
         let unknown_key = ConfigError::UnknownKey { key: "k".into() };
+        let bad_shards = ConfigError::BadShards {
+            requested: 9,
+            max: 1,
+        };
         let topics = [
             (
                 TopicError::InvalidName {
@@ -976,13 +970,7 @@ mod admin_tests {
             ),
             (TopicError::Config(unknown_key.clone()), 40),
             // A topic's config refusal is INVALID_CONFIG whatever the config said.
-            (
-                TopicError::Config(ConfigError::BadShards {
-                    requested: 9,
-                    max: 1,
-                }),
-                40,
-            ),
+            (TopicError::Config(bad_shards.clone()), 40),
         ];
         for (error, code) in &topics {
             assert_eq!(error.code(), *code, "{error:?}");
@@ -1014,13 +1002,7 @@ mod admin_tests {
                 },
                 42,
             ),
-            (
-                ConfigError::BadShards {
-                    requested: 9,
-                    max: 1,
-                },
-                42,
-            ),
+            (bad_shards, 42),
         ];
         for (error, code) in &configs {
             assert_eq!(error.code(), *code, "{error:?}");
