@@ -34,7 +34,6 @@ pub mod assignor;
 pub use assignor::{Assignor, MemberSpec};
 
 use crate::group::error::GroupError;
-use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use uuid::Uuid;
@@ -164,7 +163,7 @@ pub struct HeartbeatOut {
     pub assignment: Option<BTreeSet<Tp>>,
 }
 
-/// Why a heartbeat is refused (the Kafka error code is chosen by [`HeartbeatError::code`]).
+/// Why a heartbeat is refused (the Kafka error code is chosen at the edge, `server::codes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HeartbeatError {
     UnknownMember(String),
@@ -179,23 +178,6 @@ pub enum HeartbeatError {
     InvalidGroupId,
     /// The group id names a classic group with members (Kafka converts only empty ones).
     NotConsumerGroup(String),
-    /// An error chosen outside the state machine (the shard failed, ...).
-    Coded(i16),
-}
-
-impl HeartbeatError {
-    pub fn code(&self) -> i16 {
-        match self {
-            HeartbeatError::UnknownMember(_) => ResponseError::UnknownMemberId.code(),
-            HeartbeatError::FencedEpoch { .. } => ResponseError::FencedMemberEpoch.code(),
-            HeartbeatError::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor.code(),
-            HeartbeatError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
-            HeartbeatError::GroupFull => ResponseError::GroupMaxSizeReached.code(),
-            HeartbeatError::InvalidGroupId => ResponseError::InvalidGroupId.code(),
-            HeartbeatError::NotConsumerGroup(_) => ResponseError::GroupIdNotFound.code(),
-            HeartbeatError::Coded(code) => *code,
-        }
-    }
 }
 
 impl fmt::Display for HeartbeatError {
@@ -219,7 +201,6 @@ impl fmt::Display for HeartbeatError {
             HeartbeatError::NotConsumerGroup(id) => {
                 write!(f, "Group {id} is not a consumer group.")
             }
-            HeartbeatError::Coded(code) => write!(f, "error {code}"),
         }
     }
 }

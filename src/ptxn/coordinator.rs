@@ -140,7 +140,7 @@ impl TxnState {
 }
 
 /// Why a coordinator request was refused; the Kafka code is chosen at the edge
-/// ([`CoordError::code`], [`CoordError::code_for`]).
+/// (`CoordError::code` and `CoordError::code_for`, in `server::codes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CoordError {
     /// The transaction is being completed (markers in flight) or fenced: retry later.
@@ -163,31 +163,6 @@ pub enum CoordError {
 }
 
 impl CoordError {
-    /// The Kafka error code.
-    pub fn code(&self) -> i16 {
-        match self {
-            CoordError::ConcurrentTransactions => 51,
-            CoordError::ProducerFenced => 90,
-            CoordError::InvalidTxnState(_) => 48,
-            CoordError::InvalidProducerIdMapping => 49,
-            CoordError::InvalidTransactionTimeout => 50,
-            CoordError::TransactionalIdNotFound => 105,
-            // Kafka: TRANSACTIONAL_ID_AUTHORIZATION_FAILED when 2PC is not enabled.
-            CoordError::TwoPhaseCommitDisabled => 53,
-            CoordError::NeedProducerId => 0,
-        }
-    }
-
-    /// The code for a request of `version` of an API whose first version that knows
-    /// PRODUCER_FENCED is `fenced_since` (older clients get INVALID_PRODUCER_EPOCH, as Kafka
-    /// answers them).
-    pub fn code_for(&self, version: i16, fenced_since: i16) -> i16 {
-        match self {
-            CoordError::ProducerFenced if version < fenced_since => 47,
-            other => other.code(),
-        }
-    }
-
     pub fn message(&self) -> String {
         match self {
             CoordError::ConcurrentTransactions => "the transaction is being completed".into(),

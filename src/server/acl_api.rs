@@ -16,6 +16,7 @@ use crate::authz::{AclBinding, AclFilter};
 use crate::constants::REQUEST_ENTITIES_MAX;
 use crate::protocol::codec::{decode_body, Request};
 use crate::shard::call::{CreateAcls, DeleteAcls};
+use crate::shard::ops::{AdminError, CallError};
 use kafka_protocol::messages::{
     create_acls_response, delete_acls_response, describe_acls_response, CreateAclsRequest,
     CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
@@ -35,6 +36,33 @@ fn sb(text: &str) -> StrBytes {
 
 const SECURITY_DISABLED_MESSAGE: &str = "No Authorizer is configured.";
 
+/// Why an ACL or filter was refused, and the message the wire carries.
+type Refusal = (AdminError, String);
+
+fn security_disabled() -> Refusal {
+    (
+        AdminError::SecurityDisabled,
+        SECURITY_DISABLED_MESSAGE.to_string(),
+    )
+}
+
+/// The controller answered with a reply of another length.
+fn unexpected_reply() -> Refusal {
+    (
+        AdminError::Call(CallError::UnexpectedReply(
+            "a controller reply of another length".into(),
+        )),
+        "unexpected controller reply".to_string(),
+    )
+}
+
+fn controller_failed(failure: CallError) -> Refusal {
+    (
+        AdminError::Call(failure),
+        "the metadata controller failed".to_string(),
+    )
+}
+
 /// CreateAcls v1–3.
 pub async fn handle_create_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
     let decoded = match super::decode_counted(
@@ -46,15 +74,9 @@ pub async fn handle_create_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         Ok(d) => d,
         Err(refused) => return refused,
     };
-    let mut results: Vec<Result<(), (i16, String)>> = Vec::with_capacity(decoded.creations.len());
+    let mut results: Vec<Result<(), Refusal>> = Vec::with_capacity(decoded.creations.len());
     if conn.authorizer.is_none() {
-        let code = ResponseError::SecurityDisabled.code();
-        results.extend(
-            decoded
-                .creations
-                .iter()
-                .map(|_| Err((code, SECURITY_DISABLED_MESSAGE.to_string()))),
-        );
+        results.extend(decoded.creations.iter().map(|_| Err(security_disabled())));
     } else {
         // Valid ACLs go to the controller in one operation; invalid ones are answered here.
         let parsed: Vec<Result<AclBinding, String>> = decoded
@@ -79,23 +101,15 @@ pub async fn handle_create_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         } else {
             match call_controller(bus, CreateAcls(valid.clone())).await {
                 Ok(r) if r.len() == valid.len() => r,
-                Ok(_) => vec![
-                    Err((
-                        ResponseError::UnknownServerError.code(),
-                        "unexpected controller reply".to_string()
-                    ));
-                    valid.len()
-                ],
-                Err(code) => {
-                    vec![Err((code, "the metadata controller failed".to_string())); valid.len()]
-                }
+                Ok(_) => vec![Err(unexpected_reply()); valid.len()],
+                Err(failure) => vec![Err(controller_failed(failure)); valid.len()],
             }
         }
         .into_iter();
         for p in parsed {
             results.push(match p {
                 Ok(_) => created.next().expect("one reply per valid ACL"),
-                Err(reason) => Err((ResponseError::InvalidRequest.code(), reason)),
+                Err(reason) => Err((AdminError::InvalidAcl, reason)),
             });
         }
     }
@@ -104,8 +118,8 @@ pub async fn handle_create_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         .into_iter()
         .map(|r| {
             let mut out = create_acls_response::AclCreationResult::default();
-            if let Err((code, message)) = r {
-                out.error_code = code;
+            if let Err((error, message)) = r {
+                out.error_code = error.code();
                 out.error_message = Some(sb(&message));
             }
             out
@@ -188,12 +202,11 @@ pub async fn handle_delete_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         Ok(d) => d,
         Err(refused) => return refused,
     };
-    let results: Vec<Result<Vec<AclBinding>, (i16, String)>> = if conn.authorizer.is_none() {
-        let code = ResponseError::SecurityDisabled.code();
+    let results: Vec<Result<Vec<AclBinding>, Refusal>> = if conn.authorizer.is_none() {
         decoded
             .filters
             .iter()
-            .map(|_| Err((code, SECURITY_DISABLED_MESSAGE.to_string())))
+            .map(|_| Err(security_disabled()))
             .collect()
     } else {
         // `None`: a filter that matches nothing here (DELEGATION_TOKEN / USER types).
@@ -226,16 +239,8 @@ pub async fn handle_delete_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         } else {
             match call_controller(bus, DeleteAcls(valid.clone())).await {
                 Ok(r) if r.len() == valid.len() => r,
-                Ok(_) => vec![
-                    Err((
-                        ResponseError::UnknownServerError.code(),
-                        "unexpected controller reply".to_string()
-                    ));
-                    valid.len()
-                ],
-                Err(code) => {
-                    vec![Err((code, "the metadata controller failed".to_string())); valid.len()]
-                }
+                Ok(_) => vec![Err(unexpected_reply()); valid.len()],
+                Err(failure) => vec![Err(controller_failed(failure)); valid.len()],
             }
         }
         .into_iter();
@@ -244,7 +249,7 @@ pub async fn handle_delete_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .map(|p| match p {
                 Ok(Some(_)) => deleted.next().expect("one reply per valid filter"),
                 Ok(None) => Ok(Vec::new()),
-                Err(reason) => Err((ResponseError::InvalidRequest.code(), reason)),
+                Err(reason) => Err((AdminError::InvalidAcl, reason)),
             })
             .collect()
     };
@@ -270,8 +275,8 @@ pub async fn handle_delete_acls<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
                         })
                         .collect()
                 }
-                Err((code, message)) => {
-                    out.error_code = code;
+                Err((error, message)) => {
+                    out.error_code = error.code();
                     out.error_message = Some(sb(&message));
                 }
             }

@@ -7,6 +7,10 @@
 //! installs it on every shard, and only then answers. If persisting fails, every success in the
 //! reply is turned into an error ([`fail_reply`]) and nothing is installed.
 //!
+//! The plans answer typed refusals ([`AdminError`]: the registry's `TopicError`, a
+//! `ConfigError`, the request's own faults) with the message the wire carries beside them; the
+//! encoders here choose the Kafka code (`server::codes`).
+//!
 //! Producer ids come from blocks reserved durably in the registry
 //! (`producer_ids_reserved_until`), so an id is never handed out twice, across restarts too.
 
@@ -23,8 +27,8 @@ use crate::shard::call::{
     AllocateProducerId, AlterConfigs, CreatePartitions, CreateTopics, DeleteTopics, Op,
 };
 use crate::shard::ops::{
-    AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, ControllerError, CreateResult,
-    DeleteResult, GrowResult, NewPartitions, NewTopic, TopicRef,
+    AdminError, AdminOp, AdminReply, AlterOp, AlterResource, AlterResult, CallError,
+    ControllerError, CreateResult, DeleteResult, GrowResult, NewPartitions, NewTopic, TopicRef,
 };
 use crate::shard::registry::{TopicError, TopicRegistry};
 use kafka_protocol::messages::{
@@ -66,33 +70,19 @@ pub struct AdminPlan {
     producer_ids: Option<Range<i64>>,
 }
 
-/// Maps a registry refusal to Kafka's error code.
-pub fn topic_error_code(error: &TopicError) -> i16 {
-    match error {
-        TopicError::InvalidName { .. } => ResponseError::InvalidTopicException.code(),
-        TopicError::AlreadyExists { .. } => ResponseError::TopicAlreadyExists.code(),
-        TopicError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition.code(),
-        TopicError::UnknownTopicId { .. } => ResponseError::UnknownTopicId.code(),
-        TopicError::InvalidPartitions { .. } | TopicError::NotAnIncrease { .. } => {
-            ResponseError::InvalidPartitions.code()
-        }
-        TopicError::TooManyTopics { .. } | TopicError::TooManyPartitions { .. } => {
-            ResponseError::PolicyViolation.code()
-        }
-        TopicError::Config(_) => ResponseError::InvalidConfig.code(),
-    }
+/// Why one item was refused and the message the wire carries.
+type Refusal = (AdminError, String);
+
+/// A registry refusal, with its message.
+fn topic_refusal(error: TopicError) -> Refusal {
+    let message = error.to_string();
+    (AdminError::Topic(error), message)
 }
 
-fn config_error_code(error: &ConfigError) -> i16 {
-    match error {
-        ConfigError::UnknownKey { .. }
-        | ConfigError::BadValue { .. }
-        | ConfigError::ReadOnly { .. }
-        | ConfigError::Refused { .. } => ResponseError::InvalidConfig.code(),
-        ConfigError::BadAddress { .. } | ConfigError::BadShards { .. } => {
-            ResponseError::InvalidRequest.code()
-        }
-    }
+/// A config refusal, with its message.
+fn config_refusal(error: ConfigError) -> Refusal {
+    let message = error.to_string();
+    (AdminError::Config(error), message)
 }
 
 /// Effective configs of a topic as CreateTopics v5+ reports them.
@@ -192,9 +182,9 @@ fn plan_create(
         .unwrap_or(crate::constants::TOPIC_PARTITIONS_DEFAULT);
     let mut results = Vec::with_capacity(topics.len());
     for topic in topics {
-        let fail = |code: i16, message: String| CreateResult {
+        let fail = |error: AdminError, message: String| CreateResult {
             name: topic.name.clone(),
-            error_code: code,
+            error: Some(error),
             error_message: Some(message),
             topic_id: Uuid::nil(),
             num_partitions: -1,
@@ -202,7 +192,7 @@ fn plan_create(
         };
         if counts[topic.name.as_str()] > 1 {
             results.push(fail(
-                ResponseError::InvalidRequest.code(),
+                AdminError::DuplicateTopic,
                 format!(
                     "topic {:?} appears more than once in the request",
                     topic.name
@@ -212,8 +202,8 @@ fn plan_create(
         }
         let partitions = match resolve_partitions(topic, default_partitions) {
             Ok(n) => n,
-            Err((code, message)) => {
-                results.push(fail(code, message));
+            Err((error, message)) => {
+                results.push(fail(error, message));
                 continue;
             }
         };
@@ -228,7 +218,7 @@ fn plan_create(
             Ok(id) => id,
             Err(e) => {
                 results.push(fail(
-                    ResponseError::UnknownServerError.code(),
+                    AdminError::NoTopicId,
                     format!("cannot draw a topic id: {e}"),
                 ));
                 continue;
@@ -239,7 +229,7 @@ fn plan_create(
                 let configs = topic_config_entries(&meta.configs, &current.broker_configs);
                 results.push(CreateResult {
                     name: topic.name.clone(),
-                    error_code: 0,
+                    error: None,
                     error_message: None,
                     topic_id: if validate_only { Uuid::nil() } else { id },
                     num_partitions: partitions,
@@ -247,7 +237,10 @@ fn plan_create(
                 });
                 changed = true;
             }
-            Err(e) => results.push(fail(topic_error_code(&e), e.to_string())),
+            Err(e) => {
+                let message = e.to_string();
+                results.push(fail(AdminError::Topic(e), message));
+            }
         }
     }
     AdminPlan {
@@ -273,14 +266,14 @@ fn plan_grow(current: &TopicRegistry, topics: &[NewPartitions], validate_only: b
         .map(|topic| {
             let outcome = if counts[topic.name.as_str()] > 1 {
                 Err((
-                    ResponseError::InvalidRequest.code(),
+                    AdminError::DuplicateTopic,
                     "Duplicate topic name.".to_string(),
                 ))
             } else {
                 check_grow_assignments(&next, topic).and_then(|()| {
                     next.add_partitions(&topic.name, topic.count)
                         .map(|_| ())
-                        .map_err(|e| (topic_error_code(&e), e.to_string()))
+                        .map_err(topic_refusal)
                 })
             };
             match outcome {
@@ -288,13 +281,13 @@ fn plan_grow(current: &TopicRegistry, topics: &[NewPartitions], validate_only: b
                     changed = true;
                     GrowResult {
                         name: topic.name.clone(),
-                        error_code: 0,
+                        error: None,
                         error_message: None,
                     }
                 }
-                Err((error_code, message)) => GrowResult {
+                Err((error, message)) => GrowResult {
                     name: topic.name.clone(),
-                    error_code,
+                    error: Some(error),
                     error_message: Some(message),
                 },
             }
@@ -309,10 +302,7 @@ fn plan_grow(current: &TopicRegistry, topics: &[NewPartitions], validate_only: b
 
 /// A CreatePartitions manual assignment: one replica list per new partition, each naming
 /// only this broker. Unknown topics and counts are checked by the registry.
-fn check_grow_assignments(
-    current: &TopicRegistry,
-    topic: &NewPartitions,
-) -> Result<(), (i16, String)> {
+fn check_grow_assignments(current: &TopicRegistry, topic: &NewPartitions) -> Result<(), Refusal> {
     let (Some(assignments), Some(meta)) = (&topic.assignments, current.topic(&topic.name)) else {
         return Ok(());
     };
@@ -322,7 +312,7 @@ fn check_grow_assignments(
     }
     if assignments.len() != additional as usize {
         return Err((
-            ResponseError::InvalidReplicaAssignment.code(),
+            AdminError::ReplicaAssignment,
             format!(
                 "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
                 assignments.len()
@@ -334,17 +324,17 @@ fn check_grow_assignments(
         .any(|brokers| brokers.as_slice() != [BROKER_NODE_ID])
     {
         return Err((
-            ResponseError::InvalidReplicaAssignment.code(),
+            AdminError::ReplicaAssignment,
             format!("every new partition must be assigned to broker {BROKER_NODE_ID} only"),
         ));
     }
     Ok(())
 }
 
-fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, (i16, String)> {
+fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, Refusal> {
     if topic.replication_factor != -1 && topic.replication_factor != 1 {
         return Err((
-            ResponseError::InvalidReplicationFactor.code(),
+            AdminError::ReplicationFactor(topic.replication_factor),
             format!(
                 "replication factor {} is not possible on a single-node broker (use 1 or -1)",
                 topic.replication_factor
@@ -356,14 +346,14 @@ fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, 
             -1 => Ok(default_partitions),
             n if n >= 1 => Ok(n),
             n => Err((
-                ResponseError::InvalidPartitions.code(),
+                AdminError::Topic(TopicError::InvalidPartitions { requested: n }),
                 format!("partition count {n} must be positive"),
             )),
         };
     }
     if topic.num_partitions != -1 || topic.replication_factor != -1 {
         return Err((
-            ResponseError::InvalidRequest.code(),
+            AdminError::AssignmentWithCounts,
             "a manual assignment requires num_partitions and replication_factor of -1".into(),
         ));
     }
@@ -376,7 +366,7 @@ fn resolve_partitions(topic: &NewTopic, default_partitions: i32) -> Result<i32, 
         .all(|(_, brokers)| brokers.as_slice() == [BROKER_NODE_ID]);
     if !contiguous || !on_this_broker {
         return Err((
-            ResponseError::InvalidReplicaAssignment.code(),
+            AdminError::ReplicaAssignment,
             format!(
                 "assignments must cover partitions 0..{n} each on broker {BROKER_NODE_ID} only"
             ),
@@ -404,7 +394,7 @@ fn plan_delete(current: &TopicRegistry, topics: &[TopicRef]) -> AdminPlan {
                     DeleteResult {
                         name: Some(meta.name),
                         topic_id: meta.id,
-                        error_code: 0,
+                        error: None,
                         error_message: None,
                     }
                 }
@@ -417,8 +407,8 @@ fn plan_delete(current: &TopicRegistry, topics: &[TopicRef]) -> AdminPlan {
                         TopicRef::Id(id) => *id,
                         TopicRef::Name(_) => Uuid::nil(),
                     },
-                    error_code: topic_error_code(&e),
                     error_message: Some(e.to_string()),
+                    error: Some(AdminError::Topic(e)),
                 },
             }
         })
@@ -436,28 +426,28 @@ fn apply_changes(
     changes: &[(String, Result<AlterOp, i8>, Option<String>)],
     config_type: &dyn Fn(&str) -> Option<ConfigType>,
     validate: &dyn Fn(&str, &str) -> Result<String, ConfigError>,
-) -> Result<(), (i16, String)> {
+) -> Result<(), Refusal> {
     let mut seen = BTreeSet::new();
     for (name, op, value) in changes {
         if !seen.insert(name.as_str()) {
             return Err((
-                ResponseError::InvalidRequest.code(),
+                AdminError::DuplicateConfig,
                 format!("config {name:?} appears more than once"),
             ));
         }
         let op = op.map_err(|code| {
             (
-                ResponseError::InvalidRequest.code(),
+                AdminError::UnknownConfigOperation(code),
                 format!("unknown config operation {code}"),
             )
         })?;
         let Some(kind) = config_type(name) else {
             return Err((
-                ResponseError::InvalidConfig.code(),
+                AdminError::Config(ConfigError::UnknownKey { key: name.clone() }),
                 format!("unknown or unsupported config {name:?}"),
             ));
         };
-        let bad = |e: ConfigError| (config_error_code(&e), e.to_string());
+        let bad = config_refusal;
         match op {
             AlterOp::Delete => {
                 configs.remove(name);
@@ -465,7 +455,7 @@ fn apply_changes(
             AlterOp::Set => {
                 let Some(value) = value else {
                     return Err((
-                        ResponseError::InvalidRequest.code(),
+                        AdminError::MissingValue,
                         format!("SET of {name:?} needs a value"),
                     ));
                 };
@@ -474,7 +464,7 @@ fn apply_changes(
             AlterOp::Append | AlterOp::Subtract => {
                 if kind != ConfigType::List {
                     return Err((
-                        ResponseError::InvalidConfig.code(),
+                        AdminError::NotAList,
                         format!("APPEND/SUBTRACT need a list config; {name:?} is not one"),
                     ));
                 }
@@ -522,10 +512,9 @@ fn plan_alter(
         .map(|resource| {
             let outcome = match resource.resource_type {
                 RESOURCE_TOPIC => match next.topic(&resource.resource_name) {
-                    None => Err((
-                        ResponseError::UnknownTopicOrPartition.code(),
-                        format!("unknown topic {:?}", resource.resource_name),
-                    )),
+                    None => Err(topic_refusal(TopicError::UnknownTopic {
+                        name: resource.resource_name.clone(),
+                    })),
                     Some(topic) => {
                         let mut configs = topic.configs.clone();
                         apply_changes(
@@ -536,7 +525,7 @@ fn plan_alter(
                         )
                         .and_then(|()| {
                             next.set_topic_configs(&resource.resource_name, configs)
-                                .map_err(|e| (topic_error_code(&e), e.to_string()))
+                                .map_err(topic_refusal)
                         })
                     }
                 },
@@ -544,7 +533,7 @@ fn plan_alter(
                     let name = resource.resource_name.as_str();
                     if !(name.is_empty() || name == BROKER_NODE_ID.to_string()) {
                         Err((
-                            ResponseError::InvalidRequest.code(),
+                            AdminError::UnknownBroker,
                             format!("unknown broker {name:?} (this broker is {BROKER_NODE_ID})"),
                         ))
                     } else {
@@ -555,10 +544,7 @@ fn plan_alter(
                             &|name| broker_config_def(name).map(|d| d.config_type),
                             &validate_broker_config,
                         )
-                        .and_then(|()| {
-                            next.set_broker_configs(configs)
-                                .map_err(|e| (config_error_code(&e), e.to_string()))
-                        })
+                        .and_then(|()| next.set_broker_configs(configs).map_err(config_refusal))
                     }
                 }
                 RESOURCE_GROUP => {
@@ -566,7 +552,7 @@ fn plan_alter(
                     let mut configs = next.group_configs.get(group).cloned().unwrap_or_default();
                     if group.is_empty() {
                         Err((
-                            ResponseError::InvalidGroupId.code(),
+                            AdminError::EmptyGroupId,
                             "the group id is empty".to_string(),
                         ))
                     } else {
@@ -578,12 +564,12 @@ fn plan_alter(
                         )
                         .and_then(|()| {
                             next.set_group_configs(group, configs)
-                                .map_err(|e| (ResponseError::InvalidConfig.code(), e))
+                                .map_err(|e| (AdminError::GroupConfig, e))
                         })
                     }
                 }
                 other => Err((
-                    ResponseError::InvalidRequest.code(),
+                    AdminError::UnsupportedResourceType(other),
                     format!("config resource type {other} is not supported"),
                 )),
             };
@@ -593,14 +579,14 @@ fn plan_alter(
                     AlterResult {
                         resource_type: resource.resource_type,
                         resource_name: resource.resource_name.clone(),
-                        error_code: 0,
+                        error: None,
                         error_message: None,
                     }
                 }
-                Err((error_code, message)) => AlterResult {
+                Err((error, message)) => AlterResult {
                     resource_type: resource.resource_type,
                     resource_name: resource.resource_name.clone(),
-                    error_code,
+                    error: Some(error),
                     error_message: Some(message),
                 },
             }
@@ -623,7 +609,7 @@ fn plan_create_acls(current: &TopicRegistry, acls: &[crate::authz::AclBinding]) 
             if next.acls.len() >= crate::constants::ACLS_MAX && !next.acls.iter().any(|a| a == acl)
             {
                 return Err((
-                    ResponseError::InvalidRequest.code(),
+                    AdminError::TooManyAcls,
                     format!(
                         "the broker holds at most {} ACLs",
                         crate::constants::ACLS_MAX
@@ -655,29 +641,29 @@ fn plan_delete_acls(current: &TopicRegistry, filters: &[crate::authz::AclFilter]
     }
 }
 
-/// Turns every successful result (error code 0) in `results` into error `code` with `msg`.
-/// A macro because the results are different generated types with the same two fields.
+/// Turns every successful result (no error) in `results` into `error` with `msg`.
+/// A macro because the results are different types with the same two fields.
 macro_rules! fail_each {
-    ($results:expr, $code:expr, $msg:expr) => {
-        for r in $results.iter_mut().filter(|r| r.error_code == 0) {
-            r.error_code = $code;
+    ($results:expr, $error:expr, $msg:expr) => {
+        for r in $results.iter_mut().filter(|r| r.error.is_none()) {
+            r.error = Some($error.clone());
             r.error_message = $msg.clone();
         }
     };
 }
 
 /// The reply when the controller could not carry out the plan (its registry could not be
-/// persisted, or the controller stops): every success becomes `error`'s code.
+/// persisted, or the controller stops): every success becomes `error`.
 pub fn fail_reply(reply: AdminReply, error: ControllerError, message: &str) -> AdminReply {
-    let code = error.code();
+    let failed = AdminError::Controller(error);
     let msg = Some(message.to_string());
     match reply {
         AdminReply::Created(results) => AdminReply::Created(
             results
                 .into_iter()
                 .map(|mut r| {
-                    if r.error_code == 0 {
-                        r.error_code = code;
+                    if r.error.is_none() {
+                        r.error = Some(failed.clone());
                         r.error_message = msg.clone();
                         r.topic_id = Uuid::nil();
                         r.configs.clear();
@@ -688,28 +674,28 @@ pub fn fail_reply(reply: AdminReply, error: ControllerError, message: &str) -> A
                 .collect(),
         ),
         AdminReply::Deleted(mut results) => {
-            fail_each!(results, code, msg);
+            fail_each!(results, failed, msg);
             AdminReply::Deleted(results)
         }
         AdminReply::Altered(mut results) => {
-            fail_each!(results, code, msg);
+            fail_each!(results, failed, msg);
             AdminReply::Altered(results)
         }
         AdminReply::ProducerId(_) => AdminReply::ProducerId(Err(error)),
         AdminReply::Grown(mut results) => {
-            fail_each!(results, code, msg);
+            fail_each!(results, failed, msg);
             AdminReply::Grown(results)
         }
         AdminReply::AclsCreated(results) => AdminReply::AclsCreated(
             results
                 .into_iter()
-                .map(|r| r.and(Err((code, message.to_string()))))
+                .map(|r| r.and(Err((failed.clone(), message.to_string()))))
                 .collect(),
         ),
         AdminReply::AclsDeleted(results) => AdminReply::AclsDeleted(
             results
                 .into_iter()
-                .map(|r| r.and(Err((code, message.to_string()))))
+                .map(|r| r.and(Err((failed.clone(), message.to_string()))))
                 .collect(),
         ),
     }
@@ -719,11 +705,9 @@ fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
 }
 
-/// Runs an admin op on the metadata controller (shard 0); `Err`: the Kafka code of its failure.
-pub(crate) async fn call_controller<B: Bus, O: Op>(bus: &B, op: O) -> Result<O::Reply, i16> {
-    bus.call_op(ShardId(0), op)
-        .await
-        .map_err(|failure| failure.code())
+/// Runs an admin op on the metadata controller (shard 0).
+pub(crate) async fn call_controller<B: Bus, O: Op>(bus: &B, op: O) -> Result<O::Reply, CallError> {
+    bus.call_op(ShardId(0), op).await
 }
 
 /// CreateTopics v2–7.
@@ -768,12 +752,12 @@ pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
     };
     let results = match call_controller(bus, op).await {
         Ok(results) => results,
-        Err(code) => decoded
+        Err(failure) => decoded
             .topics
             .iter()
             .map(|t| CreateResult {
                 name: t.name.to_string(),
-                error_code: code,
+                error: Some(AdminError::Call(failure.clone())),
                 error_message: Some("the metadata controller is unavailable".into()),
                 topic_id: Uuid::nil(),
                 num_partitions: -1,
@@ -787,15 +771,15 @@ pub async fn handle_create_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
         .map(|r| {
             let mut out = create_topics_response::CreatableTopicResult::default();
             out.name = TopicName(sb(&r.name));
-            out.error_code = r.error_code;
+            out.error_code = r.error_code();
             out.error_message = r.error_message.as_deref().map(sb);
             if version >= 7 {
                 out.topic_id = r.topic_id;
             }
             if version >= 5 {
                 out.num_partitions = r.num_partitions;
-                out.replication_factor = if r.error_code == 0 { 1 } else { -1 };
-                out.configs = (r.error_code == 0).then(|| {
+                out.replication_factor = if r.error.is_none() { 1 } else { -1 };
+                out.configs = r.error.is_none().then(|| {
                     r.configs
                         .iter()
                         .map(|(name, value, read_only, source)| {
@@ -848,7 +832,7 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
     };
     let results = match call_controller(bus, op).await {
         Ok(results) => results,
-        Err(code) => topics
+        Err(failure) => topics
             .iter()
             .map(|t| DeleteResult {
                 name: match t {
@@ -859,7 +843,7 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
                     TopicRef::Id(id) => *id,
                     TopicRef::Name(_) => Uuid::nil(),
                 },
-                error_code: code,
+                error: Some(AdminError::Call(failure.clone())),
                 error_message: Some("the metadata controller is unavailable".into()),
             })
             .collect(),
@@ -876,7 +860,7 @@ pub async fn handle_delete_topics<B: Bus>(bus: &B, request: &Request) -> Outcome
             if version >= 6 {
                 out.topic_id = r.topic_id;
             }
-            out.error_code = r.error_code;
+            out.error_code = r.error_code();
             if version >= 5 {
                 out.error_message = r.error_message.as_deref().map(sb);
             }
@@ -922,7 +906,7 @@ pub async fn handle_create_partitions<B: Bus>(bus: &B, request: &Request) -> Out
             .iter()
             .map(|t| GrowResult {
                 name: t.name.clone(),
-                error_code: ResponseError::NotController.code(),
+                error: Some(AdminError::ControllerUnavailable),
                 error_message: Some("the metadata controller is unavailable".into()),
             })
             .collect(),
@@ -933,7 +917,7 @@ pub async fn handle_create_partitions<B: Bus>(bus: &B, request: &Request) -> Out
         .map(|r| {
             let mut out = create_partitions_response::CreatePartitionsTopicResult::default();
             out.name = TopicName(sb(&r.name));
-            out.error_code = r.error_code;
+            out.error_code = r.error_code();
             out.error_message = r.error_message.as_deref().map(sb);
             out
         })
@@ -984,12 +968,12 @@ pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request
     };
     let results = match call_controller(bus, op).await {
         Ok(results) => results,
-        Err(code) => resources
+        Err(failure) => resources
             .iter()
             .map(|r| AlterResult {
                 resource_type: r.resource_type,
                 resource_name: r.resource_name.clone(),
-                error_code: code,
+                error: Some(AdminError::Call(failure.clone())),
                 error_message: Some("the metadata controller is unavailable".into()),
             })
             .collect(),
@@ -1000,7 +984,7 @@ pub async fn handle_incremental_alter_configs<B: Bus>(bus: &B, request: &Request
         .map(|r| {
             let mut out =
                 incremental_alter_configs_response::AlterConfigsResourceResponse::default();
-            out.error_code = r.error_code;
+            out.error_code = r.error_code();
             out.error_message = r.error_message.as_deref().map(sb);
             out.resource_type = r.resource_type;
             out.resource_name = sb(&r.resource_name);
@@ -1038,7 +1022,7 @@ pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outc
                 response.producer_epoch = 0;
             }
             Ok(Err(e)) => response.error_code = e.code(),
-            Err(code) => response.error_code = code,
+            Err(failure) => response.error_code = failure.code(),
         }
     }
     respond(request, &response)
@@ -1109,7 +1093,9 @@ mod tests {
             assignments,
         };
         let codes = |plan: &AdminPlan| match &plan.reply {
-            AdminReply::Grown(results) => results.iter().map(|r| r.error_code).collect::<Vec<_>>(),
+            AdminReply::Grown(results) => {
+                results.iter().map(|r| r.error_code()).collect::<Vec<_>>()
+            }
             other => panic!("{other:?}"),
         };
         let plan = grow(
@@ -1148,7 +1134,7 @@ mod tests {
         let plan = grow(vec![np("t", 3, Some(vec![vec![BROKER_NODE_ID]]))], false);
         assert_eq!(codes(&plan), vec![0]);
         let failed = fail_reply(plan.reply, ControllerError::NotPersisted, "disk");
-        assert!(matches!(&failed, AdminReply::Grown(r) if r[0].error_code == 56));
+        assert!(matches!(&failed, AdminReply::Grown(r) if r[0].error_code() == 56));
     }
 
     #[test]
@@ -1169,8 +1155,28 @@ mod tests {
             ],
             false,
         );
-        let codes: Vec<i16> = created(&plan).iter().map(|r| r.error_code).collect();
+        let codes: Vec<i16> = created(&plan).iter().map(|r| r.error_code()).collect();
         assert_eq!(codes, vec![0, 42, 42, 38, 37, 17, 0]);
+        // What the controller says, and the message beside it.
+        let errors: Vec<Option<AdminError>> =
+            created(&plan).iter().map(|r| r.error.clone()).collect();
+        assert_eq!(errors[1], Some(AdminError::DuplicateTopic));
+        assert_eq!(errors[3], Some(AdminError::ReplicationFactor(3)));
+        assert_eq!(
+            errors[4],
+            Some(AdminError::Topic(TopicError::InvalidPartitions {
+                requested: 0
+            }))
+        );
+        assert!(matches!(
+            errors[5],
+            Some(AdminError::Topic(TopicError::InvalidName { .. }))
+        ));
+        assert_eq!(
+            created(&plan)[4].error_message.as_deref(),
+            Some("partition count 0 must be positive")
+        );
+        assert_eq!(created(&plan)[0].error_message, None);
         let next = plan.registry.as_ref().unwrap();
         assert_eq!(next.topic("a").unwrap().partitions, 3);
         assert_eq!(next.topic("dflt").unwrap().partitions, 1);
@@ -1184,10 +1190,10 @@ mod tests {
         let mut reg = TopicRegistry::new("c".into());
         let plan = create(&reg, vec![new_topic("a", 2)], true);
         assert!(plan.registry.is_none());
-        assert_eq!(created(&plan)[0].error_code, 0);
+        assert_eq!(created(&plan)[0].error_code(), 0);
         reg.create_topic("a", Uuid::from_u128(99), 1, &[]).unwrap();
         let plan = create(&reg, vec![new_topic("a", 2)], false);
-        assert_eq!(created(&plan)[0].error_code, 36);
+        assert_eq!(created(&plan)[0].error_code(), 36);
         assert!(plan.registry.is_none());
     }
 
@@ -1197,20 +1203,20 @@ mod tests {
         let mut t = new_topic("m", -1);
         t.assignments = vec![(0, vec![0]), (1, vec![0])];
         let plan = create(&reg, vec![t.clone()], false);
-        assert_eq!(created(&plan)[0].error_code, 0);
+        assert_eq!(created(&plan)[0].error_code(), 0);
         assert_eq!(plan.registry.unwrap().topic("m").unwrap().partitions, 2);
         t.assignments = vec![(0, vec![0]), (2, vec![0])];
         assert_eq!(
-            created(&create(&reg, vec![t.clone()], false))[0].error_code,
+            created(&create(&reg, vec![t.clone()], false))[0].error_code(),
             39
         );
         t.assignments = vec![(0, vec![1])];
         assert_eq!(
-            created(&create(&reg, vec![t.clone()], false))[0].error_code,
+            created(&create(&reg, vec![t.clone()], false))[0].error_code(),
             39
         );
         t.num_partitions = 1;
-        assert_eq!(created(&create(&reg, vec![t], false))[0].error_code, 42);
+        assert_eq!(created(&create(&reg, vec![t], false))[0].error_code(), 42);
     }
 
     #[test]
@@ -1233,7 +1239,7 @@ mod tests {
         let AdminReply::Deleted(results) = &plan.reply else {
             panic!()
         };
-        let codes: Vec<i16> = results.iter().map(|r| r.error_code).collect();
+        let codes: Vec<i16> = results.iter().map(|r| r.error_code()).collect();
         assert_eq!(codes, vec![0, 0, 3, 100]);
         assert_eq!(results[1].name.as_deref(), Some("b"));
         assert!(plan.registry.unwrap().topics.is_empty());
@@ -1283,8 +1289,22 @@ mod tests {
         let AdminReply::Altered(results) = &plan.reply else {
             panic!()
         };
-        let codes: Vec<i16> = results.iter().map(|r| r.error_code).collect();
+        let codes: Vec<i16> = results.iter().map(|r| r.error_code()).collect();
         assert_eq!(codes, vec![40, 0, 3, 42]);
+        assert_eq!(
+            results[2].error,
+            Some(AdminError::Topic(TopicError::UnknownTopic {
+                name: "nope".into()
+            }))
+        );
+        assert_eq!(
+            results[2].error_message.as_deref(),
+            Some("unknown topic \"nope\"")
+        );
+        assert_eq!(
+            results[3].error,
+            Some(AdminError::UnsupportedResourceType(8))
+        );
         let next = plan.registry.unwrap();
         assert!(
             next.topic("a").unwrap().configs.is_empty(),
@@ -1338,7 +1358,8 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            results[0].error_code, 40,
+            results[0].error_code(),
+            40,
             "an empty cleanup.policy is invalid"
         );
         let plan = alter(
@@ -1352,7 +1373,7 @@ mod tests {
         let AdminReply::Altered(results) = &plan.reply else {
             panic!()
         };
-        assert_eq!(results[0].error_code, 40);
+        assert_eq!(results[0].error_code(), 40);
     }
 
     #[test]
@@ -1398,8 +1419,56 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(results[0].error_code, 56);
+        assert_eq!(results[0].error_code(), 56);
+        assert_eq!(
+            results[0].error,
+            Some(AdminError::Controller(ControllerError::NotPersisted))
+        );
+        assert_eq!(results[0].error_message.as_deref(), Some("disk"));
         assert_eq!(results[0].topic_id, Uuid::nil());
-        assert_eq!(results[1].error_code, 17);
+        assert_eq!(results[1].error_code(), 17);
+    }
+
+    #[test]
+    fn acl_replies_are_typed_and_fail_when_not_persisted() {
+        use crate::authz::{AclBinding, AclFilter};
+        let reg = TopicRegistry::new("c".into());
+        let acl = AclBinding::from_wire(2, "t", 3, "User:a", "*", 3, 3).unwrap();
+        let plan =
+            Controller::new().plan(&reg, &AdminOp::CreateAcls(vec![acl.clone()]), &mut ids());
+        let AdminReply::AclsCreated(results) = &plan.reply else {
+            panic!()
+        };
+        assert_eq!(results, &vec![Ok(())]);
+        let reg = plan.registry.expect("a new ACL changes the registry");
+        let AdminReply::AclsCreated(results) =
+            fail_reply(plan.reply, ControllerError::NotPersisted, "disk")
+        else {
+            panic!()
+        };
+        let failed = (
+            AdminError::Controller(ControllerError::NotPersisted),
+            "disk".to_string(),
+        );
+        assert_eq!(results, vec![Err(failed.clone())]);
+        assert_eq!(failed.0.code(), 56);
+        let any = AclFilter::from_wire(1, None, 1, None, None, 1, 1).unwrap();
+        let plan = Controller::new().plan(&reg, &AdminOp::DeleteAcls(vec![any]), &mut ids());
+        let AdminReply::AclsDeleted(results) = &plan.reply else {
+            panic!()
+        };
+        assert_eq!(results, &vec![Ok(vec![acl])]);
+        let AdminReply::AclsDeleted(results) =
+            fail_reply(plan.reply, ControllerError::Stopping, "stop")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            results,
+            vec![Err((
+                AdminError::Controller(ControllerError::Stopping),
+                "stop".to_string()
+            ))]
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! The Kafka error codes of the shard core's typed errors, chosen here, at the edge: the state
 //! machines say what went wrong ([`SessionError`], [`GroupError`], [`PartitionError`],
 //! [`MarkerError`], [`ControllerError`], [`LogErrorKind`], a call's [`CallError`]), the handlers
-//! answer the code.
+//! answer the code. Sections follow for the data path, share groups and share transactions, the
+//! KIP-848 and producer-transaction coordinators, and (last) topic admin and ACLs. Each section's
+//! tests pin the codes to Kafka 4.4's numbers (`Errors.java`).
 
 use crate::group::GroupError;
 use crate::log::LogErrorKind;
@@ -710,5 +712,369 @@ mod share_codes {
                 -1
             );
         }
+    }
+}
+
+// Coordinators
+//
+// The KIP-848 consumer-group state machine ([`HeartbeatError`]) and the producer-transaction
+// coordinator ([`CoordError`]) say why they refused; the codes are chosen here.
+
+use crate::kip848::HeartbeatError;
+use crate::ptxn::coordinator::CoordError;
+
+impl HeartbeatError {
+    /// The ConsumerGroupHeartbeat's error code.
+    pub fn code(&self) -> i16 {
+        let error = match self {
+            HeartbeatError::UnknownMember(_) => ResponseError::UnknownMemberId,
+            HeartbeatError::FencedEpoch { .. } => ResponseError::FencedMemberEpoch,
+            HeartbeatError::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor,
+            HeartbeatError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            HeartbeatError::GroupFull => ResponseError::GroupMaxSizeReached,
+            HeartbeatError::InvalidGroupId => ResponseError::InvalidGroupId,
+            HeartbeatError::NotConsumerGroup(_) => ResponseError::GroupIdNotFound,
+        };
+        error.code()
+    }
+}
+
+impl CoordError {
+    /// The error code of the producer-transaction request the coordinator refused.
+    pub fn code(&self) -> i16 {
+        match self {
+            CoordError::ConcurrentTransactions => ResponseError::ConcurrentTransactions.code(),
+            CoordError::ProducerFenced => ResponseError::ProducerFenced.code(),
+            CoordError::InvalidTxnState(_) => ResponseError::InvalidTxnState.code(),
+            CoordError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping.code(),
+            CoordError::InvalidTransactionTimeout => {
+                ResponseError::InvalidTransactionTimeout.code()
+            }
+            CoordError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound.code(),
+            // Kafka: TRANSACTIONAL_ID_AUTHORIZATION_FAILED when 2PC is not enabled.
+            CoordError::TwoPhaseCommitDisabled => {
+                ResponseError::TransactionalIdAuthorizationFailed.code()
+            }
+            // Never answered: the handler allocates a producer id and asks again.
+            CoordError::NeedProducerId => 0,
+        }
+    }
+
+    /// The code for a request of `version` of an API whose first version that knows
+    /// PRODUCER_FENCED is `fenced_since` (older clients get INVALID_PRODUCER_EPOCH, as Kafka
+    /// answers them).
+    pub fn code_for(&self, version: i16, fenced_since: i16) -> i16 {
+        match self {
+            CoordError::ProducerFenced if version < fenced_since => {
+                ResponseError::InvalidProducerEpoch.code()
+            }
+            other => other.code(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod coordinator_tests {
+    use super::*;
+
+    #[test]
+    fn heartbeat_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java): UNKNOWN_MEMBER_ID 25, FENCED_MEMBER_EPOCH 110,
+        // UNSUPPORTED_ASSIGNOR 112, INVALID_REQUEST 42, GROUP_MAX_SIZE_REACHED 81,
+        // INVALID_GROUP_ID 24, GROUP_ID_NOT_FOUND 69.
+        let expected = [
+            (HeartbeatError::UnknownMember("m".into()), 25),
+            (
+                HeartbeatError::FencedEpoch {
+                    member_id: "m".into(),
+                    sent: 7,
+                    current: 1,
+                },
+                110,
+            ),
+            (HeartbeatError::UnsupportedAssignor("sticky".into()), 112),
+            (HeartbeatError::InvalidRequest("r".into()), 42),
+            (HeartbeatError::GroupFull, 81),
+            (HeartbeatError::InvalidGroupId, 24),
+            (HeartbeatError::NotConsumerGroup("g".into()), 69),
+        ];
+        for (error, code) in &expected {
+            assert_eq!(error.code(), *code, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn coordinator_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java): CONCURRENT_TRANSACTIONS 51, PRODUCER_FENCED 90,
+        // INVALID_TXN_STATE 48, INVALID_PRODUCER_ID_MAPPING 49, INVALID_TRANSACTION_TIMEOUT 50,
+        // TRANSACTIONAL_ID_NOT_FOUND 105, TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53,
+        // INVALID_PRODUCER_EPOCH 47.
+        let expected = [
+            (CoordError::ConcurrentTransactions, 51),
+            (CoordError::ProducerFenced, 90),
+            (CoordError::InvalidTxnState("s".into()), 48),
+            (CoordError::InvalidProducerIdMapping, 49),
+            (CoordError::InvalidTransactionTimeout, 50),
+            (CoordError::TransactionalIdNotFound, 105),
+            (CoordError::TwoPhaseCommitDisabled, 53),
+            (CoordError::NeedProducerId, 0),
+        ];
+        for (error, code) in &expected {
+            assert_eq!(error.code(), *code, "{error:?}");
+            // Only PRODUCER_FENCED depends on the request's version.
+            assert_eq!(error.code_for(0, 0), *code, "{error:?}");
+        }
+        // An API that knows PRODUCER_FENCED from version 2: version 1 gets INVALID_PRODUCER_EPOCH.
+        assert_eq!(CoordError::ProducerFenced.code_for(1, 2), 47);
+        assert_eq!(CoordError::ProducerFenced.code_for(2, 2), 90);
+    }
+}
+
+// Topic admin and ACLs
+//
+// The metadata controller says why it refused a topic, config resource or ACL ([`AdminError`],
+// wrapping the registry's [`TopicError`], the configs' [`ConfigError`], its own
+// [`ControllerError`] and a call's [`CallError`]); the admin and ACL encoders answer these codes.
+
+use crate::config::ConfigError;
+use crate::shard::ops::{AdminError, AlterResult, CreateResult, DeleteResult, GrowResult};
+use crate::shard::registry::TopicError;
+
+impl TopicError {
+    /// The error code of the topic the registry refused.
+    pub fn code(&self) -> i16 {
+        let error = match self {
+            TopicError::InvalidName { .. } => ResponseError::InvalidTopicException,
+            TopicError::AlreadyExists { .. } => ResponseError::TopicAlreadyExists,
+            TopicError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+            TopicError::UnknownTopicId { .. } => ResponseError::UnknownTopicId,
+            TopicError::InvalidPartitions { .. } | TopicError::NotAnIncrease { .. } => {
+                ResponseError::InvalidPartitions
+            }
+            TopicError::TooManyTopics { .. } | TopicError::TooManyPartitions { .. } => {
+                ResponseError::PolicyViolation
+            }
+            TopicError::Config(_) => ResponseError::InvalidConfig,
+        };
+        error.code()
+    }
+}
+
+impl ConfigError {
+    /// The error code of a config resource whose change was refused.
+    pub fn code(&self) -> i16 {
+        match self {
+            ConfigError::UnknownKey { .. }
+            | ConfigError::BadValue { .. }
+            | ConfigError::ReadOnly { .. }
+            | ConfigError::Refused { .. } => ResponseError::InvalidConfig.code(),
+            ConfigError::BadAddress { .. } | ConfigError::BadShards { .. } => {
+                ResponseError::InvalidRequest.code()
+            }
+        }
+    }
+}
+
+impl AdminError {
+    /// The error code of the topic, config resource or ACL (or ACL filter) refused.
+    pub fn code(&self) -> i16 {
+        match self {
+            AdminError::Topic(e) => e.code(),
+            AdminError::Config(e) => e.code(),
+            AdminError::Controller(e) => e.code(),
+            AdminError::Call(failure) => failure.code(),
+            AdminError::ControllerUnavailable => ResponseError::NotController.code(),
+            AdminError::DuplicateTopic
+            | AdminError::DuplicateConfig
+            | AdminError::UnknownConfigOperation(_)
+            | AdminError::MissingValue
+            | AdminError::UnsupportedResourceType(_)
+            | AdminError::UnknownBroker
+            | AdminError::AssignmentWithCounts
+            | AdminError::TooManyAcls
+            | AdminError::InvalidAcl => ResponseError::InvalidRequest.code(),
+            AdminError::NotAList | AdminError::GroupConfig => ResponseError::InvalidConfig.code(),
+            AdminError::EmptyGroupId => ResponseError::InvalidGroupId.code(),
+            AdminError::ReplicationFactor(_) => ResponseError::InvalidReplicationFactor.code(),
+            AdminError::ReplicaAssignment => ResponseError::InvalidReplicaAssignment.code(),
+            AdminError::NoTopicId => ResponseError::UnknownServerError.code(),
+            AdminError::SecurityDisabled => ResponseError::SecurityDisabled.code(),
+        }
+    }
+
+    /// The error code of an optional error (0: none).
+    pub fn code_or_none(error: Option<&AdminError>) -> i16 {
+        error.map_or(0, AdminError::code)
+    }
+}
+
+/// Each topic-admin result's error code in its response: its error's code, 0 without one.
+macro_rules! admin_result_error_code {
+    ($($result:ty),+) => {
+        $(
+            impl $result {
+                /// The item's error code in the response (0: done, or would be).
+                pub fn error_code(&self) -> i16 {
+                    AdminError::code_or_none(self.error.as_ref())
+                }
+            }
+        )+
+    };
+}
+
+admin_result_error_code!(CreateResult, DeleteResult, AlterResult, GrowResult);
+
+#[cfg(test)]
+mod admin_tests {
+    use super::*;
+    use crate::shard::ops::ControllerError;
+    use uuid::Uuid;
+
+    #[test]
+    fn topic_and_config_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java): INVALID_TOPIC_EXCEPTION 17, TOPIC_ALREADY_EXISTS 36,
+        // UNKNOWN_TOPIC_OR_PARTITION 3, UNKNOWN_TOPIC_ID 100, INVALID_PARTITIONS 37,
+        // POLICY_VIOLATION 44, INVALID_CONFIG 40, INVALID_REQUEST 42.
+        let unknown_key = ConfigError::UnknownKey { key: "k".into() };
+        let bad_shards = ConfigError::BadShards {
+            requested: 9,
+            max: 1,
+        };
+        let topics = [
+            (
+                TopicError::InvalidName {
+                    name: "a b".into(),
+                    reason: "r",
+                },
+                17,
+            ),
+            (TopicError::AlreadyExists { name: "t".into() }, 36),
+            (TopicError::UnknownTopic { name: "t".into() }, 3),
+            (TopicError::UnknownTopicId { id: Uuid::nil() }, 100),
+            (TopicError::InvalidPartitions { requested: 0 }, 37),
+            (
+                TopicError::NotAnIncrease {
+                    name: "t".into(),
+                    current: 2,
+                    count: 1,
+                },
+                37,
+            ),
+            (TopicError::TooManyTopics { max: 1 }, 44),
+            (
+                TopicError::TooManyPartitions {
+                    requested: 2,
+                    max: 1,
+                },
+                44,
+            ),
+            (TopicError::Config(unknown_key.clone()), 40),
+            // A topic's config refusal is INVALID_CONFIG whatever the config said.
+            (TopicError::Config(bad_shards.clone()), 40),
+        ];
+        for (error, code) in &topics {
+            assert_eq!(error.code(), *code, "{error:?}");
+            assert_eq!(AdminError::Topic(error.clone()).code(), *code, "{error:?}");
+        }
+        let configs = [
+            (unknown_key, 40),
+            (
+                ConfigError::BadValue {
+                    key: "k".into(),
+                    value: "v".into(),
+                    reason: "r".into(),
+                },
+                40,
+            ),
+            (ConfigError::ReadOnly { key: "k".into() }, 40),
+            (
+                ConfigError::Refused {
+                    key: "k".into(),
+                    message: "m".into(),
+                },
+                40,
+            ),
+            (
+                ConfigError::BadAddress {
+                    flag: "f",
+                    value: "v".into(),
+                    reason: "r".into(),
+                },
+                42,
+            ),
+            (bad_shards, 42),
+        ];
+        for (error, code) in &configs {
+            assert_eq!(error.code(), *code, "{error:?}");
+            assert_eq!(AdminError::Config(error.clone()).code(), *code, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn admin_errors_answer_kafkas_codes() {
+        // Kafka 4.4's codes (Errors.java): INVALID_REQUEST 42, INVALID_CONFIG 40,
+        // INVALID_GROUP_ID 24, INVALID_REPLICATION_FACTOR 38, INVALID_REPLICA_ASSIGNMENT 39,
+        // UNKNOWN_SERVER_ERROR -1, SECURITY_DISABLED 54, NOT_CONTROLLER 41,
+        // KAFKA_STORAGE_ERROR 56.
+        let expected = [
+            (AdminError::DuplicateTopic, 42),
+            (AdminError::DuplicateConfig, 42),
+            (AdminError::UnknownConfigOperation(9), 42),
+            (AdminError::MissingValue, 42),
+            (AdminError::UnsupportedResourceType(8), 42),
+            (AdminError::UnknownBroker, 42),
+            (AdminError::AssignmentWithCounts, 42),
+            (AdminError::TooManyAcls, 42),
+            (AdminError::InvalidAcl, 42),
+            (AdminError::NotAList, 40),
+            (AdminError::GroupConfig, 40),
+            (AdminError::EmptyGroupId, 24),
+            (AdminError::ReplicationFactor(3), 38),
+            (AdminError::ReplicaAssignment, 39),
+            (AdminError::NoTopicId, -1),
+            (AdminError::SecurityDisabled, 54),
+            (AdminError::ControllerUnavailable, 41),
+            (AdminError::Controller(ControllerError::Stopping), 41),
+            (AdminError::Controller(ControllerError::NotPersisted), 56),
+            (AdminError::Call(CallError::Unreachable), 56),
+            (AdminError::Call(CallError::NotController), 41),
+            (AdminError::Call(CallError::UnexpectedReply("x".into())), -1),
+        ];
+        for (error, code) in &expected {
+            assert_eq!(error.code(), *code, "{error:?}");
+            assert_eq!(AdminError::code_or_none(Some(error)), *code);
+        }
+        assert_eq!(AdminError::code_or_none(None), 0);
+        // Each result answers its error's code, 0 without one.
+        let error = Some(AdminError::ReplicaAssignment);
+        let grown = GrowResult {
+            name: "t".into(),
+            error: error.clone(),
+            error_message: None,
+        };
+        assert_eq!(grown.error_code(), 39);
+        let deleted = DeleteResult {
+            name: None,
+            topic_id: Uuid::nil(),
+            error: error.clone(),
+            error_message: None,
+        };
+        assert_eq!(deleted.error_code(), 39);
+        let altered = AlterResult {
+            resource_type: 2,
+            resource_name: "t".into(),
+            error: None,
+            error_message: None,
+        };
+        assert_eq!(altered.error_code(), 0);
+        let created = CreateResult {
+            name: "t".into(),
+            error,
+            error_message: None,
+            topic_id: Uuid::nil(),
+            num_partitions: -1,
+            configs: Vec::new(),
+        };
+        assert_eq!(created.error_code(), 39);
     }
 }

@@ -133,6 +133,15 @@ pub fn heartbeat_response(
     response
 }
 
+/// The heartbeat response when the group's shard could not be called (`code`: the call's).
+fn failed_heartbeat(code: i16) -> ConsumerGroupHeartbeatResponse {
+    let mut response = ConsumerGroupHeartbeatResponse::default();
+    response.error_code = code;
+    response.error_message = Some(sb(&format!("error {code}")));
+    response.member_epoch = -1;
+    response
+}
+
 fn describe_assignment(
     partitions: &BTreeSet<Tp>,
     registry: &TopicRegistry,
@@ -308,8 +317,8 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
     let registry = bus.registry();
     let client_id = request.client_id.clone().unwrap_or_default();
     let host = format!("/{}", conn.peer_addr.ip());
-    let result = if group_id.is_empty() {
-        Err(HeartbeatError::InvalidGroupId)
+    let answered = if group_id.is_empty() {
+        Ok(Err(HeartbeatError::InvalidGroupId))
     } else {
         match heartbeat_in(
             &r,
@@ -323,21 +332,22 @@ pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Reques
                     .unwrap_or_else(|_| format!("member-{}", conn.id))
             },
         ) {
-            Err(e) => Err(e),
+            Err(e) => Ok(Err(e)),
             Ok(input) => {
                 let op = ConsumerHeartbeat {
                     group_id: group_id.clone(),
                     request: input,
                     topics: topic_metadata(&registry),
                 };
-                match call_group(bus, &group_id, op).await {
-                    Ok(result) => result,
-                    Err(code) => Err(HeartbeatError::Coded(code)),
-                }
+                call_group(bus, &group_id, op).await
             }
         }
     };
-    respond(request, &heartbeat_response(&result))
+    let response = match answered {
+        Ok(result) => heartbeat_response(&result),
+        Err(code) => failed_heartbeat(code),
+    };
+    respond(request, &response)
 }
 
 /// ConsumerGroupDescribe v0–1.

@@ -123,8 +123,8 @@ pub async fn init_transactional<B: Bus>(
                         response.error_code = e.code();
                         return;
                     }
-                    Err(code) => {
-                        response.error_code = code;
+                    Err(failure) => {
+                        response.error_code = failure.code();
                         return;
                     }
                 }

@@ -24,12 +24,12 @@ use crate::kip848::{HeartbeatError, HeartbeatOut};
 use crate::ptxn::coordinator::{CoordError, InitAnswer, TxnMetadata};
 use crate::ptxn::TxnMarker;
 use crate::shard::ops::{
-    AdminOp, AdminReply, AlterResource, AlterResult, CallError, ControllerError, CreateResult,
-    DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult, ListOffsetsError,
-    ListOffsetsOp, ListedOffset, MarkerError, NewPartitions, NewTopic, PartitionError,
-    PartitionRef, ProduceOp, ProduceResult, PtxnOp, PtxnReply, ShardOp, ShardReply, ShareAckOp,
-    ShareAckResult, ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset, ShareSessionOp,
-    TopicRef, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
+    AdminError, AdminOp, AdminReply, AlterResource, AlterResult, CallError, ControllerError,
+    CreateResult, DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult,
+    ListOffsetsError, ListOffsetsOp, ListedOffset, MarkerError, NewPartitions, NewTopic,
+    PartitionError, PartitionRef, ProduceOp, ProduceResult, PtxnOp, PtxnReply, ShardOp, ShardReply,
+    ShareAckOp, ShareAckResult, ShareFetchOp, ShareFetchReply, ShareGroupsListed, ShareOffset,
+    ShareSessionOp, TopicRef, TxnAckError, TxnAnswer, TxnOp, TxnReplyMsg, WaitOp,
 };
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
@@ -278,14 +278,14 @@ op!(CreatePartitions, "create partitions", Vec<GrowResult>,
 /// CreateAcls (validated at the edge).
 #[derive(Clone, Debug)]
 pub struct CreateAcls(pub Vec<AclBinding>);
-op!(CreateAcls, "create acls", Vec<Result<(), (i16, String)>>,
+op!(CreateAcls, "create acls", Vec<Result<(), (AdminError, String)>>,
     |op| ShardOp::Admin(AdminOp::CreateAcls(op.0)),
     ShardReply::Admin(AdminReply::AclsCreated(r)) => r);
 
 /// DeleteAcls.
 #[derive(Clone, Debug)]
 pub struct DeleteAcls(pub Vec<AclFilter>);
-op!(DeleteAcls, "delete acls", Vec<Result<Vec<AclBinding>, (i16, String)>>,
+op!(DeleteAcls, "delete acls", Vec<Result<Vec<AclBinding>, (AdminError, String)>>,
     |op| ShardOp::Admin(AdminOp::DeleteAcls(op.0)),
     ShardReply::Admin(AdminReply::AclsDeleted(r)) => r);
 

@@ -10,9 +10,10 @@
 //! registry snapshot, so an operation for a topic that was deleted (and perhaps re-created
 //! under the same name) is refused rather than applied to the wrong log.
 
-use super::registry::TopicRegistry;
+use super::registry::{TopicError, TopicRegistry};
 use super::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
 use super::share_session::{SessionError, SessionKey, SessionOutcome};
+use crate::config::ConfigError;
 use crate::log::LogErrorKind;
 use crate::model::TopicPartition;
 use crate::ptxn::share::ShareLockError;
@@ -252,7 +253,8 @@ pub struct NewTopic {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateResult {
     pub name: String,
-    pub error_code: i16,
+    /// `None`: created (or, validating only, it would be).
+    pub error: Option<AdminError>,
     pub error_message: Option<String>,
     pub topic_id: Uuid,
     pub num_partitions: i32,
@@ -272,7 +274,8 @@ pub enum TopicRef {
 pub struct DeleteResult {
     pub name: Option<String>,
     pub topic_id: Uuid,
-    pub error_code: i16,
+    /// `None`: deleted.
+    pub error: Option<AdminError>,
     pub error_message: Option<String>,
 }
 
@@ -299,7 +302,8 @@ pub struct AlterResource {
 pub struct AlterResult {
     pub resource_type: i8,
     pub resource_name: String,
-    pub error_code: i16,
+    /// `None`: altered (or, validating only, it would be).
+    pub error: Option<AdminError>,
     pub error_message: Option<String>,
 }
 
@@ -343,7 +347,8 @@ pub struct NewPartitions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GrowResult {
     pub name: String,
-    pub error_code: i16,
+    /// `None`: grown (or, validating only, it would be).
+    pub error: Option<AdminError>,
     pub error_message: Option<String>,
 }
 
@@ -379,10 +384,10 @@ pub enum AdminReply {
     /// A fresh producer id, or why there is none.
     ProducerId(Result<i64, ControllerError>),
     Grown(Vec<GrowResult>),
-    /// Per ACL of CreateAcls: Ok, or a Kafka error code and message.
-    AclsCreated(Vec<Result<(), (i16, String)>>),
-    /// Per filter of DeleteAcls: the ACLs it removed, or a Kafka error code and message.
-    AclsDeleted(Vec<Result<Vec<crate::authz::AclBinding>, (i16, String)>>),
+    /// Per ACL of CreateAcls: added (or already there), or why not and the message.
+    AclsCreated(Vec<Result<(), (AdminError, String)>>),
+    /// Per filter of DeleteAcls: the ACLs it removed, or why not and the message.
+    AclsDeleted(Vec<Result<Vec<crate::authz::AclBinding>, (AdminError, String)>>),
 }
 
 /// Acquire records for one share-group member from partitions of one shard, in order (module
@@ -971,6 +976,56 @@ pub enum ControllerError {
     Stopping,
     /// The new metadata could not be persisted; nothing changed.
     NotPersisted,
+}
+
+/// Why one topic, config resource or ACL of a topic-admin or ACL request was refused, in the
+/// metadata controller's words (or the edge's, for what it refuses before calling it). The
+/// message the wire carries stays data beside it (`error_message`); the Kafka code is chosen
+/// at the edge (`server::codes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminError {
+    /// The topic registry refused the change.
+    Topic(TopicError),
+    /// A config key or value was refused.
+    Config(ConfigError),
+    /// The controller did not carry out the op (it stops, or could not persist the registry).
+    Controller(ControllerError),
+    /// The controller could not be called, or answered with another reply.
+    Call(CallError),
+    /// CreatePartitions: the controller did not answer (any failure: the client retries).
+    ControllerUnavailable,
+    /// The request names the topic more than once.
+    DuplicateTopic,
+    /// The resource's changes name the config more than once.
+    DuplicateConfig,
+    /// An IncrementalAlterConfigs operation outside SET, DELETE, APPEND, SUBTRACT.
+    UnknownConfigOperation(i8),
+    /// A SET without a value.
+    MissingValue,
+    /// APPEND or SUBTRACT of a config that is not a list.
+    NotAList,
+    /// The share group's configs refused together (or too many groups have configs).
+    GroupConfig,
+    /// A config resource of a type not served here.
+    UnsupportedResourceType(i8),
+    /// A BROKER resource naming another broker.
+    UnknownBroker,
+    /// A GROUP resource with an empty group id.
+    EmptyGroupId,
+    /// A replication factor a single-node broker cannot give.
+    ReplicationFactor(i16),
+    /// A manual assignment with a partition count or replication factor other than -1.
+    AssignmentWithCounts,
+    /// A manual assignment that is not one replica list per partition, each this broker only.
+    ReplicaAssignment,
+    /// No topic id could be drawn (the random source failed).
+    NoTopicId,
+    /// CreateAcls past `ACLS_MAX`.
+    TooManyAcls,
+    /// An ACL or ACL filter outside Kafka's model (refused at the edge).
+    InvalidAcl,
+    /// No authorizer is configured (refused at the edge, as Kafka does).
+    SecurityDisabled,
 }
 
 /// Why a shard operation was not answered with a reply of its own kind. The handler that made
