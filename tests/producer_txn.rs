@@ -43,6 +43,7 @@ const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
@@ -264,15 +265,23 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
     create(&broker, &[orders, payments, slow]);
     let mut conn = connect(&broker);
 
-    // FindCoordinator key type 1: this broker.
+    // FindCoordinator key type 1: this broker. A freshly started Kafka answers
+    // COORDINATOR_NOT_AVAILABLE until its transaction log exists: retry while it answers so.
     let mut find = FindCoordinatorRequest::default();
     find.key_type = 1;
     find.coordinator_keys = vec![s(app)];
-    let back = conn.send(&find, 4).expect("FindCoordinator");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let back = loop {
+        let back = conn.send(&find, 4).expect("FindCoordinator");
+        if back.coordinators[0].error_code != COORDINATOR_NOT_AVAILABLE || Instant::now() > deadline
+        {
+            break back;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     assert_eq!(back.coordinators[0].error_code, 0);
     assert_eq!(back.coordinators[0].port, i32::from(broker.port));
-    // Kafka may still be creating the transaction log: retry while it answers so.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Kafka may still be loading the transaction log: retry while it answers so.
     let warmup = n("warmup");
     while init(&mut conn, &warmup, 60_000, None).0 != 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
