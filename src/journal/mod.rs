@@ -82,6 +82,7 @@ use crate::constants::{
 };
 use crate::log::group_commit::GroupCommit;
 use crate::log::{BlockWrite, ZeroFill};
+use crate::storage::blocks::zero_ahead;
 use crate::storage::frame::{
     self, encode_frame, frame_total_bytes, FrameError, FrameMeta, ScanEnd, SegmentHeader,
     SegmentKind,
@@ -241,7 +242,7 @@ pub struct FlushTicket {
     /// segment's size is not (then it ends at the segment's end).
     pub write: BlockWrite,
     /// Zeros to write, durably, over preallocated bytes of the segment past `write` (see
-    /// [`crate::storage::blocks::zero_ahead`]); disjoint from `write`, so both may be written at once. `None` when
+    /// [`zero_ahead`]); disjoint from `write`, so both may be written at once. `None` when
     /// enough is zeroed ahead already.
     pub zero_fill: Option<ZeroFill>,
     /// Every entry up to and including this one is durable once the sync succeeds.
@@ -269,7 +270,7 @@ struct ActiveSegment<R> {
     write_pos: usize,
     /// Every byte below is durable.
     durable_pos: usize,
-    /// File bytes below this were written (entries or zeros, [`crate::storage::blocks::zero_ahead`]); the rest of the
+    /// File bytes below this were written (entries or zeros, [`zero_ahead`]); the rest of the
     /// preallocated segment may be unwritten extents.
     zeroed: u64,
 }
@@ -848,13 +849,13 @@ impl<D: RegionDir> Journal<D> {
         // this one completed (one flush at a time), and the segment is mapped private (the
         // map is never written back over them): zeros past `hi` may be written with it.
         let zero_fill = if hi % block == 0 {
-            crate::storage::blocks::zero_ahead(&mut a.zeroed, hi as u64, a.region.len() as u64).map(
-                |(position, len)| ZeroFill {
+            zero_ahead(&mut a.zeroed, hi as u64, a.region.len() as u64).map(|(position, len)| {
+                ZeroFill {
                     path: a.path.clone(),
                     position,
                     len,
-                },
-            )
+                }
+            })
         } else {
             None
         };
@@ -1004,6 +1005,7 @@ fn note_abandoned(report: &mut RecoveryReport, gone: snapshot::Abandoned<Locatio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::constants::LOG_ZERO_FILL_BYTES;
 
     #[test]
     fn segment_names_round_trip() {
@@ -1176,16 +1178,16 @@ mod tests {
                         "{fill:?} overlaps the write ending at {end}"
                     );
                     assert_eq!(fill.position, zeroed.max(end));
-                    assert!(fill.len > 0 && fill.len <= crate::constants::LOG_ZERO_FILL_BYTES);
+                    assert!(fill.len > 0 && fill.len <= LOG_ZERO_FILL_BYTES);
                     assert_eq!(fill.position % JOURNAL_BLOCK_BYTES, 0);
                     assert_eq!(fill.len % JOURNAL_BLOCK_BYTES, 0);
                     assert!(fill.position + fill.len <= config.segment_bytes);
                     zeroed = fill.position + fill.len;
                     fills += 1;
-                } else if end + crate::constants::LOG_ZERO_FILL_BYTES / 2 <= config.segment_bytes {
+                } else if end + LOG_ZERO_FILL_BYTES / 2 <= config.segment_bytes {
                     // Enough is zeroed ahead already.
                     assert!(
-                        zeroed >= end + crate::constants::LOG_ZERO_FILL_BYTES / 2,
+                        zeroed >= end + LOG_ZERO_FILL_BYTES / 2,
                         "no fill at {end}, zeroed {zeroed}"
                     );
                 }
@@ -1198,8 +1200,7 @@ mod tests {
         assert!(journal.segment_paths().len() > 1, "the test rolled");
         // The fills covered the segment up to its last whole fill.
         assert!(
-            fills >= 3
-                && zeroed + crate::constants::LOG_ZERO_FILL_BYTES / 2 >= config.segment_bytes,
+            fills >= 3 && zeroed + LOG_ZERO_FILL_BYTES / 2 >= config.segment_bytes,
             "{fills} fills, zeroed {zeroed}"
         );
     }
