@@ -255,8 +255,15 @@ pub struct FlushTicket {
     pub seal: Option<Seal>,
     /// Block-aligned writes of segment tails, whole chunks of block memory (no copy), in file
     /// order per segment. They do not overlap; those of one segment are performed in this
-    /// order, each durable before the next starts (a crash tears only the last one issued).
+    /// order, each durable before the next starts (a crash tears only the last one issued),
+    /// unless `chunks_any_order`.
     pub chunks: Vec<ChunkWrite>,
+    /// The chunks (all of the active segment) may be written in any order, concurrently, and
+    /// made durable together (one `fdatasync`): a durable checkpoint slot records a position
+    /// `d` in this segment at or below the chunks' new bytes, so a crash that leaves a hole
+    /// among them (a later chunk landed, an earlier one did not) leaves it at or past `d`, a
+    /// tail by FORMAT.md §4 rule 2', even with valid frames after it.
+    pub chunks_any_order: bool,
     /// Block-aligned writes of bytes: the checkpoint's newest slot.
     pub writes: Vec<BlockWrite>,
     /// Zeros written ahead of an active segment's tail
@@ -352,6 +359,10 @@ pub(super) struct CheckpointState<F> {
     /// The log start offset of the newest slot a completed flush covered (or recovery read):
     /// a restart never starts the log below it.
     pub(super) durable_start: u64,
+    /// The durable position in the newest slot a completed flush covered (or recovery
+    /// synced): whatever a crash does to a slot write in flight, a slot recording this
+    /// position, or a newer one, survives.
+    pub(super) durable_slot: Option<(u64, u32)>,
 }
 
 pub(super) struct PendingRemoval {
@@ -364,6 +375,8 @@ pub(super) struct PendingRemoval {
 pub(super) struct Flight {
     id: u64,
     checkpoint_start: Option<u64>,
+    /// The durable position in the slot the ticket writes (with `checkpoint_start`).
+    checkpoint_durable: Option<(u64, u32)>,
     /// `(active segment base, size)` when the ticket was made: everything below it is durable
     /// once the ticket completes.
     durable: (u64, u64),
@@ -786,6 +799,7 @@ impl<S: Storage> PartitionLog<S> {
         let mut chunks = Vec::new();
         let mut zero_fills = Vec::new();
         let mut checkpoint_start = None;
+        let mut checkpoint_durable = None;
         if self.log_start_offset != self.checkpoint.written_start {
             if let Err(error) = self.write_checkpoint() {
                 self.poison(&error);
@@ -806,10 +820,18 @@ impl<S: Storage> PartitionLog<S> {
                 data,
             });
             checkpoint_start = Some(self.checkpoint.written_start);
+            checkpoint_durable = self.checkpoint.written_durable;
             self.checkpoint.dirty = false;
         }
         let active = self.active();
         let durable = (active.base_offset, active.size);
+        // Rule 2' covers the active segment's new bytes once a durable slot names it (its
+        // position is at most what earlier flushes covered; a seal in this ticket means the
+        // active segment is new, never named).
+        let chunks_any_order = self
+            .checkpoint
+            .durable_slot
+            .is_some_and(|(base, _)| base == active.base_offset);
         for segment in &mut self.segments {
             if segment.dirty {
                 let taken = segment.tail.take_writes(&segment.path);
@@ -839,15 +861,21 @@ impl<S: Storage> PartitionLog<S> {
             assert!(!force, "a flush with work to do must start");
             return None;
         };
+        assert!(
+            !chunks_any_order || chunks.iter().all(|c| c.path == self.active().path),
+            "only the active segment's chunks are written in any order"
+        );
         self.flight = Some(Flight {
             id: flight.id,
             checkpoint_start,
+            checkpoint_durable,
             durable,
             seal: seal.clone(),
         });
         Some(FlushTicket {
             seal,
             chunks,
+            chunks_any_order,
             writes,
             zero_fills,
             files,
@@ -925,6 +953,7 @@ impl<S: Storage> PartitionLog<S> {
                     active.tail.written_up_to(size);
                 }
                 if let Some(start) = flight.checkpoint_start {
+                    self.checkpoint.durable_slot = flight.checkpoint_durable;
                     self.checkpoint.durable_start = self.checkpoint.durable_start.max(start);
                     self.unlink_removed(start);
                 }
@@ -1262,13 +1291,31 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
     if let Some(seal) = &ticket.seal {
         apply_seal(storage, seal)?;
     }
-    for write in &ticket.chunks {
-        let file = storage
-            .open(&write.path)
-            .map_err(|e| context(&write.path, e))?;
-        file.write_direct_at(write.bytes(), write.position)
-            .and_then(|()| file.sync())
-            .map_err(|e| context(&write.path, e))?;
+    if ticket.chunks_any_order {
+        // The worst order for a crash (the crash double keeps a prefix of the writes since
+        // the last sync): last chunk first, one sync after all.
+        for write in ticket.chunks.iter().rev() {
+            let file = storage
+                .open(&write.path)
+                .map_err(|e| context(&write.path, e))?;
+            file.write_direct_at(write.bytes(), write.position)
+                .map_err(|e| context(&write.path, e))?;
+        }
+        if let Some(write) = ticket.chunks.first() {
+            let file = storage
+                .open(&write.path)
+                .map_err(|e| context(&write.path, e))?;
+            file.sync().map_err(|e| context(&write.path, e))?;
+        }
+    } else {
+        for write in &ticket.chunks {
+            let file = storage
+                .open(&write.path)
+                .map_err(|e| context(&write.path, e))?;
+            file.write_direct_at(write.bytes(), write.position)
+                .and_then(|()| file.sync())
+                .map_err(|e| context(&write.path, e))?;
+        }
     }
     for write in &ticket.writes {
         let file = storage
@@ -1793,6 +1840,91 @@ mod tests {
                 drop((log, ticket));
             }
         }
+    }
+
+    #[test]
+    fn chunks_go_in_any_order_once_a_durable_slot_names_the_segment_and_a_hole_is_a_tail() {
+        let mut holes = 0;
+        for seed in 0..48u64 {
+            let storage = SimStorage::new();
+            let (mut log, _) = open(&storage, LogConfig::default());
+            // The first flush finds no slot; the second writes the slot that names segment 0
+            // (durable once it completes): both in order.
+            for round in 0..2 {
+                log.append(&batch(3, 0, 1000), 0).unwrap();
+                let ticket = log.begin_flush().unwrap();
+                assert!(!ticket.chunks_any_order, "seed {seed}, flush {round}");
+                let result = sync_ticket(&storage, &ticket);
+                log.complete_flush(ticket, result).unwrap();
+            }
+            let durable = log.durable_end_offset();
+            for i in 0..(60 + seed as usize * 13) {
+                log.append(&batch(1 + i % 5, 0, 900 + 37 * (i % 11)), 0)
+                    .unwrap();
+            }
+            let written = log.log_end_offset();
+            let ticket = log.begin_flush().unwrap();
+            assert!(ticket.chunks_any_order, "seed {seed}");
+            assert!(ticket.chunks.len() >= 2, "seed {seed}: {:?}", ticket.chunks);
+            if seed % 3 == 0 {
+                let result = sync_ticket(&storage, &ticket);
+                log.complete_flush(ticket, result).unwrap();
+                assert_eq!(log.durable_end_offset(), written);
+                drop(log);
+                let (log, report) = open(&storage.crash(seed), LogConfig::default());
+                assert_eq!(log.log_end_offset(), written, "seed {seed}: {report:?}");
+                continue;
+            }
+            // The writes issued (last chunk first), the one sync fails: a power loss keeps a
+            // prefix of them, so later chunks without earlier ones, a hole with frames after it.
+            storage.fail_next_sync();
+            let result = sync_ticket(&storage, &ticket);
+            assert!(result.is_err());
+            assert!(log.complete_flush(ticket, result).is_err());
+            drop(log);
+            let (recovered, report) = open(&storage.crash(seed), LogConfig::default());
+            let end = recovered.log_end_offset();
+            assert!(
+                durable <= end && end <= written,
+                "seed {seed}: {end} {report:?}"
+            );
+            assert_eq!(recovered.read(0, usize::MAX).unwrap().next_offset, end);
+            if report
+                .truncated
+                .iter()
+                .any(|t| t.reason.contains("recorded durable position"))
+            {
+                holes += 1;
+            }
+        }
+        assert!(holes > 0, "no crash left a hole before valid frames");
+    }
+
+    #[test]
+    fn a_roll_writes_the_new_segment_in_order_until_a_durable_slot_names_it() {
+        let storage = SimStorage::new();
+        let config = LogConfig {
+            segment_bytes: 8192,
+            ..small()
+        };
+        let (mut log, _) = open(&storage, config);
+        let mut any_order = Vec::new();
+        for _ in 0..40 {
+            log.append(&batch(2, 0, 300), 0).unwrap();
+            let ticket = log.begin_flush().unwrap();
+            let active = log.active().base_offset;
+            any_order.push((active, ticket.seal.is_some(), ticket.chunks_any_order));
+            let result = sync_ticket(&storage, &ticket);
+            log.complete_flush(ticket, result).unwrap();
+        }
+        // Per segment: never with a seal, never on its first two flushes (the first records its
+        // position, the second makes that slot durable), then always.
+        for (i, (base, sealed, unordered)) in any_order.iter().enumerate() {
+            let flushes_before = any_order[..i].iter().filter(|f| f.0 == *base).count();
+            let expect = !sealed && flushes_before >= 2;
+            assert_eq!(*unordered, expect, "flush {i}: {any_order:?}");
+        }
+        assert!(any_order.iter().any(|f| f.2) && any_order.iter().any(|f| f.1));
     }
 
     #[test]

@@ -74,6 +74,7 @@ impl<S: Storage> PartitionLog<S> {
             dirty: false,
             pending: None,
             durable_start: 0,
+            durable_slot: None,
         };
         let mut checkpoint_start = None;
         if has_checkpoint {
@@ -246,6 +247,7 @@ impl<S: Storage> PartitionLog<S> {
             }
             file.sync()
                 .map_err(io_err("fdatasync", &log.checkpoint.path))?;
+            log.checkpoint.durable_slot = log.checkpoint.written_durable;
         }
         log.checkpoint.dirty = false;
         log.storage
