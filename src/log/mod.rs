@@ -21,7 +21,10 @@
 //!    [`PartitionLog::complete_flush`]) hands out the unwritten tail as block-aligned writes
 //!    of whole memory chunks, no copy (contiguous, not overlapping, performed in file order,
 //!    each durable before the next starts, so a crash tears only the last one issued: one torn
-//!    tail, as with one write); the partially filled last block rewritten from memory: its
+//!    tail, as with one write; or, once a durable checkpoint slot records a position in the
+//!    active segment, all at once and synced together, since a hole they leave lies at or past
+//!    that position, which FORMAT.md §4 rule 2' cuts as a tail even with frames after it);
+//!    the partially filled last block rewritten from memory: its
 //!    durable bytes are
 //!    rewritten with the same bytes; a torn block write tears at sector boundaries, leaving
 //!    old or new sectors, so it damages nothing durable), made durable by the engine

@@ -5,7 +5,10 @@
 //!   chunks of DMA buffers ([`use_dma_blocks`], glommio's aligned heap buffers, the
 //!   [`crate::storage::blocks`] allocator of the thread), and a flush ticket's [`ChunkWrite`]
 //!   is one `O_DIRECT` write of such a buffer, shared (`Rc`) with the tail, which never mutates
-//!   it again. Memory allocated off a shard (heap) is copied into a DMA buffer first.
+//!   it again. Memory allocated off a shard (heap) is copied into a DMA buffer first. A
+//!   segment's chunk writes go one after the other, each durable before the next, unless the
+//!   ticket allows any order ([`write_chunks_together`]: issued together through a plain
+//!   `O_DIRECT` handle, then one `fdatasync`).
 //! - Other block writes (the checkpoint's slot, journal tails, block-aligned) go through
 //!   glommio DMA files: `O_DIRECT` writes copied into aligned buffers
 //!   (`DmaFile::alloc_dma_buffer`: the shard's registered io memory while it lasts, aligned
