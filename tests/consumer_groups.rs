@@ -55,13 +55,15 @@ fn create_topic(port: u16, topic: &str, partitions: u32) {
     ]);
 }
 
-fn produce(port: u16, topic: &str, count: u32) {
+/// `count` records spread round-robin over the topic's `partitions` (explicitly: librdkafka's
+/// sticky partitioner may put a quick burst of keyless records all into one partition).
+fn produce(port: u16, topic: &str, partitions: u32, count: u32) {
     run_python(&[
         "-c",
         &format!(
             "from confluent_kafka import Producer\n\
              p = Producer({{'bootstrap.servers': '{}'}})\n\
-             [p.produce('{topic}', value=b'v%d' % i) for i in range({count})]\n\
+             [p.produce('{topic}', value=b'v%d' % i, partition=i % {partitions}) for i in range({count})]\n\
              assert p.flush(30) == 0",
             bootstrap(port)
         ),
@@ -140,7 +142,7 @@ fn java_consumer_and_the_consumer_groups_tool() {
     let port = broker.port;
     let (topic, group) = ("p16g-java", "p16g-java-group");
     create_topic(port, topic, 3);
-    produce(port, topic, 30);
+    produce(port, topic, 3, 30);
     let consume = || {
         kafka_tool(
             CONSOLE_CONSUMER,
@@ -211,7 +213,7 @@ fn kcat_balanced_consumer_commits() {
     let port = broker.port;
     let (topic, group) = ("p16g-kcat", "p16g-kcat-group");
     create_topic(port, topic, 2);
-    produce(port, topic, 20);
+    produce(port, topic, 2, 20);
     let out = Command::new("kcat")
         .args(["-b", &bootstrap(port), "-G", group, topic])
         .args(["-o", "beginning", "-e", "-q", "-f", "%p:%o\n"])
