@@ -459,7 +459,11 @@ fn main() {
     progress("machine: O_DIRECT sequential write");
     let direct = common::direct_write_mb_per_s(work, plan.direct_write_bytes);
     let mut group_commit = Vec::new();
-    for how in [GroupCommit::PageCache, GroupCommit::DirectPreallocated] {
+    for how in [
+        GroupCommit::PageCache,
+        GroupCommit::DirectPreallocated,
+        GroupCommit::DirectFresh,
+    ] {
         for bytes in GROUP_COMMIT_BYTES {
             progress(&format!(
                 "machine: group commit {how:?}, {} KiB per fdatasync",
@@ -1529,7 +1533,11 @@ fn print_table(report: &Report) {
         "storage: O_DIRECT sequential write {:.0} MB/s (1 MiB blocks, one fdatasync at the end)",
         s.direct_write_mb_per_s
     );
-    for how in [GroupCommit::PageCache, GroupCommit::DirectPreallocated] {
+    for how in [
+        GroupCommit::PageCache,
+        GroupCommit::DirectPreallocated,
+        GroupCommit::DirectFresh,
+    ] {
         let probes: Vec<String> = s
             .group_commit
             .iter()
@@ -1538,7 +1546,8 @@ fn print_table(report: &Report) {
             .collect();
         let what = match how {
             GroupCommit::PageCache => "page cache, growing file",
-            GroupCommit::DirectPreallocated => "O_DIRECT, preallocated file",
+            GroupCommit::DirectPreallocated => "O_DIRECT, preallocated file, zero-filled first",
+            GroupCommit::DirectFresh => "O_DIRECT, preallocated file, never written",
         };
         println!(
             "storage: group commit (write, fdatasync, repeat; {what}): {}",

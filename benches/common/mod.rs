@@ -202,9 +202,13 @@ pub enum GroupCommit {
     /// Buffered `pwrite`s appended to a growing file (a page-cache log: every flush also
     /// commits the file's new size to the journal).
     PageCache,
-    /// One O_DIRECT write per group into a file preallocated to its full size (what a DMA log
-    /// with preallocated segments does: the flush changes no metadata).
+    /// One O_DIRECT write per group into a file preallocated to its full size and zero-filled
+    /// first (rewrites of written blocks: the flush changes no metadata).
     DirectPreallocated,
+    /// The same into preallocated extents never written (a new segment's: each flush converts
+    /// the extents it writes; on some virtual disks a fresh block also costs the host an
+    /// allocation).
+    DirectFresh,
 }
 
 /// A group-commit-like durable append: groups of `group_bytes` (16 KiB appends for the page
@@ -239,7 +243,7 @@ pub fn group_commit_mb_per_s(
                 groups += 1;
             }
         }
-        GroupCommit::DirectPreallocated => {
+        GroupCommit::DirectPreallocated | GroupCommit::DirectFresh => {
             let file = open_direct(&path);
             let size = groups_max * group_bytes;
             // SAFETY: fallocate(2) on a file descriptor we own, mode 0 (allocate and extend).
@@ -256,7 +260,11 @@ pub fn group_commit_mb_per_s(
             // (metadata). Zero-fill first so the measured flushes change no metadata, as in a
             // preallocated segment that was zeroed ahead of the appends.
             let zeros = AlignedBuffer::new(1 << 20, 0);
-            let mut at = 0usize;
+            let mut at = if how == GroupCommit::DirectFresh {
+                size
+            } else {
+                0
+            };
             while at < size {
                 let n = (size - at).min(1 << 20);
                 file.write_all_at(&zeros.as_slice()[..n], at as u64)
