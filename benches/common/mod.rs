@@ -259,17 +259,15 @@ pub fn group_commit_mb_per_s(
             // Preallocated blocks are unwritten extents: writing them converts the extents
             // (metadata). Zero-fill first so the measured flushes change no metadata, as in a
             // preallocated segment that was zeroed ahead of the appends.
-            let zeros = AlignedBuffer::new(1 << 20, 0);
-            let mut at = if how == GroupCommit::DirectFresh {
-                size
-            } else {
-                0
-            };
-            while at < size {
-                let n = (size - at).min(1 << 20);
-                file.write_all_at(&zeros.as_slice()[..n], at as u64)
-                    .expect("O_DIRECT zero fill");
-                at += n;
+            if how == GroupCommit::DirectPreallocated {
+                let zeros = AlignedBuffer::new(1 << 20, 0);
+                let mut at = 0usize;
+                while at < size {
+                    let n = (size - at).min(1 << 20);
+                    file.write_all_at(&zeros.as_slice()[..n], at as u64)
+                        .expect("O_DIRECT zero fill");
+                    at += n;
+                }
             }
             file.sync_all().expect("fsync");
             let group = AlignedBuffer::new(group_bytes, 0x3c);

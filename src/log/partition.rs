@@ -1291,31 +1291,27 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
     if let Some(seal) = &ticket.seal {
         apply_seal(storage, seal)?;
     }
-    if ticket.chunks_any_order {
-        // The worst order for a crash (the crash double keeps a prefix of the writes since
-        // the last sync): last chunk first, one sync after all.
-        for write in ticket.chunks.iter().rev() {
-            let file = storage
-                .open(&write.path)
-                .map_err(|e| context(&write.path, e))?;
-            file.write_direct_at(write.bytes(), write.position)
-                .map_err(|e| context(&write.path, e))?;
-        }
-        if let Some(write) = ticket.chunks.first() {
-            let file = storage
-                .open(&write.path)
-                .map_err(|e| context(&write.path, e))?;
-            file.sync().map_err(|e| context(&write.path, e))?;
-        }
+    // Any order: the worst one for a crash (the crash double keeps a prefix of the writes
+    // since the last sync), last chunk first, one sync after all.
+    let in_order = !ticket.chunks_any_order;
+    let chunks: Vec<&ChunkWrite> = if in_order {
+        ticket.chunks.iter().collect()
     } else {
-        for write in &ticket.chunks {
-            let file = storage
-                .open(&write.path)
-                .map_err(|e| context(&write.path, e))?;
-            file.write_direct_at(write.bytes(), write.position)
-                .and_then(|()| file.sync())
-                .map_err(|e| context(&write.path, e))?;
-        }
+        ticket.chunks.iter().rev().collect()
+    };
+    for write in &chunks {
+        let file = storage
+            .open(&write.path)
+            .map_err(|e| context(&write.path, e))?;
+        file.write_direct_at(write.bytes(), write.position)
+            .and_then(|()| if in_order { file.sync() } else { Ok(()) })
+            .map_err(|e| context(&write.path, e))?;
+    }
+    if let Some(write) = chunks.first().filter(|_| !in_order) {
+        let file = storage
+            .open(&write.path)
+            .map_err(|e| context(&write.path, e))?;
+        file.sync().map_err(|e| context(&write.path, e))?;
     }
     for write in &ticket.writes {
         let file = storage
