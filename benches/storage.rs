@@ -7,7 +7,8 @@
 //!   1 KiB records);
 //! - log, group commit: several appenders on one shard, each appending and waiting for its
 //!   batch to be durable; flushes go through io_uring and appends that arrive while a flush is
-//!   in flight share the next one;
+//!   in flight share the next one; judged in rounds, each the O_DIRECT reference and then the
+//!   engine, by the median of the rounds' ratios (`common::engine_group_commit`);
 //! - journal, flush per entry: the state journal appends one share-partition entry and flushes
 //!   it through the engine (block write + zeros written ahead), repeat; flush latency and CPU
 //!   per flush (`--journal` runs only this case; `LOCKSTEP_JOURNAL_ZEROS=off` writes no zeros,
@@ -25,7 +26,6 @@ use lockstep::log::{LogConfig, PartitionLog};
 use lockstep::storage::file::FsStorage;
 use serde::Serialize;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,9 @@ struct Plan {
     /// Group commit: enough concurrent appenders to keep this many bytes waiting for a flush
     /// (a broker with many producers and partitions), at least 4 of them.
     group_commit_bytes_in_flight: usize,
+    /// Group commit: rounds of (O_DIRECT reference, engine), and each engine run's length.
+    group_commit_rounds: usize,
+    group_commit_seconds: f64,
 }
 
 const FULL: Plan = Plan {
@@ -45,12 +48,16 @@ const FULL: Plan = Plan {
     direct_write_bytes: 1 << 30,
     fdatasync_ops_max: 100_000,
     group_commit_bytes_in_flight: 16 << 20,
+    group_commit_rounds: 5,
+    group_commit_seconds: 2.0,
 };
 const SMOKE: Plan = Plan {
     seconds_per_case: 0.05,
     direct_write_bytes: 4 << 20,
     fdatasync_ops_max: 20,
     group_commit_bytes_in_flight: 64 << 10,
+    group_commit_rounds: 1,
+    group_commit_seconds: 0.05,
 };
 
 #[derive(Serialize)]
@@ -64,6 +71,8 @@ struct Report {
     fresh_durable_mb_per_s: f64,
     fdatasync_4k_per_s: f64,
     cases: Vec<Case>,
+    /// The group-commit cases' paired rounds.
+    group_commit: Vec<common::EngineGroupCommit>,
     journal: Option<JournalCase>,
 }
 
@@ -151,7 +160,7 @@ fn main() {
     };
 
     progress("machine: O_DIRECT sequential write");
-    let direct_write_mb_per_s = direct_write_bandwidth(work, plan.direct_write_bytes);
+    let direct_write_mb_per_s = common::direct_write_mb_per_s(work, plan.direct_write_bytes);
     progress("machine: 8 MiB O_DIRECT write + fdatasync, fresh extents");
     let fresh_durable_mb_per_s = common::group_commit_mb_per_s(
         work,
@@ -165,6 +174,7 @@ fn main() {
         common::fdatasync_rate(work, plan.seconds_per_case, plan.fdatasync_ops_max, 4096);
 
     let mut cases = Vec::new();
+    let mut group_commit = Vec::new();
     for batch_bytes in [16 << 10, 1 << 20] {
         progress(&format!(
             "log: flush per append, {} KiB batches",
@@ -190,25 +200,26 @@ fn main() {
             batch_bytes >> 10
         ));
         let run = common::engine_group_commit(
-            &work.join(format!("group-{batch_bytes}")),
+            work,
             batch_bytes,
             plan.group_commit_bytes_in_flight,
-            plan.seconds_per_case,
+            plan.group_commit_seconds,
+            plan.direct_write_bytes,
+            plan.group_commit_rounds,
         );
-        let (appenders, batches, seconds, mb_per_s) =
-            (run.appenders, run.batches, run.seconds, run.mb_per_s);
         cases.push(Case {
-            name: format!("group commit ({appenders} appenders)"),
+            name: format!("group commit ({} appenders)", run.appenders),
             batch_bytes,
-            batches,
-            seconds,
-            batches_per_s: batches as f64 / seconds,
-            mb_per_s,
+            batches: run.batches,
+            seconds: run.seconds,
+            batches_per_s: run.batches as f64 / run.seconds,
+            mb_per_s: run.mb_per_s,
             raw_per_s: 0.0,
-            ratio: mb_per_s / direct_write_mb_per_s,
-            against: "O_DIRECT sequential write bandwidth",
+            ratio: run.ratio,
+            against: "O_DIRECT sequential write, median of paired rounds",
             target: 0.8,
         });
+        group_commit.push(run);
     }
     progress("journal: flush per entry");
     let journal = Some(journal_case(work, plan.seconds_per_case));
@@ -222,6 +233,7 @@ fn main() {
         fresh_durable_mb_per_s,
         fdatasync_4k_per_s,
         cases,
+        group_commit,
         journal,
     };
     print_table(&report);
@@ -268,40 +280,6 @@ fn flush_per_append(work: &Path, plan: Plan, batch_bytes: usize) -> Case {
     }
 }
 
-/// Sequential O_DIRECT writes of 1 MiB aligned blocks, then one fdatasync; MB/s.
-fn direct_write_bandwidth(work: &Path, total: usize) -> f64 {
-    const BLOCK: usize = 1 << 20;
-    let layout = std::alloc::Layout::from_size_align(BLOCK, 4096).expect("layout");
-    // SAFETY: the layout has a non-zero size; the buffer is freed below with the same layout.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-    assert!(!ptr.is_null(), "allocation failed");
-    // SAFETY: `ptr` points at BLOCK initialised (zeroed) bytes owned by this function.
-    let block = unsafe { std::slice::from_raw_parts_mut(ptr, BLOCK) };
-    block.fill(0xa5);
-    let path = work.join("direct.bin");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&path)
-        .expect("open O_DIRECT file");
-    let start = Instant::now();
-    let mut written = 0;
-    while written < total {
-        file.write_all_at(block, written as u64)
-            .expect("O_DIRECT write");
-        written += BLOCK;
-    }
-    file.sync_data().expect("fdatasync");
-    let seconds = start.elapsed().as_secs_f64();
-    // SAFETY: allocated above with this layout and not freed before.
-    unsafe { std::alloc::dealloc(ptr, layout) };
-    drop(file);
-    let _ = std::fs::remove_file(&path);
-    written as f64 / seconds / 1e6
-}
-
 fn print_table(report: &Report) {
     println!();
     println!(
@@ -324,6 +302,22 @@ fn print_table(report: &Report) {
             c.ratio,
             c.target,
             c.against
+        );
+    }
+    for g in &report.group_commit {
+        let (low, high) = g.ratio_range();
+        let rounds: Vec<String> = g
+            .rounds
+            .iter()
+            .map(|r| format!("{:.0}/{:.0}", r.engine_mb_per_s, r.direct_mb_per_s))
+            .collect();
+        println!(
+            "group commit {} KiB: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}",
+            g.batch_bytes >> 10,
+            rounds.join(" "),
+            g.ratio,
+            low,
+            high
         );
     }
 }
