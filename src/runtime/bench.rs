@@ -115,6 +115,10 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
                     for waiter in d.waiters.release(end) {
                         waiter.send(Ok(()));
                     }
+                    drop(d);
+                    // As the shard's flush loop: the released appenders append before the
+                    // next flush is cut.
+                    futures_lite::future::yield_now().await;
                 }
                 Err(error) => {
                     for waiter in d.waiters.drain() {

@@ -823,6 +823,11 @@ pub trait ShardExec:
                         waiter.send(Ok(()));
                     }
                     self.notify_data(&key);
+                    // Let the tasks just released (and whatever else is ready) append before the
+                    // next flush is cut: taken at once, it would hold only the few bytes that
+                    // came in meanwhile, and the engine would spend a whole durable write on
+                    // them while the released appenders' batches wait for the flush after it.
+                    futures_lite::future::yield_now().await;
                 }
                 Some(Err(error)) => self.log_poisoned(&format!("partition {key:?}: {error}")),
                 None => break,
