@@ -43,11 +43,17 @@ pub const LOG_TAIL_CHUNK_BYTES_MAX: u64 = 8 * 1024 * 1024;
 pub const LOG_READ_AHEAD_BYTES_MAX: u64 = 2 * 1024 * 1024;
 /// Read ahead past a read's byte budget: its last batch may end past the budget.
 pub const LOG_READ_AHEAD_SLACK_BYTES: u64 = 64 * 1024;
-/// Most bytes read ahead a partition log keeps (the lowest chunks go first).
+/// Most bytes read ahead a partition log keeps (the lowest chunks go first, never one the
+/// current read needs: it may keep more until its next fill).
 pub const LOG_READ_CACHE_BYTES_MAX: u64 = 2 * 1024 * 1024;
-/// Partition logs of one shard that keep bytes read ahead at a time (the least recently read
-/// drop theirs): at most this × [`LOG_READ_CACHE_BYTES_MAX`] per shard.
+/// Partition logs of one shard that keep bytes read ahead at a time besides those of the op
+/// filling them (the least recently filled drop theirs; an op over more logs keeps all of its
+/// own until the next fill): at most this × [`LOG_READ_CACHE_BYTES_MAX`] per shard between ops.
 pub const SHARD_READ_CACHE_LOGS_MAX: usize = 8;
+/// Most times an op reads ahead before it runs: once for its plan, again for what a plan made
+/// after the read still misses (a flush moved a tail past it meanwhile, a lock expiry made
+/// records below it available); past that its reads take the rest with `pread`.
+pub const READ_AHEAD_ROUNDS_MAX: usize = 3;
 /// Open DMA file handles the engine keeps per shard (least recently written closed first).
 pub const ENGINE_OPEN_FILES_MAX: usize = 256;
 

@@ -241,6 +241,12 @@ pub struct ReadAhead {
     pub position: u64,
     /// A multiple of the block size (the file may end before).
     pub len: u64,
+    /// The whole read this part is for, as log positions `(segment base offset, file
+    /// position)`, from where the read starts to where its byte budget (with slack) ends:
+    /// filling the read cache keeps the chunks that overlap it (the read is about to take
+    /// them), and drops others first.
+    pub read_from: (u64, u64),
+    pub read_to: (u64, u64),
 }
 
 /// A flush to perform: every block write made durable (an `O_DSYNC` write, or a write and
@@ -1129,11 +1135,38 @@ impl<S: Storage> PartitionLog<S> {
     /// through the engine ([`Self::fill_read_cache`]). At most [`LOG_READ_AHEAD_BYTES_MAX`]
     /// in all; empty if everything is in memory.
     pub fn read_ahead(&self, offset: u64, max_bytes: usize) -> Vec<ReadAhead> {
-        let mut out = Vec::new();
         if offset < self.log_start_offset || offset >= self.log_end_offset() {
-            return out;
+            return Vec::new();
         }
-        let (mut seg_i, mut position) = self.read_start(offset);
+        let (seg_i, position) = self.read_start(offset);
+        self.read_ahead_from(seg_i, position, max_bytes)
+    }
+
+    /// [`Self::read_ahead`] for a share partition that starts at `timestamp`
+    /// (`share.auto.offset.reset=by_duration`): what [`Self::offset_for_timestamp`] scans and
+    /// a read of `max_bytes` from the batch it finds takes, from the timestamp index's entry
+    /// on (the batch is normally within an index interval of it).
+    pub fn read_ahead_at_timestamp(&self, timestamp: i64, max_bytes: usize) -> Vec<ReadAhead> {
+        let found = self.segments.iter().enumerate().find(|(_, segment)| {
+            segment.max_timestamp >= timestamp && segment.next_offset > self.log_start_offset
+        });
+        let Some((seg_i, segment)) = found else {
+            return Vec::new();
+        };
+        let position = index::lookup_timestamp(&segment.index, timestamp)
+            .map_or(HEADER_BYTES_U64, |e| e.position);
+        self.read_ahead_from(seg_i, position, max_bytes)
+    }
+
+    fn read_ahead_from(
+        &self,
+        mut seg_i: usize,
+        mut position: u64,
+        max_bytes: usize,
+    ) -> Vec<ReadAhead> {
+        let mut out = Vec::new();
+        let read_from = (self.segments[seg_i].base_offset, position);
+        let mut read_to = read_from;
         // The indexed frame may start an index interval before the offset, and the last
         // batch may run past the byte budget.
         let mut left = (max_bytes as u64)
@@ -1149,12 +1182,18 @@ impl<S: Storage> PartitionLog<S> {
                         segment_base: segment.base_offset,
                         position: from,
                         len: to - from,
+                        read_from,
+                        read_to,
                     });
                 }
+                read_to = (segment.base_offset, end);
                 left -= end - position;
             }
             seg_i += 1;
             position = HEADER_BYTES_U64;
+        }
+        for part in &mut out {
+            part.read_to = read_to;
         }
         out
     }
@@ -1163,7 +1202,10 @@ impl<S: Storage> PartitionLog<S> {
     /// the file's bytes `[position, position + read)`, `read <= len`; a short read ends at
     /// the file's end). Ignored if the segment is gone or its tail moved below the range.
     /// The log keeps at most [`LOG_READ_CACHE_BYTES_MAX`] read ahead, dropping the lowest
-    /// chunks first (consumers move forward).
+    /// chunks first (consumers move forward), but never one the read this part is for
+    /// overlaps (`read_from..read_to`): its read finds everything planned in memory (the
+    /// plan is at most [`LOG_READ_AHEAD_BYTES_MAX`], so the cache exceeds the bound by at
+    /// most the chunks that overhang the read's ends, until the next fill).
     pub fn fill_read_cache(&mut self, ahead: &ReadAhead, read: u64, data: CachedBytes) {
         let Some(segment) = self
             .segments
@@ -1177,6 +1219,8 @@ impl<S: Storage> PartitionLog<S> {
             return;
         }
         segment.add_chunk(ahead.position, len, data);
+        let (from, to) = (ahead.read_from, ahead.read_to);
+        // Chunks are disjoint, so the one just added is the only one at its position.
         let keep = (ahead.segment_base, ahead.position);
         while self.read_cache_bytes() > LOG_READ_CACHE_BYTES_MAX {
             let victim = self
@@ -1184,19 +1228,25 @@ impl<S: Storage> PartitionLog<S> {
                 .iter()
                 .enumerate()
                 .flat_map(|(i, s)| {
-                    s.cache
-                        .iter()
-                        .enumerate()
-                        .map(move |(j, c)| (i, j, (s.base_offset, c.position)))
+                    s.cache.iter().enumerate().map(move |(j, c)| {
+                        let base = s.base_offset;
+                        (i, j, (base, c.position), (base, c.end()))
+                    })
                 })
-                .find(|&(_, _, at)| at != keep);
+                .find(|&(_, _, at, end)| at != keep && !(end > from && at < to));
             match victim {
-                Some((i, j, _)) => {
+                Some((i, j, _, _)) => {
                     self.segments[i].cache.remove(j);
                 }
                 None => break,
             }
         }
+    }
+
+    /// Reads (of the segments the log holds) that took bytes from the files with `pread`,
+    /// the synchronous fallback, because neither the tail nor the read cache held them.
+    pub fn file_reads(&self) -> u64 {
+        self.segments.iter().map(|s| s.file_reads.get()).sum()
     }
 
     /// Bytes read ahead and held by the log's segments.
@@ -2111,6 +2161,39 @@ mod tests {
         );
         log.drop_read_cache();
         assert_eq!(log.read_cache_bytes(), 0);
+    }
+
+    /// A consumer reading through a lagging log, each read planned and read ahead first (as
+    /// a Fetch does): no read takes bytes from the file. Filling one read's plan must not drop
+    /// the chunk an earlier read ahead left that this read starts in (the lowest one).
+    #[test]
+    fn consecutive_reads_ahead_never_fall_back_to_the_file() {
+        let storage = SimStorage::new();
+        let config = LogConfig {
+            segment_bytes: 4 << 20,
+            ..LogConfig::default()
+        };
+        let (mut log, _) = open(&storage, config);
+        for round in 0..800 {
+            log.append(&batch(10, round, 1_600), 0).unwrap();
+        }
+        log.flush().unwrap();
+        for max_bytes in [1 << 20, 300_000, 700_000] {
+            log.drop_read_cache();
+            let mut offset = 0;
+            while offset < log.log_end_offset() {
+                read_ahead_from_files(&storage, &mut log, offset, max_bytes);
+                let before = log.file_reads();
+                let read = log.read(offset, max_bytes).unwrap();
+                assert_eq!(log.file_reads(), before, "max {max_bytes}, offset {offset}");
+                assert!(log.read_cache_bytes() <= 2 * LOG_READ_CACHE_BYTES_MAX);
+                offset = read.next_offset;
+            }
+        }
+        // Without the read ahead, the same reads take bytes from the file.
+        log.drop_read_cache();
+        log.read(0, 1 << 20).unwrap();
+        assert!(log.file_reads() > 0);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::constants::{
 use crate::storage::blocks::{alloc_blocks, BlockMemory};
 use crate::storage::file::StorageFile;
 use crate::storage::frame::{self, frame_total_bytes, next_valid_frame, FrameMeta, ScanEnd};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,9 @@ pub(super) struct Segment<F> {
     pub(super) zeroed: u64,
     /// Read-ahead chunks below the tail, sorted by position, not overlapping.
     pub(super) cache: Vec<Chunk>,
+    /// Reads that took bytes from the file (`pread`, the synchronous fallback), for tests
+    /// and stats ([`super::PartitionLog::file_reads`]).
+    pub(super) file_reads: Cell<u64>,
 }
 
 /// The in-memory end of a segment: file bytes `[start, end())`, which is `[start, size)` for
@@ -438,6 +442,7 @@ impl<F> Segment<F> {
             allocated: 0,
             zeroed: 0,
             cache: Vec::new(),
+            file_reads: Cell::new(0),
         }
     }
 
@@ -483,6 +488,7 @@ impl<F> Segment<F> {
                         .find(|&p| p > at)
                         .unwrap_or(u64::MAX);
                     let n = below_tail.min(next - at) as usize;
+                    self.file_reads.set(self.file_reads.get() + 1);
                     self.file.read_at(&mut rest[..n], at)?;
                     n
                 }

@@ -26,12 +26,12 @@
 //!   (`fdatasync` acts on the inode, so a second descriptor flushes what the log
 //!   wrote); file handles are cached the same way, in their own map.
 //!
-//! - Reads ahead ([`read_ahead`]): the parts of segment files a Fetch or ShareFetch is about
-//!   to read, `O_DIRECT` through io_uring into aligned buffers that the logs then keep
-//!   (shared, no copy) until their reads copy the payloads into an answer. Read handles are
-//!   cached in a third map (read-only, no `O_DSYNC`); a file system without `O_DIRECT` gets
-//!   no read-ahead (the log's `pread` serves it). The engine also remembers which partitions
-//!   hold read-ahead bytes ([`note_read_cache`]): at most [`SHARD_READ_CACHE_LOGS_MAX`].
+//! - Reads ahead ([`read_ahead`]): the parts of segment files an op (Fetch, ShareFetch, a DLQ
+//!   copy) is about to read, `O_DIRECT` through io_uring into aligned buffers that the logs
+//!   then keep (shared, no copy) until their reads copy the payloads into an answer. Read
+//!   handles are cached in a third map (read-only, no `O_DSYNC`); a file system without
+//!   `O_DIRECT` gets no read-ahead (the log's `pread` serves it). Which logs keep read-ahead
+//!   bytes is the shard core's policy (`shard::read_ahead`).
 //!
 //! - Zero fills ahead of a segment's tail ([`ZeroFill`]): `O_DIRECT` writes of one shared
 //!   buffer of zeros per shard (never modified, never reallocated), durable like block writes.
@@ -51,17 +51,15 @@
 
 use crate::constants::{
     ENGINE_MALLOC_MMAP_THRESHOLD_BYTES, ENGINE_MALLOC_TRIM_THRESHOLD_BYTES, ENGINE_OPEN_FILES_MAX,
-    LOG_BLOCK_BYTES, LOG_ZERO_FILL_BYTES, SHARD_READ_CACHE_LOGS_MAX,
+    LOG_BLOCK_BYTES, LOG_ZERO_FILL_BYTES,
 };
 use crate::log::{BlockWrite, CachedBytes, ChunkWrite, FlushTicket, ReadAhead, Seal, ZeroFill};
-use crate::model::TopicPartition;
 use crate::shard::join::join_all;
 use crate::storage::blocks::{self, BlockMemory};
 use glommio::io::{BufferedFile, Directory, DmaBuffer, DmaFile, OpenOptions};
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -222,8 +220,6 @@ struct Engine {
     syncs: HashMap<PathBuf, (Rc<BufferedFile>, u64)>,
     /// Read-ahead handles (`None`: the file system refused `O_DIRECT`).
     reads: HashMap<PathBuf, (Option<Rc<DmaFile>>, u64)>,
-    /// Partitions holding read-ahead bytes, least recently filled first.
-    read_cached: VecDeque<TopicPartition>,
     clock: u64,
 }
 
@@ -257,7 +253,6 @@ thread_local! {
         files: HashMap::new(),
         syncs: HashMap::new(),
         reads: HashMap::new(),
-        read_cached: VecDeque::new(),
         clock: 0,
     });
 }
@@ -678,19 +673,6 @@ pub async fn read_ahead(ahead: &ReadAhead) -> Option<(u64, CachedBytes)> {
             None
         }
     }
-}
-
-/// Notes that `partition`'s log was handed read-ahead bytes; returns the partitions whose
-/// read-ahead bytes should be dropped (the least recently filled past
-/// [`SHARD_READ_CACHE_LOGS_MAX`]).
-pub fn note_read_cache(partition: &TopicPartition) -> Vec<TopicPartition> {
-    ENGINE.with(|engine| {
-        let cached = &mut engine.borrow_mut().read_cached;
-        cached.retain(|p| p != partition);
-        cached.push_back(partition.clone());
-        let excess = cached.len().saturating_sub(SHARD_READ_CACHE_LOGS_MAX);
-        cached.drain(..excess).collect()
-    })
 }
 
 type Step<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;

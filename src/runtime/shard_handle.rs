@@ -141,23 +141,14 @@ impl ShardHandle {
         }
     }
 
-    /// Reads `parts` ahead through the engine (concurrently) and hands them to their logs
-    /// (`shard::read_ahead`); what fails is left to the logs' `pread`.
-    async fn engine_read_ahead(&self, parts: Vec<crate::shard::read_ahead::PartitionReadAhead>) {
-        if parts.is_empty() {
-            return;
-        }
-        let reads = parts.iter().map(|p| files::read_ahead(&p.ahead));
-        let results = crate::shard::join::join_all(reads.collect::<Vec<_>>()).await;
-        let mut state = self.state.borrow_mut();
-        for (part, result) in parts.iter().zip(results) {
-            if let Some((read, data)) = result {
-                state.fill_read_cache(part, read, data);
-                for evicted in files::note_read_cache(&part.partition) {
-                    state.drop_read_cache(&evicted);
-                }
-            }
-        }
+    /// Reads `parts` ahead through the engine, concurrently (`shard::read_ahead`); what fails
+    /// is left to the logs' `pread`.
+    async fn engine_read_ahead(
+        &self,
+        parts: Vec<crate::log::ReadAhead>,
+    ) -> Vec<Option<(u64, crate::log::CachedBytes)>> {
+        let reads = parts.iter().map(files::read_ahead);
+        crate::shard::join::join_all(reads.collect::<Vec<_>>()).await
     }
 
     /// A metadata change on the controller (shard 0): planned, persisted (blocking I/O off the
@@ -332,8 +323,8 @@ impl crate::shard::ShardIo for ShardHandle {
 
     fn read_ahead(
         &self,
-        parts: Vec<crate::shard::read_ahead::PartitionReadAhead>,
-    ) -> impl Future<Output = ()> {
+        parts: Vec<crate::log::ReadAhead>,
+    ) -> impl Future<Output = Vec<Option<(u64, crate::log::CachedBytes)>>> {
         let ctx = self.clone();
         async move { ctx.engine_read_ahead(parts).await }
     }

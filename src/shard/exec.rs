@@ -27,10 +27,10 @@
 
 use super::sync::{oneshot, OneshotSender};
 use super::{ShardCore, ShardIo};
-use crate::constants::JOURNAL_SNAPSHOT_EVERY_ENTRIES;
 use crate::constants::{
     DELETE_RECORDS_DURABLE_POLL_MS, FLUSH_ALL_POLL_MS, SHARE_DLQ_PRODUCE_TIMEOUT_MS,
 };
+use crate::constants::{JOURNAL_SNAPSHOT_EVERY_ENTRIES, READ_AHEAD_ROUNDS_MAX};
 use crate::log::group_commit::CommitWaiters;
 use crate::metrics::LogGauge;
 use crate::model::{group_shard, partition_shard};
@@ -41,8 +41,10 @@ use crate::shard::ops::{
     ProduceOp, ProduceResult, ShardOp, ShardReply, ShareAckResult, ShareFetchOp, ShareFetchReply,
     ShareFetchedPartition, ShareGroupsListed, ShareProbedPartition, WaitOp,
 };
+use crate::shard::read_ahead::ReadAheadPlan;
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_session::SessionKey;
+use crate::shard::state::ShardState;
 use crate::share::fetch::min_bytes_satisfied;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -78,7 +80,8 @@ pub trait ShardExec:
             ShardOp::Produce(op) => self.produce(op).await,
             ShardOp::Fetch(op) => {
                 let ahead = self.state.borrow().fetch_read_ahead(&op);
-                self.read_ahead(ahead).await;
+                self.read_ahead_rounds(ahead, |s| s.fetch_read_ahead(&op))
+                    .await;
                 ShardReply::Fetch(self.state.borrow().fetch(&op))
             }
             ShardOp::ListOffsets(op) => {
@@ -126,6 +129,14 @@ pub trait ShardExec:
             ShardOp::ShareFetch(op) => {
                 // The request's acknowledgements here first: what they release can be acquired.
                 let acked = self.acknowledge_first(op.acknowledge.as_ref()).await;
+                // What the MinBytes probe and the acquisition read, read ahead: from each share
+                // partition's lowest available offset, after the releases above.
+                let ahead = self
+                    .state
+                    .borrow()
+                    .share_fetch_read_ahead(&op, self.now_ms());
+                self.read_ahead_rounds(ahead, |s| s.share_fetch_read_ahead(&op, self.now_ms()))
+                    .await;
                 if op.min_bytes > 0 {
                     // MinBytes: measure first; below it, acquire nothing (the long poll waits).
                     let probed = self.state.borrow_mut().share_probe(
@@ -150,8 +161,8 @@ pub trait ShardExec:
                         });
                     }
                 }
-                let ahead = self.state.borrow().share_fetch_read_ahead(&op);
-                self.read_ahead(ahead).await;
+                // No await since the read-ahead: the probe and the acquisition read what it
+                // brought into memory.
                 let fetched = self.state.borrow_mut().share_fetch(&op, self.now_ms());
                 // A new share partition's start offset is journalled; nothing waits for it.
                 self.append_share_entries();
@@ -159,16 +170,21 @@ pub trait ShardExec:
                 // processes these records), so that it finds it in memory: once this request's
                 // acknowledgements are durable, so that the read does not share the disk with
                 // the journal flush the answer waits for.
-                let next = self.state.borrow().share_fetch_read_ahead(&op);
-                if !next.is_empty() {
+                let next = self
+                    .state
+                    .borrow()
+                    .share_fetch_read_ahead(&op, self.now_ms());
+                if !next.parts.is_empty() {
                     let ctx = self.clone();
                     let flushing = acked.as_ref().and_then(|(_, seq)| *seq);
+                    let op = op.clone();
                     self.spawn(async move {
                         if let Some(seq) = flushing {
                             // A failed flush poisons the journal; the read-ahead is moot then.
                             let _ = ctx.wait_journal(seq).await;
                         }
-                        ctx.read_ahead(next).await
+                        ctx.read_ahead_rounds(next, |s| s.share_fetch_read_ahead(&op, ctx.now_ms()))
+                            .await
                     });
                 }
                 let (acknowledged, durable_at) = match acked {
@@ -548,10 +564,18 @@ pub trait ShardExec:
     /// written is logged and dropped: the records stay ARCHIVED (Kafka's "Failed to write to
     /// DLQ, proceeding to ARCHIVED regardless").
     async fn copy_to_dlq(&self) {
+        // Taken now (this task owns them), their records read ahead, then read and produced.
+        let copies = self.state.borrow_mut().take_dlq_copies();
+        if copies.is_empty() {
+            return;
+        }
+        let ahead = self.state.borrow().dlq_read_ahead(&copies);
+        self.read_ahead_rounds(ahead, |s| s.dlq_read_ahead(&copies))
+            .await;
         let (produces, failures) = self
             .state
             .borrow_mut()
-            .take_dlq_produces(self.now_ms() as i64);
+            .dlq_produces(copies, self.now_ms() as i64);
         for failure in failures {
             tracing::warn!(shard = %self.id, error = %failure, "Failed to write to DLQ, proceeding to ARCHIVED regardless");
         }
@@ -601,6 +625,31 @@ pub trait ShardExec:
                 ctx.call(ShardId(shard as u16), op).await;
             });
         }
+    }
+
+    /// Reads `plan` ahead through the I/O and hands the bytes to the logs, then plans again
+    /// (`replan`) and reads what is still missing, at most [`READ_AHEAD_ROUNDS_MAX`] reads
+    /// (module docs of `shard::read_ahead`). Completes in the synchronous section of the last
+    /// fill: the caller's op reads before anything else runs. A plan with nothing to read
+    /// completes at once (no await).
+    async fn read_ahead_rounds(
+        &self,
+        plan: ReadAheadPlan,
+        replan: impl Fn(&ShardState<<Self as ShardIo>::Storage>) -> ReadAheadPlan,
+    ) {
+        let mut plan = plan;
+        for _ in 0..READ_AHEAD_ROUNDS_MAX {
+            if plan.parts.is_empty() {
+                break;
+            }
+            let reads = self.read_ahead(plan.reads()).await;
+            let mut state = self.state.borrow_mut();
+            state.fill_read_cache(&plan, reads);
+            plan = replan(&state);
+        }
+        // The op's logs become the most recently used (nothing more is read for them).
+        let none = vec![None; plan.parts.len()];
+        self.state.borrow_mut().fill_read_cache(&plan, none);
     }
 
     /// Appends the state's pending journal entries (`shard::append_entries`; a failed append

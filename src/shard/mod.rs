@@ -110,9 +110,14 @@ pub trait ShardIo: Clone + 'static {
         &self,
         ticket: &crate::log::FlushTicket,
     ) -> impl Future<Output = std::io::Result<()>>;
-    /// Reads the parts of segment files an op is about to read into their logs' read caches
-    /// (`read_ahead`); what is not read ahead is read by the logs themselves.
-    fn read_ahead(&self, parts: Vec<read_ahead::PartitionReadAhead>) -> impl Future<Output = ()>;
+    /// Reads parts of segment files an op is about to read (`read_ahead`), concurrently:
+    /// for each part, in order, the bytes read (fewer at the file's end) and the buffer holding
+    /// them, or `None` if it could not be read so (the logs then read it themselves). The op
+    /// hands them to the logs (`ShardState::fill_read_cache`).
+    fn read_ahead(
+        &self,
+        parts: Vec<crate::log::ReadAhead>,
+    ) -> impl Future<Output = Vec<Option<(u64, crate::log::CachedBytes)>>>;
     /// A partition log cannot be written or made durable: the process must end. Never returns.
     fn log_poisoned(&self, detail: &str) -> !;
     /// Runs a metadata change on this shard, the controller (shard 0): persists the next

@@ -58,7 +58,7 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
-/// One batch of DLQ records for one DLQ partition (`ShardState::take_dlq_produces`).
+/// One batch of DLQ records for one DLQ partition (`ShardState::dlq_produces`).
 #[derive(Clone, Debug)]
 pub struct DlqProduce {
     pub group_id: String,
@@ -187,6 +187,18 @@ impl ShareState {
     /// The live share partition of `key`, if there is one (read-only).
     pub(crate) fn live(&self, key: &ShareKey) -> Option<&SharePartition> {
         self.partitions.get(key)
+    }
+
+    /// The next fetch offset of a share partition recovered from the journal and not yet
+    /// live (it becomes live with its first use), `None` if there is none or it is unusable.
+    pub(crate) fn recovered_next_fetch_offset(
+        &self,
+        key: &ShareKey,
+        config: crate::share::ShareConfig,
+    ) -> Option<i64> {
+        let view = self.recovered.get(key)?;
+        let sp = SharePartition::from_snapshot(config, view).ok()?;
+        Some(sp.next_fetch_offset())
     }
 
     /// Rebuilds the durable views, the transactions this shard coordinates, and the locks of
@@ -932,12 +944,34 @@ impl<S: Storage + Clone> ShardState<S> {
             .collect()
     }
 
-    /// The DLQ produces owed (KIP-1191, `shard::share_dlq`): one batch per (group, DLQ
-    /// partition), with the original key and value read from this shard's logs when the group
-    /// copies records. Copies whose group's DLQ topic is unusable are dropped; the returned
-    /// messages say why (Kafka archives them anyway).
-    pub fn take_dlq_produces(&mut self, now_ms: i64) -> (Vec<DlqProduce>, Vec<String>) {
-        let copies = self.share.dlq.take();
+    /// The DLQ copies owed (KIP-1191, `shard::share_dlq`), taken: the caller owns them, reads
+    /// their records ahead ([`Self::dlq_read_ahead`]) and produces them
+    /// ([`Self::dlq_produces`]).
+    pub fn take_dlq_copies(&mut self) -> Vec<DlqCopy> {
+        self.share.dlq.take()
+    }
+
+    /// The partition a DLQ copy's record is read from, if its group copies records
+    /// (`errors.deadletterqueue.copy.record.enable`) and its topic is still there.
+    pub(crate) fn dlq_source(&self, copy: &DlqCopy) -> Option<PartitionRef> {
+        let target = share_dlq::resolve_target(self.registry(), &copy.group_id).ok()?;
+        let source = self.registry().topic_by_id(&copy.topic_id)?;
+        target.copy_record.then(|| PartitionRef {
+            topic: source.name.clone(),
+            topic_id: copy.topic_id,
+            partition: copy.partition,
+        })
+    }
+
+    /// The DLQ produces of `copies`: one batch per (group, DLQ partition), with the original
+    /// key and value read from this shard's logs when the group copies records (a record gone
+    /// meanwhile, to retention, is copied without them). Copies whose group's DLQ topic is
+    /// unusable are dropped; the returned messages say why (Kafka archives them anyway).
+    pub fn dlq_produces(
+        &mut self,
+        copies: Vec<DlqCopy>,
+        now_ms: i64,
+    ) -> (Vec<DlqProduce>, Vec<String>) {
         let mut failures = Vec::new();
         let mut out: Vec<DlqProduce> = Vec::new();
         let mut by_target: BTreeMap<(String, i32), Vec<DlqCopy>> = BTreeMap::new();
@@ -968,10 +1002,8 @@ impl<S: Storage + Clone> ShardState<S> {
                         partition: copy.partition,
                     };
                     if let Ok(partition) = self.lookup(&r) {
-                        if let Ok(read) = partition
-                            .log
-                            .read(copy.offset as u64, SHARE_FETCH_READ_BYTES_MAX)
-                        {
+                        // The batch holding the record: the first one a read returns.
+                        if let Ok(read) = partition.log.read(copy.offset as u64, 1) {
                             if let Some((k, v)) = share_dlq::find_record(&read.records, copy.offset)
                             {
                                 copy.key = k;

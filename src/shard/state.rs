@@ -240,6 +240,9 @@ pub struct ShardState<S: Storage + Clone> {
     pub groups: crate::group::ConsumerGroups,
     /// The producer-transaction coordinator of the transactional ids this shard owns.
     pub ptxn: crate::ptxn::coordinator::TxnCoordinator,
+    /// Partitions whose logs hold read-ahead bytes, least recently filled first
+    /// (`shard::read_ahead`).
+    pub(super) read_cached: std::collections::VecDeque<TopicPartition>,
 }
 
 fn log_config(settings: &TopicSettings) -> LogConfig {
@@ -344,6 +347,7 @@ impl<S: Storage + Clone> ShardState<S> {
             share: ShareState::default(),
             groups: crate::group::ConsumerGroups::default(),
             ptxn: crate::ptxn::coordinator::TxnCoordinator::default(),
+            read_cached: std::collections::VecDeque::new(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
         match failures.is_empty() {

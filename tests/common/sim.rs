@@ -14,8 +14,9 @@
 //!   polls (a long tail: one sync in four takes up to 30), every file and directory of the
 //!   ticket is synced; a crash in between leaves the
 //!   writes to the double's crash model (a prefix of whole sectors may survive).
-//! - `read_ahead` reads nothing ahead (the logs read what they need themselves) and yields a
-//!   random number of polls.
+//! - `read_ahead` reads the parts from the storage double's written bytes after one or two
+//!   polls (a flush may complete meanwhile); one part in `READ_AHEAD_FAIL_ONE_IN` fails (the
+//!   logs read it themselves).
 //! - `sleep_ms` arms a timer of the virtual clock; `spawn` adds a task.
 //! - `admin` (the metadata controller) is not simulated: the topics are fixed.
 //! - The fatal paths (`journal_poisoned`, `log_poisoned`) fail the run.
@@ -47,6 +48,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+/// One read-ahead part in this many fails (`SimIo::read_ahead`); a test that counts the
+/// logs' fallback reads sets [`World::read_ahead_fails`] off.
+pub const READ_AHEAD_FAIL_ONE_IN: u32 = 50;
 
 struct TaskWaker {
     id: u64,
@@ -193,6 +198,8 @@ pub struct World {
     pub cores: RefCell<Vec<Rc<ShardCore<SimStorage, MemDir>>>>,
     pub storage: RefCell<SimStorage>,
     pub metrics: RefCell<ShardMetrics>,
+    /// Whether read-ahead parts fail now and then (`SimIo::read_ahead`).
+    pub read_ahead_fails: Cell<bool>,
 }
 
 impl World {
@@ -207,6 +214,7 @@ impl World {
             cores: RefCell::new(cores),
             storage: RefCell::new(storage),
             metrics: RefCell::new(ShardMetrics::default()),
+            read_ahead_fails: Cell::new(true),
         })
     }
 
@@ -402,12 +410,38 @@ impl ShardIo for SimIo {
         }
     }
 
+    /// Reads the parts from the storage double's written bytes (what an `O_DIRECT` read sees)
+    /// when it completes, after at least one poll (other tasks run meanwhile: a flush may
+    /// complete, moving a tail); one part in `READ_AHEAD_FAIL_ONE_IN` fails (`None`).
     fn read_ahead(
         &self,
-        _parts: Vec<lockstep::shard::read_ahead::PartitionReadAhead>,
-    ) -> impl Future<Output = ()> {
-        let polls = self.world.exec.rng.borrow_mut().gen_range(0..=1u32);
-        Exec::yield_polls(polls)
+        parts: Vec<lockstep::log::ReadAhead>,
+    ) -> impl Future<Output = Vec<Option<(u64, lockstep::log::CachedBytes)>>> {
+        let (polls, fails) = {
+            let mut rng = self.world.exec.rng.borrow_mut();
+            let polls = rng.gen_range(1..=2u32);
+            let fails: Vec<bool> = parts
+                .iter()
+                .map(|_| rng.gen_ratio(1, READ_AHEAD_FAIL_ONE_IN))
+                .map(|fails| fails && self.world.read_ahead_fails.get())
+                .collect();
+            (polls, fails)
+        };
+        let storage = self.world.storage.borrow().clone();
+        async move {
+            Exec::yield_polls(polls).await;
+            parts
+                .iter()
+                .zip(fails)
+                .map(|(part, fails)| {
+                    let file = storage.contents(&part.path).filter(|_| !fails)?;
+                    let from = (part.position as usize).min(file.len());
+                    let to = (from + part.len as usize).min(file.len());
+                    let data: lockstep::log::CachedBytes = Rc::new(file[from..to].to_vec());
+                    Some(((to - from) as u64, data))
+                })
+                .collect()
+        }
     }
 
     fn log_poisoned(&self, detail: &str) -> ! {
