@@ -132,7 +132,6 @@ impl<S: Storage + Clone> ShardState<S> {
                         AutoOffsetReset::ByDuration(ms) => {
                             let since = now_ms.saturating_sub(ms);
                             let since = i64::try_from(since).unwrap_or(i64::MAX);
-                            plan.partitions.insert(key.partition);
                             plan.add(&key.partition, log.read_ahead_at_timestamp(since, bytes));
                             continue;
                         }
