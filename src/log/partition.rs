@@ -11,13 +11,15 @@ use super::segment::{
     Segment, Tail, ZeroFill,
 };
 use crate::constants::{
-    FRAME_PAYLOAD_BYTES_MAX, LOG_CHECKPOINT_SLOT_STRIDE_BYTES, LOG_INDEX_INTERVAL_BYTES,
-    LOG_INDEX_INTERVAL_BYTES_MIN, LOG_PREALLOCATE_BYTES, LOG_READ_AHEAD_BYTES_MAX,
-    LOG_READ_AHEAD_SLACK_BYTES, LOG_READ_CACHE_BYTES_MAX, LOG_SEGMENT_BYTES_DEFAULT,
-    LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
+    FRAME_PAYLOAD_BYTES_MAX, LOG_BLOCK_BYTES, LOG_CHECKPOINT_SLOT_STRIDE_BYTES,
+    LOG_INDEX_INTERVAL_BYTES, LOG_INDEX_INTERVAL_BYTES_MIN, LOG_PREALLOCATE_BYTES,
+    LOG_READ_AHEAD_BYTES_MAX, LOG_READ_AHEAD_SLACK_BYTES, LOG_READ_CACHE_BYTES_MAX,
+    LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
 };
 use crate::storage::file::{Storage, StorageFile};
-use crate::storage::frame::{encode_frame_into, frame_total_bytes, FrameMeta};
+use crate::storage::frame::{
+    encode_frame_into, frame_total_bytes, FrameMeta, SegmentHeader, SegmentKind,
+};
 use bytes::Bytes;
 use std::fmt;
 use std::io;
@@ -287,8 +289,9 @@ pub struct FlushTicket {
 /// seal writes them (`writes`, whole chunks, `O_DIRECT` like a flush's, concurrently), then
 /// cuts the file to its frames (`len`: the preallocated zeros go), then `fdatasync`s the
 /// segment, writes the index (the file exists, empty) and `fdatasync`s it, and `fsync`s the
-/// directory (the index's and the next segment's entries), those three concurrently; the rest
-/// of the ticket starts once all are done.
+/// directory (the index's and the next segment's entries), those three concurrently; then the
+/// `then` writes, one after the other, each durable before the next; the rest of the ticket
+/// starts once all are done.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seal {
     pub segment: PathBuf,
@@ -298,6 +301,10 @@ pub struct Seal {
     pub index: PathBuf,
     pub index_bytes: Vec<u8>,
     pub dir: PathBuf,
+    /// In a flush ticket: the next segment's header block, then a checkpoint slot that names
+    /// that segment at its header's end (FORMAT.md §5), so that the ticket's chunks of the new
+    /// segment, and all its later ones, go in any order. Empty in a seal not yet handed out.
+    pub then: Vec<BlockWrite>,
 }
 
 /// A tail cut at recovery.
@@ -711,6 +718,7 @@ impl<S: Storage> PartitionLog<S> {
             index: active.index_path.clone(),
             index_bytes: index::encode_index(active.base_offset, &active.index),
             dir: self.dir.clone(),
+            then: Vec::new(),
         })
     }
 
@@ -799,13 +807,29 @@ impl<S: Storage> PartitionLog<S> {
         {
             return None;
         }
-        let seal = self.pending_seal.take();
+        let mut seal = self.pending_seal.take();
         let mut files = Vec::new();
         let mut writes = Vec::new();
         let mut chunks = Vec::new();
         let mut zero_fills = Vec::new();
         let mut checkpoint_start = None;
         let mut checkpoint_durable = None;
+        // A seal names the new (active) segment at its header's end in the slot it writes last
+        // (FORMAT.md §5): a lower bound of its durable bytes once its header block is durable,
+        // which the seal writes just before; recovery removes a segment whose header did not
+        // land (nothing else of it is written before the seal completed).
+        let named_by_seal = seal
+            .as_ref()
+            .map(|_| (self.active().base_offset, SEGMENT_HEADER_BYTES as u32));
+        if named_by_seal.is_some() && self.checkpoint.written_durable != named_by_seal {
+            let previous = self.checkpoint.written_durable;
+            self.checkpoint.written_durable = named_by_seal;
+            if let Err(error) = self.write_checkpoint() {
+                self.checkpoint.written_durable = previous;
+                self.poison(&error);
+                return None;
+            }
+        }
         if self.log_start_offset != self.checkpoint.written_start {
             if let Err(error) = self.write_checkpoint() {
                 self.poison(&error);
@@ -820,11 +844,29 @@ impl<S: Storage> PartitionLog<S> {
                 .pending
                 .take()
                 .expect("a dirty checkpoint has a slot to write");
-            writes.push(BlockWrite {
+            let slot = BlockWrite {
                 path: self.checkpoint.path.clone(),
                 position,
                 data,
-            });
+            };
+            match seal.as_mut() {
+                Some(seal) => {
+                    let active = self.active();
+                    let mut header = vec![0u8; LOG_BLOCK_BYTES as usize];
+                    header[..SEGMENT_HEADER_BYTES].copy_from_slice(
+                        &SegmentHeader::new(SegmentKind::Log, active.base_offset).encode(),
+                    );
+                    seal.then = vec![
+                        BlockWrite {
+                            path: active.path.clone(),
+                            position: 0,
+                            data: header,
+                        },
+                        slot,
+                    ];
+                }
+                None => writes.push(slot),
+            }
             checkpoint_start = Some(self.checkpoint.written_start);
             checkpoint_durable = self.checkpoint.written_durable;
             self.checkpoint.dirty = false;
@@ -832,12 +874,15 @@ impl<S: Storage> PartitionLog<S> {
         let active = self.active();
         let durable = (active.base_offset, active.size);
         // Rule 2' covers the active segment's new bytes once a durable slot names it (its
-        // position is at most what earlier flushes covered; a seal in this ticket means the
-        // active segment is new, never named).
+        // position is at most what earlier flushes covered), or once this ticket's seal wrote
+        // one that does (before any chunk starts).
         let chunks_any_order = self
             .checkpoint
             .durable_slot
-            .is_some_and(|(base, _)| base == active.base_offset);
+            .is_some_and(|(base, _)| base == active.base_offset)
+            || checkpoint_durable.is_some_and(|(base, _)| {
+                base == active.base_offset && seal.as_ref().is_some_and(|s| !s.then.is_empty())
+            });
         for segment in &mut self.segments {
             if segment.dirty {
                 let taken = segment.tail.take_writes(&segment.path);
@@ -1415,7 +1460,16 @@ pub fn apply_seal<S: Storage>(storage: &S, seal: &Seal) -> io::Result<()> {
         .map_err(|e| context(&seal.index, e))?;
     storage
         .sync_dir(&seal.dir)
-        .map_err(|e| context(&seal.dir, e))
+        .map_err(|e| context(&seal.dir, e))?;
+    for write in &seal.then {
+        let file = storage
+            .open(&write.path)
+            .map_err(|e| context(&write.path, e))?;
+        file.write_direct_at(&write.data, write.position)
+            .and_then(|()| file.sync())
+            .map_err(|e| context(&write.path, e))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1947,30 +2001,118 @@ mod tests {
     }
 
     #[test]
-    fn a_roll_writes_the_new_segment_in_order_until_a_durable_slot_names_it() {
+    fn a_rolled_segment_is_written_in_any_order_from_its_first_flush() {
         let storage = SimStorage::new();
         let config = LogConfig {
             segment_bytes: 8192,
             ..small()
         };
-        let (mut log, _) = open(&storage, config);
+        let (mut log, _) = open(&storage, config.clone());
         let mut any_order = Vec::new();
         for _ in 0..40 {
             log.append(&batch(2, 0, 300), 0).unwrap();
             let ticket = log.begin_flush().unwrap();
             let active = log.active().base_offset;
+            if let Some(seal) = &ticket.seal {
+                // The new segment's header block, then the slot naming it at the header's end.
+                assert_eq!(seal.then.len(), 2, "{seal:?}");
+                assert_eq!(seal.then[0].path, log.active().path);
+                assert_eq!(seal.then[0].position, 0);
+                let slot = checkpoint::decode_checkpoint(&{
+                    let mut file = vec![0u8; 2 * LOG_CHECKPOINT_SLOT_STRIDE_BYTES as usize];
+                    let at = seal.then[1].position as usize;
+                    file[at..at + seal.then[1].data.len()].copy_from_slice(&seal.then[1].data);
+                    file
+                })
+                .unwrap();
+                assert_eq!(slot.durable, Some((active, SEGMENT_HEADER_BYTES as u32)));
+            }
             any_order.push((active, ticket.seal.is_some(), ticket.chunks_any_order));
             let result = sync_ticket(&storage, &ticket);
             log.complete_flush(ticket, result).unwrap();
         }
-        // Per segment: never with a seal, never on its first two flushes (the first records its
-        // position, the second makes that slot durable), then always.
-        for (i, (base, sealed, unordered)) in any_order.iter().enumerate() {
+        // The first segment: in order on its first two flushes (the first records its position,
+        // the second makes that slot durable), then in any order. A rolled segment: in any order
+        // from its first flush, the one whose seal writes the slot naming it.
+        for (i, (base, _, unordered)) in any_order.iter().enumerate() {
             let flushes_before = any_order[..i].iter().filter(|f| f.0 == *base).count();
-            let expect = !sealed && flushes_before >= 2;
+            let expect = *base != 0 || flushes_before >= 2;
             assert_eq!(*unordered, expect, "flush {i}: {any_order:?}");
         }
-        assert!(any_order.iter().any(|f| f.2) && any_order.iter().any(|f| f.1));
+        assert!(any_order.iter().filter(|f| f.1).count() >= 3);
+        drop(log);
+        let (log, report) = open(&storage.crash(7), config);
+        assert_eq!(log.durable_end_offset(), log.log_end_offset(), "{report:?}");
+    }
+
+    #[test]
+    fn a_crash_in_a_seal_flush_keeps_everything_durable() {
+        // Any order from the seal's flush: a crash while its chunks are in flight leaves at
+        // most a hole past the slot the seal wrote, a tail; a crash inside the seal leaves the
+        // new segment without a header (removed) or with it and no frames.
+        let config = LogConfig {
+            segment_bytes: 8192,
+            ..small()
+        };
+        let mut holes = 0;
+        for seed in 0..64u64 {
+            let storage = SimStorage::new();
+            let (mut log, _) = open(&storage, config.clone());
+            let mut durable = 0;
+            loop {
+                for i in 0..(3 + seed as usize % 7) {
+                    log.append(&batch(1 + i % 3, 0, 700 + 53 * (i % 5)), 0)
+                        .unwrap();
+                }
+                let ticket = log.begin_flush().unwrap();
+                if ticket.seal.is_none() || ticket.chunks.len() < 2 {
+                    let result = sync_ticket(&storage, &ticket);
+                    log.complete_flush(ticket, result).unwrap();
+                    durable = log.durable_end_offset();
+                    continue;
+                }
+                assert!(ticket.chunks_any_order, "seed {seed}");
+                let written = log.log_end_offset();
+                let seal = ticket.seal.clone().unwrap();
+                if seed % 4 == 0 {
+                    // A power loss inside the seal: after none, one or both of its `then` writes.
+                    let cut = Seal {
+                        then: seal.then[..(seed as usize / 4) % 3].to_vec(),
+                        ..seal
+                    };
+                    apply_seal(&storage, &cut).unwrap();
+                } else {
+                    // After the seal: the chunks issued last first, a power loss before their
+                    // one sync keeps a prefix of them (later chunks without earlier ones).
+                    apply_seal(&storage, &seal).unwrap();
+                    for chunk in ticket.chunks.iter().rev() {
+                        storage
+                            .open(&chunk.path)
+                            .unwrap()
+                            .write_direct_at(chunk.bytes(), chunk.position)
+                            .unwrap();
+                    }
+                }
+                // The process dies: nothing more is written.
+                std::mem::forget((log, ticket));
+                let (recovered, report) = open(&storage.crash(seed), config.clone());
+                let end = recovered.log_end_offset();
+                assert!(
+                    durable <= end && end <= written,
+                    "seed {seed}: {durable} {end} {written} {report:?}"
+                );
+                assert_eq!(recovered.read(0, usize::MAX).unwrap().next_offset, end);
+                if report
+                    .truncated
+                    .iter()
+                    .any(|t| t.reason.contains("recorded durable position"))
+                {
+                    holes += 1;
+                }
+                break;
+            }
+        }
+        assert!(holes > 0, "no crash left a hole before valid frames");
     }
 
     #[test]

@@ -683,7 +683,8 @@ async fn write_index(seal: &Seal) -> io::Result<()> {
 }
 
 /// Performs every write and sync of `ticket`; `Ok` only if all succeeded. A seal first (its
-/// steps concurrently), then everything else concurrently.
+/// steps concurrently, then its `then` writes one after the other), then everything else
+/// concurrently.
 pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
     if let Some(seal) = &ticket.seal {
         write_chunks_in_order(&seal.writes).await?;
@@ -697,6 +698,9 @@ pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
             .await
             .into_iter()
             .collect::<io::Result<Vec<()>>>()?;
+        for write in &seal.then {
+            write_block(write).await?;
+        }
     }
     let mut steps: Vec<Step<'_>> = Vec::new();
     let mut chunks = ticket.chunks.as_slice();
