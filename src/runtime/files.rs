@@ -174,6 +174,23 @@ pub fn journal_flush() -> JournalFlush {
     )
 }
 
+/// The seal of a rolled journal segment ([`crate::journal::JournalSeal`]): its last blocks
+/// written durably (with shared maps: `fdatasync` of it) and the new segment's file synced,
+/// concurrently; then the directory synced. Before anything is written into the new segment.
+async fn seal_journal_segment(seal: &crate::journal::JournalSeal) -> io::Result<()> {
+    let mut steps: Vec<Step<'_>> = vec![Box::pin(sync_file(&seal.next))];
+    match (journal_flush(), &seal.write) {
+        (JournalFlush::Blocks, Some(write)) => steps.push(Box::pin(write_block(write))),
+        (JournalFlush::Blocks, None) => {}
+        (JournalFlush::Fdatasync, _) => steps.push(Box::pin(sync_file(&seal.segment))),
+    }
+    join_all(steps)
+        .await
+        .into_iter()
+        .collect::<io::Result<Vec<()>>>()?;
+    sync_dir(&seal.dir).await
+}
+
 /// Whether the journal's flushes write the zeros their tickets ask for
 /// (`LOCKSTEP_JOURNAL_ZEROS=off`: not, for measuring one against the other; read once).
 pub fn journal_zeros() -> bool {
@@ -186,6 +203,9 @@ pub fn journal_zeros() -> bool {
 /// ([`JournalFlush::Fdatasync`]) no zeros are written: an `O_DIRECT` write would race the
 /// map's dirty pages.
 pub async fn flush_journal(ticket: &crate::journal::FlushTicket) -> io::Result<()> {
+    if let Some(seal) = &ticket.seal {
+        seal_journal_segment(seal).await?;
+    }
     match journal_flush() {
         JournalFlush::Blocks => match ticket.zero_fill.as_ref().filter(|_| journal_zeros()) {
             Some(fill) => {
