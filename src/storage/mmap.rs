@@ -68,6 +68,10 @@ pub trait Region {
     /// region's path itself. A no-op for real files; the double marks the bytes synced.
     fn synced_externally(&mut self, offset: usize, len: usize);
 
+    /// Makes every byte of the file durable as the file holds it (`fdatasync`; nothing is
+    /// written from the region): recovery's sync of a segment another process wrote.
+    fn sync_file_data(&mut self) -> io::Result<()>;
+
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -446,6 +450,10 @@ impl Region for MmapRegion {
         let end = offset.checked_add(len).expect("synced range end overflows");
         assert!(end <= self.map.len());
         self.in_file(offset, end);
+    }
+
+    fn sync_file_data(&mut self) -> io::Result<()> {
+        self.file.sync_data()
     }
 }
 
@@ -872,6 +880,21 @@ impl Region for MemRegion {
             .checked_add(len)
             .is_some_and(|end| end <= self.bytes.len()));
         self.with_file(|file, _| Self::mark_synced(file, offset, len));
+    }
+
+    fn sync_file_data(&mut self) -> io::Result<()> {
+        let name = self.name.clone();
+        self.with_file(|file, counters| {
+            if counters.failing > 0 {
+                counters.failing -= 1;
+                return Err(io::Error::other(format!("injected sync failure on {name}")));
+            }
+            counters.done += 1;
+            let len = file.written.len();
+            Self::mark_synced(file, 0, len);
+            file.dirty = None;
+            Ok(())
+        })
     }
 }
 
