@@ -57,7 +57,9 @@
 //! bad tail in a sealed segment, and a bad frame followed by a valid one anywhere, are errors
 //! naming the file and byte position, and nothing is cut. Every payload is verified and decoded.
 //! Replay ([`Recovered`]) is the latest complete snapshot, then every other entry after it, in
-//! sequence order. Recovery syncs what it read, so everything replayed is durable.
+//! sequence order. Recovery syncs what it read, so everything replayed is durable: the last
+//! segment from byte 0 (its header is unsynced if a clean shutdown came between its roll and
+//! the seal), the segment before it and the directory.
 //!
 //! Known limit: a power loss during a flush can tear its block write out of order (sectors of
 //! one write land independently), leaving a zero hole before surviving frames inside that
@@ -577,11 +579,14 @@ impl<D: RegionDir> Journal<D> {
                 }
                 // Make everything replayed durable (and the cut): a process crash leaves
                 // written, unsynced pages that recovery reads; they must not vanish after the
-                // shard acts on them.
+                // shard acts on them. From byte 0: the header too, which is unsynced when the
+                // last segment is a roll's whose seal never ran (a clean shutdown, or a
+                // process crash, before the next flush); left so, a later power loss could
+                // tear the header of a segment holding durable entries.
                 let end = active.write_pos + report.truncated.as_ref().map_or(0, |c| c.bytes);
                 active
                     .region
-                    .flush_range(SEGMENT_HEADER_BYTES, end - SEGMENT_HEADER_BYTES)
+                    .flush_range(0, end)
                     .map_err(io_error("sync", &active.path))?;
                 // The segment before the last may be a rolled one whose seal never ran (a clean
                 // shutdown left its tail, and the new segment's name, in the page cache only):
@@ -1600,6 +1605,34 @@ mod tests {
         assert_eq!(recovered.report.next_seq, u64::from(appended));
         assert_eq!(recovered.report.removed_unsealed, None);
         assert_eq!(journal.segment_paths().len(), 2);
+    }
+
+    /// Seed 8 of `tests/journal_model.rs`: a clean shutdown between a roll and its seal
+    /// leaves the new segment's header unsynced; recovery must make it durable with the
+    /// entries it replays, or a later power loss tears the header of a segment whose entries
+    /// were acknowledged durable.
+    #[test]
+    fn recovery_after_a_clean_shutdown_before_a_seal_syncs_the_new_header() {
+        use crate::storage::mmap::MemDir;
+        let config = JournalConfig {
+            segment_bytes: 4096,
+            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
+        };
+        let dir = MemDir::default();
+        let (mut journal, _) = Journal::open(dir.clone(), config.clone()).unwrap();
+        let (appended, _) = roll_once(&mut journal);
+        drop(journal); // clean shutdown: the seal never ran
+        let (mut journal, recovered) = Journal::open(dir.clone(), config.clone()).unwrap();
+        assert_eq!(recovered.report.next_seq, u64::from(appended));
+        assert_eq!(journal.durable_end(), u64::from(appended));
+        journal.append_entry(&small_entry(appended)).unwrap();
+        journal.flush().unwrap();
+        let durable = journal.durable_end();
+        drop(journal);
+        // A power loss keeping nothing unsynced: every entry reported durable survives.
+        dir.crash_losing_unsynced();
+        let (_, recovered) = Journal::open(dir, config).unwrap();
+        assert_eq!(recovered.report.next_seq, durable);
     }
 
     #[test]
