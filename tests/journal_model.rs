@@ -4,7 +4,9 @@
 //! synchronous flush, ticketed flush (group commit; completed with success or failure),
 //! snapshots (often larger than a segment, so chunked across rolls), compaction, injected sync
 //! failures, clean restarts and crashes (power loss tearing the unsynced tail at a random
-//! point with optional junk, power loss keeping nothing unsynced, process crash keeping all),
+//! point with optional junk, power loss keeping nothing unsynced, process crash keeping all;
+//! a power loss may also drop the segments a roll created whose seal, carried by the next
+//! flush, had not completed),
 //! the recovered state is exactly the model's state cut at some point P, where P is at least
 //! everything the journal ever reported durable and at most everything written: the latest
 //! snapshot completed before P, then every ordinary entry after it and before P, in order.
@@ -188,6 +190,7 @@ struct Coverage {
     poisoned: u64,
     too_large: u64,
     multi_segment_snapshots: u64,
+    unsealed_rolls_removed: u64,
 }
 
 impl Coverage {
@@ -202,6 +205,7 @@ impl Coverage {
         self.poisoned += o.poisoned;
         self.too_large += o.too_large;
         self.multi_segment_snapshots += o.multi_segment_snapshots;
+        self.unsealed_rolls_removed += o.unsealed_rolls_removed;
     }
 }
 
@@ -326,12 +330,19 @@ fn run_seed(seed: u64) -> Coverage {
                 ticket = None;
                 drop(journal);
                 let mode = rng.gen_range(0..4);
+                // A power loss may also lose the names of segments a roll created and whose
+                // seal has not completed (their directory entries were never synced).
+                let drop_new = rng.gen_bool(0.5);
                 match mode {
                     0 => dir.crash_keeping_written(),
+                    1 if drop_new => dir.crash_dropping_new_files(|_, lo, _| Tear {
+                        keep_until: lo,
+                        junk: None,
+                    }),
                     1 => dir.crash_losing_unsynced(),
                     2 => {
                         let mut tear_rng = SmallRng::seed_from_u64(rng.gen());
-                        dir.crash(|_, lo, hi| {
+                        let tear = move |_: &str, lo: usize, hi: usize| {
                             let keep_until = tear_rng.gen_range(lo..=hi);
                             let junk = (keep_until < hi && tear_rng.gen_bool(0.3)).then(|| {
                                 (
@@ -340,7 +351,12 @@ fn run_seed(seed: u64) -> Coverage {
                                 )
                             });
                             Tear { keep_until, junk }
-                        })
+                        };
+                        if drop_new {
+                            dir.crash_dropping_new_files(tear)
+                        } else {
+                            dir.crash(tear)
+                        }
                     }
                     _ => {} // clean restart: nothing lost
                 }
@@ -348,6 +364,7 @@ fn run_seed(seed: u64) -> Coverage {
                 let (reopened, recovered) = reopen(&dir, &config);
                 let report = &recovered.report;
                 cov.torn_tails_cut += u64::from(report.truncated.is_some());
+                cov.unsealed_rolls_removed += u64::from(report.removed_unsealed.is_some());
                 cov.abandoned_snapshots += report.abandoned_snapshots.len() as u64;
                 cov.snapshots_recovered += u64::from(recovered.snapshot.is_some());
                 cov.recovered_after_compaction += u64::from(report.first_seq > 0);
@@ -425,6 +442,7 @@ fn journal_matches_the_model_through_crashes() {
             ("recoveries after compaction", c.recovered_after_compaction),
             ("poisonings", c.poisoned),
             ("entries too large", c.too_large),
+            ("unsealed rolls removed", c.unsealed_rolls_removed),
             ("snapshots spanning segments", c.multi_segment_snapshots),
         ] {
             assert!(n > 0, "no {what} in {} seeds", seeds.len());

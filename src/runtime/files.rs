@@ -174,6 +174,23 @@ pub fn journal_flush() -> JournalFlush {
     )
 }
 
+/// The seal of a rolled journal segment ([`crate::journal::JournalSeal`]): its last blocks
+/// written durably (with shared maps: `fdatasync` of it) and the new segment's file synced,
+/// concurrently; then the directory synced. Before anything is written into the new segment.
+async fn seal_journal_segment(seal: &crate::journal::JournalSeal) -> io::Result<()> {
+    let mut steps: Vec<Step<'_>> = vec![Box::pin(sync_file(&seal.next))];
+    match (journal_flush(), &seal.write) {
+        (JournalFlush::Blocks, Some(write)) => steps.push(Box::pin(write_block(write))),
+        (JournalFlush::Blocks, None) => {}
+        (JournalFlush::Fdatasync, _) => steps.push(Box::pin(sync_file(&seal.segment))),
+    }
+    join_all(steps)
+        .await
+        .into_iter()
+        .collect::<io::Result<Vec<()>>>()?;
+    sync_dir(&seal.dir).await
+}
+
 /// Whether the journal's flushes write the zeros their tickets ask for
 /// (`LOCKSTEP_JOURNAL_ZEROS=off`: not, for measuring one against the other; read once).
 pub fn journal_zeros() -> bool {
@@ -186,6 +203,9 @@ pub fn journal_zeros() -> bool {
 /// ([`JournalFlush::Fdatasync`]) no zeros are written: an `O_DIRECT` write would race the
 /// map's dirty pages.
 pub async fn flush_journal(ticket: &crate::journal::FlushTicket) -> io::Result<()> {
+    if let Some(seal) = &ticket.seal {
+        seal_journal_segment(seal).await?;
+    }
     match journal_flush() {
         JournalFlush::Blocks => match ticket.zero_fill.as_ref().filter(|_| journal_zeros()) {
             Some(fill) => {
@@ -730,4 +750,74 @@ pub async fn sync_ticket(ticket: &FlushTicket) -> io::Result<()> {
         .into_iter()
         .collect::<io::Result<Vec<()>>>()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The journal's flushes through the engine on real files: zeros ahead and the seals of
+    //! rolls (`JournalSeal`) written by io_uring, then recovery reads back every entry.
+    use super::*;
+    use crate::journal::entries::{Entry, SharePartitionState};
+    use crate::journal::{Journal, JournalConfig};
+    use crate::storage::mmap::MmapDir;
+
+    fn entry(i: u32) -> Entry {
+        Entry::SharePartitionUpdate(SharePartitionState {
+            group_id: format!("group-{i}"),
+            topic_id: [3; 16],
+            partition: 0,
+            start_offset: Some(i64::from(i)),
+            end_offset: None,
+            state_epoch: 0,
+            runs: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn journal_rolls_are_sealed_by_the_engine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().to_path_buf();
+        let config = JournalConfig {
+            segment_bytes: 16 * 1024,
+            snapshot_chunk_bytes: 64,
+        };
+        let count = 600u32;
+        let (seals, fills) = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .spawn({
+                let path = path.clone();
+                let config = config.clone();
+                move || async move {
+                    let dir = MmapDir::open(&path).unwrap();
+                    let (mut journal, _) = Journal::open(dir, config).unwrap();
+                    let (mut seals, mut fills) = (0, 0);
+                    for i in 0..count {
+                        journal.append_entry(&entry(i)).unwrap();
+                        if i % 7 == 6 || i + 1 == count {
+                            let ticket = journal.begin_flush().unwrap().unwrap();
+                            seals += u32::from(ticket.seal.is_some());
+                            fills += u32::from(ticket.zero_fill.is_some());
+                            let result = flush_journal(&ticket).await;
+                            journal.complete_flush(ticket, result).unwrap();
+                        }
+                    }
+                    assert_eq!(journal.durable_end(), u64::from(count));
+                    (seals, fills)
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(seals >= 3, "{seals} seals");
+        assert!(fills >= 1, "{fills} zero fills");
+        let dir = MmapDir::open(&path).unwrap();
+        let (journal, recovered) = Journal::open(dir, config).unwrap();
+        assert_eq!(recovered.report.next_seq, u64::from(count));
+        assert_eq!(recovered.report.removed_unsealed, None);
+        assert_eq!(recovered.report.truncated, None);
+        assert_eq!(journal.segment_paths().len() as u32, seals + 1);
+        for (i, e) in recovered.entries.iter().enumerate() {
+            assert_eq!(e.entry, entry(i as u32));
+        }
+        assert_eq!(recovered.entries.len() as u32, count);
+    }
 }

@@ -68,6 +68,10 @@ pub trait Region {
     /// region's path itself. A no-op for real files; the double marks the bytes synced.
     fn synced_externally(&mut self, offset: usize, len: usize);
 
+    /// Makes every byte of the file durable as the file holds it (`fdatasync`; nothing is
+    /// written from the region): recovery's sync of a segment another process wrote.
+    fn sync_file_data(&mut self) -> io::Result<()>;
+
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -92,6 +96,26 @@ pub trait RegionDir {
 
     /// Removes file `name` (a region, or a stale `*.tmp`), durably.
     fn remove(&mut self, name: &str) -> io::Result<()>;
+
+    /// Creates region `name` like [`RegionDir::create`] (preallocated, `head` first, then
+    /// zeros), but syncs nothing: until the file's data and the directory are synced
+    /// ([`Region::flush_range`] of `head`, then [`RegionDir::sync_names`], or the runtime's syncs
+    /// reported with [`Region::synced_externally`] and [`RegionDir::names_synced_externally`])
+    /// a crash may leave it absent, or present with zeros or a torn `head` (a journal roll:
+    /// recovery removes such a last segment).
+    fn create_unsynced(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<Self::Region>;
+
+    /// Makes the names of the files created so far durable (`fsync` of the directory).
+    fn sync_names(&mut self) -> io::Result<()>;
+
+    /// Records that the runtime synced the directory itself. A no-op for real files.
+    fn names_synced_externally(&mut self);
+
+    /// True if the kernel writes regions' bytes back by itself (shared maps): then nothing
+    /// written into a region stays out of its file until a flush.
+    fn maps_write_back(&self) -> bool {
+        false
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,6 +249,43 @@ impl RegionDir for MmapDir {
         fs::rename(&tmp, &path)?;
         self.sync_dir()?;
         self.open(name)
+    }
+
+    fn create_unsynced(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MmapRegion> {
+        assert!(head.len() <= len && len > 0);
+        let path = self.path(name);
+        if path.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", path.display()),
+            ));
+        }
+        // Written under the temporary name and renamed (no sync): a crash never leaves a
+        // shorter file under the segment's name than the rename found.
+        let tmp = self.path(&format!("{name}{TMP_SUFFIX}"));
+        {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            file.write_all(head)?;
+            file.set_len(len as u64)?;
+            preallocate(&file, len, &tmp)?;
+        }
+        fs::rename(&tmp, &path)?;
+        self.open(name)
+    }
+
+    fn sync_names(&mut self) -> io::Result<()> {
+        self.sync_dir()
+    }
+
+    fn names_synced_externally(&mut self) {}
+
+    fn maps_write_back(&self) -> bool {
+        self.shared
     }
 
     fn open(&mut self, name: &str) -> io::Result<MmapRegion> {
@@ -390,6 +451,10 @@ impl Region for MmapRegion {
         assert!(end <= self.map.len());
         self.in_file(offset, end);
     }
+
+    fn sync_file_data(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -422,10 +487,26 @@ struct SyncCounters {
 
 #[derive(Clone, Debug)]
 struct MemFile {
+    /// Created by [`RegionDir::create_unsynced`] and its name not synced since: a power loss
+    /// may drop it ([`MemDir::crash_dropping_new_files`]).
+    name_unsynced: bool,
+    /// Bytes written by the creation (`create_unsynced`'s head).
+    head_len: usize,
     written: Vec<u8>,
     synced: Vec<u8>,
     /// Bytes written and not yet known to be synced lie in `[lo, hi)` (a superset).
     dirty: Option<(usize, usize)>,
+}
+
+/// What a crash does to files whose names were never synced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NewFiles {
+    /// A process crash: they stay whole, as written.
+    Keep,
+    /// A power loss: they stay with their head torn at most.
+    HeadOnly,
+    /// A power loss that lost their directory entries.
+    Drop,
 }
 
 /// What a crash leaves of one file's unsynced bytes `[lo, hi)`; chosen by the test.
@@ -460,12 +541,36 @@ impl MemDir {
 
     /// Simulates a power loss: every file becomes its synced image plus what `tear` keeps of
     /// its unsynced range `(name, lo, hi)`. Regions opened before must not be used again.
-    pub fn crash(&self, mut tear: impl FnMut(&str, usize, usize) -> Tear) {
+    ///
+    /// A file created by [`RegionDir::create_unsynced`] whose name was not synced since keeps
+    /// at most (a torn prefix of) its head: nothing else is written into it before it is
+    /// synced (a journal's rolled-to segment: its map is private, and the runtime performs
+    /// the seal before it writes entries there), so the tear sees only the head's range.
+    pub fn crash(&self, tear: impl FnMut(&str, usize, usize) -> Tear) {
+        self.crash_with(NewFiles::HeadOnly, tear);
+    }
+
+    /// [`MemDir::crash`], and files whose names were never synced ([`RegionDir::create_unsynced`])
+    /// vanish: the directory's entry for them did not reach the disk.
+    pub fn crash_dropping_new_files(&self, tear: impl FnMut(&str, usize, usize) -> Tear) {
+        self.crash_with(NewFiles::Drop, tear);
+    }
+
+    fn crash_with(&self, new_files: NewFiles, mut tear: impl FnMut(&str, usize, usize) -> Tear) {
         let mut state = self.lock();
         state.generation += 1;
+        if new_files == NewFiles::Drop {
+            state.files.retain(|_, file| !file.name_unsynced);
+        }
         for (name, file) in state.files.iter_mut() {
             let mut image = file.synced.clone();
-            if let Some((lo, hi)) = file.dirty {
+            let dirty = match file.dirty {
+                Some((lo, hi)) if file.name_unsynced && new_files != NewFiles::Keep => {
+                    (lo < file.head_len).then_some((lo, hi.min(file.head_len)))
+                }
+                dirty => dirty,
+            };
+            if let Some((lo, hi)) = dirty {
                 let plan = tear(name, lo, hi);
                 assert!(
                     lo <= plan.keep_until && plan.keep_until <= hi,
@@ -483,6 +588,7 @@ impl MemDir {
             file.written = image.clone();
             file.synced = image;
             file.dirty = None;
+            file.name_unsynced = false;
         }
     }
 
@@ -496,7 +602,7 @@ impl MemDir {
 
     /// A process crash: the page cache survives, so every written byte does.
     pub fn crash_keeping_written(&self) {
-        self.crash(|_, _, hi| Tear {
+        self.crash_with(NewFiles::Keep, |_, _, hi| Tear {
             keep_until: hi,
             junk: None,
         });
@@ -546,6 +652,8 @@ impl MemDir {
         state.files.insert(
             name.to_string(),
             MemFile {
+                name_unsynced: false,
+                head_len: 0,
                 written: bytes.clone(),
                 synced: bytes,
                 dirty: None,
@@ -579,6 +687,8 @@ impl RegionDir for MemDir {
         state.files.insert(
             name.to_string(),
             MemFile {
+                name_unsynced: false,
+                head_len: 0,
                 written: image.clone(),
                 synced: image.clone(),
                 dirty: None,
@@ -618,6 +728,59 @@ impl RegionDir for MemDir {
                 io::ErrorKind::NotFound,
                 format!("{} not found", self.root.join(name).display()),
             )),
+        }
+    }
+
+    fn create_unsynced(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MemRegion> {
+        assert!(head.len() <= len && len > 0);
+        let mut state = self.lock();
+        if state.files.contains_key(name) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", self.root.join(name).display()),
+            ));
+        }
+        let mut image = vec![0u8; len];
+        image[..head.len()].copy_from_slice(head);
+        state.files.insert(
+            name.to_string(),
+            MemFile {
+                name_unsynced: true,
+                head_len: head.len(),
+                written: image.clone(),
+                synced: vec![0u8; len],
+                dirty: (!head.is_empty()).then_some((0, head.len())),
+            },
+        );
+        Ok(MemRegion {
+            name: name.to_string(),
+            dir: self.clone(),
+            bytes: image,
+            generation: state.generation,
+        })
+    }
+
+    fn sync_names(&mut self) -> io::Result<()> {
+        let mut state = self.lock();
+        if state.counters.failing > 0 {
+            state.counters.failing -= 1;
+            return Err(io::Error::other("injected directory sync failure"));
+        }
+        state.counters.done += 1;
+        self.names_synced_locked(&mut state);
+        Ok(())
+    }
+
+    fn names_synced_externally(&mut self) {
+        let mut state = self.lock();
+        self.names_synced_locked(&mut state);
+    }
+}
+
+impl MemDir {
+    fn names_synced_locked(&self, state: &mut MemDirState) {
+        for file in state.files.values_mut() {
+            file.name_unsynced = false;
         }
     }
 }
@@ -717,6 +880,21 @@ impl Region for MemRegion {
             .checked_add(len)
             .is_some_and(|end| end <= self.bytes.len()));
         self.with_file(|file, _| Self::mark_synced(file, offset, len));
+    }
+
+    fn sync_file_data(&mut self) -> io::Result<()> {
+        let name = self.name.clone();
+        self.with_file(|file, counters| {
+            if counters.failing > 0 {
+                counters.failing -= 1;
+                return Err(io::Error::other(format!("injected sync failure on {name}")));
+            }
+            counters.done += 1;
+            let len = file.written.len();
+            Self::mark_synced(file, 0, len);
+            file.dirty = None;
+            Ok(())
+        })
     }
 }
 
