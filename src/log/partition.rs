@@ -2051,7 +2051,7 @@ mod tests {
         // most a hole past the slot the seal wrote, a tail; a crash inside the seal leaves the
         // new segment without a header (removed) or with it and no frames.
         let config = LogConfig {
-            segment_bytes: 8192,
+            segment_bytes: 256 * 1024,
             ..small()
         };
         let mut holes = 0;
@@ -2060,18 +2060,26 @@ mod tests {
             let (mut log, _) = open(&storage, config.clone());
             let mut durable = 0;
             loop {
+                let before = log.active().base_offset;
                 for i in 0..(3 + seed as usize % 7) {
                     log.append(&batch(1 + i % 3, 0, 700 + 53 * (i % 5)), 0)
                         .unwrap();
                 }
+                if log.active().base_offset != before {
+                    // Rolled: several chunks' worth into the new segment before its first flush.
+                    for i in 0..(90 + seed as usize % 40) {
+                        log.append(&batch(1, 0, 900 + 37 * (i % 11)), 0).unwrap();
+                    }
+                }
                 let ticket = log.begin_flush().unwrap();
-                if ticket.seal.is_none() || ticket.chunks.len() < 2 {
+                if ticket.seal.is_none() {
                     let result = sync_ticket(&storage, &ticket);
                     log.complete_flush(ticket, result).unwrap();
                     durable = log.durable_end_offset();
                     continue;
                 }
                 assert!(ticket.chunks_any_order, "seed {seed}");
+                assert!(ticket.chunks.len() >= 2, "seed {seed}: {:?}", ticket.chunks);
                 let written = log.log_end_offset();
                 let seal = ticket.seal.clone().unwrap();
                 if seed % 4 == 0 {
