@@ -600,7 +600,7 @@ impl<D: RegionDir> Journal<D> {
                 }
                 active
             }
-            None => Self::create_segment(&mut dir, &config, 0)?,
+            None => Self::create_segment(&mut dir, &config, 0, true)?,
         };
         report.next_seq = expected;
         recovered.report = report;
@@ -655,41 +655,23 @@ impl<D: RegionDir> Journal<D> {
         })
     }
 
+    /// Creates segment `first_seq`, synced (file and directory) or, for a roll, not: its seal
+    /// syncs it then ([`JournalSeal`]).
     fn create_segment(
         dir: &mut D,
         config: &JournalConfig,
         first_seq: u64,
+        synced: bool,
     ) -> Result<ActiveSegment<D::Region>, JournalError> {
         let name = segment_name(first_seq);
         let path = dir.path(&name);
         let header = SegmentHeader::new(SegmentKind::Journal, first_seq).encode();
-        let region = dir
-            .create(&name, config.segment_len(), &header)
-            .map_err(io_error("create", &path))?;
-        assert_eq!(&region.bytes()[..SEGMENT_HEADER_BYTES], &header[..]);
-        Ok(ActiveSegment {
-            first_seq,
-            name,
-            path,
-            region,
-            write_pos: SEGMENT_HEADER_BYTES,
-            durable_pos: SEGMENT_HEADER_BYTES,
-            zeroed: 0,
-        })
-    }
-
-    /// Creates the next segment for a roll without syncing it (its seal does, [`JournalSeal`]).
-    fn create_segment_unsynced(
-        dir: &mut D,
-        config: &JournalConfig,
-        first_seq: u64,
-    ) -> Result<ActiveSegment<D::Region>, JournalError> {
-        let name = segment_name(first_seq);
-        let path = dir.path(&name);
-        let header = SegmentHeader::new(SegmentKind::Journal, first_seq).encode();
-        let region = dir
-            .create_unsynced(&name, config.segment_len(), &header)
-            .map_err(io_error("create", &path))?;
+        let region = if synced {
+            dir.create(&name, config.segment_len(), &header)
+        } else {
+            dir.create_unsynced(&name, config.segment_len(), &header)
+        }
+        .map_err(io_error("create", &path))?;
         assert_eq!(&region.bytes()[..SEGMENT_HEADER_BYTES], &header[..]);
         Ok(ActiveSegment {
             first_seq,
@@ -880,16 +862,13 @@ impl<D: RegionDir> Journal<D> {
             self.dir
                 .remove(&self.active.name)
                 .map_err(io_error("remove empty", &path))?;
-            self.active = Self::create_segment(&mut self.dir, &self.config, self.next_seq)?;
+            self.active = Self::create_segment(&mut self.dir, &self.config, self.next_seq, true)?;
             tracing::info!(file = %path.display(), bytes = self.config.segment_bytes, "journal: resized an empty segment");
             self.check_invariants();
             return Ok(());
         }
-        let next = if self.dir.maps_write_back() {
-            Self::create_segment(&mut self.dir, &self.config, self.next_seq)?
-        } else {
-            Self::create_segment_unsynced(&mut self.dir, &self.config, self.next_seq)?
-        };
+        let synced = self.dir.maps_write_back();
+        let next = Self::create_segment(&mut self.dir, &self.config, self.next_seq, synced)?;
         let old = std::mem::replace(&mut self.active, next);
         if self.dir.maps_write_back() {
             self.sealed.push_back(SealedSegment {

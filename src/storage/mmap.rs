@@ -173,6 +173,41 @@ impl MmapDir {
     fn sync_dir(&self) -> io::Result<()> {
         self.handle.sync_all()
     }
+
+    /// Writes file `name` (`head`, then zeros to `len`, preallocated) under a temporary name and
+    /// renames it, so that a crash never leaves a shorter file under `name` than the rename found;
+    /// `sync`: the file is synced before the rename (the directory is the caller's).
+    fn write_new(&self, name: &str, len: usize, head: &[u8], sync: bool) -> io::Result<()> {
+        assert!(
+            head.len() <= len,
+            "initial bytes longer than the region ({} > {len})",
+            head.len()
+        );
+        assert!(len > 0, "empty region");
+        let path = self.path(name);
+        if path.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", path.display()),
+            ));
+        }
+        let tmp = self.path(&format!("{name}{TMP_SUFFIX}"));
+        {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            file.write_all(head)?;
+            file.set_len(len as u64)?;
+            preallocate(&file, len, &tmp)?;
+            if sync {
+                file.sync_all()?;
+            }
+        }
+        fs::rename(&tmp, &path)
+    }
 }
 
 /// Reserves the blocks of `file`'s first `len` bytes, so that writes through a mapping never
@@ -220,61 +255,13 @@ impl RegionDir for MmapDir {
     }
 
     fn create(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MmapRegion> {
-        assert!(
-            head.len() <= len,
-            "initial bytes longer than the region ({} > {len})",
-            head.len()
-        );
-        assert!(len > 0, "empty region");
-        let path = self.path(name);
-        if path.exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} already exists", path.display()),
-            ));
-        }
-        let tmp = self.path(&format!("{name}{TMP_SUFFIX}"));
-        {
-            let mut file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            file.write_all(head)?;
-            file.set_len(len as u64)?;
-            preallocate(&file, len, &tmp)?;
-            file.sync_all()?;
-        }
-        fs::rename(&tmp, &path)?;
+        self.write_new(name, len, head, true)?;
         self.sync_dir()?;
         self.open(name)
     }
 
     fn create_unsynced(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MmapRegion> {
-        assert!(head.len() <= len && len > 0);
-        let path = self.path(name);
-        if path.exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} already exists", path.display()),
-            ));
-        }
-        // Written under the temporary name and renamed (no sync): a crash never leaves a
-        // shorter file under the segment's name than the rename found.
-        let tmp = self.path(&format!("{name}{TMP_SUFFIX}"));
-        {
-            let mut file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            file.write_all(head)?;
-            file.set_len(len as u64)?;
-            preallocate(&file, len, &tmp)?;
-        }
-        fs::rename(&tmp, &path)?;
+        self.write_new(name, len, head, false)?;
         self.open(name)
     }
 
