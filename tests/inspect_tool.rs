@@ -17,6 +17,13 @@ fn inspect(args: &[&str]) -> Output {
 
 /// A partition log with three sealed segments and an active one, flushed and closed.
 fn write_log(dir: &Path) -> Vec<PathBuf> {
+    write_log_flushed(dir, 1)
+}
+
+/// As [`write_log`], flushed `flushes` times: after one, the checkpoint records the active
+/// segment's durable position at its header's end (the roll's seal wrote it); a second flush
+/// records the whole segment.
+fn write_log_flushed(dir: &Path, flushes: usize) -> Vec<PathBuf> {
     let config = LogConfig {
         segment_bytes: 8 * 1024,
         index_interval_bytes: 1024,
@@ -35,7 +42,9 @@ fn write_log(dir: &Path) -> Vec<PathBuf> {
         }
         log.append(&builder.build(), 0).expect("append");
     }
-    log.flush().expect("flush");
+    for _ in 0..flushes {
+        log.flush().expect("flush");
+    }
     drop(log);
     let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -133,6 +142,60 @@ fn middle_corruption_fails_verify_with_file_and_byte_and_decodes_past_it() {
     let table = inspect(&["segments", segments[0].to_str().unwrap(), "--verify"]);
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains(&format!("at byte {bad}")), "{text}");
+}
+
+#[test]
+fn damage_past_the_recorded_durable_position_is_a_tail_as_recovery_reads_it() {
+    for flushes in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = write_log_flushed(dir.path(), flushes);
+        let last = segments.len() - 1;
+        let clean = json(&inspect(&[
+            "segments",
+            dir.path().to_str().unwrap(),
+            "--json",
+        ]));
+        let positions = frame_positions(&clean, last);
+        assert!(positions.len() >= 3, "{positions:?}");
+        let bad = positions[1];
+        let mut bytes = std::fs::read(&segments[last]).unwrap();
+        bytes[bad as usize + 40] ^= 0x10;
+        std::fs::write(&segments[last], &bytes).unwrap();
+
+        let out = inspect(&[
+            "segments",
+            dir.path().to_str().unwrap(),
+            "--verify",
+            "--json",
+        ]);
+        let report = json(&out);
+        let finding = &report["findings"][0];
+        assert_eq!(finding["position"], bad, "{report}");
+        if flushes == 1 {
+            // The slot records byte 32 of the active segment: recovery cuts from the bad frame.
+            assert_eq!(out.status.code(), Some(0), "{report}");
+            assert_eq!(finding["severity"], "repairable");
+            let message = finding["message"].as_str().unwrap();
+            assert!(message.contains("log-start.checkpoint"), "{message}");
+            let discarded = format!("discarding {} valid-looking frames", positions.len() - 2);
+            assert!(message.contains(&discarded), "{message}");
+            assert_eq!(frame_positions(&report, last), vec![positions[0]]);
+        } else {
+            // The slot records the whole segment: corruption in the middle, as recovery says.
+            assert_eq!(out.status.code(), Some(1), "{report}");
+            assert_eq!(finding["severity"], "corruption");
+            assert_eq!(frame_positions(&report, last).len(), positions.len() - 1);
+        }
+        assert_eq!(std::fs::read(&segments[last]).unwrap(), bytes, "read-only");
+        // The broker's recovery agrees: it opens (cutting the tail) or refuses.
+        let config = LogConfig {
+            segment_bytes: 8 * 1024,
+            index_interval_bytes: 1024,
+            ..LogConfig::default()
+        };
+        let opened = PartitionLog::open(FsStorage, dir.path(), config, 0);
+        assert_eq!(opened.is_ok(), flushes == 1);
+    }
 }
 
 #[test]

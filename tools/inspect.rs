@@ -3,7 +3,9 @@
 //! It follows `schemas/FORMAT.md`, never writes, never takes locks and never maps files
 //! writable, so it is safe on a live broker's data directory (a file that grows while it is
 //! read shows up as a torn tail). It decodes past corruption: after a bad frame it resumes at
-//! the next valid frame and says where the damage is.
+//! the next valid frame and says where the damage is. In a partition's last segment, a bad
+//! frame at or past the durable position recorded in `log-start.checkpoint` is a tail, as
+//! recovery reads it (FORMAT.md §4, rule 2'): a repairable finding, not corruption.
 //!
 //! Exit codes: 0 clean (or only repairable findings), 1 corruption found with `--verify`,
 //! 2 usage or I/O error.
@@ -12,6 +14,7 @@ use clap::{Parser, Subcommand};
 use lockstep::journal;
 use lockstep::journal::inspect::{Event as JournalEvent, Severity};
 use lockstep::log::batch;
+use lockstep::log::checkpoint;
 use lockstep::log::index;
 use lockstep::storage::frame::{self, Frame, ScanEnd, SegmentHeader, SegmentKind};
 use serde::Serialize;
@@ -163,9 +166,14 @@ fn find_files(path: &Path, extension: &str) -> Result<Vec<PathBuf>, String> {
 /// The frames of a segment image, decoding past corruption: after a bad frame the scan resumes
 /// at the next valid frame. Returns the frames and how the scan of the last stretch ended,
 /// plus findings for every bad stretch.
+///
+/// `durable`: the position recorded for this segment in `log-start.checkpoint` (the active
+/// segment only): a bad frame at or past it is a tail, as recovery reads it (FORMAT.md §4,
+/// rule 2'), reported as repairable with the valid-looking frames after it.
 fn scan_past_corruption<'a>(
     bytes: &'a [u8],
     file: &str,
+    durable: Option<usize>,
     findings: &mut Vec<Finding>,
 ) -> (Vec<Frame<'a>>, ScanEnd) {
     let mut frames = Vec::new();
@@ -175,6 +183,32 @@ fn scan_past_corruption<'a>(
         frames.extend(scan.by_ref());
         let end = scan.end().expect("scan ran to its end");
         match end {
+            ScanEnd::Corrupt {
+                position, error, ..
+            } if durable.is_some_and(|d| position >= d) => {
+                let discarded = count_frames_from(bytes, position);
+                let last_nonzero = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                let cut_bytes = last_nonzero.max(position) - position;
+                findings.push(Finding {
+                    file: file.to_string(),
+                    position: Some(position as u64),
+                    severity: "repairable",
+                    message: format!(
+                        "bad frame ({error}) at or past the durable position {} recorded in \
+                         log-start.checkpoint: recovery cuts {cut_bytes} bytes from byte \
+                         {position} as a tail, discarding {discarded} valid-looking frames",
+                        durable.unwrap_or_default()
+                    ),
+                });
+                return (
+                    frames,
+                    ScanEnd::TornTail {
+                        valid_end: position,
+                        error,
+                        cut_bytes,
+                    },
+                );
+            }
             ScanEnd::Corrupt {
                 position,
                 error,
@@ -212,6 +246,19 @@ fn scan_past_corruption<'a>(
     }
 }
 
+/// Valid frames from `position` on, resuming past every bad stretch.
+fn count_frames_from(bytes: &[u8], mut position: usize) -> usize {
+    let mut count = 0;
+    loop {
+        let mut scan = frame::scan(bytes, position);
+        count += scan.by_ref().count();
+        match scan.end().expect("scan ran to its end") {
+            ScanEnd::Corrupt { next_valid, .. } => position = next_valid,
+            ScanEnd::Clean { .. } | ScanEnd::TornTail { .. } => return count,
+        }
+    }
+}
+
 fn describe_end(end: &ScanEnd) -> String {
     match *end {
         ScanEnd::Clean { valid_end } => format!("clean at byte {valid_end}"),
@@ -226,7 +273,13 @@ fn describe_end(end: &ScanEnd) -> String {
     }
 }
 
-fn inspect_segment(path: &Path, findings: &mut Vec<Finding>) -> Result<SegmentReport, String> {
+/// `durable`: what `log-start.checkpoint` records (segment base, position) when `path` is the
+/// last segment of its directory, which recovery applies to it if the bases match.
+fn inspect_segment(
+    path: &Path,
+    durable: Option<(u64, u32)>,
+    findings: &mut Vec<Finding>,
+) -> Result<SegmentReport, String> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| format!("{file}: {e}"))?;
     let mut report = SegmentReport {
@@ -262,7 +315,10 @@ fn inspect_segment(path: &Path, findings: &mut Vec<Finding>) -> Result<SegmentRe
         }
     };
     report.base_offset = Some(header.base_id);
-    let (frames, end) = scan_past_corruption(&bytes, &file, findings);
+    let durable = durable
+        .filter(|&(base, _)| base == header.base_id)
+        .map(|(_, position)| position as usize);
+    let (frames, end) = scan_past_corruption(&bytes, &file, durable, findings);
     report.end = describe_end(&end);
     let mut expected_next = header.base_id;
     for frame in &frames {
@@ -385,6 +441,37 @@ fn repairable(file: &str, position: Option<u64>, message: String) -> Finding {
     }
 }
 
+/// The durable position that `log-start.checkpoint` beside `segment` records, if `segment` is
+/// the last segment of its directory (the only one recovery applies it to); none without the
+/// file or a valid slot, as recovery reads it.
+fn recorded_durable(segment: &Path) -> Result<Option<(u64, u32)>, String> {
+    let dir = segment.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut last = None;
+    for entry in entries {
+        let name = entry
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .file_name();
+        if Path::new(&name).extension().is_some_and(|e| e == "log") {
+            last = last.max(Some(name));
+        }
+    }
+    if last.as_deref() != segment.file_name() {
+        return Ok(None);
+    }
+    let path = segment.with_file_name(checkpoint::CHECKPOINT_FILE_NAME);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(checkpoint::decode_checkpoint(&bytes).and_then(|slot| slot.durable)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 fn run_segments(path: &Path, common: &Common, summary: bool) -> Result<ExitCode, String> {
     let files = find_files(path, "log")?;
     if files.is_empty() {
@@ -393,7 +480,11 @@ fn run_segments(path: &Path, common: &Common, summary: bool) -> Result<ExitCode,
     let mut findings = Vec::new();
     let mut reports = Vec::new();
     for file in &files {
-        reports.push(inspect_segment(file, &mut findings)?);
+        reports.push(inspect_segment(
+            file,
+            recorded_durable(file)?,
+            &mut findings,
+        )?);
     }
     if common.json {
         let doc = serde_json::json!({ "segments": reports, "findings": findings });
