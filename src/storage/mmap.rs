@@ -661,32 +661,7 @@ impl RegionDir for MemDir {
     }
 
     fn create(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MemRegion> {
-        assert!(head.len() <= len && len > 0);
-        let mut state = self.lock();
-        if state.files.contains_key(name) {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} already exists", self.root.join(name).display()),
-            ));
-        }
-        let mut image = vec![0u8; len];
-        image[..head.len()].copy_from_slice(head);
-        state.files.insert(
-            name.to_string(),
-            MemFile {
-                name_unsynced: false,
-                head_len: 0,
-                written: image.clone(),
-                synced: image.clone(),
-                dirty: None,
-            },
-        );
-        Ok(MemRegion {
-            name: name.to_string(),
-            dir: self.clone(),
-            bytes: image,
-            generation: state.generation,
-        })
+        self.insert_new(name, len, head, true)
     }
 
     fn open(&mut self, name: &str) -> io::Result<MemRegion> {
@@ -719,32 +694,7 @@ impl RegionDir for MemDir {
     }
 
     fn create_unsynced(&mut self, name: &str, len: usize, head: &[u8]) -> io::Result<MemRegion> {
-        assert!(head.len() <= len && len > 0);
-        let mut state = self.lock();
-        if state.files.contains_key(name) {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} already exists", self.root.join(name).display()),
-            ));
-        }
-        let mut image = vec![0u8; len];
-        image[..head.len()].copy_from_slice(head);
-        state.files.insert(
-            name.to_string(),
-            MemFile {
-                name_unsynced: true,
-                head_len: head.len(),
-                written: image.clone(),
-                synced: vec![0u8; len],
-                dirty: (!head.is_empty()).then_some((0, head.len())),
-            },
-        );
-        Ok(MemRegion {
-            name: name.to_string(),
-            dir: self.clone(),
-            bytes: image,
-            generation: state.generation,
-        })
+        self.insert_new(name, len, head, false)
     }
 
     fn sync_names(&mut self) -> io::Result<()> {
@@ -769,6 +719,52 @@ impl MemDir {
         for file in state.files.values_mut() {
             file.name_unsynced = false;
         }
+    }
+
+    /// A new file `name`: `head`, then zeros to `len`. `synced`: its bytes and name durable at
+    /// once ([`RegionDir::create`]); otherwise a crash may lose the name or keep a torn `head`
+    /// ([`RegionDir::create_unsynced`]).
+    fn insert_new(
+        &self,
+        name: &str,
+        len: usize,
+        head: &[u8],
+        synced: bool,
+    ) -> io::Result<MemRegion> {
+        assert!(head.len() <= len && len > 0);
+        let mut state = self.lock();
+        if state.files.contains_key(name) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", self.root.join(name).display()),
+            ));
+        }
+        let mut image = vec![0u8; len];
+        image[..head.len()].copy_from_slice(head);
+        let file = if synced {
+            MemFile {
+                name_unsynced: false,
+                head_len: 0,
+                written: image.clone(),
+                synced: image.clone(),
+                dirty: None,
+            }
+        } else {
+            MemFile {
+                name_unsynced: true,
+                head_len: head.len(),
+                written: image.clone(),
+                synced: vec![0u8; len],
+                dirty: (!head.is_empty()).then_some((0, head.len())),
+            }
+        };
+        state.files.insert(name.to_string(), file);
+        Ok(MemRegion {
+            name: name.to_string(),
+            dir: self.clone(),
+            bytes: image,
+            generation: state.generation,
+        })
     }
 }
 
