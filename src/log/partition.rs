@@ -818,17 +818,12 @@ impl<S: Storage> PartitionLog<S> {
         // (FORMAT.md §5): a lower bound of its durable bytes once its header block is durable,
         // which the seal writes just before; recovery removes a segment whose header did not
         // land (nothing else of it is written before the seal completed).
-        let named_by_seal = seal
-            .as_ref()
-            .map(|_| (self.active().base_offset, SEGMENT_HEADER_BYTES as u32));
-        if named_by_seal.is_some() && self.checkpoint.written_durable != named_by_seal {
-            let previous = self.checkpoint.written_durable;
-            self.checkpoint.written_durable = named_by_seal;
-            if let Err(error) = self.write_checkpoint() {
-                self.checkpoint.written_durable = previous;
-                self.poison(&error);
-                return None;
-            }
+        if seal.is_some()
+            && self
+                .record_durable_position((self.active().base_offset, HEADER_BYTES_U64))
+                .is_err()
+        {
+            return None;
         }
         if self.log_start_offset != self.checkpoint.written_start {
             if let Err(error) = self.write_checkpoint() {
@@ -1013,9 +1008,10 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// After a completed flush: records `(segment base, size)` as the durable position of the
-    /// active segment in a checkpoint slot, synced by the next flush's ticket. Only when it
-    /// moved, so a flush that synced just the checkpoint does not cause another one.
+    /// After a completed flush (or for a seal, the new segment at its header's end): records
+    /// `(segment base, size)` as the durable position of the active segment in a checkpoint
+    /// slot, synced by the next flush's ticket (by this one's seal). Only when it moved, so a
+    /// flush that synced just the checkpoint does not cause another one. Poisons on failure.
     fn record_durable_position(&mut self, (base, size): (u64, u64)) -> Result<(), LogError> {
         let position = u32::try_from(size).unwrap_or(u32::MAX);
         assert!(position as usize >= SEGMENT_HEADER_BYTES);
@@ -1501,6 +1497,28 @@ mod tests {
         PartitionLog::open(storage.clone(), Path::new("/data/t-0"), config, 0).unwrap()
     }
 
+    /// A power loss (`seed`), then recovery: the log ends between `durable` and `written`
+    /// and reads whole to its end. True if recovery cut a hole before valid frames (rule 2').
+    fn recovers_between(
+        storage: &SimStorage,
+        seed: u64,
+        config: LogConfig,
+        durable: u64,
+        written: u64,
+    ) -> bool {
+        let (recovered, report) = open(&storage.crash(seed), config);
+        let end = recovered.log_end_offset();
+        assert!(
+            durable <= end && end <= written,
+            "seed {seed}: {durable} {end} {written} {report:?}"
+        );
+        assert_eq!(recovered.read(0, usize::MAX).unwrap().next_offset, end);
+        report
+            .truncated
+            .iter()
+            .any(|t| t.reason.contains("recorded durable position"))
+    }
+
     #[test]
     fn parse_names() {
         assert_eq!(
@@ -1982,20 +2000,13 @@ mod tests {
             assert!(result.is_err());
             assert!(log.complete_flush(ticket, result).is_err());
             drop(log);
-            let (recovered, report) = open(&storage.crash(seed), LogConfig::default());
-            let end = recovered.log_end_offset();
-            assert!(
-                durable <= end && end <= written,
-                "seed {seed}: {end} {report:?}"
-            );
-            assert_eq!(recovered.read(0, usize::MAX).unwrap().next_offset, end);
-            if report
-                .truncated
-                .iter()
-                .any(|t| t.reason.contains("recorded durable position"))
-            {
-                holes += 1;
-            }
+            holes += usize::from(recovers_between(
+                &storage,
+                seed,
+                LogConfig::default(),
+                durable,
+                written,
+            ));
         }
         assert!(holes > 0, "no crash left a hole before valid frames");
     }
@@ -2103,20 +2114,13 @@ mod tests {
                 }
                 // The process dies: nothing more is written.
                 std::mem::forget((log, ticket));
-                let (recovered, report) = open(&storage.crash(seed), config.clone());
-                let end = recovered.log_end_offset();
-                assert!(
-                    durable <= end && end <= written,
-                    "seed {seed}: {durable} {end} {written} {report:?}"
-                );
-                assert_eq!(recovered.read(0, usize::MAX).unwrap().next_offset, end);
-                if report
-                    .truncated
-                    .iter()
-                    .any(|t| t.reason.contains("recorded durable position"))
-                {
-                    holes += 1;
-                }
+                holes += usize::from(recovers_between(
+                    &storage,
+                    seed,
+                    config.clone(),
+                    durable,
+                    written,
+                ));
                 break;
             }
         }
