@@ -1404,14 +1404,7 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
             .map_err(|e| context(&write.path, e))?;
         file.sync().map_err(|e| context(&write.path, e))?;
     }
-    for write in &ticket.writes {
-        let file = storage
-            .open(&write.path)
-            .map_err(|e| context(&write.path, e))?;
-        file.write_direct_at(&write.data, write.position)
-            .and_then(|()| file.sync())
-            .map_err(|e| context(&write.path, e))?;
-    }
+    write_blocks_durably(storage, &ticket.writes)?;
     for fill in &ticket.zero_fills {
         let file = storage
             .open(&fill.path)
@@ -1457,13 +1450,18 @@ pub fn apply_seal<S: Storage>(storage: &S, seal: &Seal) -> io::Result<()> {
     storage
         .sync_dir(&seal.dir)
         .map_err(|e| context(&seal.dir, e))?;
-    for write in &seal.then {
-        let file = storage
-            .open(&write.path)
-            .map_err(|e| context(&write.path, e))?;
+    write_blocks_durably(storage, &seal.then)
+}
+
+/// Writes `writes` one after the other, each durable before the next.
+fn write_blocks_durably<S: Storage>(storage: &S, writes: &[BlockWrite]) -> io::Result<()> {
+    for write in writes {
+        let context =
+            |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", write.path.display()));
+        let file = storage.open(&write.path).map_err(context)?;
         file.write_direct_at(&write.data, write.position)
             .and_then(|()| file.sync())
-            .map_err(|e| context(&write.path, e))?;
+            .map_err(context)?;
     }
     Ok(())
 }
