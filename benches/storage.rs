@@ -14,6 +14,8 @@
 //!   per flush (`--journal` runs only this case; `LOCKSTEP_JOURNAL_ZEROS=off` writes no zeros,
 //!   for comparison).
 //!
+//! `--group-commit` runs only the group-commit case of 16 KiB batches (the target's).
+//!
 //! `cargo bench --bench storage` runs the full measurement and writes
 //! `target/bench-reports/storage.json`. Under `cargo test` (no `--bench` argument) the same
 //! code runs once on tiny inputs so it cannot rot. `--dir PATH` puts the files on another
@@ -152,6 +154,17 @@ fn main() {
     let work = work.path();
     if args.iter().any(|a| a == "--journal") {
         print_journal(&journal_case(work, plan.seconds_per_case));
+        return;
+    }
+    if args.iter().any(|a| a == "--group-commit") {
+        print_group_commit(&common::engine_group_commit(
+            work,
+            16 << 10,
+            plan.group_commit_bytes_in_flight,
+            plan.group_commit_seconds,
+            plan.direct_write_bytes,
+            plan.group_commit_rounds,
+        ));
         return;
     }
     let progress = |what: &str| {
@@ -305,19 +318,23 @@ fn print_table(report: &Report) {
         );
     }
     for g in &report.group_commit {
-        let (low, high) = g.ratio_range();
-        let rounds: Vec<String> = g
-            .rounds
-            .iter()
-            .map(|r| format!("{:.0}/{:.0}", r.engine_mb_per_s, r.direct_mb_per_s))
-            .collect();
-        println!(
-            "group commit {} KiB: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}",
-            g.batch_bytes >> 10,
-            rounds.join(" "),
-            g.ratio,
-            low,
-            high
-        );
+        print_group_commit(g);
     }
+}
+
+fn print_group_commit(g: &common::EngineGroupCommit) {
+    let (low, high) = g.ratio_range();
+    let rounds: Vec<String> = g
+        .rounds
+        .iter()
+        .map(|r| format!("{:.0}/{:.0}", r.engine_mb_per_s, r.direct_mb_per_s))
+        .collect();
+    println!(
+        "group commit {} KiB: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}",
+        g.batch_bytes >> 10,
+        rounds.join(" "),
+        g.ratio,
+        low,
+        high
+    );
 }

@@ -579,6 +579,13 @@ impl MemDir {
         }
     }
 
+    /// A power loss after a clean close: the private maps' unsynced bytes were written to the
+    /// files on close ([`MmapRegion`]'s drop), a rolled-to segment's entries too, so `tear`
+    /// sees every file's whole unsynced range, new files' included.
+    pub fn crash_after_clean_close(&self, tear: impl FnMut(&str, usize, usize) -> Tear) {
+        self.crash_with(NewFiles::Keep, tear);
+    }
+
     /// A power loss that keeps nothing unsynced.
     pub fn crash_losing_unsynced(&self) {
         self.crash(|_, lo, _| Tear {
