@@ -357,11 +357,13 @@ impl<D: RegionDir> Drop for Journal<D> {
     /// A clean close writes the private maps to the files (the regions' drop), a rolled-to
     /// segment's entries too: the seal still pending goes first, so that no power loss after
     /// the close can keep those entries and lose the rolled segment's tail (a sequence gap
-    /// that would stop the next start).
+    /// that would stop the next start). If the seal fails, the new segment's entries are not
+    /// written (as the partition log leaves its tail).
     fn drop(&mut self) {
         if self.sealing.is_some() && self.poison.is_none() {
             if let Err(error) = self.seal_now() {
-                tracing::warn!(%error, "journal: could not seal the rolled segment on close");
+                tracing::warn!(%error, "journal: could not seal the rolled segment on close; the new segment's entries are not written");
+                self.active.region.discard_unwritten();
             }
         }
     }
@@ -1627,6 +1629,36 @@ mod tests {
         });
         let (_, recovered) = Journal::open(dir, config).unwrap();
         assert_eq!(recovered.report.next_seq, u64::from(appended));
+        for (i, entry) in recovered.entries.iter().enumerate() {
+            assert_eq!(entry.entry, small_entry(i as u32));
+        }
+    }
+
+    #[test]
+    fn a_failed_seal_at_close_leaves_the_new_segment_unwritten() {
+        use crate::storage::mmap::{MemDir, Tear};
+        let config = JournalConfig {
+            segment_bytes: 4096,
+            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
+        };
+        let dir = MemDir::default();
+        let (mut journal, _) = Journal::open(dir.clone(), config.clone()).unwrap();
+        let mut appended = 0;
+        while journal.segment_paths().len() == 1 || appended % 4 != 0 {
+            journal.append_entry(&small_entry(appended)).unwrap();
+            appended += 1;
+        }
+        let newest = journal.segment_paths().last().unwrap().clone();
+        let newest = newest.file_name().unwrap().to_str().unwrap().to_string();
+        dir.fail_next_syncs(1);
+        drop(journal);
+        dir.crash_after_clean_close(|name, lo, hi| Tear {
+            keep_until: if name == newest { hi } else { lo },
+            junk: None,
+        });
+        let (_, recovered) = Journal::open(dir, config).unwrap();
+        assert!(recovered.report.next_seq < u64::from(appended));
+        assert_eq!(recovered.entries.len() as u64, recovered.report.next_seq);
         for (i, entry) in recovered.entries.iter().enumerate() {
             assert_eq!(entry.entry, small_entry(i as u32));
         }

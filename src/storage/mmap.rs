@@ -72,6 +72,11 @@ pub trait Region {
     /// written from the region): recovery's sync of a segment another process wrote.
     fn sync_file_data(&mut self) -> io::Result<()>;
 
+    /// Drops the bytes written into the region that the file does not hold yet: a close then
+    /// leaves the file as a process kill would (a private map's unsynced bytes never reach
+    /// it). The double reverts the file's unsynced bytes to their synced values.
+    fn discard_unwritten(&mut self);
+
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -441,6 +446,10 @@ impl Region for MmapRegion {
 
     fn sync_file_data(&mut self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    fn discard_unwritten(&mut self) {
+        self.unwritten = None;
     }
 }
 
@@ -885,6 +894,14 @@ impl Region for MemRegion {
             file.dirty = None;
             Ok(())
         })
+    }
+
+    fn discard_unwritten(&mut self) {
+        self.with_file(|file, _| {
+            if let Some((lo, hi)) = file.dirty.take() {
+                file.written[lo..hi].copy_from_slice(&file.synced[lo..hi]);
+            }
+        });
     }
 }
 
