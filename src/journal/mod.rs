@@ -1602,11 +1602,10 @@ mod tests {
         assert_eq!(journal.segment_paths().len(), 2);
     }
 
-    #[test]
-    fn a_power_loss_after_a_clean_close_between_a_roll_and_its_seal_keeps_the_sequence() {
-        // A clean close writes the new segment's entries to its file (the private map's
-        // drop); a power loss may then keep them and lose the rolled segment's unsynced tail,
-        // a gap no recovery may fill. The close performs the seal first.
+    /// Rolls without a flush (the rolled segment's last entries unsynced), closes with
+    /// `failing_syncs` syncs failing, then a power loss keeps the newest segment's unsynced
+    /// bytes whole and none of the others'. Returns (entries appended, what recovery found).
+    fn close_after_an_unflushed_roll_then_power_loss(failing_syncs: u32) -> (u32, Recovered) {
         use crate::storage::mmap::{MemDir, Tear};
         let config = JournalConfig {
             segment_bytes: 4096,
@@ -1615,19 +1614,28 @@ mod tests {
         let dir = MemDir::default();
         let (mut journal, _) = Journal::open(dir.clone(), config.clone()).unwrap();
         let mut appended = 0;
-        // No flush: the rolled segment's last entries are unsynced when it rolls.
         while journal.segment_paths().len() == 1 || appended % 4 != 0 {
             journal.append_entry(&small_entry(appended)).unwrap();
             appended += 1;
         }
         let newest = journal.segment_paths().last().unwrap().clone();
         let newest = newest.file_name().unwrap().to_str().unwrap().to_string();
+        dir.fail_next_syncs(failing_syncs);
         drop(journal);
         dir.crash_after_clean_close(|name, lo, hi| Tear {
             keep_until: if name == newest { hi } else { lo },
             junk: None,
         });
         let (_, recovered) = Journal::open(dir, config).unwrap();
+        (appended, recovered)
+    }
+
+    #[test]
+    fn a_power_loss_after_a_clean_close_between_a_roll_and_its_seal_keeps_the_sequence() {
+        // A clean close writes the new segment's entries to its file (the private map's
+        // drop); a power loss may then keep them and lose the rolled segment's unsynced tail,
+        // a gap no recovery may fill. The close performs the seal first.
+        let (appended, recovered) = close_after_an_unflushed_roll_then_power_loss(0);
         assert_eq!(recovered.report.next_seq, u64::from(appended));
         for (i, entry) in recovered.entries.iter().enumerate() {
             assert_eq!(entry.entry, small_entry(i as u32));
@@ -1636,27 +1644,7 @@ mod tests {
 
     #[test]
     fn a_failed_seal_at_close_leaves_the_new_segment_unwritten() {
-        use crate::storage::mmap::{MemDir, Tear};
-        let config = JournalConfig {
-            segment_bytes: 4096,
-            snapshot_chunk_bytes: JOURNAL_SNAPSHOT_CHUNK_BYTES_MIN,
-        };
-        let dir = MemDir::default();
-        let (mut journal, _) = Journal::open(dir.clone(), config.clone()).unwrap();
-        let mut appended = 0;
-        while journal.segment_paths().len() == 1 || appended % 4 != 0 {
-            journal.append_entry(&small_entry(appended)).unwrap();
-            appended += 1;
-        }
-        let newest = journal.segment_paths().last().unwrap().clone();
-        let newest = newest.file_name().unwrap().to_str().unwrap().to_string();
-        dir.fail_next_syncs(1);
-        drop(journal);
-        dir.crash_after_clean_close(|name, lo, hi| Tear {
-            keep_until: if name == newest { hi } else { lo },
-            junk: None,
-        });
-        let (_, recovered) = Journal::open(dir, config).unwrap();
+        let (appended, recovered) = close_after_an_unflushed_roll_then_power_loss(1);
         assert!(recovered.report.next_seq < u64::from(appended));
         assert_eq!(recovered.entries.len() as u64, recovered.report.next_seq);
         for (i, entry) in recovered.entries.iter().enumerate() {
