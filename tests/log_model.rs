@@ -35,6 +35,10 @@ struct Stats {
     nondurable_kept: u64,
     nondurable_lost: u64,
     rolls: u64,
+    /// Rolls into a spare file (a reused one).
+    reused_rolls: u64,
+    /// Crash recoveries that kept a reused file's earlier bytes after the last frame.
+    reused_tails_kept: u64,
     segments_removed: u64,
     poisonings: u64,
     async_flushes: u64,
@@ -122,6 +126,7 @@ fn random_config(rng: &mut SmallRng) -> LogConfig {
         retention_bytes: rng.gen_bool(0.5).then(|| rng.gen_range(2000..20000)),
         retention_ms: rng.gen_bool(0.3).then(|| rng.gen_range(100..3000)),
         index_interval_bytes: [64, 256, 1024, 4096][rng.gen_range(0..4)],
+        segment_spares: rng.gen_range(0..=2),
     }
 }
 
@@ -215,6 +220,7 @@ fn run_seed(seed: u64, stats: &mut Stats) {
             // Append.
             0..=44 => {
                 let bytes = random_batch(&mut rng, now_ms);
+                let spares = log.spare_count();
                 let result = log.append(&bytes, now_ms);
                 if model.poisoned {
                     check_poisoned(result, seed, "append");
@@ -238,6 +244,7 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                 });
                 assert_eq!(info.last_offset + 1, model.end());
                 stats.rolls += u64::from(info.rolled);
+                stats.reused_rolls += u64::from(info.rolled && log.spare_count() < spares);
             }
             // Synchronous flush.
             45..=52 => {
@@ -280,12 +287,14 @@ fn run_seed(seed: u64, stats: &mut Stats) {
             // Roll by age.
             61..=64 => {
                 now_ms += rng.gen_range(0..3000);
+                let spares = log.spare_count();
                 let result = log.roll_if_due(now_ms);
                 if model.poisoned {
                     check_poisoned(result, seed, "roll");
                 } else {
                     let rolled = result.unwrap_or_else(|e| panic!("seed {seed}: roll: {e}"));
                     stats.rolls += u64::from(rolled);
+                    stats.reused_rolls += u64::from(rolled && log.spare_count() < spares);
                 }
             }
             // Retention.
@@ -466,6 +475,7 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                     model.durable_start
                 );
                 stats.torn_tails_cut += u64::from(!report.truncated.is_empty());
+                stats.reused_tails_kept += u64::from(!report.reused_tails.is_empty());
                 stats.nondurable_kept += u64::from(end > claimed_durable);
                 stats.nondurable_lost += u64::from(end < model.end());
                 model.batches.retain(|b| b.base + b.count <= end);
@@ -516,6 +526,10 @@ fn random_operations_match_the_model() {
             "{stats:?}"
         );
         assert!(stats.rolls > 0 && stats.segments_removed > 0, "{stats:?}");
+        assert!(
+            stats.reused_rolls > 0 && stats.reused_tails_kept > 0,
+            "{stats:?}"
+        );
         assert!(
             stats.poisonings > 0 && stats.async_flushes > 0 && stats.reads > 0,
             "{stats:?}"

@@ -7,14 +7,15 @@ use super::checkpoint::{self, CheckpointSlot};
 use super::group_commit::GroupCommit;
 use super::index;
 use super::segment::{
-    align_up, read_frame_head, read_payload, BlockWrite, CachedBytes, ChunkWrite, ScannedFrame,
-    Segment, Tail, ZeroFill,
+    align_up, read_frame_head, read_payload, segment_file_name, spare_file_name, BlockWrite,
+    CachedBytes, ChunkWrite, ScannedFrame, Segment, Tail, ZeroFill,
 };
 use crate::constants::{
     FRAME_PAYLOAD_BYTES_MAX, LOG_BLOCK_BYTES, LOG_CHECKPOINT_SLOT_STRIDE_BYTES,
     LOG_INDEX_INTERVAL_BYTES, LOG_INDEX_INTERVAL_BYTES_MIN, LOG_PREALLOCATE_BYTES,
     LOG_READ_AHEAD_BYTES_MAX, LOG_READ_AHEAD_SLACK_BYTES, LOG_READ_CACHE_BYTES_MAX,
-    LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_MS_DEFAULT, SEGMENT_HEADER_BYTES,
+    LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_MS_DEFAULT,
+    LOG_SEGMENT_SPARES_DEFAULT, SEGMENT_HEADER_BYTES,
 };
 use crate::storage::file::{Storage, StorageFile};
 use crate::storage::frame::{
@@ -46,6 +47,9 @@ pub struct LogConfig {
     pub retention_ms: Option<u64>,
     /// A sparse-index entry at least every this many bytes of frames.
     pub index_interval_bytes: u64,
+    /// Removed segments' data files kept as spares for later rolls (0: every removed file is
+    /// deleted).
+    pub segment_spares: usize,
 }
 
 impl Default for LogConfig {
@@ -56,6 +60,7 @@ impl Default for LogConfig {
             retention_bytes: None,
             retention_ms: None,
             index_interval_bytes: LOG_INDEX_INTERVAL_BYTES,
+            segment_spares: LOG_SEGMENT_SPARES_DEFAULT,
         }
     }
 }
@@ -326,6 +331,9 @@ pub struct RecoveryReport {
     pub truncated: Vec<TruncatedTail>,
     /// Zero-filled tails trimmed (file, bytes): a clean end, not damage.
     pub zero_tails: Vec<(PathBuf, u64)>,
+    /// Tails of the last segment left from its file's earlier life as another segment (file,
+    /// bytes): a clean end, kept.
+    pub reused_tails: Vec<(PathBuf, u64)>,
     pub indexes_rebuilt: Vec<PathBuf>,
     /// Files deleted: segments below the durable log start, a last segment whose header was
     /// torn, stale index files of the active segment.
@@ -379,6 +387,7 @@ pub(super) struct CheckpointState<F> {
 }
 
 pub(super) struct PendingRemoval {
+    base_offset: u64,
     data: PathBuf,
     index: PathBuf,
     /// The segment's next offset: it may be unlinked once a log start at or past it is durable.
@@ -411,6 +420,9 @@ pub struct PartitionLog<S: Storage> {
     pub(super) dir_dirty: bool,
     pub(super) checkpoint: CheckpointState<S::File>,
     pub(super) pending_removal: Vec<PendingRemoval>,
+    /// Spare files (FORMAT.md §5): data files of removed segments, kept (renamed) for the
+    /// next rolls, at most `config.segment_spares`.
+    pub(super) spares: Vec<PathBuf>,
     pub(super) flight: Option<Flight>,
     /// The seal of the segment the last roll sealed, until a flush ticket takes it. At most
     /// one: a second roll before that seals it synchronously first.
@@ -455,6 +467,11 @@ impl<S: Storage> PartitionLog<S> {
 
     pub fn segment_count(&self) -> usize {
         self.segments.len()
+    }
+
+    /// Spare files kept for the next rolls (FORMAT.md §5).
+    pub fn spare_count(&self) -> usize {
+        self.spares.len()
     }
 
     pub fn segments(&self) -> Vec<SegmentInfo> {
@@ -659,8 +676,7 @@ impl<S: Storage> PartitionLog<S> {
         let result = self.seal_pending_now().and_then(|()| {
             let seal = self.seal_active()?;
             let base = self.log_end_offset();
-            let segment =
-                Self::create_segment(&self.storage, &self.dir, base, self.config.segment_bytes)?;
+            let segment = self.start_segment(base)?;
             self.segments.push(segment);
             self.dir_dirty = true;
             self.pending_seal = Some(seal);
@@ -670,6 +686,31 @@ impl<S: Storage> PartitionLog<S> {
             self.poison(error);
         }
         result
+    }
+
+    /// The segment a roll starts at `base`: in a spare file if the log has one (renamed; the
+    /// frames of its earlier life stay behind the new ones until overwritten, a clean end:
+    /// FORMAT.md §5), else in a new file. The seal of the segment before it syncs the
+    /// directory, and writes the header before anything else of the new segment.
+    fn start_segment(&mut self, base: u64) -> Result<Segment<S::File>, LogError> {
+        let path = self.dir.join(segment_file_name(base));
+        while let Some(spare) = self.spares.pop() {
+            let reused = self.storage.rename(&spare, &path).and_then(|()| {
+                let file = self.storage.open(&path)?;
+                let len = file.len()?;
+                Ok((file, len))
+            });
+            match reused {
+                Ok((file, written)) => {
+                    let segment_bytes = self.config.segment_bytes;
+                    return Self::new_segment(&self.dir, base, segment_bytes, path, file, written);
+                }
+                Err(e) => {
+                    tracing::warn!(file = %spare.display(), error = %e, "could not reuse a spare segment file")
+                }
+            }
+        }
+        Self::create_segment(&self.storage, &self.dir, base, self.config.segment_bytes)
     }
 
     /// Performs a pending seal synchronously (a second roll before a flush took the first).
@@ -776,6 +817,7 @@ impl<S: Storage> PartitionLog<S> {
         assert!(!segment.dirty, "sealed segments are synced");
         self.log_start_offset = self.log_start_offset.max(segment.next_offset);
         self.pending_removal.push(PendingRemoval {
+            base_offset: segment.base_offset,
             data: segment.path.clone(),
             index: segment.index_path.clone(),
             end_offset: segment.next_offset,
@@ -1029,11 +1071,24 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
+    /// Deletes the files of removed segments wholly below `durable_start`, keeping data files
+    /// as spares while there is room (renamed: a crash before the directory is synced leaves
+    /// either name, and recovery deals with both).
     fn unlink_removed(&mut self, durable_start: u64) {
-        let storage = &self.storage;
+        let (storage, dir, spares) = (&self.storage, &self.dir, &mut self.spares);
+        let room = self.config.segment_spares;
         self.pending_removal.retain(|pending| {
             if pending.end_offset > durable_start {
                 return true;
+            }
+            if spares.len() < room {
+                let spare = dir.join(spare_file_name(pending.base_offset));
+                match storage.rename(&pending.data, &spare) {
+                    Ok(()) => spares.push(spare),
+                    Err(e) => {
+                        tracing::warn!(file = %pending.data.display(), error = %e, "could not keep a removed segment as a spare")
+                    }
+                }
             }
             for path in [&pending.data, &pending.index] {
                 match storage.remove(path) {
@@ -1365,7 +1420,12 @@ impl<S: Storage> Drop for PartitionLog<S> {
         if active.tail.is_none() {
             return;
         }
-        for (position, bytes) in active.tail.pieces_from(active.tail.start) {
+        // Zero-padded to the block's end, as a flush writes it: in a reused file, that block
+        // holds bytes of the file's earlier life (FORMAT.md §5).
+        let end = active.tail.end();
+        let padding = vec![0u8; (align_up(end).min(active.allocated.max(end)) - end) as usize];
+        let pieces = active.tail.pieces_from(active.tail.start);
+        for (position, bytes) in pieces.into_iter().chain([(end, &padding[..])]) {
             if let Err(error) = active.file.write_direct_at(bytes, position) {
                 tracing::warn!(file = %active.path.display(), %error, "could not write the log tail at close");
                 return;

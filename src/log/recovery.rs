@@ -20,12 +20,12 @@ use super::partition::{
     HEADER_BYTES_U64,
 };
 use super::segment::{
-    align_down, align_up, index_file_name, parse_file_name, scan_frames, segment_file_name,
-    ScanOutcome, Segment, Tail,
+    align_down, align_up, index_file_name, next_own_frame, parse_file_name, parse_spare_name,
+    scan_frames, segment_file_name, spare_file_name, ScanOutcome, Segment, Tail,
 };
 use crate::constants::SEGMENT_HEADER_BYTES;
 use crate::storage::file::{Storage, StorageFile};
-use crate::storage::frame::{next_valid_frame, SegmentHeader, SegmentKind};
+use crate::storage::frame::{SegmentHeader, SegmentKind};
 use std::path::Path;
 
 impl<S: Storage> PartitionLog<S> {
@@ -49,6 +49,7 @@ impl<S: Storage> PartitionLog<S> {
         let mut bases = Vec::new();
         let mut index_bases = std::collections::BTreeSet::new();
         let mut has_checkpoint = false;
+        let mut spares = Vec::new();
         for name in &names {
             match parse_file_name(name) {
                 Some((base, false)) => bases.push(base),
@@ -56,6 +57,7 @@ impl<S: Storage> PartitionLog<S> {
                     index_bases.insert(base);
                 }
                 None if name == CHECKPOINT_FILE_NAME => has_checkpoint = true,
+                None if parse_spare_name(name).is_some() => spares.push(dir.join(name)),
                 None => {
                     tracing::warn!(dir = %dir.display(), file = %name, "ignoring unknown file in partition directory")
                 }
@@ -99,10 +101,27 @@ impl<S: Storage> PartitionLog<S> {
             checkpoint.file = Some(file);
         }
 
-        // Segments wholly below the durable start are leftovers of an interrupted removal.
+        // Spares beyond what the log keeps are deleted (their content does not matter).
+        while spares.len() > config.segment_spares {
+            let path = spares.pop().expect("a spare");
+            storage.remove(&path).map_err(io_err("remove", &path))?;
+            report.removed.push(path);
+        }
+
+        // Segments wholly below the durable start are leftovers of an interrupted removal: a
+        // data file becomes a spare if there is room.
         if let Some(start) = checkpoint_start {
             while bases.len() >= 2 && bases[1] <= start {
                 let base = bases.remove(0);
+                let data = dir.join(segment_file_name(base));
+                if spares.len() < config.segment_spares {
+                    let spare = dir.join(spare_file_name(base));
+                    storage
+                        .rename(&data, &spare)
+                        .map_err(io_err("rename", &data))?;
+                    tracing::info!(file = %data.display(), log_start_offset = start, "kept a segment below the log start as a spare");
+                    spares.push(spare);
+                }
                 for name in [segment_file_name(base), index_file_name(base)] {
                     let path = dir.join(name);
                     if storage.exists(&path) {
@@ -209,6 +228,7 @@ impl<S: Storage> PartitionLog<S> {
             dir_dirty: false,
             checkpoint,
             pending_removal: Vec::new(),
+            spares,
             flight: None,
             pending_seal: None,
         };
@@ -265,9 +285,7 @@ impl<S: Storage> PartitionLog<S> {
         Ok((log, report))
     }
 
-    /// A new active segment: the file created and preallocated (zeros), its header in the
-    /// tail, written by the next flush (a crash before that leaves a zero header: recovery
-    /// removes such a last segment).
+    /// A new active segment in a new file (see [`Self::new_segment`]).
     pub(super) fn create_segment(
         storage: &S,
         dir: &Path,
@@ -276,12 +294,28 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<Segment<S::File>, LogError> {
         let path = dir.join(segment_file_name(base));
         let file = storage.create(&path).map_err(io_err("create", &path))?;
+        Self::new_segment(dir, base, segment_bytes, path, file, 0)
+    }
+
+    /// A new active segment at `base` in `file`, preallocated (zeros) ahead, whose first
+    /// `written` bytes the file system wrote before (a spare's: no zeros are written ahead
+    /// there). Its header is in the tail, written by the next flush (a crash before that
+    /// leaves a zero header, or a spare's earlier one: recovery removes such a last segment).
+    pub(super) fn new_segment(
+        dir: &Path,
+        base: u64,
+        segment_bytes: u64,
+        path: std::path::PathBuf,
+        file: S::File,
+        written: u64,
+    ) -> Result<Segment<S::File>, LogError> {
         let allocated = Self::preallocation(segment_bytes, 0, HEADER_BYTES_U64);
         file.preallocate(allocated)
             .map_err(io_err("fallocate", &path))?;
         let mut segment = Segment::empty(base, path, dir.join(index_file_name(base)), file, true);
         segment.tail = Tail::unwritten(&SegmentHeader::new(SegmentKind::Log, base).encode());
-        segment.allocated = allocated;
+        segment.allocated = allocated.max(written);
+        segment.zeroed = align_down(written);
         Ok(segment)
     }
 
@@ -316,37 +350,59 @@ impl<S: Storage> PartitionLog<S> {
             position,
             reason,
         };
-        match SegmentHeader::decode(&bytes) {
+        // Not this segment's header: torn (a zero header included), or a spare's from its
+        // earlier life (a reused file). Either way the header did not land, and no frame of the
+        // segment's own was written before it (the seal writes it first): nothing of the file
+        // is durable data of the log, and the file is removed. If a frame of its own follows,
+        // or the checkpoint records durable bytes of this segment, that is corruption.
+        let not_landed = match SegmentHeader::decode(&bytes) {
+            Ok(header) if header.kind == SegmentKind::Log && header.base_id == base => None,
+            Ok(header) if header.kind == SegmentKind::Log && header.base_id < base => Some((
+                format!(
+                    "its header is a reused file's earlier one (log base {})",
+                    header.base_id
+                ),
+                durable.is_none(),
+            )),
             Ok(header) => {
-                if header.kind != SegmentKind::Log || header.base_id != base {
-                    return Err(corrupt(
-                        0,
-                        format!(
-                            "segment header says {:?} base {}, file name says log base {base}",
-                            header.kind, header.base_id
-                        ),
-                    ));
-                }
+                return Err(corrupt(
+                    0,
+                    format!(
+                        "segment header says {:?} base {}, file name says log base {base}",
+                        header.kind, header.base_id
+                    ),
+                ))
             }
-            Err(error) => {
-                if bytes.len() > SEGMENT_HEADER_BYTES
-                    && next_valid_frame(&bytes, SEGMENT_HEADER_BYTES).is_some()
-                {
-                    return Err(corrupt(0, format!("{error}, and valid frames follow")));
-                }
-                tracing::warn!(
-                    file = %path.display(),
-                    bytes = bytes.len(),
-                    %error,
-                    "removing the last segment: its header is torn and it holds no frame"
-                );
-                drop(file);
-                storage.remove(&path).map_err(io_err("remove", &path))?;
-                report.removed.push(path);
-                return Ok(None);
+            Err(error) => Some((format!("its header is torn ({error})"), true)),
+        };
+        if let Some((what, removable)) = not_landed {
+            let own = (bytes.len() > SEGMENT_HEADER_BYTES)
+                .then(|| next_own_frame(&bytes, SEGMENT_HEADER_BYTES, base))
+                .flatten();
+            if let Some(position) = own {
+                return Err(corrupt(
+                    0,
+                    format!("{what}, and a valid frame follows at byte {position}"),
+                ));
             }
+            if !removable {
+                return Err(corrupt(
+                    0,
+                    format!("{what}, and the log start checkpoint records durable bytes in it"),
+                ));
+            }
+            tracing::warn!(
+                file = %path.display(),
+                bytes = bytes.len(),
+                reason = %what,
+                "removing the last segment: it holds no frame of its own"
+            );
+            drop(file);
+            storage.remove(&path).map_err(io_err("remove", &path))?;
+            report.removed.push(path);
+            return Ok(None);
         }
-        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, durable);
+        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, durable, true);
         let allocated = match &outcome {
             ScanOutcome::Torn { valid_end, .. } => *valid_end,
             _ => len,
@@ -376,6 +432,12 @@ impl<S: Storage> PartitionLog<S> {
                 tracing::debug!(file = %path.display(), position = valid_end, bytes = len - valid_end, "zero-filled (preallocated) tail");
                 report.zero_tails.push((path.clone(), len - valid_end));
             }
+            ScanOutcome::Reused { valid_end } => {
+                // Blocks that are not the segment's follow (a reused file's earlier life): a
+                // clean end, kept (written blocks, which later appends overwrite faster).
+                tracing::debug!(file = %path.display(), position = valid_end, bytes = len - valid_end, "blocks of a reused file's earlier life follow the data");
+                report.reused_tails.push((path.clone(), len - valid_end));
+            }
             ScanOutcome::Clean { .. } => {}
         }
         let mut segment = Segment::empty(base, path, dir.join(index_file_name(base)), file, false);
@@ -386,8 +448,9 @@ impl<S: Storage> PartitionLog<S> {
         let start = align_down(segment.size);
         segment.tail = Tail::written(start, &bytes[start as usize..segment.size as usize]);
         segment.allocated = allocated;
-        // What lies past the data is not known to be written: zeros are written ahead again.
-        segment.zeroed = align_up(segment.size);
+        // Past the data, zeros are written ahead again, but not over what the file system
+        // has written (a reused file's earlier frames; zeros written ahead before).
+        segment.zeroed = align_up(segment.size).max(align_down(data_end.min(allocated)));
         if !segment.is_empty() {
             segment.first_append_ms = Some(now_ms);
         }
@@ -447,7 +510,8 @@ impl<S: Storage> PartitionLog<S> {
                         .file
                         .read_at(&mut tail, last.position)
                         .map_err(io_err("read", &path))?;
-                    let (frames, outcome) = scan_frames(&tail, 0, last.position, last.offset, None);
+                    let (frames, outcome) =
+                        scan_frames(&tail, 0, last.position, last.offset, None, false);
                     match frames.first() {
                         Some(first) if first.crc == last.frame_crc => {
                             Self::sealed_outcome(&path, &outcome)?;
@@ -473,7 +537,7 @@ impl<S: Storage> PartitionLog<S> {
 
         // Rebuild the index from a full scan.
         let bytes = segment.file.read_all().map_err(io_err("read", &path))?;
-        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, None);
+        let (frames, outcome) = scan_frames(&bytes, SEGMENT_HEADER_BYTES, 0, base, None, false);
         Self::sealed_outcome(&path, &outcome)?;
         for frame in &frames {
             segment.note_frame(frame, config.index_interval_bytes);
@@ -496,6 +560,7 @@ impl<S: Storage> PartitionLog<S> {
     fn sealed_outcome(path: &Path, outcome: &ScanOutcome) -> Result<(), LogError> {
         match outcome {
             ScanOutcome::Clean { .. } => Ok(()),
+            ScanOutcome::Reused { .. } => unreachable!("only a last segment's scan"),
             ScanOutcome::Torn { valid_end, reason } => Err(LogError::Corrupt {
                 path: path.to_path_buf(),
                 position: *valid_end,

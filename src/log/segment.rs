@@ -583,6 +583,12 @@ pub(super) fn index_file_name(base_offset: u64) -> String {
     format!("{base_offset:020}.index")
 }
 
+/// A spare segment file (FORMAT.md §5): a removed segment's data file kept for a later roll,
+/// named after the base offset it had.
+pub(super) fn spare_file_name(base_offset: u64) -> String {
+    format!("{base_offset:020}.spare")
+}
+
 /// `(base offset, is_index)` of a segment or index file name.
 pub(super) fn parse_file_name(name: &str) -> Option<(u64, bool)> {
     let (stem, is_index) = if let Some(stem) = name.strip_suffix(".log") {
@@ -590,10 +596,19 @@ pub(super) fn parse_file_name(name: &str) -> Option<(u64, bool)> {
     } else {
         (name.strip_suffix(".index")?, true)
     };
+    Some((parse_stem(stem)?, is_index))
+}
+
+/// The base offset a spare file's name gives.
+pub(super) fn parse_spare_name(name: &str) -> Option<u64> {
+    parse_stem(name.strip_suffix(".spare")?)
+}
+
+fn parse_stem(stem: &str) -> Option<u64> {
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((stem.parse().ok()?, is_index))
+    stem.parse().ok()
 }
 
 /// A frame found valid by [`scan_frames`].
@@ -610,9 +625,22 @@ pub(super) struct ScannedFrame {
 /// How [`scan_frames`] ended; positions are absolute.
 #[derive(Clone, Debug)]
 pub(super) enum ScanOutcome {
-    Clean { valid_end: u64 },
-    Torn { valid_end: u64, reason: String },
-    Corrupt { position: u64, reason: String },
+    Clean {
+        valid_end: u64,
+    },
+    /// The last segment's frames end at `valid_end`, and whole blocks that are not the
+    /// segment's follow, typically a reused file's earlier life (FORMAT.md §5): a clean end.
+    Reused {
+        valid_end: u64,
+    },
+    Torn {
+        valid_end: u64,
+        reason: String,
+    },
+    Corrupt {
+        position: u64,
+        reason: String,
+    },
 }
 
 /// Checks that a frame holds what the log writes: kind 1, a valid batch whose base offset is
@@ -651,15 +679,21 @@ pub(super) fn check_frame(
 /// relative position `start`, checking every frame with [`check_frame`] from `first_id` on.
 /// The recovery rule is frame.rs's [`frame::scan`]; a frame that decodes but fails
 /// `check_frame` is a bad frame too, corruption if a valid frame follows it, else a tail.
-/// With `durable` (the recorded durable position of an active segment, absolute), a bad frame
-/// at or past it is a tail even if valid-looking frames follow: nothing from there on was
-/// ever acknowledged as durable (FORMAT.md §4, rule 2').
+///
+/// `last`: the scan is of a log's last segment from its header (`first_id` its base), whose
+/// file may be a reused one (FORMAT.md §5): a valid frame with an id below `first_id` is
+/// stale, left from the file's earlier life, and does not count as a frame that follows; a
+/// bad frame followed by stale frames only is a clean end ([`ScanOutcome::Reused`]). With
+/// `durable` (the recorded durable position of an active segment, absolute), a bad frame at or
+/// past it is a tail even if valid-looking frames follow: nothing from there on was ever
+/// acknowledged as durable (FORMAT.md §4, rule 2').
 pub(super) fn scan_frames(
     bytes: &[u8],
     start: usize,
     origin: u64,
     first_id: u64,
     durable: Option<u64>,
+    last: bool,
 ) -> (Vec<ScannedFrame>, ScanOutcome) {
     let mut frames = Vec::new();
     let mut expected = first_id;
@@ -679,52 +713,77 @@ pub(super) fn scan_frames(
                 expected = f.meta.id + u64::from(f.meta.count);
             }
             Err(reason) => {
-                bad = Some((f.position, f.end(), reason));
+                // A stale frame is itself part of what follows the end.
+                let stale = last && f.meta.id < first_id;
+                bad = Some((f.position, if stale { f.position } else { f.end() }, reason));
                 break;
             }
         }
     }
-    let outcome = match bad {
-        Some((position, end, reason)) => match next_valid_frame(bytes, end) {
+    let rebase = |position: usize| origin + position as u64;
+    let outcome = match (bad, scan.end()) {
+        (Some((position, from, reason)), _) if last => {
+            after_last_frame(bytes, origin, position, from, first_id, reason)
+        }
+        (Some((position, from, reason)), _) => match next_valid_frame(bytes, from) {
             Some(next) => ScanOutcome::Corrupt {
-                position: origin + position as u64,
-                reason: format!(
-                    "{reason}; a valid frame follows at byte {}",
-                    origin + next as u64
-                ),
+                position: rebase(position),
+                reason: format!("{reason}; a valid frame follows at byte {}", rebase(next)),
             },
             None => ScanOutcome::Torn {
-                valid_end: origin + position as u64,
+                valid_end: rebase(position),
                 reason,
             },
         },
-        None => match scan.end().expect("scan finished") {
-            ScanEnd::Clean { valid_end } => ScanOutcome::Clean {
-                valid_end: origin + valid_end as u64,
-            },
-            ScanEnd::TornTail {
+        (None, None) => unreachable!("the scan finished"),
+        (None, Some(ScanEnd::Clean { valid_end })) => ScanOutcome::Clean {
+            valid_end: rebase(valid_end),
+        },
+        (None, Some(end)) if last => {
+            let position = end.valid_end();
+            let reason = match end {
+                ScanEnd::TornTail { error, .. } | ScanEnd::Corrupt { error, .. } => {
+                    error.to_string()
+                }
+                ScanEnd::Clean { .. } => unreachable!("matched above"),
+            };
+            after_last_frame(
+                bytes,
+                origin,
+                position,
+                position + FRAME_ALIGN_BYTES,
+                first_id,
+                reason,
+            )
+        }
+        (
+            None,
+            Some(ScanEnd::TornTail {
                 valid_end, error, ..
-            } => ScanOutcome::Torn {
-                valid_end: origin + valid_end as u64,
-                reason: error.to_string(),
-            },
-            ScanEnd::Corrupt {
+            }),
+        ) => ScanOutcome::Torn {
+            valid_end: rebase(valid_end),
+            reason: error.to_string(),
+        },
+        (
+            None,
+            Some(ScanEnd::Corrupt {
                 position,
                 error,
                 next_valid,
-            } => ScanOutcome::Corrupt {
-                position: origin + position as u64,
-                reason: format!(
-                    "{error}; a valid frame follows at byte {}",
-                    origin + next_valid as u64
-                ),
-            },
+            }),
+        ) => ScanOutcome::Corrupt {
+            position: rebase(position),
+            reason: format!(
+                "{error}; a valid frame follows at byte {}",
+                rebase(next_valid)
+            ),
         },
     };
     let outcome = match outcome {
         ScanOutcome::Corrupt { position, reason } if durable.is_some_and(|d| position >= d) => {
             let relative = (position - origin) as usize;
-            let discarded = valid_looking_frames(bytes, relative + FRAME_ALIGN_BYTES);
+            let discarded = own_frames(bytes, relative + FRAME_ALIGN_BYTES, first_id);
             ScanOutcome::Torn {
                 valid_end: position,
                 reason: format!(
@@ -739,11 +798,61 @@ pub(super) fn scan_frames(
     (frames, outcome)
 }
 
-/// Number of aligned positions at or after `from` that hold a frame with a valid CRC.
-fn valid_looking_frames(bytes: &[u8], from: usize) -> usize {
-    let mut count = 0;
+/// How the last segment's scan ends at the bad frame at `position` (relative), given what
+/// follows from `from` on (FORMAT.md §5): corruption if a frame of the segment's own follows;
+/// else a torn tail if the rest of the end's block is not zeros (the segment's last block
+/// write pads its block with zeros: nonzero bytes there are a torn write's); else a clean end,
+/// [`ScanOutcome::Clean`] if only zeros follow, [`ScanOutcome::Reused`] if other bytes do
+/// (whole blocks that are not the segment's: a reused file's earlier life, or blocks of a
+/// torn write that holds no valid frame, which no later write can make valid).
+fn after_last_frame(
+    bytes: &[u8],
+    origin: u64,
+    position: usize,
+    from: usize,
+    base: u64,
+    reason: String,
+) -> ScanOutcome {
+    let at = origin + position as u64;
+    let block_end = ((align_up(at) - origin) as usize).min(bytes.len());
+    match next_own_frame(bytes, from, base) {
+        Some(next) => ScanOutcome::Corrupt {
+            position: at,
+            reason: format!(
+                "{reason}; a valid frame follows at byte {}",
+                origin + next as u64
+            ),
+        },
+        None if bytes[position..block_end].iter().any(|&b| b != 0) => ScanOutcome::Torn {
+            valid_end: at,
+            reason,
+        },
+        None if bytes[block_end..].iter().all(|&b| b == 0) => ScanOutcome::Clean { valid_end: at },
+        None => ScanOutcome::Reused { valid_end: at },
+    }
+}
+
+/// The first valid frame at an aligned position at or after `from` whose id is at least
+/// `base` (a frame of the segment's own), skipping stale frames (valid, id below `base`)
+/// whole: no own frame starts inside a valid stale frame, since the block write that put it
+/// there would have broken the stale frame's CRC.
+pub(super) fn next_own_frame(bytes: &[u8], from: usize, base: u64) -> Option<usize> {
     let mut at = from;
     while let Some(next) = next_valid_frame(bytes, at) {
+        let frame = frame::decode_frame(bytes, next).expect("a valid frame decodes");
+        if frame.meta.id >= base {
+            return Some(next);
+        }
+        at = frame.end();
+    }
+    None
+}
+
+/// Number of frames of the segment's own ([`next_own_frame`]) at or after `from`.
+fn own_frames(bytes: &[u8], from: usize, base: u64) -> usize {
+    let mut count = 0;
+    let mut at = from;
+    while let Some(next) = next_own_frame(bytes, at, base) {
         count += 1;
         at = next + FRAME_ALIGN_BYTES;
     }

@@ -44,6 +44,10 @@ pub trait Storage {
     fn exists(&self, path: &Path) -> bool;
     /// Unlinks a file. Open handles stay usable (POSIX semantics).
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file within its directory (replacing `to` if it exists). Like a creation, the
+    /// new name is durable only after a [`Self::sync_dir`]: a crash before that may leave
+    /// either name.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Names of the regular files directly inside `dir`, sorted.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
@@ -133,6 +137,10 @@ impl Storage for FsStorage {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -554,6 +562,20 @@ impl Storage for SimStorage {
             .remove(path)
             .map(|_| ())
             .ok_or_else(|| not_found(path))
+    }
+
+    /// The inode moves to the new name at once; until the directory is synced a crash keeps
+    /// each name's durable entry or its current one, chosen independently (so a crash may
+    /// also leave both names, as copies, or neither: harsher than a journaling file system).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = self.lock()?;
+        let parent = to.parent().unwrap_or(Path::new(""));
+        if !state.dirs.contains(parent) {
+            return Err(not_found(parent));
+        }
+        let inode = state.entries.remove(from).ok_or_else(|| not_found(from))?;
+        state.entries.insert(to.to_path_buf(), inode);
+        Ok(())
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
