@@ -340,6 +340,123 @@ fn torn_header_of_a_new_last_segment_is_removed() {
     assert_eq!(log.read(0, usize::MAX).unwrap().records, all);
 }
 
+fn reuse_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 16 * 1024,
+        retention_bytes: Some(32 * 1024),
+        segment_spares: 1,
+        ..config()
+    }
+}
+
+/// A log whose retention left spares that rolls reused, closed cleanly with its active
+/// segment in a reused file (longer than its data, the earlier life's blocks after it).
+/// Returns the directory, the log start, every record from it, and the active segment.
+fn make_reused_log(root: &Path) -> (PathBuf, u64, Vec<u8>, PathBuf) {
+    let dir = root.join("topic-0");
+    let (mut log, _) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
+    let mut reused_rolls = 0;
+    let mut i = 0;
+    // Until a roll reused a spare twice and the active segment is a quarter full.
+    while reused_rolls < 2 || log.segments().last().unwrap().size_bytes < 4096 {
+        let spares = log.spare_count();
+        let info = log.append(&batch(i), 0).unwrap();
+        reused_rolls += u32::from(info.rolled && log.spare_count() < spares);
+        log.flush().unwrap();
+        log.enforce_retention(0).unwrap();
+        log.flush().unwrap();
+        i += 1;
+        assert!(i < 5000, "no roll reused a spare");
+    }
+    log.flush().unwrap();
+    let start = log.log_start_offset();
+    let all = log.read(start, usize::MAX).unwrap().records.to_vec();
+    let active = log.segments().last().unwrap().clone();
+    drop(log);
+    // Kept as the earlier life left it: the file is longer than the data.
+    assert!(fs::metadata(&active.path).unwrap().len() > active.size_bytes + 4096);
+    let names = files(&dir);
+    assert!(
+        names.keys().filter(|n| n.ends_with(".spare")).count() <= 1,
+        "{:?}",
+        names.keys()
+    );
+    (dir, start, all, active.path)
+}
+
+#[test]
+fn a_reused_segment_files_earlier_blocks_are_a_clean_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, start, all, active) = make_reused_log(tmp.path());
+    let len = fs::metadata(&active).unwrap().len();
+    let (mut log, report) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
+    assert!(report.truncated.is_empty(), "{report:?}");
+    assert_eq!(report.reused_tails.len(), 1, "{report:?}");
+    assert_eq!(report.reused_tails[0].0, active);
+    assert_eq!(fs::metadata(&active).unwrap().len(), len, "nothing cut");
+    assert_eq!(log.log_start_offset(), start);
+    assert_eq!(log.read(start, usize::MAX).unwrap().records, all);
+    // Appends overwrite the earlier blocks; after a close, the same clean end.
+    let end = log.log_end_offset();
+    log.append(&batch(999), 0).unwrap();
+    log.flush().unwrap();
+    drop(log);
+    let (log, report) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
+    assert!(report.truncated.is_empty(), "{report:?}");
+    assert_eq!(log.read(end, 1).unwrap().first_offset, end);
+    assert_eq!(
+        log.read(start, usize::MAX).unwrap().records.len(),
+        all.len() + batch(999).len()
+    );
+}
+
+#[test]
+fn a_frame_of_its_own_after_a_reused_files_earlier_blocks_is_not_a_clean_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, start, all, active) = make_reused_log(tmp.path());
+    // A frame of the segment's own (its first one) found past the earlier life's blocks: as
+    // if a block write of a flush that never completed landed out of order.
+    let mut bytes = fs::read(&active).unwrap();
+    let (first, first_end) = frame_positions(&bytes)[0];
+    let own = bytes[first..first_end].to_vec();
+    let at = bytes.len() / 4096 * 4096 - 4096;
+    bytes[at..at + own.len()].copy_from_slice(&own);
+    fs::write(&active, &bytes).unwrap();
+    let (log, report) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
+    // Past the recorded durable position (the end): a tail, cut with what follows.
+    assert_eq!(report.truncated.len(), 1, "{report:?}");
+    assert!(
+        report.truncated[0]
+            .reason
+            .contains("discarding 1 valid-looking frame(s)"),
+        "{report:?}"
+    );
+    assert!(report.reused_tails.is_empty(), "{report:?}");
+    assert_eq!(log.read(start, usize::MAX).unwrap().records, all);
+    assert_eq!(
+        fs::metadata(&active).unwrap().len(),
+        log.segments().last().unwrap().size_bytes
+    );
+}
+
+#[test]
+fn a_reused_file_whose_new_header_did_not_land_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, start, all, active) = make_reused_log(tmp.path());
+    let (log, _) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
+    let end = log.log_end_offset();
+    drop(log);
+    // A crash right after a roll renamed a spare to the next segment's name, before the seal
+    // wrote its header: the file still holds its earlier life, header included.
+    let next = dir.join(format!("{end:020}.log"));
+    fs::copy(&active, &next).unwrap();
+    let (log, report) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
+    assert!(report.removed.contains(&next), "{report:?}");
+    assert!(!next.exists());
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(log.read(start, usize::MAX).unwrap().records, all);
+}
+
 #[test]
 fn a_missing_middle_segment_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();
