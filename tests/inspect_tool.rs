@@ -352,3 +352,69 @@ mod journal {
         assert_eq!(std::fs::read(path).unwrap(), bytes, "read-only");
     }
 }
+
+#[test]
+fn a_reused_segment_files_earlier_life_is_a_clean_end_and_a_header_not_landed_is_repairable() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 16 * 1024,
+        index_interval_bytes: 1024,
+        retention_bytes: Some(32 * 1024),
+        segment_spares: 1,
+        ..LogConfig::default()
+    };
+    let (mut log, _) = PartitionLog::open(FsStorage, dir.path(), config, 0).expect("open");
+    let mut reused_rolls = 0;
+    let mut i = 0i64;
+    while reused_rolls < 2 || log.segments().last().unwrap().size_bytes < 4096 {
+        let mut builder = BatchBuilder::new(1_000 + i);
+        builder.record(1_000 + i, None, Some("x".repeat(300).as_bytes()));
+        let spares = log.spare_count();
+        let info = log.append(&builder.build(), 0).expect("append");
+        reused_rolls += u32::from(info.rolled && log.spare_count() < spares);
+        log.flush().expect("flush");
+        log.enforce_retention(0).expect("retention");
+        log.flush().expect("flush");
+        i += 1;
+    }
+    let active = log.segments().last().unwrap().clone();
+    let end = log.log_end_offset();
+    drop(log);
+    let path = dir.path().to_str().unwrap();
+    let out = inspect(&["segments", path, "--verify", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = json(&out);
+    let last = report["segments"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["end"]
+            .as_str()
+            .unwrap()
+            .contains("reused file's earlier life"),
+        "{last}"
+    );
+    assert_eq!(last["next_offset"], end);
+
+    // A roll renamed the spare to the next name, and its header never landed.
+    std::fs::copy(&active.path, dir.path().join(format!("{end:020}.log"))).unwrap();
+    let out = inspect(&["segments", path, "--verify", "--json"]);
+    let findings = json(&out)["findings"].as_array().unwrap().clone();
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0]["severity"], "repairable");
+    assert!(
+        findings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("new header did not land"),
+        "{findings:?}"
+    );
+}

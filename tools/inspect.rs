@@ -16,6 +16,7 @@ use lockstep::journal::inspect::{Event as JournalEvent, Severity};
 use lockstep::log::batch;
 use lockstep::log::checkpoint;
 use lockstep::log::index;
+use lockstep::log::reused_tail_start;
 use lockstep::storage::frame::{self, Frame, ScanEnd, SegmentHeader, SegmentKind};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -273,13 +274,17 @@ fn describe_end(end: &ScanEnd) -> String {
     }
 }
 
-/// `durable`: what `log-start.checkpoint` records (segment base, position) when `path` is the
-/// last segment of its directory, which recovery applies to it if the bases match.
+/// `role`: what recovery takes the file for; for the last segment, what `log-start.checkpoint`
+/// records (segment base, position), which recovery applies to it if the bases match.
 fn inspect_segment(
     path: &Path,
-    durable: Option<(u64, u32)>,
+    role: Role,
     findings: &mut Vec<Finding>,
 ) -> Result<SegmentReport, String> {
+    let (last, durable) = match role {
+        Role::Last(durable) => (true, durable),
+        _ => (false, None),
+    };
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| format!("{file}: {e}"))?;
     let mut report = SegmentReport {
@@ -314,12 +319,43 @@ fn inspect_segment(
             return Ok(report);
         }
     };
+    if role == Role::NotLanded {
+        // A spare renamed by a roll whose seal never wrote the new header (FORMAT.md §5).
+        findings.push(repairable(
+            &file,
+            Some(0),
+            format!(
+                "the header is a reused file's earlier one (log base {}): a roll's new header \
+                 did not land; recovery removes the file",
+                header.base_id
+            ),
+        ));
+        report.end = "reused file, new header not written".into();
+        return Ok(report);
+    }
     report.base_offset = Some(header.base_id);
     let durable = durable
         .filter(|&(base, _)| base == header.base_id)
         .map(|(_, position)| position as usize);
-    let (frames, end) = scan_past_corruption(&bytes, &file, durable, findings);
-    report.end = describe_end(&end);
+    // In a reused file, the earlier life's blocks after the frames are a clean end: only the
+    // bytes before them are the segment's.
+    let reused = last
+        .then(|| reused_tail_start(&bytes, header.base_id, durable.map(|d| d as u64)))
+        .flatten()
+        .map(|end| end as usize);
+    let (frames, end) = scan_past_corruption(
+        &bytes[..reused.unwrap_or(bytes.len())],
+        &file,
+        durable,
+        findings,
+    );
+    report.end = match reused {
+        Some(at) => format!(
+            "clean at byte {at}; {} bytes of a reused file's earlier life follow",
+            bytes.len() - at
+        ),
+        None => describe_end(&end),
+    };
     let mut expected_next = header.base_id;
     for frame in &frames {
         let base = frame.meta.id;
@@ -441,10 +477,36 @@ fn repairable(file: &str, position: Option<u64>, message: String) -> Finding {
     }
 }
 
-/// The durable position that `log-start.checkpoint` beside `segment` records, if `segment` is
-/// the last segment of its directory (the only one recovery applies it to); none without the
-/// file or a valid slot, as recovery reads it.
-fn recorded_durable(segment: &Path) -> Result<Option<(u64, u32)>, String> {
+/// True if the segment file's header is a log header of a base below the file name's: a spare
+/// renamed by a roll whose new header did not land (FORMAT.md §5).
+fn header_not_landed(path: &Path) -> bool {
+    let mut header = [0u8; lockstep::constants::SEGMENT_HEADER_BYTES];
+    let read = std::fs::File::open(path)
+        .and_then(|file| std::io::Read::read_exact(&mut &file, &mut header));
+    let named = path
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .and_then(|stem| stem.parse::<u64>().ok());
+    match (read, SegmentHeader::decode(&header), named) {
+        (Ok(()), Ok(h), Some(named)) => h.kind == SegmentKind::Log && h.base_id < named,
+        _ => false,
+    }
+}
+
+/// What recovery takes a segment file for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Sealed,
+    /// The last segment of its directory (the only one recovery scans as a tail, and may find
+    /// in a reused file), with the durable position `log-start.checkpoint` beside it records
+    /// (none without the file or a valid slot, as recovery reads it).
+    Last(Option<(u64, u32)>),
+    /// After the last segment: a spare renamed by a roll whose new header did not land
+    /// (removed by recovery).
+    NotLanded,
+}
+
+fn segment_role(segment: &Path) -> Result<Role, String> {
     let dir = segment.parent().unwrap_or(Path::new("."));
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
@@ -452,22 +514,37 @@ fn recorded_durable(segment: &Path) -> Result<Option<(u64, u32)>, String> {
         dir
     };
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut last = None;
+    let mut names = Vec::new();
     for entry in entries {
         let name = entry
             .map_err(|e| format!("{}: {e}", dir.display()))?
             .file_name();
         if Path::new(&name).extension().is_some_and(|e| e == "log") {
-            last = last.max(Some(name));
+            names.push(name);
         }
     }
-    if last.as_deref() != segment.file_name() {
-        return Ok(None);
+    names.sort();
+    // As recovery: a last file whose header is a reused file's earlier one is removed, and
+    // the segment before it is the last one.
+    while names
+        .last()
+        .is_some_and(|name| header_not_landed(&dir.join(name)))
+    {
+        names.pop();
+    }
+    let name = segment.file_name();
+    if name.is_some_and(|n| names.last().is_some_and(|last| n > last.as_os_str())) {
+        return Ok(Role::NotLanded);
+    }
+    if names.last().map(|n| n.as_os_str()) != name {
+        return Ok(Role::Sealed);
     }
     let path = segment.with_file_name(checkpoint::CHECKPOINT_FILE_NAME);
     match std::fs::read(&path) {
-        Ok(bytes) => Ok(checkpoint::decode_checkpoint(&bytes).and_then(|slot| slot.durable)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(bytes) => Ok(Role::Last(
+            checkpoint::decode_checkpoint(&bytes).and_then(|slot| slot.durable),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Role::Last(None)),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
@@ -480,11 +557,7 @@ fn run_segments(path: &Path, common: &Common, summary: bool) -> Result<ExitCode,
     let mut findings = Vec::new();
     let mut reports = Vec::new();
     for file in &files {
-        reports.push(inspect_segment(
-            file,
-            recorded_durable(file)?,
-            &mut findings,
-        )?);
+        reports.push(inspect_segment(file, segment_role(file)?, &mut findings)?);
     }
     if common.json {
         let doc = serde_json::json!({ "segments": reports, "findings": findings });

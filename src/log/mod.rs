@@ -75,4 +75,4 @@ pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
     ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail,
 };
-pub use segment::{BlockWrite, CachedBytes, ChunkWrite, SharedBlocks, ZeroFill};
+pub use segment::{reused_tail_start, BlockWrite, CachedBytes, ChunkWrite, SharedBlocks, ZeroFill};

@@ -19,7 +19,7 @@ use super::index::IndexEntry;
 use super::partition::{io_err, LogError, BATCH_FRAME_KIND, HEADER_BYTES_U64, NO_TIMESTAMP};
 use crate::constants::{
     FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, LOG_BLOCK_BYTES,
-    LOG_TAIL_CACHE_BYTES, LOG_TAIL_CHUNK_BYTES_MAX, LOG_TAIL_CHUNK_BYTES_MIN,
+    LOG_TAIL_CACHE_BYTES, LOG_TAIL_CHUNK_BYTES_MAX, LOG_TAIL_CHUNK_BYTES_MIN, SEGMENT_HEADER_BYTES,
 };
 use crate::storage::blocks::{alloc_blocks, BlockMemory};
 use crate::storage::file::StorageFile;
@@ -796,6 +796,19 @@ pub(super) fn scan_frames(
         other => other,
     };
     (frames, outcome)
+}
+
+/// For tools reading a log's last segment as recovery does (`bytes` its whole file, `base` its
+/// base offset, `durable` the position `log-start.checkpoint` records for it): where its
+/// frames end if what follows is a reused file's earlier life, a clean end (FORMAT.md §5).
+pub fn reused_tail_start(bytes: &[u8], base: u64, durable: Option<u64>) -> Option<u64> {
+    if bytes.len() < SEGMENT_HEADER_BYTES {
+        return None;
+    }
+    match scan_frames(bytes, SEGMENT_HEADER_BYTES, 0, base, durable, true).1 {
+        ScanOutcome::Reused { valid_end } => Some(valid_end),
+        _ => None,
+    }
 }
 
 /// How the last segment's scan ends at the bad frame at `position` (relative), given what
