@@ -15,11 +15,16 @@ pub const FRAME_PAYLOAD_BYTES_MAX: usize = 64 * 1024 * 1024;
 pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 256 * 1024 * 1024;
 /// Default age at which a partition log's active segment is rolled (Kafka: `segment.ms`, 7 days).
 pub const LOG_SEGMENT_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
-/// Data files of segments removed by retention that a partition log keeps, renamed, for its
+/// At most this many data files of removed segments a partition log keeps, renamed, for its
 /// next rolls (FORMAT.md §5, spare files): a new segment in a reused file writes blocks the
 /// file system has written before, which a durable write fills faster than never-written ones
-/// and without converting extents. Each costs up to a segment's size of disk.
-pub const LOG_SEGMENT_SPARES_DEFAULT: usize = 1;
+/// and without converting extents. Spares are made only from removed segments and used up
+/// only by rolls, so the log and its spares never take more disk than the log alone took at
+/// its largest.
+pub const LOG_SEGMENT_SPARES_DEFAULT: usize = 8;
+/// A spare no roll used for this long is deleted by the next retention pass (a log that is no
+/// longer written gives its disk back).
+pub const LOG_SEGMENT_SPARE_IDLE_MS: u64 = 5 * 60 * 1000;
 /// A sparse index entry is written at least every this many bytes of segment.
 pub const LOG_INDEX_INTERVAL_BYTES: u64 = 4096;
 

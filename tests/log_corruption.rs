@@ -401,13 +401,22 @@ fn a_reused_segment_files_earlier_blocks_are_a_clean_end() {
     log.append(&batch(999), 0).unwrap();
     log.flush().unwrap();
     drop(log);
-    let (log, report) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
+    let (mut log, report) = PartitionLog::open(FsStorage, &dir, reuse_config(), 0).unwrap();
     assert!(report.truncated.is_empty(), "{report:?}");
     assert_eq!(log.read(end, 1).unwrap().first_offset, end);
     assert_eq!(
         log.read(start, usize::MAX).unwrap().records.len(),
         all.len() + batch(999).len()
     );
+    // A spare no roll used for a while is deleted by the next retention pass.
+    let spares = |dir: &Path| files(dir).keys().filter(|n| n.ends_with(".spare")).count();
+    assert_eq!((spares(&dir), log.spare_count()), (1, 1));
+    log.enforce_retention(lockstep::constants::LOG_SEGMENT_SPARE_IDLE_MS - 1)
+        .unwrap();
+    assert_eq!(spares(&dir), 1);
+    log.enforce_retention(lockstep::constants::LOG_SEGMENT_SPARE_IDLE_MS)
+        .unwrap();
+    assert_eq!((spares(&dir), log.spare_count()), (0, 0));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use crate::constants::{
     LOG_INDEX_INTERVAL_BYTES, LOG_INDEX_INTERVAL_BYTES_MIN, LOG_PREALLOCATE_BYTES,
     LOG_READ_AHEAD_BYTES_MAX, LOG_READ_AHEAD_SLACK_BYTES, LOG_READ_CACHE_BYTES_MAX,
     LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_MS_DEFAULT,
-    LOG_SEGMENT_SPARES_DEFAULT, SEGMENT_HEADER_BYTES,
+    LOG_SEGMENT_SPARES_DEFAULT, LOG_SEGMENT_SPARE_IDLE_MS, SEGMENT_HEADER_BYTES,
 };
 use crate::storage::file::{Storage, StorageFile};
 use crate::storage::frame::{
@@ -47,8 +47,8 @@ pub struct LogConfig {
     pub retention_ms: Option<u64>,
     /// A sparse-index entry at least every this many bytes of frames.
     pub index_interval_bytes: u64,
-    /// Removed segments' data files kept as spares for later rolls (0: every removed file is
-    /// deleted).
+    /// At most this many removed segments' data files kept as spares for later rolls (0:
+    /// every removed file is deleted); see [`LOG_SEGMENT_SPARES_DEFAULT`].
     pub segment_spares: usize,
 }
 
@@ -421,8 +421,11 @@ pub struct PartitionLog<S: Storage> {
     pub(super) checkpoint: CheckpointState<S::File>,
     pub(super) pending_removal: Vec<PendingRemoval>,
     /// Spare files (FORMAT.md §5): data files of removed segments, kept (renamed) for the
-    /// next rolls, at most `config.segment_spares`.
-    pub(super) spares: Vec<PathBuf>,
+    /// next rolls, at most `config.segment_spares`, each with the broker time it became one
+    /// (deleted once idle for [`LOG_SEGMENT_SPARE_IDLE_MS`]).
+    pub(super) spares: Vec<(PathBuf, u64)>,
+    /// The broker time of the last retention pass (or of the open).
+    pub(super) retention_now_ms: u64,
     pub(super) flight: Option<Flight>,
     /// The seal of the segment the last roll sealed, until a flush ticket takes it. At most
     /// one: a second roll before that seals it synchronously first.
@@ -694,7 +697,7 @@ impl<S: Storage> PartitionLog<S> {
     /// directory, and writes the header before anything else of the new segment.
     fn start_segment(&mut self, base: u64) -> Result<Segment<S::File>, LogError> {
         let path = self.dir.join(segment_file_name(base));
-        while let Some(spare) = self.spares.pop() {
+        while let Some((spare, _)) = self.spares.pop() {
             let reused = self.storage.rename(&spare, &path).and_then(|()| {
                 let file = self.storage.open(&path)?;
                 let len = file.len()?;
@@ -769,6 +772,18 @@ impl<S: Storage> PartitionLog<S> {
     /// log start offset advances at once; the files are unlinked after the next flush.
     pub fn enforce_retention(&mut self, now_ms: u64) -> Result<Vec<RemovedSegment>, LogError> {
         self.check_writable()?;
+        self.retention_now_ms = self.retention_now_ms.max(now_ms);
+        let storage = &self.storage;
+        self.spares.retain(|(spare, since_ms)| {
+            if now_ms.saturating_sub(*since_ms) < LOG_SEGMENT_SPARE_IDLE_MS {
+                return true;
+            }
+            if let Err(e) = storage.remove(spare) {
+                // A leftover is kept by the next recovery, and deleted once idle again.
+                tracing::warn!(file = %spare.display(), error = %e, "could not remove an idle spare segment file");
+            }
+            false
+        });
         let mut removed = Vec::new();
         while self.segments.len() >= 2 {
             let front = &self.segments[0];
@@ -1076,7 +1091,7 @@ impl<S: Storage> PartitionLog<S> {
     /// either name, and recovery deals with both).
     fn unlink_removed(&mut self, durable_start: u64) {
         let (storage, dir, spares) = (&self.storage, &self.dir, &mut self.spares);
-        let room = self.config.segment_spares;
+        let (room, now_ms) = (self.config.segment_spares, self.retention_now_ms);
         self.pending_removal.retain(|pending| {
             if pending.end_offset > durable_start {
                 return true;
@@ -1084,7 +1099,7 @@ impl<S: Storage> PartitionLog<S> {
             if spares.len() < room {
                 let spare = dir.join(spare_file_name(pending.base_offset));
                 match storage.rename(&pending.data, &spare) {
-                    Ok(()) => spares.push(spare),
+                    Ok(()) => spares.push((spare, now_ms)),
                     Err(e) => {
                         tracing::warn!(file = %pending.data.display(), error = %e, "could not keep a removed segment as a spare")
                     }

@@ -228,7 +228,8 @@ impl<S: Storage> PartitionLog<S> {
             dir_dirty: false,
             checkpoint,
             pending_removal: Vec::new(),
-            spares,
+            spares: spares.into_iter().map(|path| (path, now_ms)).collect(),
+            retention_now_ms: now_ms,
             flight: None,
             pending_seal: None,
         };
