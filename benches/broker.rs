@@ -500,6 +500,7 @@ fn main() {
             plan.group_commit_seconds,
             plan.direct_write_bytes,
             plan.engine_rounds,
+            None,
         ));
     }
     let storage = Storage {

@@ -14,7 +14,10 @@
 //!   per flush (`--journal` runs only this case; `LOCKSTEP_JOURNAL_ZEROS=off` writes no zeros,
 //!   for comparison).
 //!
-//! `--group-commit` runs only the group-commit case of 16 KiB batches (the target's).
+//! `--group-commit` runs only the group-commit cases of 16 KiB batches (the target's): a new log
+//! against O_DIRECT writes into a new file, and the steady state of a log under retention, whose
+//! rolls reuse removed segments' files (FORMAT.md §5), against O_DIRECT rewrites of written
+//! blocks.
 //!
 //! `cargo bench --bench storage` runs the full measurement and writes
 //! `target/bench-reports/storage.json`. Under `cargo test` (no `--bench` argument) the same
@@ -43,6 +46,9 @@ struct Plan {
     /// Group commit: rounds of (O_DIRECT reference, engine), and each engine run's length.
     group_commit_rounds: usize,
     group_commit_seconds: f64,
+    /// Group commit, steady state: retention keeps the log at this size, so rolls reuse the
+    /// removed segments' files (FORMAT.md §5).
+    group_commit_retention_bytes: u64,
 }
 
 const FULL: Plan = Plan {
@@ -52,6 +58,7 @@ const FULL: Plan = Plan {
     group_commit_bytes_in_flight: 16 << 20,
     group_commit_rounds: 5,
     group_commit_seconds: 2.0,
+    group_commit_retention_bytes: 512 << 20,
 };
 const SMOKE: Plan = Plan {
     seconds_per_case: 0.05,
@@ -60,6 +67,7 @@ const SMOKE: Plan = Plan {
     group_commit_bytes_in_flight: 64 << 10,
     group_commit_rounds: 1,
     group_commit_seconds: 0.05,
+    group_commit_retention_bytes: 2 << 20,
 };
 
 #[derive(Serialize)]
@@ -157,14 +165,17 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--group-commit") {
-        print_group_commit(&common::engine_group_commit(
-            work,
-            16 << 10,
-            plan.group_commit_bytes_in_flight,
-            plan.group_commit_seconds,
-            plan.direct_write_bytes,
-            plan.group_commit_rounds,
-        ));
+        for retention in [None, Some(plan.group_commit_retention_bytes)] {
+            print_group_commit(&common::engine_group_commit(
+                work,
+                16 << 10,
+                plan.group_commit_bytes_in_flight,
+                plan.group_commit_seconds,
+                plan.direct_write_bytes,
+                plan.group_commit_rounds,
+                retention,
+            ));
+        }
         return;
     }
     let progress = |what: &str| {
@@ -208,31 +219,47 @@ fn main() {
         case.ratio = case.batches_per_s / raw;
         case.raw_per_s = raw;
         cases.push(case);
-        progress(&format!(
-            "log: group commit, {} KiB batches",
-            batch_bytes >> 10
-        ));
-        let run = common::engine_group_commit(
-            work,
-            batch_bytes,
-            plan.group_commit_bytes_in_flight,
-            plan.group_commit_seconds,
-            plan.direct_write_bytes,
-            plan.group_commit_rounds,
-        );
-        cases.push(Case {
-            name: format!("group commit ({} appenders)", run.appenders),
-            batch_bytes,
-            batches: run.batches,
-            seconds: run.seconds,
-            batches_per_s: run.batches as f64 / run.seconds,
-            mb_per_s: run.mb_per_s,
-            raw_per_s: 0.0,
-            ratio: run.ratio,
-            against: "O_DIRECT sequential write, median of paired rounds",
-            target: 0.8,
-        });
-        group_commit.push(run);
+        for retention in [None, Some(plan.group_commit_retention_bytes)] {
+            progress(&format!(
+                "log: group commit, {} KiB batches{}",
+                batch_bytes >> 10,
+                if retention.is_some() {
+                    ", steady state"
+                } else {
+                    ""
+                }
+            ));
+            let run = common::engine_group_commit(
+                work,
+                batch_bytes,
+                plan.group_commit_bytes_in_flight,
+                plan.group_commit_seconds,
+                plan.direct_write_bytes,
+                plan.group_commit_rounds,
+                retention,
+            );
+            cases.push(Case {
+                name: format!(
+                    "group commit{} ({} appenders)",
+                    if retention.is_some() { ", steady" } else { "" },
+                    run.appenders
+                ),
+                batch_bytes,
+                batches: run.batches,
+                seconds: run.seconds,
+                batches_per_s: run.batches as f64 / run.seconds,
+                mb_per_s: run.mb_per_s,
+                raw_per_s: 0.0,
+                ratio: run.ratio,
+                against: if retention.is_some() {
+                    "O_DIRECT rewrite of written blocks, median of paired rounds"
+                } else {
+                    "O_DIRECT sequential write, median of paired rounds"
+                },
+                target: 0.8,
+            });
+            group_commit.push(run);
+        }
     }
     progress("journal: flush per entry");
     let journal = Some(journal_case(work, plan.seconds_per_case));
@@ -329,8 +356,15 @@ fn print_group_commit(g: &common::EngineGroupCommit) {
         .iter()
         .map(|r| format!("{:.0}/{:.0}", r.engine_mb_per_s, r.direct_mb_per_s))
         .collect();
+    let state = match g.retention_bytes {
+        Some(bytes) => format!(
+            "steady state (retention {} MiB, reused segment files) against O_DIRECT rewrites",
+            bytes >> 20
+        ),
+        None => "new log against O_DIRECT writes into a new file".to_string(),
+    };
     println!(
-        "group commit {} KiB: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}",
+        "group commit {} KiB, {state}: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}",
         g.batch_bytes >> 10,
         rounds.join(" "),
         g.ratio,

@@ -176,20 +176,38 @@ fn open_direct(path: &Path) -> std::fs::File {
 }
 
 /// The machine's O_DIRECT sequential write bandwidth: `total` bytes in 1 MiB aligned blocks,
-/// then one fdatasync; MB/s (10^6).
+/// then one fdatasync; MB/s (10^6). Into a new file (blocks never written before).
 pub fn direct_write_mb_per_s(work: &Path, total: usize) -> f64 {
+    direct_write(work, total, false)
+}
+
+/// The same into blocks written before (the file is written once untimed, then again timed):
+/// what a segment file reused after retention writes into.
+pub fn direct_rewrite_mb_per_s(work: &Path, total: usize) -> f64 {
+    direct_write(work, total, true)
+}
+
+fn direct_write(work: &Path, total: usize, rewrite: bool) -> f64 {
     const BLOCK: usize = 1 << 20;
     let block = AlignedBuffer::new(BLOCK, 0xa5);
     let path = work.join("direct.bin");
     let file = open_direct(&path);
-    let start = Instant::now();
-    let mut written = 0;
-    while written < total.max(BLOCK) {
-        file.write_all_at(block.as_slice(), written as u64)
-            .expect("O_DIRECT write");
-        written += BLOCK;
+    let total = total.max(BLOCK);
+    let write_all = || {
+        let mut written = 0;
+        while written < total {
+            file.write_all_at(block.as_slice(), written as u64)
+                .expect("O_DIRECT write");
+            written += BLOCK;
+        }
+        file.sync_data().expect("fdatasync");
+        written
+    };
+    if rewrite {
+        write_all();
     }
-    file.sync_data().expect("fdatasync");
+    let start = Instant::now();
+    let written = write_all();
     let seconds = start.elapsed().as_secs_f64();
     drop(file);
     let _ = std::fs::remove_file(&path);
@@ -309,6 +327,11 @@ pub fn batch_of_1k_records(bytes: usize) -> Vec<u8> {
 pub struct EngineGroupCommit {
     pub batch_bytes: usize,
     pub appenders: usize,
+    /// The steady state of a log that retention keeps at this size (its rolls reuse removed
+    /// segments' files), judged against O_DIRECT rewrites of written blocks
+    /// ([`direct_rewrite_mb_per_s`]); `None`: a new log, judged against O_DIRECT writes into a
+    /// new file.
+    pub retention_bytes: Option<u64>,
     /// Over all rounds.
     pub batches: u64,
     pub seconds: f64,
@@ -366,19 +389,24 @@ pub fn engine_group_commit(
     seconds: f64,
     direct_bytes: usize,
     rounds: usize,
+    retention_bytes: Option<u64>,
 ) -> EngineGroupCommit {
     let batch = batch_of_1k_records(batch_bytes);
     let appenders = (bytes_in_flight / batch.len()).max(4);
     let mut paired = Vec::new();
     let (mut batches_total, mut seconds_total) = (0, 0.0);
     for round in 0..rounds.max(1) {
-        let direct_mb_per_s = direct_write_mb_per_s(work, direct_bytes);
+        let direct_mb_per_s = match retention_bytes {
+            Some(_) => direct_rewrite_mb_per_s(work, direct_bytes),
+            None => direct_write_mb_per_s(work, direct_bytes),
+        };
         let dir = work.join(format!("engine-group-commit-{batch_bytes}-{round}"));
         let (batches, took) = lockstep::runtime::bench::group_commit_appends(
             &dir,
             &batch,
             appenders,
             Duration::from_secs_f64(seconds),
+            retention_bytes,
         )
         .expect("group-commit run");
         let _ = std::fs::remove_dir_all(&dir);
@@ -392,6 +420,7 @@ pub fn engine_group_commit(
     EngineGroupCommit {
         batch_bytes: batch.len(),
         appenders,
+        retention_bytes,
         batches: batches_total,
         seconds: seconds_total,
         mb_per_s: median(paired.iter().map(|r| r.engine_mb_per_s)),

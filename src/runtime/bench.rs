@@ -11,7 +11,7 @@
 
 use super::files;
 use super::sync::{oneshot, OneshotSender};
-use crate::constants::SHARD_IO_MEMORY_BYTES;
+use crate::constants::{LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, SHARD_IO_MEMORY_BYTES};
 use crate::log::group_commit::CommitWaiters;
 use crate::log::{LogConfig, PartitionLog};
 use crate::storage::file::FsStorage;
@@ -26,15 +26,25 @@ struct Driver {
     log: PartitionLog<FsStorage>,
     waiters: CommitWaiters<OneshotSender<Result<(), String>>>,
     flushing: bool,
+    /// Apply retention after every flush (the steady state).
+    retention: bool,
+    /// Batch bytes appended so far.
+    appended: u64,
 }
 
 /// Appends `batch` from `appenders` concurrent tasks for `duration`, each waiting for
 /// durability before its next append. Returns (durable batches, seconds).
+///
+/// `retention_bytes`: the steady state of a log that retention keeps at this size. Retention
+/// runs after every flush, so removed segments become spare files that later rolls reuse
+/// (FORMAT.md §5), and the timed run starts after `retention_bytes` plus two segments were
+/// appended untimed. `None`: a new log, every segment in a new file.
 pub fn group_commit_appends(
     dir: &Path,
     batch: &[u8],
     appenders: usize,
     duration: Duration,
+    retention_bytes: Option<u64>,
 ) -> io::Result<(u64, f64)> {
     assert!(appenders > 0);
     files::tune_allocator();
@@ -45,38 +55,65 @@ pub fn group_commit_appends(
         .io_memory(SHARD_IO_MEMORY_BYTES)
         .spawn(move || async move {
             files::use_dma_blocks();
-            let (log, _) = PartitionLog::open(FsStorage, &dir, LogConfig::default(), 0)
+            // Segments of at most half the retained size, so that retention removes some.
+            let segment_bytes = retention_bytes.map_or(LOG_SEGMENT_BYTES_DEFAULT, |r| {
+                (r / 2).clamp(LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_BYTES_DEFAULT)
+            });
+            let config = LogConfig {
+                segment_bytes,
+                retention_bytes,
+                ..LogConfig::default()
+            };
+            let warm_up = retention_bytes.map_or(0, |r| r + 2 * config.segment_bytes);
+            let (log, _) = PartitionLog::open(FsStorage, &dir, config, 0)
                 .map_err(|e| io::Error::other(e.to_string()))?;
             let driver = Rc::new(RefCell::new(Driver {
                 log,
                 waiters: CommitWaiters::new(),
                 flushing: false,
+                retention: retention_bytes.is_some(),
+                appended: 0,
             }));
             let batch = Rc::new(batch);
-            let start = Instant::now();
-            let tasks: Vec<_> = (0..appenders)
-                .map(|_| {
-                    let driver = driver.clone();
-                    let batch = batch.clone();
-                    glommio::spawn_local(async move {
-                        let mut durable = 0u64;
-                        while start.elapsed() < duration || durable == 0 {
-                            append_durable(&driver, &batch).await?;
-                            durable += 1;
-                        }
-                        Ok::<u64, io::Error>(durable)
-                    })
-                })
-                .collect();
-            let mut total = 0;
-            for task in tasks {
-                total += task.await?;
+            if warm_up > 0 {
+                let more = move |d: &Driver| d.appended < warm_up;
+                run_appenders(&driver, &batch, appenders, Rc::new(more)).await?;
             }
+            let start = Instant::now();
+            let more = move |_: &Driver| start.elapsed() < duration;
+            let total = run_appenders(&driver, &batch, appenders, Rc::new(more)).await?;
             Ok((total, start.elapsed().as_secs_f64()))
         })
         .map_err(|e| io::Error::other(e.to_string()))?
         .join()
         .map_err(|e| io::Error::other(format!("{e:?}")))?
+}
+
+/// `appenders` tasks appending durably while `more` (each at least once); the batches appended.
+async fn run_appenders(
+    driver: &Rc<RefCell<Driver>>,
+    batch: &Rc<Vec<u8>>,
+    appenders: usize,
+    more: Rc<dyn Fn(&Driver) -> bool>,
+) -> io::Result<u64> {
+    let tasks: Vec<_> = (0..appenders)
+        .map(|_| {
+            let (driver, batch, more) = (driver.clone(), batch.clone(), more.clone());
+            glommio::spawn_local(async move {
+                let mut durable = 0u64;
+                while durable == 0 || more(&driver.borrow()) {
+                    append_durable(&driver, &batch).await?;
+                    durable += 1;
+                }
+                Ok::<u64, io::Error>(durable)
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await?;
+    }
+    Ok(total)
 }
 
 async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Result<()> {
@@ -86,6 +123,7 @@ async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Resul
             .log
             .append(batch, 0)
             .map_err(|e| io::Error::other(e.to_string()))?;
+        d.appended += batch.len() as u64;
         let (tx, rx) = oneshot();
         d.waiters.park(info.last_offset + 1, tx);
         rx
@@ -111,6 +149,10 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
             let mut d = driver.borrow_mut();
             match d.log.complete_flush(ticket, result) {
                 Ok(()) => {
+                    if d.retention {
+                        // Broker time 0: retention by size only, spares never idle.
+                        let _ = d.log.enforce_retention(0);
+                    }
                     let end = d.log.durable_end_offset();
                     for waiter in d.waiters.release(end) {
                         waiter.send(Ok(()));
