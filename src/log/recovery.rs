@@ -114,8 +114,9 @@ impl<S: Storage> PartitionLog<S> {
             while bases.len() >= 2 && bases[1] <= start {
                 let base = bases.remove(0);
                 let data = dir.join(segment_file_name(base));
-                if spares.len() < config.segment_spares {
-                    let spare = dir.join(spare_file_name(base));
+                let spare = dir.join(spare_file_name(base));
+                // (A crash may have kept both names of a file renamed to a spare.)
+                if spares.len() < config.segment_spares && !spares.contains(&spare) {
                     storage
                         .rename(&data, &spare)
                         .map_err(io_err("rename", &data))?;

@@ -682,8 +682,8 @@ pub(super) fn check_frame(
 ///
 /// `last`: the scan is of a log's last segment from its header (`first_id` its base), whose
 /// file may be a reused one (FORMAT.md §5): a valid frame with an id below `first_id` is
-/// stale, left from the file's earlier life, and does not count as a frame that follows; a
-/// bad frame followed by stale frames only is a clean end ([`ScanOutcome::Reused`]). With
+/// stale, left from the file's earlier life, and does not count as a frame that follows; the
+/// end is then told by [`after_last_frame`] ([`ScanOutcome::Reused`]: a clean end). With
 /// `durable` (the recorded durable position of an active segment, absolute), a bad frame at or
 /// past it is a tail even if valid-looking frames follow: nothing from there on was ever
 /// acknowledged as durable (FORMAT.md §4, rule 2').
