@@ -328,12 +328,12 @@ fn print_table(report: &Report) {
         report.direct_write_mb_per_s, report.fresh_durable_mb_per_s, report.fdatasync_4k_per_s
     );
     println!(
-        "{:<28} {:>8} {:>10} {:>12} {:>10} {:>7} {:>7}  {}",
+        "{:<38} {:>8} {:>10} {:>12} {:>10} {:>7} {:>7}  {}",
         "case", "batch", "batches", "batches/s", "MB/s", "ratio", "target", "judged against"
     );
     for c in &report.cases {
         println!(
-            "{:<28} {:>7}K {:>10} {:>12.0} {:>10.1} {:>7.2} {:>7.2}  {}",
+            "{:<38} {:>7}K {:>10} {:>12.0} {:>10.1} {:>7.2} {:>7.2}  {}",
             c.name,
             c.batch_bytes >> 10,
             c.batches,
