@@ -426,6 +426,8 @@ pub struct PartitionLog<S: Storage> {
     pub(super) spares: Vec<(PathBuf, u64)>,
     /// The broker time of the last retention pass (or of the open).
     pub(super) retention_now_ms: u64,
+    /// Rolls that reused a spare since the open.
+    pub(super) reused_rolls: u64,
     pub(super) flight: Option<Flight>,
     /// The seal of the segment the last roll sealed, until a flush ticket takes it. At most
     /// one: a second roll before that seals it synchronously first.
@@ -475,6 +477,11 @@ impl<S: Storage> PartitionLog<S> {
     /// Spare files kept for the next rolls (FORMAT.md §5).
     pub fn spare_count(&self) -> usize {
         self.spares.len()
+    }
+
+    /// Rolls since the open that started their segment in a spare file.
+    pub fn reused_rolls(&self) -> u64 {
+        self.reused_rolls
     }
 
     pub fn segments(&self) -> Vec<SegmentInfo> {
@@ -705,6 +712,7 @@ impl<S: Storage> PartitionLog<S> {
             });
             match reused {
                 Ok((file, written)) => {
+                    self.reused_rolls += 1;
                     let segment_bytes = self.config.segment_bytes;
                     return Self::new_segment(&self.dir, base, segment_bytes, path, file, written);
                 }

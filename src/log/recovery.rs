@@ -231,6 +231,7 @@ impl<S: Storage> PartitionLog<S> {
             pending_removal: Vec::new(),
             spares: spares.into_iter().map(|path| (path, now_ms)).collect(),
             retention_now_ms: now_ms,
+            reused_rolls: 0,
             flight: None,
             pending_seal: None,
         };
