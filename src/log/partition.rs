@@ -1104,16 +1104,21 @@ impl<S: Storage> PartitionLog<S> {
             if pending.end_offset > durable_start {
                 return true;
             }
+            let mut kept = false;
             if spares.len() < room {
                 let spare = dir.join(spare_file_name(pending.base_offset));
                 match storage.rename(&pending.data, &spare) {
-                    Ok(()) => spares.push((spare, now_ms)),
+                    Ok(()) => {
+                        spares.push((spare, now_ms));
+                        kept = true;
+                    }
                     Err(e) => {
                         tracing::warn!(file = %pending.data.display(), error = %e, "could not keep a removed segment as a spare")
                     }
                 }
             }
-            for path in [&pending.data, &pending.index] {
+            let data = (!kept).then_some(&pending.data);
+            for path in data.into_iter().chain([&pending.index]) {
                 match storage.remove(path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
