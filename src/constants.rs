@@ -47,7 +47,7 @@ pub const LOG_TAIL_CACHE_BYTES: u64 = 256 * 1024;
 pub const LOG_TAIL_CHUNK_BYTES_MIN: u64 = 64 * 1024;
 /// and at most this many, sized to twice what the previous chunk took (a busy log writes few,
 /// large chunks; a quiet one keeps small ones).
-pub const LOG_TAIL_CHUNK_BYTES_MAX: u64 = 8 * 1024 * 1024;
+pub const LOG_TAIL_CHUNK_BYTES_MAX: u64 = 1024 * 1024;
 /// Most file bytes one read of a partition log asks the engine to read ahead (io_uring,
 /// `O_DIRECT`) before it runs.
 pub const LOG_READ_AHEAD_BYTES_MAX: u64 = 2 * 1024 * 1024;
@@ -140,6 +140,12 @@ pub const ENGINE_MALLOC_MMAP_THRESHOLD_BYTES: usize = 256 * 1024 * 1024;
 /// glibc's `M_TRIM_THRESHOLD`: free memory a heap keeps before returning its top to the kernel
 /// (so the next flush's buffers reuse resident pages).
 pub const ENGINE_MALLOC_TRIM_THRESHOLD_BYTES: usize = 64 * 1024 * 1024;
+/// How long a shard's executor runs tasks before it submits the I/O they queued and polls for
+/// completions (glommio's preempt timer; its default is 100 ms). glommio hands queued I/O to
+/// the kernel only between task runs, so without a short quota a burst of appends would queue
+/// its write-behinds until the whole burst has run, and the disk would idle while the CPU
+/// copies. Seastar's task quota is the same 0.5 ms.
+pub const SHARD_TASK_QUOTA_MICROS: u64 = 500;
 /// Memory the runtime may lock for io_uring buffers per shard (the machine's memlock limit is small).
 pub const SHARD_IO_MEMORY_BYTES: usize = 512 * 1024;
 /// How often each shard polls the shutdown flag set by the signal handler.

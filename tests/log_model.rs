@@ -19,8 +19,8 @@
 //! alone with `LOCKSTEP_SEED=<seed>`.
 
 use lockstep::log::batch::{self, BatchBuilder};
-use lockstep::log::{FlushTicket, LogConfig, LogError, PartitionLog};
-use lockstep::storage::file::SimStorage;
+use lockstep::log::{FlushTicket, LogConfig, LogError, PartitionLog, WriteBehind};
+use lockstep::storage::file::{SimStorage, Storage, StorageFile};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
@@ -42,6 +42,9 @@ struct Stats {
     segments_removed: u64,
     poisonings: u64,
     async_flushes: u64,
+    /// Write-behinds handed out, and those completed.
+    write_behinds: u64,
+    write_behinds_done: u64,
     reads: u64,
 }
 
@@ -103,11 +106,15 @@ impl Model {
     }
 }
 
-fn random_batch(rng: &mut SmallRng, now_ms: u64) -> Vec<u8> {
+/// A batch of 1 to 4 records, mostly small; `big`: 2 to 20 KB values (tail chunks fill, and
+/// the log writes them behind).
+fn random_batch(rng: &mut SmallRng, now_ms: u64, big: bool) -> Vec<u8> {
     let records = rng.gen_range(1..=4);
     let mut builder = BatchBuilder::new(now_ms as i64);
     for i in 0..records {
-        let len = if rng.gen_bool(0.05) {
+        let len = if big {
+            rng.gen_range(2000..20000)
+        } else if rng.gen_bool(0.05) {
             rng.gen_range(1000..2500)
         } else {
             rng.gen_range(0..200)
@@ -186,8 +193,24 @@ fn run_seed(seed: u64, stats: &mut Stats) {
         durable_start: 0,
         poisoned: false,
     };
+    let big = rng.gen_bool(0.3);
     // An asynchronous flush in flight: its ticket and the log start when it began.
     let mut in_flight: Option<(FlushTicket, u64)> = None;
+    // Write-behinds in flight (their chunks may have landed, unsynced).
+    let mut behind: Vec<WriteBehind> = Vec::new();
+    // Completes write-behinds as the runtime does: each chunk written and synced.
+    let complete = |log: &mut PartitionLog<SimStorage>,
+                    storage: &SimStorage,
+                    write: WriteBehind,
+                    model: &mut Model,
+                    stats: &mut Stats| {
+        let result = lockstep::log::write_behind(storage, &write);
+        let ok = result.is_ok();
+        let completed = log.complete_write_behind(write, result);
+        assert_eq!(completed.is_ok(), ok, "seed {seed}");
+        model.poisoned |= !ok;
+        stats.write_behinds_done += 1;
+    };
     let trace = std::env::var_os("LOG_MODEL_TRACE").is_some();
 
     for step in 0..OPS_PER_SEED {
@@ -219,7 +242,7 @@ fn run_seed(seed: u64, stats: &mut Stats) {
         match op {
             // Append.
             0..=44 => {
-                let bytes = random_batch(&mut rng, now_ms);
+                let bytes = random_batch(&mut rng, now_ms, big);
                 let spares = log.spare_count();
                 let result = log.append(&bytes, now_ms);
                 if model.poisoned {
@@ -245,11 +268,28 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                 assert_eq!(info.last_offset + 1, model.end());
                 stats.rolls += u64::from(info.rolled);
                 stats.reused_rolls += u64::from(info.rolled && log.spare_count() < spares);
+                if rng.gen_bool(0.7) {
+                    if let Some(write) = log.take_write_behind() {
+                        // The chunks may land at once, last first (the crash double keeps a
+                        // prefix of the unsynced writes: a hole before a landed chunk).
+                        if rng.gen_bool(0.5) {
+                            for chunk in write.chunks.iter().rev() {
+                                let file = storage.open(&chunk.path).unwrap();
+                                let _ = file.write_direct_at(chunk.bytes(), chunk.position);
+                            }
+                        }
+                        behind.push(write);
+                        stats.write_behinds += 1;
+                    }
+                }
             }
             // Synchronous flush.
             45..=52 => {
                 if in_flight.is_some() {
                     continue;
+                }
+                for write in behind.drain(..) {
+                    complete(&mut log, &storage, write, &mut model, stats);
                 }
                 let result = log.flush();
                 if model.poisoned {
@@ -263,6 +303,9 @@ fn run_seed(seed: u64, stats: &mut Stats) {
             // Begin or complete an asynchronous flush.
             53..=60 => match in_flight.take() {
                 None => {
+                    for write in behind.drain(..) {
+                        complete(&mut log, &storage, write, &mut model, stats);
+                    }
                     if let Some(ticket) = log.begin_flush() {
                         assert!(!model.poisoned);
                         assert_eq!(ticket.durable_end_offset, model.end());
@@ -338,8 +381,15 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                     assert_eq!(start, model.start);
                 }
             }
+            // Complete one write-behind.
+            71..=74 => {
+                if !behind.is_empty() {
+                    let write = behind.swap_remove(rng.gen_range(0..behind.len()));
+                    complete(&mut log, &storage, write, &mut model, stats);
+                }
+            }
             // Reads.
-            71..=84 => {
+            75..=84 => {
                 let hi = model.end() + 2;
                 let offset = rng.gen_range(model.start.saturating_sub(2)..=hi);
                 let max_bytes = [0, 1, 100, 1000, 5000, usize::MAX][rng.gen_range(0..6)];
@@ -380,6 +430,12 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                 if model.poisoned || in_flight.is_some() {
                     continue;
                 }
+                for write in behind.drain(..) {
+                    complete(&mut log, &storage, write, &mut model, stats);
+                }
+                if model.poisoned {
+                    continue;
+                }
                 if rng.gen_bool(0.5) {
                     storage.fail_next_sync();
                     match log.flush() {
@@ -394,7 +450,7 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                     // Appends are written behind: the failing write is the next flush's block
                     // write (or a roll's seal, which fails the append itself).
                     storage.fail_next_write();
-                    let bytes = random_batch(&mut rng, now_ms);
+                    let bytes = random_batch(&mut rng, now_ms, big);
                     if let Ok(info) = log.append(&bytes, now_ms) {
                         let header = batch::validate(&bytes).unwrap();
                         let mut stored = bytes.clone();
@@ -418,6 +474,7 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                     continue;
                 }
                 in_flight = None;
+                behind.clear();
                 drop(log);
                 let (reopened, report) =
                     PartitionLog::open(storage.clone(), dir(), config.clone(), now_ms)
@@ -448,6 +505,7 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                 let old_start = model.start;
                 drop(log);
                 in_flight = None;
+                behind.clear();
                 storage = storage.crash(rng.gen());
                 let (reopened, report) =
                     PartitionLog::open(storage.clone(), dir(), config.clone(), now_ms)
@@ -488,6 +546,9 @@ fn run_seed(seed: u64, stats: &mut Stats) {
         }
     }
     // Finally: everything flushed survives one more crash exactly.
+    for write in behind.drain(..) {
+        complete(&mut log, &storage, write, &mut model, stats);
+    }
     if !model.poisoned && in_flight.is_none() {
         log.flush().unwrap();
         drop(log);
@@ -532,6 +593,10 @@ fn random_operations_match_the_model() {
         );
         assert!(
             stats.poisonings > 0 && stats.async_flushes > 0 && stats.reads > 0,
+            "{stats:?}"
+        );
+        assert!(
+            stats.write_behinds > 0 && stats.write_behinds_done > 0,
             "{stats:?}"
         );
     }

@@ -70,9 +70,9 @@ mod partition;
 mod recovery;
 mod segment;
 
-pub use partition::{apply_seal, sync_ticket, BATCH_FRAME_KIND};
+pub use partition::{apply_seal, sync_ticket, write_behind, BATCH_FRAME_KIND};
 pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
-    ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail,
+    ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail, WriteBehind,
 };
 pub use segment::{reused_tail_start, BlockWrite, CachedBytes, ChunkWrite, SharedBlocks, ZeroFill};

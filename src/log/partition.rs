@@ -406,6 +406,22 @@ pub(super) struct Flight {
     /// still be torn, so nothing may be written into its successor but by the ticket itself
     /// (see the `Drop` of [`PartitionLog`]).
     seal: Option<Seal>,
+    /// The end of the ticket's writes into the active segment (chunks and zeros; 0 if none):
+    /// a write-behind starts at or past it, so that no two writes in flight share a block.
+    write_end: u64,
+}
+
+/// Full chunks of the active segment's tail, handed out before the flush that covers them
+/// ([`PartitionLog::take_write_behind`]): the runtime writes them while appends go on (the
+/// disk works while the appenders copy), each durable on completion (an `O_DSYNC` write, or a
+/// write and `fdatasync`), in any order, concurrently, then reports
+/// [`PartitionLog::complete_write_behind`]. They do not make anything durable by themselves:
+/// the next flush ticket, which starts only after they completed, declares their offsets
+/// durable with its own.
+#[derive(Debug)]
+pub struct WriteBehind {
+    pub chunks: Vec<ChunkWrite>,
+    id: u64,
 }
 
 /// The log of one topic-partition. See the module docs.
@@ -429,6 +445,10 @@ pub struct PartitionLog<S: Storage> {
     /// Rolls that reused a spare since the open.
     pub(super) reused_rolls: u64,
     pub(super) flight: Option<Flight>,
+    /// Write-behinds handed out and not completed (their ids): no roll and no flush ticket
+    /// until they completed.
+    pub(super) write_behinds: Vec<u64>,
+    pub(super) next_write_behind: u64,
     /// The seal of the segment the last roll sealed, until a flush ticket takes it. At most
     /// one: a second roll before that seals it synchronously first.
     pub(super) pending_seal: Option<Seal>,
@@ -512,6 +532,16 @@ impl<S: Storage> PartitionLog<S> {
         self.flight.is_some()
     }
 
+    /// True if a write-behind is out ([`Self::take_write_behind`]).
+    pub fn write_behind_in_flight(&self) -> bool {
+        !self.write_behinds.is_empty()
+    }
+
+    /// True if any write of the log's is out: a roll waits until none is.
+    fn io_in_flight(&self) -> bool {
+        self.flight.is_some() || !self.write_behinds.is_empty()
+    }
+
     /// True if a flush is in flight or one has work besides unflushed appends: a rolled
     /// segment's seal (a clean shutdown flushes until this and the appends are done).
     pub fn flush_due(&self) -> bool {
@@ -582,10 +612,10 @@ impl<S: Storage> PartitionLog<S> {
         let age_due = active
             .first_append_ms
             .is_some_and(|first| now_ms.saturating_sub(first) >= self.config.segment_ms);
-        // Never while a flush is in flight (its block write may still be landing on the
+        // Never while a write is in flight (a flush's block write may still be landing on the
         // segment's last block): the segment then runs over and rolls at the next flush.
         let rolled = !active.is_empty()
-            && self.flight.is_none()
+            && !self.io_in_flight()
             && (active.size + frame_bytes > self.config.segment_bytes || age_due);
         if rolled {
             self.roll()?;
@@ -657,12 +687,12 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Rolls the active segment if it is full or old enough. Returns true if it rolled.
-    /// Not while a flush is in flight (the next flush rolls a full segment).
+    /// Not while a write is in flight (the next flush rolls a full segment).
     pub fn roll_if_due(&mut self, now_ms: u64) -> Result<bool, LogError> {
         self.check_writable()?;
         let active = self.active();
         let due = !active.is_empty()
-            && self.flight.is_none()
+            && !self.io_in_flight()
             && (active.size >= self.config.segment_bytes
                 || active
                     .first_append_ms
@@ -682,7 +712,7 @@ impl<S: Storage> PartitionLog<S> {
     /// such). A second roll before that flush seals the first synchronously: only one segment
     /// at a time may be waiting for its seal.
     fn roll(&mut self) -> Result<(), LogError> {
-        assert!(self.flight.is_none(), "no roll while a flush is in flight");
+        assert!(!self.io_in_flight(), "no roll while a write is in flight");
         let result = self.seal_pending_now().and_then(|()| {
             let seal = self.seal_active()?;
             let base = self.log_end_offset();
@@ -858,7 +888,14 @@ impl<S: Storage> PartitionLog<S> {
     /// there is nothing to make durable, a flush is already in flight, or the log is poisoned
     /// (writing the checkpoint slot can poison it here: callers waiting for durability should
     /// check [`Self::is_poisoned`] when they get `None`).
+    ///
+    /// Write-behinds handed out must have completed first (asserted): the ticket declares
+    /// their offsets durable.
     pub fn begin_flush(&mut self) -> Option<FlushTicket> {
+        assert!(
+            self.write_behinds.is_empty(),
+            "a flush begins after the write-behinds completed"
+        );
         if self.is_poisoned() || self.flight.is_some() {
             return None;
         }
@@ -956,6 +993,19 @@ impl<S: Storage> PartitionLog<S> {
                 segment.dirty = false;
             }
         }
+        let active_path = &self.active().path;
+        let write_end = chunks
+            .iter()
+            .filter(|c| &c.path == active_path)
+            .map(ChunkWrite::end)
+            .chain(
+                zero_fills
+                    .iter()
+                    .filter(|z| &z.path == active_path)
+                    .map(|z| z.position + z.len),
+            )
+            .max()
+            .unwrap_or(0);
         let mut dirs = Vec::new();
         if self.dir_dirty && seal.is_none() {
             dirs.push(self.dir.clone());
@@ -982,6 +1032,7 @@ impl<S: Storage> PartitionLog<S> {
             checkpoint_durable,
             durable,
             seal: seal.clone(),
+            write_end,
         });
         Some(FlushTicket {
             seal,
@@ -994,6 +1045,64 @@ impl<S: Storage> PartitionLog<S> {
             durable_end_offset: flight.target,
             id: flight.id,
         })
+    }
+
+    /// Full chunks of the active segment's tail to write now, ahead of the flush that will
+    /// cover them ([`WriteBehind`]), if there are any and writing them ahead is safe:
+    /// - a durable checkpoint slot names the active segment, so that a crash that keeps a later
+    ///   chunk and loses an earlier one leaves the hole at or past the slot's position, a tail
+    ///   by FORMAT.md §4 rule 2' (the same argument as a ticket's `chunks_any_order`);
+    /// - they start at or past the end of the writes of the flush in flight (no block written
+    ///   twice at once: a flush's last chunk is a partial block padded with zeros, which the
+    ///   next chunk rewrites whole).
+    ///
+    /// A full chunk that starts inside the flight's last block stays for the next ticket, and
+    /// so do those after it (handed out in file order).
+    pub fn take_write_behind(&mut self) -> Option<WriteBehind> {
+        if self.is_poisoned() || self.pending_seal.is_some() {
+            return None;
+        }
+        let from = self.flight.as_ref().map_or(0, |f| f.write_end);
+        let active = self.segments.last_mut().expect("a segment");
+        let named = self
+            .checkpoint
+            .durable_slot
+            .is_some_and(|(base, _)| base == active.base_offset);
+        if !named {
+            return None;
+        }
+        let chunks = active.tail.take_full_writes(&active.path, from);
+        if chunks.is_empty() {
+            return None;
+        }
+        let id = self.next_write_behind;
+        self.next_write_behind += 1;
+        self.write_behinds.push(id);
+        Some(WriteBehind { chunks, id })
+    }
+
+    /// Ends a write-behind: on failure the log is poisoned (nothing it covered was declared
+    /// durable) and the error returned.
+    pub fn complete_write_behind(
+        &mut self,
+        write: WriteBehind,
+        result: io::Result<()>,
+    ) -> Result<(), LogError> {
+        let at = self
+            .write_behinds
+            .iter()
+            .position(|&id| id == write.id)
+            .expect("complete_write_behind of a write-behind handed out");
+        self.write_behinds.swap_remove(at);
+        match result {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let cause = format!("write-behind of {} failed: {error}", self.dir.display());
+                tracing::error!(dir = %self.dir.display(), %error, "write-behind failed; partition log poisoned");
+                self.commit.poison(cause.clone());
+                Err(LogError::Poisoned { cause })
+            }
+        }
     }
 
     /// Writes a checkpoint slot with the current log start and `checkpoint.written_durable`:
@@ -1137,8 +1246,8 @@ impl<S: Storage> PartitionLog<S> {
     /// first, e.g. at shutdown).
     pub fn flush(&mut self) -> Result<(), LogError> {
         assert!(
-            self.flight.is_none(),
-            "flush() while an asynchronous flush is in flight"
+            !self.io_in_flight(),
+            "flush() while an asynchronous flush or write-behind is in flight"
         );
         let Some(ticket) = self.begin_flush() else {
             return self.check_writable();
@@ -1506,6 +1615,20 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
     }
     for dir in &ticket.dirs {
         storage.sync_dir(dir).map_err(|e| context(dir, e))?;
+    }
+    Ok(())
+}
+
+/// Performs a [`WriteBehind`] synchronously through `storage`: each chunk written and synced
+/// (the synchronous path; the runtime does the same through io_uring).
+pub fn write_behind<S: Storage>(storage: &S, write: &WriteBehind) -> io::Result<()> {
+    for chunk in &write.chunks {
+        let context =
+            |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", chunk.path.display()));
+        let file = storage.open(&chunk.path).map_err(context)?;
+        file.write_direct_at(chunk.bytes(), chunk.position)
+            .and_then(|()| file.sync())
+            .map_err(context)?;
     }
     Ok(())
 }
@@ -1895,6 +2018,106 @@ mod tests {
         assert!(report.truncated.is_empty() && report.indexes_rebuilt.is_empty());
         assert_eq!(log.log_end_offset(), end);
         assert_eq!(log.read(0, usize::MAX).unwrap().next_offset, end);
+    }
+
+    /// Appends 10 KB batches, more than the largest tail chunk holds: the tail has a full
+    /// chunk to write behind.
+    fn append_until_a_chunk_is_full(log: &mut PartitionLog<SimStorage>) {
+        let batches = 2 * crate::constants::LOG_TAIL_CHUNK_BYTES_MAX / 10_000;
+        for _ in 0..batches {
+            log.append(&batch(1, 0, 10_000), 0).unwrap();
+        }
+    }
+
+    #[test]
+    fn writes_behind_only_past_a_named_position_and_the_flight_and_hold_rolls_and_flushes() {
+        let storage = SimStorage::new();
+        let config = LogConfig {
+            segment_bytes: 64 << 20,
+            ..LogConfig::default()
+        };
+        let (mut log, _) = open(&storage, config.clone());
+        // No durable slot names the new segment yet: nothing is written ahead.
+        append_until_a_chunk_is_full(&mut log);
+        assert!(
+            log.take_write_behind().is_none(),
+            "rule 2' does not cover it yet"
+        );
+        log.flush().unwrap();
+        log.append(&batch(1, 0, 100), 0).unwrap();
+        log.flush().unwrap();
+        // A flush in flight: a full chunk that starts inside its last block stays.
+        append_until_a_chunk_is_full(&mut log);
+        log.append(&batch(1, 0, 100), 0).unwrap();
+        let ticket = log.begin_flush().unwrap();
+        let flight_end = ticket.chunks.iter().map(ChunkWrite::end).max().unwrap();
+        append_until_a_chunk_is_full(&mut log);
+        assert!(
+            log.take_write_behind().is_none(),
+            "the first full chunk rewrites the flight's last block"
+        );
+        let result = sync_ticket(&storage, &ticket);
+        log.complete_flush(ticket, result).unwrap();
+        let write = log.take_write_behind().expect("full chunks to write ahead");
+        assert!(write.chunks[0].position < flight_end);
+        assert!(write.chunks.windows(2).all(|p| p[0].end() <= p[1].position));
+        assert!(log.take_write_behind().is_none(), "handed out once");
+        // While it is out: no roll, and the durable end does not move.
+        let durable = log.durable_end_offset();
+        assert!(!log.roll_if_due(u64::MAX / 2).unwrap());
+        assert!(log.write_behind_in_flight());
+        let result = super::write_behind(&storage, &write);
+        log.complete_write_behind(write, result).unwrap();
+        assert_eq!(
+            log.durable_end_offset(),
+            durable,
+            "a write-behind declares nothing"
+        );
+        // The next ticket covers the rest and declares all durable.
+        let end = log.log_end_offset();
+        let ticket = log.begin_flush().unwrap();
+        let result = sync_ticket(&storage, &ticket);
+        log.complete_flush(ticket, result).unwrap();
+        assert_eq!(log.durable_end_offset(), end);
+        // More written ahead, the last chunk landed first and not synced, then a power loss:
+        // the durable offsets survive, and whatever a hole leaves past them is a tail.
+        append_until_a_chunk_is_full(&mut log);
+        let write = log.take_write_behind().expect("full chunks to write ahead");
+        assert!(write.chunks.len() > 1, "{write:?}");
+        let last = write.chunks.last().unwrap();
+        let file = storage.open(&last.path).unwrap();
+        file.write_direct_at(last.bytes(), last.position).unwrap();
+        drop(log);
+        for seed in 0..8 {
+            let (log, _) = open(&storage.crash(seed), config.clone());
+            assert!(log.log_end_offset() >= end);
+            assert_eq!(log.read(0, usize::MAX).unwrap().first_offset, 0);
+        }
+    }
+
+    #[test]
+    fn a_failed_write_behind_poisons_the_log() {
+        let storage = SimStorage::new();
+        let config = LogConfig {
+            segment_bytes: 64 << 20,
+            ..LogConfig::default()
+        };
+        let (mut log, _) = open(&storage, config);
+        log.append(&batch(1, 0, 100), 0).unwrap();
+        log.flush().unwrap();
+        log.append(&batch(1, 0, 100), 0).unwrap();
+        log.flush().unwrap();
+        append_until_a_chunk_is_full(&mut log);
+        let write = log.take_write_behind().expect("a full chunk");
+        let durable = log.durable_end_offset();
+        let error = log
+            .complete_write_behind(write, Err(io::Error::other("EIO")))
+            .unwrap_err();
+        assert!(error.to_string().contains("EIO"), "{error}");
+        assert!(log.is_poisoned());
+        assert!(log.begin_flush().is_none());
+        assert_eq!(log.durable_end_offset(), durable);
+        assert!(log.append(&batch(1, 0, 100), 0).is_err());
     }
 
     #[test]

@@ -233,6 +233,8 @@ impl<S: Storage> PartitionLog<S> {
             retention_now_ms: now_ms,
             reused_rolls: 0,
             flight: None,
+            write_behinds: Vec::new(),
+            next_write_behind: 1,
             pending_seal: None,
         };
         // A start that differs from the checkpoint (clamped to the log end) is written now:

@@ -305,6 +305,36 @@ impl Tail {
         self.take(path, false)
     }
 
+    /// The writes of the chunks that ran full (closed at their last whole block, not handed out
+    /// yet), in file order, from the first of them while each starts at or past `from`; the
+    /// open chunk stays. Marks them handed out. These never overlap the open chunk or each
+    /// other (a full chunk's partial block moved to the next one).
+    pub(super) fn take_full_writes(&mut self, path: &Path, from: u64) -> Vec<ChunkWrite> {
+        let mut writes = Vec::new();
+        for chunk in self.closed.iter_mut().filter(|c| !c.issued) {
+            if chunk.position < from {
+                break;
+            }
+            assert!(
+                chunk.position + chunk.fill > self.issued || self.issued == u64::MAX,
+                "a chunk handed out holds new bytes"
+            );
+            assert_eq!(
+                chunk.fill % LOG_BLOCK_BYTES,
+                0,
+                "a full chunk is whole blocks"
+            );
+            chunk.issued = true;
+            self.issued = chunk.position + chunk.fill;
+            writes.push(ChunkWrite {
+                path: path.to_path_buf(),
+                position: chunk.position,
+                data: chunk.data.clone(),
+            });
+        }
+        writes
+    }
+
     fn take(&mut self, path: &Path, reopen: bool) -> Vec<ChunkWrite> {
         let end = self.end();
         if self.issued == end {

@@ -5,13 +5,20 @@
 //! durable; fdatasync goes through io_uring ([`super::files::sync_ticket`]) and appends that
 //! arrive while a flush is in flight share the next one (the log's `GroupCommit` and
 //! `CommitWaiters`, as the shard's flush loop uses them), with the allocator tuned as the
-//! broker tunes it ([`files::tune_allocator`]).
+//! broker tunes it ([`files::tune_allocator`]). As on a shard, an append that fills a tail
+//! chunk writes it behind at once ([`PartitionLog::take_write_behind`]), the flush waits for
+//! those writes, and the executor's task quota is the shard's
+//! ([`SHARD_TASK_QUOTA_MICROS`](crate::constants::SHARD_TASK_QUOTA_MICROS)), so that the
+//! writes reach the disk while the appenders copy.
 //!
 //! [`journal_flushes`] runs the state journal's flush path (one entry per flush) the same way.
 
 use super::files;
 use super::sync::{oneshot, OneshotSender};
-use crate::constants::{LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, SHARD_IO_MEMORY_BYTES};
+use crate::constants::{
+    LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, SHARD_IO_MEMORY_BYTES,
+    SHARD_TASK_QUOTA_MICROS,
+};
 use crate::log::group_commit::CommitWaiters;
 use crate::log::{LogConfig, PartitionLog};
 use crate::storage::file::FsStorage;
@@ -30,6 +37,8 @@ struct Driver {
     retention: bool,
     /// Batch bytes appended so far.
     appended: u64,
+    /// Write-behinds in flight ([`PartitionLog::take_write_behind`]), awaited before a flush.
+    write_behinds: Vec<glommio::task::JoinHandle<()>>,
 }
 
 /// Appends `batch` from `appenders` concurrent tasks for `duration`, each waiting for
@@ -53,6 +62,7 @@ pub fn group_commit_appends(
     LocalExecutorBuilder::new(Placement::Unbound)
         .name("lockstep-bench")
         .io_memory(SHARD_IO_MEMORY_BYTES)
+        .preempt_timer(Duration::from_micros(SHARD_TASK_QUOTA_MICROS))
         .spawn(move || async move {
             files::use_dma_blocks();
             // Segments of at most half the retained size, so that retention removes some.
@@ -73,6 +83,7 @@ pub fn group_commit_appends(
                 flushing: false,
                 retention: retention_bytes.is_some(),
                 appended: 0,
+                write_behinds: Vec::new(),
             }));
             let batch = Rc::new(batch);
             if warm_up > 0 {
@@ -148,6 +159,15 @@ async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Resul
         d.appended += batch.len() as u64;
         let (tx, rx) = oneshot();
         d.waiters.park(info.last_offset + 1, tx);
+        if let Some(write) = d.log.take_write_behind() {
+            let driver = driver.clone();
+            let task = glommio::spawn_local(async move {
+                let result = files::write_behind(&write).await;
+                let _ = driver.borrow_mut().log.complete_write_behind(write, result);
+            })
+            .detach();
+            d.write_behinds.push(task);
+        }
         rx
     };
     ensure_flush(driver);
@@ -165,8 +185,26 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
     let driver = driver.clone();
     glommio::spawn_local(async move {
         loop {
+            // As the shard's flush loop: a ticket starts after the write-behinds completed.
+            loop {
+                let pending = std::mem::take(&mut driver.borrow_mut().write_behinds);
+                if pending.is_empty() {
+                    break;
+                }
+                for task in pending {
+                    task.await;
+                }
+            }
             let ticket = driver.borrow_mut().log.begin_flush();
-            let Some(ticket) = ticket else { break };
+            let Some(ticket) = ticket else {
+                let mut d = driver.borrow_mut();
+                if let Some(cause) = d.log.poison_cause().map(str::to_string) {
+                    for waiter in d.waiters.drain() {
+                        waiter.send(Err(cause.clone()));
+                    }
+                }
+                break;
+            };
             let result = files::sync_ticket(&ticket).await;
             let mut d = driver.borrow_mut();
             match d.log.complete_flush(ticket, result) {

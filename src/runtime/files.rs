@@ -53,7 +53,9 @@ use crate::constants::{
     ENGINE_MALLOC_MMAP_THRESHOLD_BYTES, ENGINE_MALLOC_TRIM_THRESHOLD_BYTES, ENGINE_OPEN_FILES_MAX,
     LOG_BLOCK_BYTES, LOG_ZERO_FILL_BYTES,
 };
-use crate::log::{BlockWrite, CachedBytes, ChunkWrite, FlushTicket, ReadAhead, Seal, ZeroFill};
+use crate::log::{
+    BlockWrite, CachedBytes, ChunkWrite, FlushTicket, ReadAhead, Seal, WriteBehind, ZeroFill,
+};
 use crate::shard::join::join_all;
 use crate::storage::blocks::{self, BlockMemory};
 use glommio::io::{BufferedFile, Directory, DmaBuffer, DmaFile, OpenOptions};
@@ -696,6 +698,20 @@ pub async fn read_ahead(ahead: &ReadAhead) -> Option<(u64, CachedBytes)> {
 }
 
 type Step<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
+
+/// A [`WriteBehind`]'s chunks, concurrently, each durable on return ([`write_chunk`]).
+pub async fn write_behind(write: &WriteBehind) -> io::Result<()> {
+    let steps: Vec<Step<'_>> = write
+        .chunks
+        .iter()
+        .map(|chunk| Box::pin(write_chunk(chunk)) as Step<'_>)
+        .collect();
+    join_all(steps)
+        .await
+        .into_iter()
+        .collect::<io::Result<Vec<()>>>()?;
+    Ok(())
+}
 
 /// Writes a sealed segment's index into its (empty) file and `fdatasync`s it.
 async fn write_index(seal: &Seal) -> io::Result<()> {

@@ -321,6 +321,13 @@ impl crate::shard::ShardIo for ShardHandle {
         files::sync_ticket(ticket)
     }
 
+    fn write_behind(
+        &self,
+        write: &crate::log::WriteBehind,
+    ) -> impl Future<Output = std::io::Result<()>> {
+        files::write_behind(write)
+    }
+
     fn read_ahead(
         &self,
         parts: Vec<crate::log::ReadAhead>,

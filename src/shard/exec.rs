@@ -25,7 +25,7 @@
 //!   ([`ShardIo::log_poisoned`], [`ShardIo::journal_poisoned`]) before anyone waiting is
 //!   answered.
 
-use super::sync::{oneshot, OneshotSender};
+use super::sync::{oneshot, OneshotReceiver, OneshotSender};
 use super::{ShardCore, ShardIo};
 use crate::constants::{
     DELETE_RECORDS_DURABLE_POLL_MS, FLUSH_ALL_POLL_MS, SHARE_DLQ_PRODUCE_TIMEOUT_MS,
@@ -59,6 +59,9 @@ pub use ptxn::ShardPtxn;
 pub(crate) struct PartitionSync {
     flushing: bool,
     waiters: CommitWaiters<OneshotSender<Result<(), String>>>,
+    /// Write-behinds in flight (each answers when it completed): the flush loop awaits them
+    /// before it begins a ticket.
+    write_behinds: Vec<OneshotReceiver<()>>,
 }
 
 /// A long-poll waiting for data on some partitions.
@@ -784,6 +787,7 @@ pub trait ShardExec:
         let Some((key, target)) = applied.durable_target else {
             return ShardReply::Produce(applied.result);
         };
+        self.start_write_behind(key);
         self.ensure_flush(key);
         // acks=1 waits for the block write too: the tail is written behind, so an answer
         // before it would be lost to a process kill (Kafka's page cache keeps it). With the
@@ -831,6 +835,33 @@ pub trait ShardExec:
         }
     }
 
+    /// Writes the full chunks of a partition's log tail now, if it has any it may write ahead
+    /// of the next flush ([`crate::log::WriteBehind`]): the disk works while appends go on.
+    fn start_write_behind(&self, key: TopicPartition) {
+        let Some(write) = self.state.borrow_mut().take_write_behind(&key) else {
+            return;
+        };
+        let (tx, rx) = oneshot();
+        self.syncs
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .write_behinds
+            .push(rx);
+        let ctx = self.clone();
+        self.spawn(async move {
+            let result = ctx.write_behind(&write).await;
+            let outcome = ctx
+                .state
+                .borrow_mut()
+                .complete_write_behind(&key, write, result);
+            if let Some(Err(error)) = outcome {
+                ctx.log_poisoned(&format!("partition {key:?}: {error}"));
+            }
+            tx.send(());
+        });
+    }
+
     /// Starts the flush loop of a partition unless one is running.
     fn ensure_flush(&self, key: TopicPartition) {
         {
@@ -847,6 +878,21 @@ pub trait ShardExec:
 
     async fn flush_loop(&self, key: TopicPartition) {
         loop {
+            // A ticket declares durable what write-behinds wrote: it begins after they completed.
+            loop {
+                let pending = self
+                    .syncs
+                    .borrow_mut()
+                    .get_mut(&key)
+                    .map(|s| std::mem::take(&mut s.write_behinds))
+                    .unwrap_or_default();
+                if pending.is_empty() {
+                    break;
+                }
+                for done in pending {
+                    done.await;
+                }
+            }
             let ticket = self.state.borrow_mut().begin_flush(&key);
             let Some(ticket) = ticket else { break };
             let started = self.monotonic_us();

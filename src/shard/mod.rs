@@ -110,6 +110,11 @@ pub trait ShardIo: Clone + 'static {
         &self,
         ticket: &crate::log::FlushTicket,
     ) -> impl Future<Output = std::io::Result<()>>;
+    /// Writes a partition log's write-behind: its chunks, each durable on completion.
+    fn write_behind(
+        &self,
+        write: &crate::log::WriteBehind,
+    ) -> impl Future<Output = std::io::Result<()>>;
     /// Reads parts of segment files an op is about to read (`read_ahead`), concurrently:
     /// for each part, in order, the bytes read (fewer at the file's end) and the buffer holding
     /// them, or `None` if it could not be read so (the logs then read it themselves). The op

@@ -24,7 +24,9 @@ use super::registry::TopicRegistry;
 use super::share_state::ShareState;
 use crate::config::TopicSettings;
 use crate::log::batch::{self, BATCH_HEADER_BYTES};
-use crate::log::{FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, RecoveryReport};
+use crate::log::{
+    FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, RecoveryReport, WriteBehind,
+};
 use crate::model::{partition_shard, ShardId, TopicPartition};
 use crate::ptxn::partition::{
     control_record, control_type, marker_outcome, MarkerAction, TxnPartition, Verification,
@@ -891,6 +893,23 @@ impl<S: Storage + Clone> ShardState<S> {
     /// Starts a flush of one partition if it has unflushed writes.
     pub fn begin_flush(&mut self, key: &TopicPartition) -> Option<FlushTicket> {
         self.partitions.get_mut(key)?.log.begin_flush()
+    }
+
+    /// Full chunks of a partition's log tail to write ahead of its next flush
+    /// ([`PartitionLog::take_write_behind`](crate::log::PartitionLog::take_write_behind)).
+    pub fn take_write_behind(&mut self, key: &TopicPartition) -> Option<WriteBehind> {
+        self.partitions.get_mut(key)?.log.take_write_behind()
+    }
+
+    /// Ends a write-behind; `None` if the partition was removed meanwhile.
+    pub fn complete_write_behind(
+        &mut self,
+        key: &TopicPartition,
+        write: WriteBehind,
+        result: io::Result<()>,
+    ) -> Option<Result<(), LogError>> {
+        let partition = self.partitions.get_mut(key)?;
+        Some(partition.log.complete_write_behind(write, result))
     }
 
     /// Ends a flush; returns the new durable end offset, or `None` if the partition was

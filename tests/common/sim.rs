@@ -410,6 +410,30 @@ impl ShardIo for SimIo {
         }
     }
 
+    /// The chunks land at once (unsynced), each is synced after a random number of polls.
+    fn write_behind(
+        &self,
+        write: &lockstep::log::WriteBehind,
+    ) -> impl Future<Output = std::io::Result<()>> {
+        let storage = self.world.storage.borrow().clone();
+        let polls = self.world.exec.rng.borrow_mut().gen_range(0..=3u32);
+        let writes: Vec<(PathBuf, u64, Vec<u8>)> = write
+            .chunks
+            .iter()
+            .map(|w| (w.path.clone(), w.position, w.bytes().to_vec()))
+            .collect();
+        async move {
+            for (path, position, data) in &writes {
+                storage.open(path)?.write_direct_at(data, *position)?;
+            }
+            Exec::yield_polls(polls).await;
+            for (path, _, _) in &writes {
+                storage.sync_file(path)?;
+            }
+            Ok(())
+        }
+    }
+
     /// Reads the parts from the storage double's written bytes (what an `O_DIRECT` read sees)
     /// when it completes, after at least one poll (other tasks run meanwhile: a flush may
     /// complete, moving a tail); one part in `READ_AHEAD_FAIL_ONE_IN` fails (`None`).
