@@ -140,12 +140,6 @@ pub const ENGINE_MALLOC_MMAP_THRESHOLD_BYTES: usize = 256 * 1024 * 1024;
 /// glibc's `M_TRIM_THRESHOLD`: free memory a heap keeps before returning its top to the kernel
 /// (so the next flush's buffers reuse resident pages).
 pub const ENGINE_MALLOC_TRIM_THRESHOLD_BYTES: usize = 64 * 1024 * 1024;
-/// How long a shard's executor runs tasks before it submits the I/O they queued and polls for
-/// completions (glommio's preempt timer; its default is 100 ms). glommio hands queued I/O to
-/// the kernel only between task runs, so without a short quota a burst of appends would queue
-/// its write-behinds until the whole burst has run, and the disk would idle while the CPU
-/// copies. Seastar's task quota is the same 0.5 ms.
-pub const SHARD_TASK_QUOTA_MICROS: u64 = 500;
 /// Memory the runtime may lock for io_uring buffers per shard (the machine's memlock limit is small).
 pub const SHARD_IO_MEMORY_BYTES: usize = 512 * 1024;
 /// How often each shard polls the shutdown flag set by the signal handler.

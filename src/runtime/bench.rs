@@ -6,19 +6,16 @@
 //! arrive while a flush is in flight share the next one (the log's `GroupCommit` and
 //! `CommitWaiters`, as the shard's flush loop uses them), with the allocator tuned as the
 //! broker tunes it ([`files::tune_allocator`]). As on a shard, an append that fills a tail
-//! chunk writes it behind at once ([`PartitionLog::take_write_behind`]), the flush waits for
-//! those writes, and the executor's task quota is the shard's
-//! ([`SHARD_TASK_QUOTA_MICROS`](crate::constants::SHARD_TASK_QUOTA_MICROS)), so that the
-//! writes reach the disk while the appenders copy.
+//! chunk writes it behind ([`PartitionLog::take_write_behind`]), and a flush begins after those
+//! writes completed. glommio hands them to the kernel when its task queues run dry, so here,
+//! where every appender a flush released runs in one go, they reach the disk after the last
+//! of them appended (on a shard, requests arrive over the network, between I/O polls).
 //!
 //! [`journal_flushes`] runs the state journal's flush path (one entry per flush) the same way.
 
 use super::files;
 use super::sync::{oneshot, OneshotSender};
-use crate::constants::{
-    LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, SHARD_IO_MEMORY_BYTES,
-    SHARD_TASK_QUOTA_MICROS,
-};
+use crate::constants::{LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, SHARD_IO_MEMORY_BYTES};
 use crate::log::group_commit::CommitWaiters;
 use crate::log::{LogConfig, PartitionLog};
 use crate::storage::file::FsStorage;
@@ -62,7 +59,6 @@ pub fn group_commit_appends(
     LocalExecutorBuilder::new(Placement::Unbound)
         .name("lockstep-bench")
         .io_memory(SHARD_IO_MEMORY_BYTES)
-        .preempt_timer(Duration::from_micros(SHARD_TASK_QUOTA_MICROS))
         .spawn(move || async move {
             files::use_dma_blocks();
             // Segments of at most half the retained size, so that retention removes some.

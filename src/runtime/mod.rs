@@ -38,8 +38,8 @@ pub mod tls;
 use crate::config::BrokerConfig;
 use crate::constants::{
     LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
-    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHARD_TASK_QUOTA_MICROS,
-    SHARE_HOUSEKEEPING_INTERVAL_MS, SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
+    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHARE_HOUSEKEEPING_INTERVAL_MS,
+    SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
 };
 use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
@@ -289,7 +289,6 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("{}{index}", fatal::SHARD_THREAD_PREFIX))
             .io_memory(SHARD_IO_MEMORY_BYTES)
-            .preempt_timer(Duration::from_micros(SHARD_TASK_QUOTA_MICROS))
             .spawn(move || async move {
                 files::use_dma_blocks();
                 let ready = setup.ready.clone();
