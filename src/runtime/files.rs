@@ -699,6 +699,13 @@ pub async fn read_ahead(ahead: &ReadAhead) -> Option<(u64, CachedBytes)> {
 
 type Step<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
 
+/// False if `LOCKSTEP_LOG_WRITE_BEHIND=off` (read once per process): produce then leaves every
+/// tail chunk to the flush, as before write-behinds (for measuring one against the other).
+pub fn writes_behind() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LOCKSTEP_LOG_WRITE_BEHIND").as_deref() != Ok("off"))
+}
+
 /// A [`WriteBehind`]'s chunks, concurrently, each durable on return ([`write_chunk`]).
 pub async fn write_behind(write: &WriteBehind) -> io::Result<()> {
     let steps: Vec<Step<'_>> = write

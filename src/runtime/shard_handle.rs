@@ -321,6 +321,10 @@ impl crate::shard::ShardIo for ShardHandle {
         files::sync_ticket(ticket)
     }
 
+    fn writes_behind(&self) -> bool {
+        files::writes_behind()
+    }
+
     fn write_behind(
         &self,
         write: &crate::log::WriteBehind,

@@ -838,6 +838,9 @@ pub trait ShardExec:
     /// Writes the full chunks of a partition's log tail now, if it has any it may write ahead
     /// of the next flush ([`crate::log::WriteBehind`]): the disk works while appends go on.
     fn start_write_behind(&self, key: TopicPartition) {
+        if !self.writes_behind() {
+            return;
+        }
         let Some(write) = self.state.borrow_mut().take_write_behind(&key) else {
             return;
         };

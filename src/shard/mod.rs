@@ -110,6 +110,11 @@ pub trait ShardIo: Clone + 'static {
         &self,
         ticket: &crate::log::FlushTicket,
     ) -> impl Future<Output = std::io::Result<()>>;
+    /// Whether produce writes full log tail chunks behind ([`crate::log::WriteBehind`]); the
+    /// runtime's `LOCKSTEP_LOG_WRITE_BEHIND=off` turns it off, to measure one against the other.
+    fn writes_behind(&self) -> bool {
+        true
+    }
     /// Writes a partition log's write-behind: its chunks, each durable on completion.
     fn write_behind(
         &self,
