@@ -142,6 +142,9 @@ pub const ENGINE_MALLOC_MMAP_THRESHOLD_BYTES: usize = 256 * 1024 * 1024;
 pub const ENGINE_MALLOC_TRIM_THRESHOLD_BYTES: usize = 64 * 1024 * 1024;
 /// Memory the runtime may lock for io_uring buffers per shard (the machine's memlock limit is small).
 pub const SHARD_IO_MEMORY_BYTES: usize = 512 * 1024;
+/// Receives each executor's I/O doorbell keeps waiting (`runtime::kick`): one is re-armed only
+/// after its task ran, so a kick in between finds another.
+pub const DOORBELL_RECEIVES: usize = 4;
 /// How often each shard polls the shutdown flag set by the signal handler.
 pub const SHUTDOWN_POLL_MS: u64 = 50;
 /// After a shutdown signal, how long in-flight requests may take before connections are dropped.

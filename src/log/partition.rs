@@ -413,11 +413,11 @@ pub(super) struct Flight {
 
 /// Full chunks of the active segment's tail, handed out before the flush that covers them
 /// ([`PartitionLog::take_write_behind`]): the runtime writes them while appends go on (the
-/// disk works while the appenders copy), each durable on completion (an `O_DSYNC` write, or a
-/// write and `fdatasync`), in any order, concurrently, then reports
-/// [`PartitionLog::complete_write_behind`]. They do not make anything durable by themselves:
-/// the next flush ticket, which starts only after they completed, declares their offsets
-/// durable with its own.
+/// disk works while the appenders copy), in any order, concurrently, as plain writes (not
+/// durable on completion: no device flush per chunk), then reports
+/// [`PartitionLog::complete_write_behind`]. They make nothing durable by themselves: the next
+/// flush ticket, which starts only after they completed, `fdatasync`s their segment (its
+/// `files`) and declares their offsets durable with its own.
 #[derive(Debug)]
 pub struct WriteBehind {
     pub chunks: Vec<ChunkWrite>,
@@ -449,6 +449,10 @@ pub struct PartitionLog<S: Storage> {
     /// until they completed.
     pub(super) write_behinds: Vec<u64>,
     pub(super) next_write_behind: u64,
+    /// Segments that completed write-behinds wrote into since the last flush ticket, which
+    /// syncs those it still holds (a sealed one's seal syncs it; a removed one's bytes are
+    /// gone anyway).
+    pub(super) write_behinds_unsynced: Vec<PathBuf>,
     /// The seal of the segment the last roll sealed, until a flush ticket takes it. At most
     /// one: a second roll before that seals it synchronously first.
     pub(super) pending_seal: Option<Seal>,
@@ -910,7 +914,13 @@ impl<S: Storage> PartitionLog<S> {
             return None;
         }
         let mut seal = self.pending_seal.take();
-        let mut files = Vec::new();
+        let mut files: Vec<PathBuf> = std::mem::take(&mut self.write_behinds_unsynced)
+            .into_iter()
+            .filter(|path| {
+                seal.as_ref().is_none_or(|s| &s.segment != path)
+                    && self.segments.iter().any(|s| &s.path == path)
+            })
+            .collect();
         let mut writes = Vec::new();
         let mut chunks = Vec::new();
         let mut zero_fills = Vec::new();
@@ -988,6 +998,7 @@ impl<S: Storage> PartitionLog<S> {
                         zero_fills.extend(segment.zero_ahead(end));
                         chunks.extend(taken);
                     }
+                    None if files.contains(&segment.path) => {}
                     None => files.push(segment.path.clone()),
                 }
                 segment.dirty = false;
@@ -1095,7 +1106,14 @@ impl<S: Storage> PartitionLog<S> {
             .expect("complete_write_behind of a write-behind handed out");
         self.write_behinds.swap_remove(at);
         match result {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                for chunk in &write.chunks {
+                    if !self.write_behinds_unsynced.contains(&chunk.path) {
+                        self.write_behinds_unsynced.push(chunk.path.clone());
+                    }
+                }
+                Ok(())
+            }
             Err(error) => {
                 let cause = format!("write-behind of {} failed: {error}", self.dir.display());
                 tracing::error!(dir = %self.dir.display(), %error, "write-behind failed; partition log poisoned");
@@ -1619,15 +1637,14 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
     Ok(())
 }
 
-/// Performs a [`WriteBehind`] synchronously through `storage`: each chunk written and synced
-/// (the synchronous path; the runtime does the same through io_uring).
+/// Performs a [`WriteBehind`] synchronously through `storage`: each chunk written, not synced
+/// (the next ticket syncs the file; the runtime does the same through io_uring).
 pub fn write_behind<S: Storage>(storage: &S, write: &WriteBehind) -> io::Result<()> {
     for chunk in &write.chunks {
         let context =
             |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", chunk.path.display()));
         let file = storage.open(&chunk.path).map_err(context)?;
         file.write_direct_at(chunk.bytes(), chunk.position)
-            .and_then(|()| file.sync())
             .map_err(context)?;
     }
     Ok(())

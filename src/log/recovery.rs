@@ -235,6 +235,7 @@ impl<S: Storage> PartitionLog<S> {
             flight: None,
             write_behinds: Vec::new(),
             next_write_behind: 1,
+            write_behinds_unsynced: Vec::new(),
             pending_seal: None,
         };
         // A start that differs from the checkpoint (clamped to the log end) is written now:

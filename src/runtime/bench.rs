@@ -13,8 +13,8 @@
 //!
 //! [`journal_flushes`] runs the state journal's flush path (one entry per flush) the same way.
 
-use super::files;
-use super::sync::{oneshot, OneshotSender};
+use super::sync::{oneshot, OneshotReceiver, OneshotSender};
+use super::{files, kick};
 use crate::constants::{LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, SHARD_IO_MEMORY_BYTES};
 use crate::log::group_commit::CommitWaiters;
 use crate::log::{LogConfig, PartitionLog};
@@ -35,7 +35,7 @@ struct Driver {
     /// Batch bytes appended so far.
     appended: u64,
     /// Write-behinds in flight ([`PartitionLog::take_write_behind`]), awaited before a flush.
-    write_behinds: Vec<glommio::task::JoinHandle<()>>,
+    write_behinds: Vec<OneshotReceiver<()>>,
 }
 
 /// Appends `batch` from `appenders` concurrent tasks for `duration`, each waiting for
@@ -61,6 +61,7 @@ pub fn group_commit_appends(
         .io_memory(SHARD_IO_MEMORY_BYTES)
         .spawn(move || async move {
             files::use_dma_blocks();
+            kick::install()?;
             // Segments of at most half the retained size, so that retention removes some.
             let segment_bytes = retention_bytes.map_or(LOG_SEGMENT_BYTES_DEFAULT, |r| {
                 (r / 2).clamp(LOG_SEGMENT_BYTES_MIN, LOG_SEGMENT_BYTES_DEFAULT)
@@ -146,7 +147,7 @@ async fn run_appenders(
 }
 
 async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Result<()> {
-    let receiver = {
+    let (receiver, write) = {
         let mut d = driver.borrow_mut();
         let info = d
             .log
@@ -155,17 +156,22 @@ async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Resul
         d.appended += batch.len() as u64;
         let (tx, rx) = oneshot();
         d.waiters.park(info.last_offset + 1, tx);
-        if let Some(write) = d.log.take_write_behind() {
-            let driver = driver.clone();
-            let task = glommio::spawn_local(async move {
-                let result = files::write_behind(&write).await;
-                let _ = driver.borrow_mut().log.complete_write_behind(write, result);
-            })
-            .detach();
-            d.write_behinds.push(task);
-        }
-        rx
+        (rx, d.log.take_write_behind())
     };
+    if let Some(write) = write {
+        // As the shard does: started in place (its writes queued and the doorbell rung now).
+        let (tx, rx) = oneshot();
+        driver.borrow_mut().write_behinds.push(rx);
+        let driver = driver.clone();
+        let task = crate::shard::join::started(async move {
+            let result = kick::kicked(files::write_behind(&write)).await;
+            let _ = driver.borrow_mut().log.complete_write_behind(write, result);
+            tx.send(());
+        });
+        if let Some(task) = task {
+            glommio::spawn_local(task).detach();
+        }
+    }
     ensure_flush(driver);
     match receiver.await {
         Some(Ok(())) => Ok(()),
@@ -187,8 +193,8 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
                 if pending.is_empty() {
                     break;
                 }
-                for task in pending {
-                    task.await;
+                for done in pending {
+                    done.await;
                 }
             }
             let ticket = driver.borrow_mut().log.begin_flush();
@@ -201,7 +207,7 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
                 }
                 break;
             };
-            let result = files::sync_ticket(&ticket).await;
+            let result = kick::kicked(files::sync_ticket(&ticket)).await;
             let mut d = driver.borrow_mut();
             match d.log.complete_flush(ticket, result) {
                 Ok(()) => {

@@ -242,6 +242,9 @@ struct Engine {
     syncs: HashMap<PathBuf, (Rc<BufferedFile>, u64)>,
     /// Read-ahead handles (`None`: the file system refused `O_DIRECT`).
     reads: HashMap<PathBuf, (Option<Rc<DmaFile>>, u64)>,
+    /// Plain `O_DIRECT` handles (no `O_DSYNC`) for writes a later `fdatasync` makes durable
+    /// (`None`: the file system refused `O_DIRECT`).
+    plain: HashMap<PathBuf, (Option<Rc<DmaFile>>, u64)>,
     clock: u64,
 }
 
@@ -275,6 +278,7 @@ thread_local! {
         files: HashMap::new(),
         syncs: HashMap::new(),
         reads: HashMap::new(),
+        plain: HashMap::new(),
         clock: 0,
     });
 }
@@ -341,6 +345,7 @@ fn forget(path: &Path) {
         engine.files.remove(path);
         engine.syncs.remove(path);
         engine.reads.remove(path);
+        engine.plain.remove(path);
     });
 }
 
@@ -504,30 +509,56 @@ async fn write_chunks_in_order(writes: &[ChunkWrite]) -> io::Result<()> {
     Ok(())
 }
 
-/// The chunk writes of one segment issued together, then one `fdatasync`
-/// ([`FlushTicket::chunks_any_order`]: a crash may keep any subset of them). The cached handle
-/// may be `O_DSYNC` (a device flush per write), so these go through a plain `O_DIRECT` handle
-/// opened for the purpose (one open per flush of several chunks: microseconds against
-/// megabytes). Without `O_DIRECT` or DMA chunks: in order, as [`write_chunks_in_order`].
-async fn write_chunks_together(writes: &[ChunkWrite]) -> io::Result<()> {
-    let Some(first) = writes.first() else {
-        return Ok(());
-    };
-    let path = &first.path;
-    let buffers: Option<Vec<Rc<DmaBuffer>>> = writes
+/// A plain `O_DIRECT` handle of `path` (no `O_DSYNC`: a write completes once the device took
+/// it, and an `fdatasync` makes it durable), cached like the block-write handles. `None` if the
+/// file system refuses `O_DIRECT`.
+async fn plain_handle(path: &Path) -> Option<Rc<DmaFile>> {
+    let found = ENGINE.with(|engine| {
+        let engine = &mut *engine.borrow_mut();
+        engine.clock += 1;
+        let now = engine.clock;
+        engine.plain.get_mut(path).map(|(file, used)| {
+            *used = now;
+            file.clone()
+        })
+    });
+    if let Some(file) = found {
+        return file;
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .dma_open(path)
+        .await
+        .ok()
+        .map(Rc::new);
+    ENGINE.with(|engine| {
+        let engine = &mut *engine.borrow_mut();
+        let (dir, kind) = (path.parent(), path.extension());
+        insert(
+            &mut engine.plain,
+            &mut engine.clock,
+            path,
+            file.clone(),
+            |other| other.parent() == dir && other.extension() == kind,
+        );
+    });
+    file
+}
+
+/// The chunk writes of one segment, concurrently, through its plain handle ([`plain_handle`]),
+/// not synced: the handle, for the `fdatasync` that makes them durable. `None` if they cannot go
+/// that way (memory that is not the engine's, or no `O_DIRECT`).
+async fn write_chunks_plain(writes: &[ChunkWrite]) -> Option<io::Result<Rc<DmaFile>>> {
+    let path = &writes.first()?.path;
+    let buffers: Vec<Rc<DmaBuffer>> = writes
         .iter()
         .map(|w| {
             assert_eq!(&w.path, path, "one segment's chunks");
             let blocks = w.data.as_any().downcast_ref::<DmaBlocks>()?;
             Some(blocks.0.clone())
         })
-        .collect();
-    let Some(buffers) = buffers else {
-        return write_chunks_in_order(writes).await;
-    };
-    let Ok(file) = OpenOptions::new().write(true).dma_open(path).await else {
-        return write_chunks_in_order(writes).await;
-    };
+        .collect::<Option<_>>()?;
+    let file = plain_handle(path).await?;
     let steps: Vec<Step<'_>> = writes
         .iter()
         .zip(buffers)
@@ -550,11 +581,25 @@ async fn write_chunks_together(writes: &[ChunkWrite]) -> io::Result<()> {
         .await
         .into_iter()
         .collect::<io::Result<Vec<()>>>();
+    if written.is_err() {
+        forget(path);
+    }
+    Some(written.map(|_| file))
+}
+
+/// The chunk writes of one segment issued together, then one `fdatasync`
+/// ([`FlushTicket::chunks_any_order`]: a crash may keep any subset of them), through the
+/// segment's plain handle (the block-write handle may be `O_DSYNC`: a device flush per write).
+/// Without `O_DIRECT` or DMA chunks: in order, as [`write_chunks_in_order`].
+async fn write_chunks_together(writes: &[ChunkWrite]) -> io::Result<()> {
+    let Some(written) = write_chunks_plain(writes).await else {
+        return write_chunks_in_order(writes).await;
+    };
+    let path = &writes[0].path;
     let result = match written {
-        Ok(_) => file.fdatasync().await.map_err(|e| with_path(path, e)),
+        Ok(file) => file.fdatasync().await.map_err(|e| with_path(path, e)),
         Err(e) => Err(e),
     };
-    let _ = file.close().await;
     if result.is_err() {
         forget(path);
     }
@@ -706,8 +751,13 @@ pub fn writes_behind() -> bool {
     *ON.get_or_init(|| std::env::var("LOCKSTEP_LOG_WRITE_BEHIND").as_deref() != Ok("off"))
 }
 
-/// A [`WriteBehind`]'s chunks, concurrently, each durable on return ([`write_chunk`]).
+/// A [`WriteBehind`]'s chunks, concurrently, through the segment's plain handle, not synced
+/// (the next flush ticket syncs the file). Memory that is not the engine's or a file without
+/// `O_DIRECT`: each written durably instead ([`write_chunk`]).
 pub async fn write_behind(write: &WriteBehind) -> io::Result<()> {
+    if let Some(written) = write_chunks_plain(&write.chunks).await {
+        return written.map(|_| ());
+    }
     let steps: Vec<Step<'_>> = write
         .chunks
         .iter()

@@ -19,6 +19,8 @@
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: the io_uring storage engine: block writes and syncs of flush tickets, journal flushes.
+//! - [`kick`]: the doorbell that has glommio submit queued I/O at once, not when its queues
+//!   run dry.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
 //! - [`tls`]: the rustls configuration of TLS listeners, certificate principals.
 //! - [`credentials`]: the SCRAM credentials file, shared by every shard.
@@ -31,6 +33,7 @@ pub mod credentials;
 pub mod fatal;
 pub mod files;
 pub mod frame_write;
+pub mod kick;
 pub mod shard_handle;
 pub use crate::shard::sync;
 pub mod tls;
@@ -291,6 +294,9 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             .io_memory(SHARD_IO_MEMORY_BYTES)
             .spawn(move || async move {
                 files::use_dma_blocks();
+                if let Err(error) = kick::install() {
+                    tracing::warn!(%error, "no I/O doorbell on this shard: queued I/O waits for idle");
+                }
                 let ready = setup.ready.clone();
                 let result = shard_main(setup).await;
                 if let Err(reason) = &result {

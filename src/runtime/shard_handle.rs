@@ -13,8 +13,8 @@
 //!   installed on every shard.
 
 use super::fatal::{self, Fatal};
-use super::files;
 use super::sync::{oneshot, Event, OneshotSender};
+use super::{files, kick};
 use crate::journal::Journal;
 use crate::metrics::ShardMetrics;
 use crate::model::ShardId;
@@ -305,8 +305,9 @@ impl crate::shard::ShardIo for ShardHandle {
         &self,
         ticket: &crate::journal::FlushTicket,
     ) -> impl Future<Output = std::io::Result<()>> {
-        // One O_DIRECT + O_DSYNC write of the tail's blocks (src/runtime/files.rs).
-        files::flush_journal(ticket)
+        // One O_DIRECT + O_DSYNC write of the tail's blocks (src/runtime/files.rs), submitted
+        // at once (`kick`), not after every task the last flush woke.
+        kick::kicked(files::flush_journal(ticket))
     }
 
     fn journal_poisoned(&self, detail: &str) -> ! {
@@ -317,8 +318,9 @@ impl crate::shard::ShardIo for ShardHandle {
         &self,
         ticket: &crate::log::FlushTicket,
     ) -> impl Future<Output = std::io::Result<()>> {
-        // Block writes of the segment tails, then syncs (src/runtime/files.rs).
-        files::sync_ticket(ticket)
+        // Block writes of the segment tails, then syncs (src/runtime/files.rs), submitted at
+        // once (`kick`).
+        kick::kicked(files::sync_ticket(ticket))
     }
 
     fn writes_behind(&self) -> bool {
@@ -329,7 +331,7 @@ impl crate::shard::ShardIo for ShardHandle {
         &self,
         write: &crate::log::WriteBehind,
     ) -> impl Future<Output = std::io::Result<()>> {
-        files::write_behind(write)
+        kick::kicked(files::write_behind(write))
     }
 
     fn read_ahead(

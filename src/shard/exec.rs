@@ -852,7 +852,9 @@ pub trait ShardExec:
             .write_behinds
             .push(rx);
         let ctx = self.clone();
-        self.spawn(async move {
+        // Started here: its writes are queued (and the runtime's doorbell rung) before this
+        // request's task goes on, not after every other task ready now.
+        let task = super::join::started(async move {
             let result = ctx.write_behind(&write).await;
             let outcome = ctx
                 .state
@@ -863,6 +865,9 @@ pub trait ShardExec:
             }
             tx.send(());
         });
+        if let Some(task) = task {
+            self.spawn(task);
+        }
     }
 
     /// Starts the flush loop of a partition unless one is running.

@@ -1,4 +1,5 @@
-//! Runtime-agnostic future combinators used by handlers: wait for all, or for the first.
+//! Runtime-agnostic future combinators used by handlers: wait for all, or for the first; and
+//! a task started in place before it is spawned ([`started`]).
 //!
 //! Handlers fan a request out to several shards and gather the replies in request order;
 //! these helpers poll the futures in place (no spawning, no executor dependency). Both poll
@@ -51,6 +52,19 @@ pub async fn first_of<F: Future>(futures: Vec<F>) -> (usize, F::Output) {
     .await
 }
 
+/// `task` polled once in place (with a waker that does nothing): whatever it does before its
+/// first wait happens now, not when a spawned task first runs, after every task ready before
+/// it (a write-behind's writes are queued at once). `None` if it already finished; else the
+/// task to spawn, whose first poll from the executor registers the executor's waker.
+pub fn started<F: Future<Output = ()> + 'static>(task: F) -> Option<Pin<Box<F>>> {
+    let mut task = Box::pin(task);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match task.as_mut().poll(&mut cx) {
+        Poll::Ready(()) => None,
+        Poll::Pending => Some(task),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +85,21 @@ mod tests {
                 Poll::Pending
             }
         })
+    }
+
+    #[test]
+    fn started_runs_a_task_until_its_first_wait() {
+        let log = Rc::new(Cell::new(0));
+        assert!(started(async {}).is_none());
+        let (steps, task_log) = (log.clone(), log.clone());
+        let task = started(async move {
+            steps.set(10);
+            after(1, 0, task_log).await;
+        })
+        .expect("waits once");
+        assert_eq!(log.get(), 10, "ran up to its first wait");
+        block_on(task);
+        assert_eq!(log.get(), 11, "finished when polled again");
     }
 
     #[test]
