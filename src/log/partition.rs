@@ -2090,9 +2090,11 @@ mod tests {
             durable,
             "a write-behind declares nothing"
         );
-        // The next ticket covers the rest and declares all durable.
+        // The next ticket covers the rest, syncs the segment the write-behind wrote plainly
+        // (whatever its own writes are), and declares all durable.
         let end = log.log_end_offset();
         let ticket = log.begin_flush().unwrap();
+        assert_eq!(ticket.files, vec![log.active().path.clone()], "{ticket:?}");
         let result = sync_ticket(&storage, &ticket);
         log.complete_flush(ticket, result).unwrap();
         assert_eq!(log.durable_end_offset(), end);

@@ -6,10 +6,9 @@
 //! arrive while a flush is in flight share the next one (the log's `GroupCommit` and
 //! `CommitWaiters`, as the shard's flush loop uses them), with the allocator tuned as the
 //! broker tunes it ([`files::tune_allocator`]). As on a shard, an append that fills a tail
-//! chunk writes it behind ([`PartitionLog::take_write_behind`]), and a flush begins after those
-//! writes completed. glommio hands them to the kernel when its task queues run dry, so here,
-//! where every appender a flush released runs in one go, they reach the disk after the last
-//! of them appended (on a shard, requests arrive over the network, between I/O polls).
+//! chunk writes it behind ([`PartitionLog::take_write_behind`], started in place), a flush
+//! begins after those writes completed, and write-behinds and flushes ring the executor's
+//! doorbell ([`kick`]) so that glommio submits them at once, not after every appender ready.
 //!
 //! [`journal_flushes`] runs the state journal's flush path (one entry per flush) the same way.
 
@@ -156,7 +155,10 @@ async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Resul
         d.appended += batch.len() as u64;
         let (tx, rx) = oneshot();
         d.waiters.park(info.last_offset + 1, tx);
-        (rx, d.log.take_write_behind())
+        let write = files::writes_behind()
+            .then(|| d.log.take_write_behind())
+            .flatten();
+        (rx, write)
     };
     if let Some(write) = write {
         // As the shard does: started in place (its writes queued and the doorbell rung now).

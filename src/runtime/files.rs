@@ -9,6 +9,9 @@
 //!   segment's chunk writes go one after the other, each durable before the next, unless the
 //!   ticket allows any order ([`write_chunks_together`]: issued together through a plain
 //!   `O_DIRECT` handle, then one `fdatasync`).
+//! - Write-behinds ([`write_behind`]): full tail chunks written ahead of the flush, concurrently,
+//!   through a plain `O_DIRECT` handle per segment (no `O_DSYNC`, cached in its own map, as are
+//!   a ticket's chunks written together), not synced: the next ticket `fdatasync`s the segment.
 //! - Other block writes (the checkpoint's slot, journal tails, block-aligned) go through
 //!   glommio DMA files: `O_DIRECT` writes copied into aligned buffers
 //!   (`DmaFile::alloc_dma_buffer`: the shard's registered io memory while it lasts, aligned
