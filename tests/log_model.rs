@@ -2,7 +2,9 @@
 //!
 //! The model is a `Vec` of every batch appended (bytes as the log must store them, base offset
 //! assigned), the log start offset, and durability watermarks. Operations: append, synchronous
-//! flush, asynchronous flush (ticket held while more appends arrive), roll by age, retention,
+//! flush, asynchronous flush (ticket held while more appends arrive; begun amid write-behinds,
+//! it covers the batches below the first in flight; its I/O done at once or at completion,
+//! so writes that land while it is in flight are not covered), roll by age, retention,
 //! delete-records, reads at random offsets and sizes, ListOffsets by timestamp, injected write
 //! and fsync failures, clean reopen, and power-loss crash + reopen.
 //!
@@ -15,8 +17,9 @@
 //!   and the current one;
 //! - after a failed write or fsync every write is refused with `Poisoned`.
 //!
-//! Seeds: `LOCKSTEP_SEEDS` (default 300) seeds from 0; a failing seed is printed and replays
-//! alone with `LOCKSTEP_SEED=<seed>`.
+//! Seeds: `LOCKSTEP_SEEDS` (default 300) seeds from 0, every fourth one a producer's stream
+//! (big batches into 4 MiB segments: write-behinds, flushes amid them); a failing seed is
+//! printed and replays alone with `LOCKSTEP_SEED=<seed>`.
 
 use lockstep::log::batch::{self, BatchBuilder};
 use lockstep::log::{FlushTicket, LogConfig, LogError, PartitionLog, WriteBehind};
@@ -45,6 +48,8 @@ struct Stats {
     /// Write-behinds handed out, and those completed.
     write_behinds: u64,
     write_behinds_done: u64,
+    /// Flushes begun amid write-behinds (covering the batches below the first in flight).
+    prefix_flushes: u64,
     reads: u64,
 }
 
@@ -180,9 +185,20 @@ fn check_contents(log: &PartitionLog<SimStorage>, model: &Model, seed: u64) {
     }
 }
 
-fn run_seed(seed: u64, stats: &mut Stats) {
+/// `streaming`: a producer's stream, where write-behinds matter: segments of 4 MiB (rolled by
+/// size, retention by size only), big
+/// batches, most reads replaced by write-behind completions and most synchronous flushes,
+/// failures and crashes by appends (so that flushes begin amid write-behinds of which the
+/// first ones completed).
+fn run_seed(seed: u64, streaming: bool, stats: &mut Stats) {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let config = random_config(&mut rng);
+    let mut config = random_config(&mut rng);
+    if streaming {
+        config.segment_bytes = 4 << 20;
+        config.segment_ms = 3_600_000;
+        config.retention_bytes = config.retention_bytes.map(|_| 6 << 20);
+        config.retention_ms = None;
+    }
     let mut storage = SimStorage::new();
     let mut now_ms: u64 = 1_000_000;
     let (mut log, _) = PartitionLog::open(storage.clone(), dir(), config.clone(), now_ms)
@@ -193,9 +209,11 @@ fn run_seed(seed: u64, stats: &mut Stats) {
         durable_start: 0,
         poisoned: false,
     };
-    let big = rng.gen_bool(0.3);
-    // An asynchronous flush in flight: its ticket and the log start when it began.
-    let mut in_flight: Option<(FlushTicket, u64)> = None;
+    // Big batches fill tail chunks: in a segment of 1 MiB the log writes them behind.
+    let big = streaming || rng.gen_bool(0.3);
+    // An asynchronous flush in flight: its ticket, the log start when it began, and the
+    // result of its I/O if that was done at once.
+    let mut in_flight: Option<(FlushTicket, u64, Option<std::io::Result<()>>)> = None;
     // Write-behinds in flight (their chunks may have landed, unsynced).
     let mut behind: Vec<WriteBehind> = Vec::new();
     // Completes write-behinds as the runtime does: each chunk written and synced.
@@ -215,7 +233,11 @@ fn run_seed(seed: u64, stats: &mut Stats) {
 
     for step in 0..OPS_PER_SEED {
         now_ms += rng.gen_range(0..30);
-        let op = rng.gen_range(0..100);
+        let op = match rng.gen_range(0..100) {
+            75..=87 if streaming && rng.gen_bool(0.7) => 71,
+            45..=52 | 88.. if streaming && rng.gen_bool(0.7) => 0,
+            op => op,
+        };
         if trace {
             eprintln!(
                 "step {step} op {op} start {} end {} durable {} durable_start {} poisoned {}",
@@ -236,50 +258,54 @@ fn run_seed(seed: u64, stats: &mut Stats) {
                 log.flush_due(),
                 in_flight
                     .as_ref()
-                    .map(|(t, _)| (t.durable_end_offset, t.seal.is_some()))
+                    .map(|(t, _, _)| (t.durable_end_offset, t.seal.is_some()))
             );
         }
         match op {
             // Append.
             0..=44 => {
-                let bytes = random_batch(&mut rng, now_ms, big);
-                let spares = log.spare_count();
-                let result = log.append(&bytes, now_ms);
-                if model.poisoned {
-                    check_poisoned(result, seed, "append");
-                    continue;
-                }
-                let info =
-                    result.unwrap_or_else(|e| panic!("seed {seed} step {step}: append: {e}"));
-                let header = batch::validate(&bytes).unwrap();
-                assert_eq!(
-                    info.base_offset,
-                    model.end(),
-                    "seed {seed}: assigned offset"
-                );
-                let mut stored = bytes.clone();
-                batch::set_base_offset(&mut stored, info.base_offset as i64);
-                model.batches.push(ModelBatch {
-                    base: info.base_offset,
-                    count: header.records_count as u64,
-                    bytes: stored,
-                    max_timestamp: header.max_timestamp,
-                });
-                assert_eq!(info.last_offset + 1, model.end());
-                stats.rolls += u64::from(info.rolled);
-                stats.reused_rolls += u64::from(info.rolled && log.spare_count() < spares);
-                if rng.gen_bool(0.7) {
-                    if let Some(write) = log.take_write_behind() {
-                        // The chunks may land at once, last first (the crash double keeps a
-                        // prefix of the unsynced writes: a hole before a landed chunk).
-                        if rng.gen_bool(0.5) {
-                            for chunk in write.chunks.iter().rev() {
-                                let file = storage.open(&chunk.path).unwrap();
-                                let _ = file.write_direct_at(chunk.bytes(), chunk.position);
+                // A stream appends in bursts (tail chunks run full between flushes).
+                let burst = if streaming { rng.gen_range(1..=8) } else { 1 };
+                for _ in 0..burst {
+                    let bytes = random_batch(&mut rng, now_ms, big);
+                    let spares = log.spare_count();
+                    let result = log.append(&bytes, now_ms);
+                    if model.poisoned {
+                        check_poisoned(result, seed, "append");
+                        continue;
+                    }
+                    let info =
+                        result.unwrap_or_else(|e| panic!("seed {seed} step {step}: append: {e}"));
+                    let header = batch::validate(&bytes).unwrap();
+                    assert_eq!(
+                        info.base_offset,
+                        model.end(),
+                        "seed {seed}: assigned offset"
+                    );
+                    let mut stored = bytes.clone();
+                    batch::set_base_offset(&mut stored, info.base_offset as i64);
+                    model.batches.push(ModelBatch {
+                        base: info.base_offset,
+                        count: header.records_count as u64,
+                        bytes: stored,
+                        max_timestamp: header.max_timestamp,
+                    });
+                    assert_eq!(info.last_offset + 1, model.end());
+                    stats.rolls += u64::from(info.rolled);
+                    stats.reused_rolls += u64::from(info.rolled && log.spare_count() < spares);
+                    if rng.gen_bool(0.7) {
+                        if let Some(write) = log.take_write_behind() {
+                            // The chunks may land at once, last first (the crash double keeps a
+                            // prefix of the unsynced writes: a hole before a landed chunk).
+                            if rng.gen_bool(0.5) {
+                                for chunk in write.chunks.iter().rev() {
+                                    let file = storage.open(&chunk.path).unwrap();
+                                    let _ = file.write_direct_at(chunk.bytes(), chunk.position);
+                                }
                             }
+                            behind.push(write);
+                            stats.write_behinds += 1;
                         }
-                        behind.push(write);
-                        stats.write_behinds += 1;
                     }
                 }
             }
@@ -303,18 +329,37 @@ fn run_seed(seed: u64, stats: &mut Stats) {
             // Begin or complete an asynchronous flush.
             53..=60 => match in_flight.take() {
                 None => {
-                    for write in behind.drain(..) {
-                        complete(&mut log, &storage, write, &mut model, stats);
+                    // Amid write-behinds the ticket covers only the batches below the first one
+                    // in flight (none if it would cover nothing new).
+                    let amid = !behind.is_empty() && (streaming || rng.gen_bool(0.5));
+                    if !amid {
+                        for write in behind.drain(..) {
+                            complete(&mut log, &storage, write, &mut model, stats);
+                        }
                     }
+                    let durable = log.durable_end_offset();
                     if let Some(ticket) = log.begin_flush() {
                         assert!(!model.poisoned);
-                        assert_eq!(ticket.durable_end_offset, model.end());
-                        in_flight = Some((ticket, model.start));
+                        let target = ticket.durable_end_offset;
+                        if amid {
+                            assert!(target > durable && target <= model.end(), "seed {seed}");
+                            assert!(ticket.chunks.is_empty() && ticket.zero_fills.is_empty());
+                            stats.prefix_flushes += 1;
+                        } else {
+                            assert_eq!(target, model.end());
+                        }
+                        // Its I/O done now (the later write-behinds' completions are not
+                        // covered) or when it completes.
+                        let done = rng
+                            .gen_bool(0.5)
+                            .then(|| lockstep::log::sync_ticket(&storage, &ticket));
+                        in_flight = Some((ticket, model.start, done));
                     }
                 }
-                Some((ticket, start_at_begin)) => {
+                Some((ticket, start_at_begin, done)) => {
                     let target = ticket.durable_end_offset;
-                    let result = lockstep::log::sync_ticket(&storage, &ticket);
+                    let result =
+                        done.unwrap_or_else(|| lockstep::log::sync_ticket(&storage, &ticket));
                     let ok = result.is_ok();
                     let completed = log.complete_flush(ticket, result);
                     assert_eq!(completed.is_ok(), ok, "seed {seed}");
@@ -571,8 +616,11 @@ fn random_operations_match_the_model() {
         .unwrap_or(if replay.is_some() { 1 } else { 300 });
     let mut stats = Stats::default();
     for seed in first..first + seeds {
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(seed, &mut stats)));
+        // Every fourth seed a producer's stream (write-behinds, flushes amid them).
+        let streaming = seed % 4 == 3;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_seed(seed, streaming, &mut stats)
+        }));
         if let Err(panic) = result {
             eprintln!("log_model: seed {seed} failed; replay with LOCKSTEP_SEED={seed}");
             std::panic::resume_unwind(panic);
@@ -596,7 +644,7 @@ fn random_operations_match_the_model() {
             "{stats:?}"
         );
         assert!(
-            stats.write_behinds > 0 && stats.write_behinds_done > 0,
+            stats.write_behinds > 0 && stats.write_behinds_done > 0 && stats.prefix_flushes > 0,
             "{stats:?}"
         );
     }

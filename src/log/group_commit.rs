@@ -4,8 +4,9 @@
 //! - [`GroupCommit`]: the flush state of one durable sequence (offsets of a partition log,
 //!   sequence numbers of a journal). Positions are *exclusive ends*: `durable_end` = 10 means
 //!   everything below 10 is durable. At most one flush is in flight; a flush covers everything
-//!   written before it began; writes that arrive while it is in flight are covered by the next
-//!   one (that is the group commit). A failed flush poisons the state for good.
+//!   written before it began (or a prefix of it, [`GroupCommit::begin_prefix`]); writes that
+//!   arrive while it is in flight are covered by the next one (that is the group commit). A
+//!   failed flush poisons the state for good.
 //! - [`CommitWaiters`]: the callers parked until the durable end reaches their target (the
 //!   runtime's produce requests with `acks=all`, journal writers waiting for a prepare).
 //!
@@ -92,15 +93,32 @@ impl GroupCommit {
     /// Starts a flush of everything written so far, if any is unsynced (or `force`, when the
     /// caller has other unsynced state to make durable) and none is in flight.
     pub fn begin(&mut self, force: bool) -> Option<InFlight> {
-        if self.poisoned.is_some() || self.in_flight.is_some() {
+        if !force && self.written_end == self.durable_end {
             return None;
         }
-        if !force && self.written_end == self.durable_end {
+        self.begin_to(self.written_end)
+    }
+
+    /// Starts a flush of a prefix of what was written: everything below `target` (above the
+    /// durable end, at most the written end), if none is in flight. The partition log uses it
+    /// while tail writes are still landing past `target`.
+    pub fn begin_prefix(&mut self, target: u64) -> Option<InFlight> {
+        assert!(
+            target > self.durable_end && target <= self.written_end,
+            "a prefix flush covers new writes: {} < {target} <= {}",
+            self.durable_end,
+            self.written_end
+        );
+        self.begin_to(target)
+    }
+
+    fn begin_to(&mut self, target: u64) -> Option<InFlight> {
+        if self.poisoned.is_some() || self.in_flight.is_some() {
             return None;
         }
         let flight = InFlight {
             id: self.next_flush_id,
-            target: self.written_end,
+            target,
         };
         self.next_flush_id += 1;
         self.in_flight = Some(flight);
@@ -260,6 +278,27 @@ mod tests {
         assert_eq!(flight.target, 4);
         gc.complete(flight.id, Ok(()));
         assert_eq!(gc.durable_end(), 4);
+    }
+
+    #[test]
+    fn a_prefix_flush_covers_its_target_only() {
+        let mut gc = GroupCommit::new(2);
+        gc.written(9);
+        let flight = gc.begin_prefix(5).unwrap();
+        assert_eq!(gc.begin_prefix(7), None, "one flush at a time");
+        gc.complete(flight.id, Ok(()));
+        assert_eq!(gc.durable_end(), 5);
+        assert!(gc.needs_flush(), "the rest is still to flush");
+        let rest = gc.begin(false).unwrap();
+        assert_eq!(rest.target, 9);
+    }
+
+    #[test]
+    #[should_panic(expected = "a prefix flush covers new writes")]
+    fn a_prefix_flush_of_nothing_new_is_a_bug() {
+        let mut gc = GroupCommit::new(2);
+        gc.written(9);
+        gc.begin_prefix(2);
     }
 
     #[test]

@@ -35,6 +35,12 @@
 //!    then declares
 //!    durable exactly the offsets appended before it began. One flush at a time; block writes
 //!    of consecutive flushes overlap only in their first block, never concurrently.
+//!    Full chunks of the tail may be written ahead of the flush (write-behinds, plain
+//!    `O_DIRECT`, once a durable slot names the active segment; never sharing a block with a
+//!    write in flight). A flush begun while some are in flight writes no tail: every byte below
+//!    the first of them is on the file (write-behinds are handed out in file order, tickets
+//!    complete before the next begins), so it `fdatasync`s the segment and declares durable
+//!    the batches that end there (a *prefix flush*), unless the log start moved past them.
 //! 2. A roll seals the active segment in two halves. On the request path, no disk wait and no
 //!    write: its index file created, the next segment created (its header in its tail), the
 //!    bytes of its tail never written handed to the seal (its tail stays in memory for reads

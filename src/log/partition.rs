@@ -22,6 +22,7 @@ use crate::storage::frame::{
     encode_frame_into, frame_total_bytes, FrameMeta, SegmentHeader, SegmentKind,
 };
 use bytes::Bytes;
+use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -445,9 +446,10 @@ pub struct PartitionLog<S: Storage> {
     /// Rolls that reused a spare since the open.
     pub(super) reused_rolls: u64,
     pub(super) flight: Option<Flight>,
-    /// Write-behinds handed out and not completed (their ids): no roll and no flush ticket
-    /// until they completed.
-    pub(super) write_behinds: Vec<u64>,
+    /// Write-behinds handed out and not completed: (id, the active segment's file position
+    /// where its first chunk starts). No roll until they completed; a flush ticket begun
+    /// meanwhile covers only the batches below the first of them ([`Self::begin_flush`]).
+    pub(super) write_behinds: Vec<(u64, u64)>,
     pub(super) next_write_behind: u64,
     /// Segments that completed write-behinds wrote into since the last flush ticket, which
     /// syncs those it still holds (a sealed one's seal syncs it; a removed one's bytes are
@@ -456,6 +458,10 @@ pub struct PartitionLog<S: Storage> {
     /// The seal of the segment the last roll sealed, until a flush ticket takes it. At most
     /// one: a second roll before that seals it synchronously first.
     pub(super) pending_seal: Option<Seal>,
+    /// Where the active segment's batches not yet durable end: (file position of a frame's
+    /// end, the offset after it), in file order, at most one per block (the last batch that
+    /// ends in it). A flush begun while write-behinds are in flight ends at one of them.
+    pub(super) boundaries: VecDeque<(u64, u64)>,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -676,7 +682,15 @@ impl<S: Storage> PartitionLog<S> {
         active.first_append_ms.get_or_insert(now_ms);
         active.dirty = true;
         let segment_base_offset = active.base_offset;
-        self.commit.written(base + u64::from(count));
+        let next = base + u64::from(count);
+        self.commit.written(next);
+        // Keyed by the block holding the frame's last byte: a flush amid write-behinds ends at
+        // a block boundary, and it covers either every frame ending in a block or none.
+        let block = |end: u64| (end - 1) / LOG_BLOCK_BYTES;
+        match self.boundaries.back_mut() {
+            Some(last) if block(last.0) == block(end) => *last = (end, next),
+            _ => self.boundaries.push_back((end, next)),
+        }
         Ok(AppendInfo {
             base_offset: base,
             last_offset: base + u64::from(count) - 1,
@@ -722,6 +736,7 @@ impl<S: Storage> PartitionLog<S> {
             let base = self.log_end_offset();
             let segment = self.start_segment(base)?;
             self.segments.push(segment);
+            self.boundaries.clear();
             self.dir_dirty = true;
             self.pending_seal = Some(seal);
             Ok(())
@@ -893,15 +908,17 @@ impl<S: Storage> PartitionLog<S> {
     /// (writing the checkpoint slot can poison it here: callers waiting for durability should
     /// check [`Self::is_poisoned`] when they get `None`).
     ///
-    /// Write-behinds handed out must have completed first (asserted): the ticket declares
-    /// their offsets durable.
+    /// While write-behinds are in flight, the ticket is a *prefix flush*
+    /// ([`Self::begin_prefix_flush`]): it writes no tail and covers the batches below the
+    /// first write-behind in flight, `None` if that covers nothing new. The runtime then waits
+    /// for that write-behind and asks again; a ticket that also writes the rest of the tail
+    /// begins once none is in flight.
     pub fn begin_flush(&mut self) -> Option<FlushTicket> {
-        assert!(
-            self.write_behinds.is_empty(),
-            "a flush begins after the write-behinds completed"
-        );
         if self.is_poisoned() || self.flight.is_some() {
             return None;
+        }
+        if !self.write_behinds.is_empty() {
+            return self.begin_prefix_flush();
         }
         // A segment that ran over while the previous flush was in flight rolls now (unless
         // the last roll's seal is still to come: this ticket takes it, the next one rolls).
@@ -1058,6 +1075,98 @@ impl<S: Storage> PartitionLog<S> {
         })
     }
 
+    /// A flush while write-behinds are in flight: every byte of the active segment below the
+    /// first of them is on the file (written by completed write-behinds, or by tickets, which
+    /// complete before the next begins; write-behinds are handed out in file order), so the
+    /// ticket `fdatasync`s the segment and declares durable the batches that end there, while
+    /// the later write-behinds go on landing. It writes only the checkpoint's pending slot
+    /// (and syncs the directory if entries changed): no tail, no zeros, no roll, so it shares
+    /// no block with a write in flight. `None` if it would cover nothing new.
+    fn begin_prefix_flush(&mut self) -> Option<FlushTicket> {
+        assert!(
+            self.pending_seal.is_none(),
+            "no write-behind while a seal is pending"
+        );
+        let active = self.active();
+        let written = self
+            .write_behinds
+            .iter()
+            .map(|&(_, from)| from)
+            .min()
+            .expect("write-behinds in flight");
+        let base = active.base_offset;
+        let &(position, target) = self
+            .boundaries
+            .iter()
+            .rev()
+            .find(|&&(end, _)| end <= written)?;
+        // A log start moved past it (DeleteRecords) waits for a whole flush: its slot must not
+        // become durable before the batches below it, or a crash would leave a durable start
+        // past the durable end.
+        if target <= self.commit.durable_end() || self.log_start_offset > target {
+            return None;
+        }
+        let (mut checkpoint_start, mut checkpoint_durable, mut writes) = (None, None, Vec::new());
+        if self.log_start_offset != self.checkpoint.written_start {
+            if let Err(error) = self.write_checkpoint() {
+                self.poison(&error);
+                return None;
+            }
+        }
+        if self.checkpoint.dirty {
+            let (slot_position, data) = self
+                .checkpoint
+                .pending
+                .take()
+                .expect("a dirty checkpoint has a slot to write");
+            writes.push(BlockWrite {
+                path: self.checkpoint.path.clone(),
+                position: slot_position,
+                data,
+            });
+            checkpoint_start = Some(self.checkpoint.written_start);
+            checkpoint_durable = self.checkpoint.written_durable;
+            self.checkpoint.dirty = false;
+        }
+        let active_path = self.active().path.clone();
+        let files: Vec<PathBuf> = std::mem::take(&mut self.write_behinds_unsynced)
+            .into_iter()
+            .filter(|path| self.segments.iter().any(|s| &s.path == path))
+            .collect();
+        // The write-behind that ended the last prefix completed since: its segment is here.
+        assert!(
+            files.contains(&active_path),
+            "a prefix flush covers bytes of completed write-behinds"
+        );
+        let mut dirs = Vec::new();
+        if std::mem::take(&mut self.dir_dirty) {
+            dirs.push(self.dir.clone());
+        }
+        let flight = self
+            .commit
+            .begin_prefix(target)
+            .expect("no flush in flight, the log not poisoned");
+        self.flight = Some(Flight {
+            id: flight.id,
+            checkpoint_start,
+            checkpoint_durable,
+            durable: (base, position),
+            seal: None,
+            write_end: 0,
+        });
+        Some(FlushTicket {
+            seal: None,
+            chunks: Vec::new(),
+            chunks_any_order: false,
+            writes,
+            zero_fills: Vec::new(),
+            files,
+            dirs,
+            durable_end_offset: target,
+            id: flight.id,
+        })
+    }
+
     /// Full chunks of the active segment's tail to write now, ahead of the flush that will
     /// cover them ([`WriteBehind`]), if there are any and writing them ahead is safe:
     /// - a durable checkpoint slot names the active segment, so that a crash that keeps a later
@@ -1068,9 +1177,14 @@ impl<S: Storage> PartitionLog<S> {
     ///   next chunk rewrites whole).
     ///
     /// A full chunk that starts inside the flight's last block stays for the next ticket, and
-    /// so do those after it (handed out in file order).
+    /// so do those after it (handed out in file order). None once the segment is due to roll:
+    /// the write-behinds in flight drain, and the next ticket rolls it (write-behinds could
+    /// otherwise be in flight without end under a steady load, and the segment never roll).
     pub fn take_write_behind(&mut self) -> Option<WriteBehind> {
-        if self.is_poisoned() || self.pending_seal.is_some() {
+        if self.is_poisoned()
+            || self.pending_seal.is_some()
+            || self.active().size >= self.config.segment_bytes
+        {
             return None;
         }
         let from = self.flight.as_ref().map_or(0, |f| f.write_end);
@@ -1088,7 +1202,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         let id = self.next_write_behind;
         self.next_write_behind += 1;
-        self.write_behinds.push(id);
+        self.write_behinds.push((id, chunks[0].position));
         Some(WriteBehind { chunks, id })
     }
 
@@ -1102,7 +1216,7 @@ impl<S: Storage> PartitionLog<S> {
         let at = self
             .write_behinds
             .iter()
-            .position(|&id| id == write.id)
+            .position(|&(id, _)| id == write.id)
             .expect("complete_write_behind of a write-behind handed out");
         self.write_behinds.swap_remove(at);
         match result {
@@ -1182,6 +1296,14 @@ impl<S: Storage> PartitionLog<S> {
             }
             Ok(()) => {
                 self.commit.complete(flight.id, Ok(()));
+                let durable_end = self.commit.durable_end();
+                while self
+                    .boundaries
+                    .front()
+                    .is_some_and(|&(_, next)| next <= durable_end)
+                {
+                    self.boundaries.pop_front();
+                }
                 if flight.seal.is_some() {
                     self.drop_sealed_tails();
                 }
@@ -2111,6 +2233,86 @@ mod tests {
             let (log, _) = open(&storage.crash(seed), config.clone());
             assert!(log.log_end_offset() >= end);
             assert_eq!(log.read(0, usize::MAX).unwrap().first_offset, 0);
+        }
+    }
+
+    #[test]
+    fn a_flush_amid_write_behinds_covers_the_batches_below_the_first_in_flight() {
+        for power_loss in [true, false] {
+            let storage = SimStorage::new();
+            let config = LogConfig {
+                segment_bytes: 64 << 20,
+                ..LogConfig::default()
+            };
+            let (mut log, _) = open(&storage, config.clone());
+            for _ in 0..2 {
+                log.append(&batch(1, 0, 100), 0).unwrap();
+                log.flush().unwrap();
+            }
+            let durable = log.durable_end_offset();
+            // (file position, base offset) of every batch from here on.
+            let mut starts = Vec::new();
+            let append_until_full = |log: &mut PartitionLog<SimStorage>, starts: &mut Vec<_>| {
+                for _ in 0..2 * crate::constants::LOG_TAIL_CHUNK_BYTES_MAX / 10_000 {
+                    let info = log.append(&batch(1, 0, 10_000), 0).unwrap();
+                    starts.push((info.position, info.base_offset));
+                }
+            };
+            append_until_full(&mut log, &mut starts);
+            let first = log.take_write_behind().expect("a full chunk");
+            append_until_full(&mut log, &mut starts);
+            let second = log.take_write_behind().expect("another full chunk");
+            let from = second.chunks[0].position;
+            // The first starts in the block the last flush ended in: nothing new below it.
+            assert!(log.begin_flush().is_none());
+            let result = super::write_behind(&storage, &first);
+            log.complete_write_behind(first, result).unwrap();
+            let ticket = log
+                .begin_flush()
+                .expect("batches below the second write-behind");
+            assert!(
+                ticket.chunks.is_empty() && ticket.zero_fills.is_empty(),
+                "{ticket:?}"
+            );
+            assert_eq!(ticket.files, vec![log.active().path.clone()]);
+            let target = ticket.durable_end_offset;
+            assert!(durable < target && target < log.log_end_offset());
+            // Exactly the batches that end at or below the second write-behind's start (the
+            // next one starts there).
+            let next = starts.iter().rev().find(|&&(at, _)| at <= from).unwrap();
+            assert_eq!(target, next.1);
+            // Write-behinds go on while it is in flight (it writes no tail block).
+            append_until_full(&mut log, &mut starts);
+            let third = log.take_write_behind().expect("write-behinds go on");
+            let result = sync_ticket(&storage, &ticket);
+            log.complete_flush(ticket, result).unwrap();
+            assert_eq!(log.durable_end_offset(), target);
+            assert!(log.begin_flush().is_none(), "the second is still in flight");
+            if power_loss {
+                // Now (the second and third never written): the prefix survives.
+                drop(log);
+                for seed in 0..8 {
+                    let (after, _) = open(&storage.crash(seed), config.clone());
+                    assert!(after.log_end_offset() >= target, "seed {seed}");
+                }
+                continue;
+            }
+            // A log start moved past the prefix waits for a whole flush.
+            let end = log.log_end_offset();
+            log.delete_records_before(end).unwrap();
+            let result = super::write_behind(&storage, &second);
+            log.complete_write_behind(second, result).unwrap();
+            assert!(
+                log.begin_flush().is_none(),
+                "the start is past the batches it would cover"
+            );
+            let result = super::write_behind(&storage, &third);
+            log.complete_write_behind(third, result).unwrap();
+            let ticket = log.begin_flush().expect("a whole flush");
+            assert_eq!(ticket.durable_end_offset, end);
+            let result = sync_ticket(&storage, &ticket);
+            log.complete_flush(ticket, result).unwrap();
+            assert_eq!(log.durable_end_offset(), end);
         }
     }
 

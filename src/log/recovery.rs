@@ -26,6 +26,7 @@ use super::segment::{
 use crate::constants::SEGMENT_HEADER_BYTES;
 use crate::storage::file::{Storage, StorageFile};
 use crate::storage::frame::{SegmentHeader, SegmentKind};
+use std::collections::VecDeque;
 use std::path::Path;
 
 impl<S: Storage> PartitionLog<S> {
@@ -237,6 +238,7 @@ impl<S: Storage> PartitionLog<S> {
             next_write_behind: 1,
             write_behinds_unsynced: Vec::new(),
             pending_seal: None,
+            boundaries: VecDeque::new(),
         };
         // A start that differs from the checkpoint (clamped to the log end) is written now:
         // appends after recovery must never fall below a stale checkpoint at the next open.

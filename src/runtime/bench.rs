@@ -7,8 +7,10 @@
 //! `CommitWaiters`, as the shard's flush loop uses them), with the allocator tuned as the
 //! broker tunes it ([`files::tune_allocator`]). As on a shard, an append that fills a tail
 //! chunk writes it behind ([`PartitionLog::take_write_behind`], started in place), a flush
-//! begins after those writes completed, and write-behinds and flushes ring the executor's
-//! doorbell ([`kick`]) so that glommio submits them at once, not after every appender ready.
+//! begun while some are in flight covers the batches below the first of them (the flush loop
+//! waits for that one when there is nothing else to flush), and write-behinds and flushes ring
+//! the executor's doorbell ([`kick`]) so that glommio submits them at once, not after every
+//! appender ready.
 //!
 //! [`journal_flushes`] runs the state journal's flush path (one entry per flush) the same way.
 
@@ -17,6 +19,7 @@ use super::{files, kick};
 use crate::constants::{LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_BYTES_MIN, SHARD_IO_MEMORY_BYTES};
 use crate::log::group_commit::CommitWaiters;
 use crate::log::{LogConfig, PartitionLog};
+use crate::shard::exec::first_in_flight;
 use crate::storage::file::FsStorage;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::cell::RefCell;
@@ -33,7 +36,7 @@ struct Driver {
     retention: bool,
     /// Batch bytes appended so far.
     appended: u64,
-    /// Write-behinds in flight ([`PartitionLog::take_write_behind`]), awaited before a flush.
+    /// Write-behinds handed out ([`PartitionLog::take_write_behind`]), in file order.
     write_behinds: Vec<OneshotReceiver<()>>,
 }
 
@@ -189,18 +192,14 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
     let driver = driver.clone();
     glommio::spawn_local(async move {
         loop {
-            // As the shard's flush loop: a ticket starts after the write-behinds completed.
-            loop {
-                let pending = std::mem::take(&mut driver.borrow_mut().write_behinds);
-                if pending.is_empty() {
-                    break;
-                }
-                for done in pending {
-                    done.await;
-                }
-            }
             let ticket = driver.borrow_mut().log.begin_flush();
             let Some(ticket) = ticket else {
+                // As the shard's flush loop: amid write-behinds, wait for the first in flight.
+                let first = first_in_flight(&mut driver.borrow_mut().write_behinds);
+                if let Some(done) = first {
+                    done.await;
+                    continue;
+                }
                 let mut d = driver.borrow_mut();
                 if let Some(cause) = d.log.poison_cause().map(str::to_string) {
                     for waiter in d.waiters.drain() {

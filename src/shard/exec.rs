@@ -59,9 +59,19 @@ pub use ptxn::ShardPtxn;
 pub(crate) struct PartitionSync {
     flushing: bool,
     waiters: CommitWaiters<OneshotSender<Result<(), String>>>,
-    /// Write-behinds in flight (each answers when it completed): the flush loop awaits them
-    /// before it begins a ticket.
+    /// Write-behinds handed out, in file order (each answers when it completed): a ticket
+    /// begun while some are in flight covers only what lies below the first of them, so the
+    /// flush loop waits for that one when there is nothing else to flush.
     write_behinds: Vec<OneshotReceiver<()>>,
+}
+
+/// Drops the write-behinds that completed from `pending` (in the order they were handed out)
+/// and takes the first one still in flight.
+pub(crate) fn first_in_flight(
+    pending: &mut Vec<OneshotReceiver<()>>,
+) -> Option<OneshotReceiver<()>> {
+    pending.retain(|done| !done.is_done());
+    (!pending.is_empty()).then(|| pending.remove(0))
 }
 
 /// A long-poll waiting for data on some partitions.
@@ -886,23 +896,23 @@ pub trait ShardExec:
 
     async fn flush_loop(&self, key: TopicPartition) {
         loop {
-            // A ticket declares durable what write-behinds wrote: it begins after they completed.
-            loop {
-                let pending = self
+            let ticket = self.state.borrow_mut().begin_flush(&key);
+            let Some(ticket) = ticket else {
+                // Amid write-behinds a ticket covers only the batches below the first one in
+                // flight: none new yet, so wait for it and ask again.
+                let first = self
                     .syncs
                     .borrow_mut()
                     .get_mut(&key)
-                    .map(|s| std::mem::take(&mut s.write_behinds))
-                    .unwrap_or_default();
-                if pending.is_empty() {
-                    break;
+                    .and_then(|s| first_in_flight(&mut s.write_behinds));
+                match first {
+                    Some(done) => {
+                        done.await;
+                        continue;
+                    }
+                    None => break,
                 }
-                for done in pending {
-                    done.await;
-                }
-            }
-            let ticket = self.state.borrow_mut().begin_flush(&key);
-            let Some(ticket) = ticket else { break };
+            };
             let started = self.monotonic_us();
             let result = self.flush_log(&ticket).await;
             let micros = self.monotonic_us().saturating_sub(started);

@@ -66,6 +66,14 @@ impl<T> Drop for OneshotSender<T> {
     }
 }
 
+impl<T> OneshotReceiver<T> {
+    /// True once awaiting it would not wait: the value was sent, or the sender dropped.
+    pub fn is_done(&self) -> bool {
+        let slot = self.slot.borrow();
+        slot.value.is_some() || !slot.sender_alive
+    }
+}
+
 impl<T> Future for OneshotReceiver<T> {
     type Output = Option<T>;
 
