@@ -71,6 +71,19 @@ struct Model {
 }
 
 impl Model {
+    /// A batch the log appended at `base` (stored with that base offset).
+    fn record(&mut self, bytes: &[u8], base: u64) {
+        let header = batch::validate(bytes).unwrap();
+        let mut stored = bytes.to_vec();
+        batch::set_base_offset(&mut stored, base as i64);
+        self.batches.push(ModelBatch {
+            base,
+            count: header.records_count as u64,
+            bytes: stored,
+            max_timestamp: header.max_timestamp,
+        });
+    }
+
     fn end(&self) -> u64 {
         self.batches.last().map_or(0, |b| b.base + b.count)
     }
@@ -276,20 +289,12 @@ fn run_seed(seed: u64, streaming: bool, stats: &mut Stats) {
                     }
                     let info =
                         result.unwrap_or_else(|e| panic!("seed {seed} step {step}: append: {e}"));
-                    let header = batch::validate(&bytes).unwrap();
                     assert_eq!(
                         info.base_offset,
                         model.end(),
                         "seed {seed}: assigned offset"
                     );
-                    let mut stored = bytes.clone();
-                    batch::set_base_offset(&mut stored, info.base_offset as i64);
-                    model.batches.push(ModelBatch {
-                        base: info.base_offset,
-                        count: header.records_count as u64,
-                        bytes: stored,
-                        max_timestamp: header.max_timestamp,
-                    });
+                    model.record(&bytes, info.base_offset);
                     assert_eq!(info.last_offset + 1, model.end());
                     stats.rolls += u64::from(info.rolled);
                     stats.reused_rolls += u64::from(info.rolled && log.spare_count() < spares);
@@ -497,15 +502,7 @@ fn run_seed(seed: u64, streaming: bool, stats: &mut Stats) {
                     storage.fail_next_write();
                     let bytes = random_batch(&mut rng, now_ms, big);
                     if let Ok(info) = log.append(&bytes, now_ms) {
-                        let header = batch::validate(&bytes).unwrap();
-                        let mut stored = bytes.clone();
-                        batch::set_base_offset(&mut stored, info.base_offset as i64);
-                        model.batches.push(ModelBatch {
-                            base: info.base_offset,
-                            count: header.records_count as u64,
-                            bytes: stored,
-                            max_timestamp: header.max_timestamp,
-                        });
+                        model.record(&bytes, info.base_offset);
                         assert!(log.flush().is_err(), "seed {seed}");
                     }
                     model.poisoned = true;

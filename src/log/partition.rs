@@ -954,25 +954,9 @@ impl<S: Storage> PartitionLog<S> {
         {
             return None;
         }
-        if self.log_start_offset != self.checkpoint.written_start {
-            if let Err(error) = self.write_checkpoint() {
-                self.poison(&error);
-                return None;
-            }
-        }
-        if self.checkpoint.dirty {
-            // Also the slot written after the previous flush (its durable position): one
-            // block write, durable like the segments' (no page-cache write to sync).
-            let (position, data) = self
-                .checkpoint
-                .pending
-                .take()
-                .expect("a dirty checkpoint has a slot to write");
-            let slot = BlockWrite {
-                path: self.checkpoint.path.clone(),
-                position,
-                data,
-            };
+        // Also the slot written after the previous flush (its durable position): one block
+        // write, durable like the segments' (no page-cache write to sync).
+        if let Some(slot) = self.take_checkpoint_slot()? {
             match seal.as_mut() {
                 Some(seal) => {
                     let active = self.active();
@@ -993,7 +977,6 @@ impl<S: Storage> PartitionLog<S> {
             }
             checkpoint_start = Some(self.checkpoint.written_start);
             checkpoint_durable = self.checkpoint.written_durable;
-            self.checkpoint.dirty = false;
         }
         let active = self.active();
         let durable = (active.base_offset, active.size);
@@ -1075,6 +1058,32 @@ impl<S: Storage> PartitionLog<S> {
         })
     }
 
+    /// For a flush ticket: a slot with the log start if it moved since the last one, then the
+    /// checkpoint's pending slot as a block write, if there is one (the checkpoint is then clean
+    /// until the next slot). `None` (outer) if the slot could not be written: the log is poisoned.
+    fn take_checkpoint_slot(&mut self) -> Option<Option<BlockWrite>> {
+        if self.log_start_offset != self.checkpoint.written_start {
+            if let Err(error) = self.write_checkpoint() {
+                self.poison(&error);
+                return None;
+            }
+        }
+        if !self.checkpoint.dirty {
+            return Some(None);
+        }
+        let (position, data) = self
+            .checkpoint
+            .pending
+            .take()
+            .expect("a dirty checkpoint has a slot to write");
+        self.checkpoint.dirty = false;
+        Some(Some(BlockWrite {
+            path: self.checkpoint.path.clone(),
+            position,
+            data,
+        }))
+    }
+
     /// A flush while write-behinds are in flight: every byte of the active segment below the
     /// first of them is on the file (written by completed write-behinds, or by tickets, which
     /// complete before the next begins; write-behinds are handed out in file order), so the
@@ -1107,26 +1116,10 @@ impl<S: Storage> PartitionLog<S> {
             return None;
         }
         let (mut checkpoint_start, mut checkpoint_durable, mut writes) = (None, None, Vec::new());
-        if self.log_start_offset != self.checkpoint.written_start {
-            if let Err(error) = self.write_checkpoint() {
-                self.poison(&error);
-                return None;
-            }
-        }
-        if self.checkpoint.dirty {
-            let (slot_position, data) = self
-                .checkpoint
-                .pending
-                .take()
-                .expect("a dirty checkpoint has a slot to write");
-            writes.push(BlockWrite {
-                path: self.checkpoint.path.clone(),
-                position: slot_position,
-                data,
-            });
+        if let Some(slot) = self.take_checkpoint_slot()? {
+            writes.push(slot);
             checkpoint_start = Some(self.checkpoint.written_start);
             checkpoint_durable = self.checkpoint.written_durable;
-            self.checkpoint.dirty = false;
         }
         let active_path = self.active().path.clone();
         let files: Vec<PathBuf> = std::mem::take(&mut self.write_behinds_unsynced)
