@@ -166,7 +166,11 @@ async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Resul
     if let Some(write) = write {
         // As the shard does: started in place (its writes queued and the doorbell rung now).
         let (tx, rx) = oneshot();
-        driver.borrow_mut().write_behinds.push(rx);
+        {
+            let mut d = driver.borrow_mut();
+            d.write_behinds.retain(|done| !done.is_done());
+            d.write_behinds.push(rx);
+        }
         let driver = driver.clone();
         let task = crate::shard::join::started(async move {
             let result = kick::kicked(files::write_behind(&write)).await;

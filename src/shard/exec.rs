@@ -855,12 +855,13 @@ pub trait ShardExec:
             return;
         };
         let (tx, rx) = oneshot();
-        self.syncs
-            .borrow_mut()
-            .entry(key)
-            .or_default()
-            .write_behinds
-            .push(rx);
+        let mut syncs = self.syncs.borrow_mut();
+        let pending = &mut syncs.entry(key).or_default().write_behinds;
+        // Completed ones go here too: a flush loop that always finds something to flush
+        // never prunes them.
+        pending.retain(|done| !done.is_done());
+        pending.push(rx);
+        drop(syncs);
         let ctx = self.clone();
         // Started here: its writes are queued (and the runtime's doorbell rung) before this
         // request's task goes on, not after every other task ready now.
