@@ -275,7 +275,12 @@ pub fn split_batches(payload: &[u8]) -> Result<Vec<&[u8]>, SplitError> {
 /// Writes `base_offset` into the batch (the field is not covered by the CRC).
 pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
     assert!(batch.len() >= BATCH_HEADER_BYTES, "not a record batch");
-    batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    batch[0..8].copy_from_slice(&base_offset_bytes(base_offset));
+}
+
+/// The bytes [`set_base_offset`] writes: a batch's first 8 (not covered by its CRC).
+pub fn base_offset_bytes(base_offset: i64) -> [u8; 8] {
+    base_offset.to_be_bytes()
 }
 
 /// Builds valid uncompressed magic-v2 batches, for tests and tools.

@@ -654,8 +654,8 @@ impl<S: Storage> PartitionLog<S> {
             }
             active.allocated = target;
         }
-        // The frame is encoded straight into the tail (one copy of the batch), its base
-        // offset set before the frame's CRC is computed.
+        // The frame is encoded straight into the tail (one copy of the batch), with its base
+        // offset (the batch's first bytes) set.
         let room = active.tail.reserve(frame_bytes as usize);
         encode_frame_into(
             room,
@@ -665,7 +665,7 @@ impl<S: Storage> PartitionLog<S> {
                 count,
             },
             batch,
-            |payload| batch::set_base_offset(payload, base as i64),
+            &batch::base_offset_bytes(base as i64),
         );
         let crc = u32::from_le_bytes(room[..4].try_into().expect("4 bytes"));
         active.note_frame(
