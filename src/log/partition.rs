@@ -1667,8 +1667,10 @@ impl<S: Storage> PartitionLog<S> {
 /// zero padding, which can only land past what that flush made durable (rule 2' of FORMAT.md
 /// cuts there after a power loss).
 impl<S: Storage> Drop for PartitionLog<S> {
-    /// Leaves the active segment's unwritten bytes in the page cache, as a process that exits
-    /// does (a later open reads them; not durable). A rolled segment whose seal has not
+    /// Writes the active segment's unwritten bytes, as a process that exits leaves them in the
+    /// page cache (a later open reads them; not durable, except that without a durable slot
+    /// naming the segment each piece is synced before the next: a power loss after the close
+    /// must leave a tail, not a hole before frames). A rolled segment whose seal has not
     /// completed (pending, or in a ticket that never completed) is sealed first: the new
     /// segment must not hold a byte on disk while its predecessor could still be torn (a power
     /// loss could then keep the new segment's header and lose the sealed segment's last bytes,
@@ -1694,9 +1696,23 @@ impl<S: Storage> Drop for PartitionLog<S> {
         // holds bytes of the file's earlier life (FORMAT.md §5).
         let end = active.tail.end();
         let padding = vec![0u8; (align_up(end).min(active.allocated.max(end)) - end) as usize];
+        // Unsynced writes may land in any order, and a hole followed by frames is a tail only
+        // past a durable slot's position (FORMAT.md §4 rule 2'): without a slot naming this
+        // segment (a new log never flushed), each piece is made durable before the next.
+        let named = self
+            .checkpoint
+            .durable_slot
+            .is_some_and(|(base, _)| base == active.base_offset);
         let pieces = active.tail.pieces_from(active.tail.start);
         for (position, bytes) in pieces.into_iter().chain([(end, &padding[..])]) {
-            if let Err(error) = active.file.write_direct_at(bytes, position) {
+            let written = active.file.write_direct_at(bytes, position).and_then(|()| {
+                if named {
+                    Ok(())
+                } else {
+                    active.file.sync()
+                }
+            });
+            if let Err(error) = written {
                 tracing::warn!(file = %active.path.display(), %error, "could not write the log tail at close");
                 return;
             }
@@ -1712,8 +1728,8 @@ pub fn sync_ticket<S: Storage>(storage: &S, ticket: &FlushTicket) -> io::Result<
     if let Some(seal) = &ticket.seal {
         apply_seal(storage, seal)?;
     }
-    // Any order: the worst one for a crash (the crash double keeps a prefix of the writes
-    // since the last sync), last chunk first, one sync after all.
+    // Any order: last chunk first, one sync after all (a power loss before it may keep any
+    // of them, later chunks without earlier ones).
     let in_order = !ticket.chunks_any_order;
     let chunks: Vec<&ChunkWrite> = if in_order {
         ticket.chunks.iter().collect()
@@ -1772,9 +1788,12 @@ pub fn apply_seal<S: Storage>(storage: &S, seal: &Seal) -> io::Result<()> {
     let segment = storage
         .open(&seal.segment)
         .map_err(|e| context(&seal.segment, e))?;
+    // Each durable before the next, as the runtime's chunk writes are (`O_DSYNC`): the sealed
+    // segment may have no durable slot naming it, so a hole in it would not be a tail.
     for write in &seal.writes {
         segment
             .write_direct_at(write.bytes(), write.position)
+            .and_then(|()| segment.sync())
             .map_err(|e| context(&seal.segment, e))?;
     }
     segment
@@ -2467,11 +2486,15 @@ mod tests {
                 assert_eq!(log.log_end_offset(), written, "seed {seed}: {report:?}");
                 assert!(report.truncated.is_empty(), "seed {seed}: {report:?}");
             } else {
-                // Issued in order, never synced: a power loss keeps a prefix of them, the last
-                // one torn.
-                for w in &chunks {
+                // In order, as the runtime writes them (each durable before the next): a power
+                // loss after some of them, the next one issued and perhaps torn.
+                let synced = (seed as usize / 2) % chunks.len();
+                for (i, w) in chunks.iter().enumerate().take(synced + 1) {
                     let file = storage.open(&w.path).unwrap();
                     file.write_direct_at(w.bytes(), w.position).unwrap();
+                    if i < synced {
+                        file.sync().unwrap();
+                    }
                 }
                 let after = storage.crash(seed);
                 let (recovered, _) = open(&after, LogConfig::default());
