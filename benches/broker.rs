@@ -1573,11 +1573,12 @@ fn print_table(report: &Report) {
         .map(|g| {
             let (low, high) = g.ratio_range();
             format!(
-                "{} KiB batches × {} appenders {:.0} MB/s ({:.2}× O_DIRECT, rounds {low:.2}-{high:.2})",
+                "{} KiB batches × {} appenders {:.0} MB/s ({:.2}× O_DIRECT, rounds {low:.2}-{high:.2}; {:.3} ms CPU per MB)",
                 g.batch_bytes >> 10,
                 g.appenders,
                 g.mb_per_s,
-                g.ratio
+                g.ratio,
+                g.cpu_ms_per_mb
             )
         })
         .collect();

@@ -364,11 +364,12 @@ fn print_group_commit(g: &common::EngineGroupCommit) {
         None => "new log against O_DIRECT writes into a new file".to_string(),
     };
     println!(
-        "group commit {} KiB, {state}: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}",
+        "group commit {} KiB, {state}: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}; engine thread CPU {:.3} ms per MB",
         g.batch_bytes >> 10,
         rounds.join(" "),
         g.ratio,
         low,
-        high
+        high,
+        g.cpu_ms_per_mb
     );
 }

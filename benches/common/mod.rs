@@ -341,6 +341,8 @@ pub struct EngineGroupCommit {
     pub direct_mb_per_s: f64,
     /// The median of the rounds' engine / reference ratios.
     pub ratio: f64,
+    /// The engine thread's CPU per MB appended (10^6 bytes), milliseconds, over all rounds.
+    pub cpu_ms_per_mb: f64,
     pub rounds: Vec<PairedRound>,
 }
 
@@ -394,14 +396,14 @@ pub fn engine_group_commit(
     let batch = batch_of_1k_records(batch_bytes);
     let appenders = (bytes_in_flight / batch.len()).max(4);
     let mut paired = Vec::new();
-    let (mut batches_total, mut seconds_total) = (0, 0.0);
+    let (mut batches_total, mut seconds_total, mut cpu_total) = (0, 0.0, 0.0);
     for round in 0..rounds.max(1) {
         let direct_mb_per_s = match retention_bytes {
             Some(_) => direct_rewrite_mb_per_s(work, direct_bytes),
             None => direct_write_mb_per_s(work, direct_bytes),
         };
         let dir = work.join(format!("engine-group-commit-{batch_bytes}-{round}"));
-        let (batches, took) = lockstep::runtime::bench::group_commit_appends(
+        let run = lockstep::runtime::bench::group_commit_appends(
             &dir,
             &batch,
             appenders,
@@ -410,11 +412,12 @@ pub fn engine_group_commit(
         )
         .expect("group-commit run");
         let _ = std::fs::remove_dir_all(&dir);
-        batches_total += batches;
-        seconds_total += took;
+        batches_total += run.batches;
+        seconds_total += run.seconds;
+        cpu_total += run.thread_cpu_seconds;
         paired.push(PairedRound {
             direct_mb_per_s,
-            engine_mb_per_s: batches as f64 * batch.len() as f64 / took / 1e6,
+            engine_mb_per_s: run.batches as f64 * batch.len() as f64 / run.seconds / 1e6,
         });
     }
     EngineGroupCommit {
@@ -426,6 +429,7 @@ pub fn engine_group_commit(
         mb_per_s: median(paired.iter().map(|r| r.engine_mb_per_s)),
         direct_mb_per_s: median(paired.iter().map(|r| r.direct_mb_per_s)),
         ratio: median(paired.iter().map(|r| r.engine_mb_per_s / r.direct_mb_per_s)),
+        cpu_ms_per_mb: cpu_total * 1e3 / (batches_total as f64 * batch.len() as f64 / 1e6),
         rounds: paired,
     }
 }

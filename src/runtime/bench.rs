@@ -40,8 +40,19 @@ struct Driver {
     write_behinds: Vec<OneshotReceiver<()>>,
 }
 
+/// What one [`group_commit_appends`] run measured.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupCommitRun {
+    /// Batches appended and durable.
+    pub batches: u64,
+    pub seconds: f64,
+    /// CPU time of the executor thread over the run (user + system: the appends, the
+    /// executor, and the kernel's side of submitting the I/O).
+    pub thread_cpu_seconds: f64,
+}
+
 /// Appends `batch` from `appenders` concurrent tasks for `duration`, each waiting for
-/// durability before its next append. Returns (durable batches, seconds).
+/// durability before its next append.
 ///
 /// `retention_bytes`: the steady state of a log that retention keeps at this size. Retention
 /// runs after every flush, so removed segments become spare files that later rolls reuse
@@ -53,7 +64,7 @@ pub fn group_commit_appends(
     appenders: usize,
     duration: Duration,
     retention_bytes: Option<u64>,
-) -> io::Result<(u64, f64)> {
+) -> io::Result<GroupCommitRun> {
     assert!(appenders > 0);
     files::tune_allocator();
     let dir = dir.to_path_buf();
@@ -89,10 +100,15 @@ pub fn group_commit_appends(
                 let more = move |d: &Driver| d.appended < warm_up;
                 run_appenders(&driver, &batch, appenders, Rc::new(more)).await?;
             }
+            let cpu = cpu_seconds(libc::RUSAGE_THREAD);
             let start = Instant::now();
             let more = move |_: &Driver| start.elapsed() < duration;
-            let total = run_appenders(&driver, &batch, appenders, Rc::new(more)).await?;
-            let took = start.elapsed().as_secs_f64();
+            let batches = run_appenders(&driver, &batch, appenders, Rc::new(more)).await?;
+            let run = GroupCommitRun {
+                batches,
+                seconds: start.elapsed().as_secs_f64(),
+                thread_cpu_seconds: cpu_seconds(libc::RUSAGE_THREAD) - cpu,
+            };
             // The run wrote a log a restart reads whole (and, in the steady state, its rolls
             // reused files through the engine): checked, so that the bench cannot pass on a
             // broken log.
@@ -114,7 +130,7 @@ pub fn group_commit_appends(
                 .map_err(|e| io::Error::other(e.to_string()))?;
             assert!(report.truncated.is_empty(), "{report:?}");
             assert_eq!(log.log_end_offset(), end);
-            Ok((total, took))
+            Ok(run)
         })
         .map_err(|e| io::Error::other(e.to_string()))?
         .join()
