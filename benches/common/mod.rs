@@ -129,38 +129,69 @@ pub fn proc_peak_rss_bytes(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// A zeroed buffer of `len` bytes aligned to 4 KiB, as O_DIRECT needs.
+/// A buffer of `len` bytes for O_DIRECT writes, in transparent huge pages where the kernel
+/// gives them (mapped 2 MiB-aligned, `MADV_HUGEPAGE`), as the engine's full tail chunks are
+/// (`storage::huge_chunks`): a write from physically contiguous memory goes to a virtio disk
+/// as one request, from 4 KiB pages as two or three per MiB, so the machine's O_DIRECT figures
+/// are the best the disk gives, not a small-page client's.
 pub struct AlignedBuffer {
+    base: *mut libc::c_void,
+    mapped: usize,
     ptr: *mut u8,
-    layout: std::alloc::Layout,
+    len: usize,
 }
 
 impl AlignedBuffer {
     pub fn new(len: usize, fill: u8) -> AlignedBuffer {
-        let layout = std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("layout");
-        // SAFETY: the layout has a non-zero size; freed in Drop with the same layout.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "allocation failed");
-        let mut b = AlignedBuffer { ptr, layout };
+        const HUGE: usize = 2 << 20;
+        let len = len.max(4096);
+        let mapped = len.next_multiple_of(HUGE) + HUGE;
+        // SAFETY: an anonymous private mapping the kernel places; unmapped once, in Drop.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED, "mmap of a bench buffer");
+        let at = (base as usize).next_multiple_of(HUGE) - base as usize;
+        // SAFETY: `at..at + len` rounded up to whole huge pages lies inside the mapping (it has
+        // HUGE bytes of slack); the hint only affects how it is paged (a huge page needs the
+        // whole 2 MiB in the advised range).
+        let ptr = unsafe {
+            let ptr = base.cast::<u8>().add(at);
+            libc::madvise(ptr.cast(), len.next_multiple_of(HUGE), libc::MADV_HUGEPAGE);
+            ptr
+        };
+        let mut b = AlignedBuffer {
+            base,
+            mapped,
+            ptr,
+            len,
+        };
         b.as_mut_slice().fill(fill);
         b
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` points at `layout.size()` initialised bytes owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
+        // SAFETY: `ptr` points at `len` bytes of the mapping owned by self, initialised in `new`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`, and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 
 impl Drop for AlignedBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout and not freed before.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.base, self.mapped) };
     }
 }
 
