@@ -107,6 +107,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The broker's allocator, so that the in-process engine runs write full tail chunks from huge
+/// pages as the broker does ([`lockstep::storage::huge_chunks`]).
+#[global_allocator]
+static ALLOCATOR: lockstep::storage::huge_chunks::HugeChunks =
+    lockstep::storage::huge_chunks::HugeChunks;
+
 const TOPIC: &str = "p14-bench-perf";
 const GROUP: &str = "p14-bench-share";
 /// The topic and transactional id of the transactional produce phase.

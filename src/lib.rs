@@ -5,8 +5,9 @@
 //! - [`constants`]: every limit in one place; [`config`]: validated configuration.
 //! - [`model`]: newtypes shared across modules.
 //! - [`storage`]: the on-disk frame format shared by the partition logs and the state journal,
-//!   the file abstraction (real files and an in-memory crash double), the global allocator
-//!   (full tail chunks in huge pages), and most of the `unsafe` (memory maps, the allocator).
+//!   the file abstraction (real files and an in-memory crash double), the broker's global
+//!   allocator (full tail chunks in huge pages), and most of the `unsafe` (memory maps, the
+//!   allocator).
 //! - [`log`]: segmented, CRC-framed partition logs of Kafka record batches.
 //! - [`group`]: consumer groups (classic protocol, KIP-848 membership) and committed offsets.
 //! - [`journal`]: the memory-mapped state journal (share-partition state, transactions).
@@ -38,8 +39,3 @@ pub mod shard;
 pub mod share;
 pub mod storage;
 pub mod txn;
-
-/// Full segment-tail chunks in huge pages once the runtime enables it; everything else the
-/// system allocator's ([`storage::huge_chunks`]).
-#[global_allocator]
-static ALLOCATOR: storage::huge_chunks::HugeChunks = storage::huge_chunks::HugeChunks;

@@ -1,6 +1,9 @@
-//! Full-size segment-tail chunks in transparent huge pages: the process's global allocator,
-//! which hands out every allocation from the system allocator except, once the runtime turned
-//! it on ([`enable`]), the chunks a busy log's tail is kept in.
+//! Full-size segment-tail chunks in transparent huge pages: a global allocator, which hands
+//! out every allocation from the system allocator except, once the runtime turned it on
+//! ([`enable`]), the chunks a busy log's tail is kept in. The broker binary (`src/main.rs`)
+//! and the benches that run the engine in process (`storage`, `broker`) declare it as their
+//! `#[global_allocator]`; a library cannot (a bench counts heap bytes with an allocator of its
+//! own), and without it [`enable`] changes nothing.
 //!
 //! Why: an `O_DIRECT` write goes to the device as one request per run of physically
 //! contiguous memory, and a virtio disk takes at most [`virtio`'s `max_segments`] (254 here)
