@@ -108,10 +108,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The broker's allocator, so that the in-process engine runs write full tail chunks from huge
-/// pages as the broker does ([`lockstep::storage::huge_chunks`]).
+/// pages as the broker does ([`lockstep::runtime::huge_chunks`]).
 #[global_allocator]
-static ALLOCATOR: lockstep::storage::huge_chunks::HugeChunks =
-    lockstep::storage::huge_chunks::HugeChunks;
+static ALLOCATOR: lockstep::runtime::huge_chunks::HugeChunks =
+    lockstep::runtime::huge_chunks::HugeChunks;
 
 const TOPIC: &str = "p14-bench-perf";
 const GROUP: &str = "p14-bench-share";

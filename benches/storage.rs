@@ -35,10 +35,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The broker's allocator, so that the in-process engine runs write full tail chunks from huge
-/// pages as the broker does ([`lockstep::storage::huge_chunks`]).
+/// pages as the broker does ([`lockstep::runtime::huge_chunks`]).
 #[global_allocator]
-static ALLOCATOR: lockstep::storage::huge_chunks::HugeChunks =
-    lockstep::storage::huge_chunks::HugeChunks;
+static ALLOCATOR: lockstep::runtime::huge_chunks::HugeChunks =
+    lockstep::runtime::huge_chunks::HugeChunks;
 
 /// Sizes of one run: the full measurement, or the smoke run under `cargo test`.
 #[derive(Clone, Copy, Serialize)]

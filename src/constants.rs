@@ -94,7 +94,7 @@ const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX % LOG_BLOCK_BYTES == 0);
 const _: () = assert!(LOG_READ_AHEAD_BYTES_MAX <= LOG_READ_CACHE_BYTES_MAX);
 
 /// Full tail chunks ([`LOG_TAIL_CHUNK_BYTES_MAX`]) come from regions of this many bytes mapped
-/// in transparent huge pages (`storage::huge_chunks`),
+/// in transparent huge pages (`runtime::huge_chunks`),
 pub const HUGE_CHUNKS_REGION_BYTES: usize = 32 * 1024 * 1024;
 /// at most this many bytes of them (past it, the system allocator's small pages).
 pub const HUGE_CHUNKS_BYTES_MAX: usize = 512 * 1024 * 1024;

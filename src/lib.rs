@@ -5,15 +5,15 @@
 //! - [`constants`]: every limit in one place; [`config`]: validated configuration.
 //! - [`model`]: newtypes shared across modules.
 //! - [`storage`]: the on-disk frame format shared by the partition logs and the state journal,
-//!   the file abstraction (real files and an in-memory crash double), the broker's global
-//!   allocator (full tail chunks in huge pages), and most of the `unsafe` (memory maps, the
-//!   allocator).
+//!   the file abstraction (real files and an in-memory crash double), and the only `unsafe`
+//!   (memory maps).
 //! - [`log`]: segmented, CRC-framed partition logs of Kafka record batches.
 //! - [`group`]: consumer groups (classic protocol, KIP-848 membership) and committed offsets.
 //! - [`journal`]: the memory-mapped state journal (share-partition state, transactions).
 //! - [`protocol`]: the Kafka wire codec; [`server`]: request handling.
 //! - [`ptxn`]: producer transactions (coordinator, partition and group sides).
-//! - [`runtime`]: the only module that touches the io_uring executor.
+//! - [`runtime`]: the only module that touches the io_uring executor (and the broker's global
+//!   allocator, which serves its DMA chunks from huge pages).
 //! - [`metrics`]: counters and histograms, Prometheus text.
 //! - [`client`]: a small blocking Kafka client (admin, producer, share consumer) for tests and tools.
 

@@ -15,10 +15,10 @@ use lockstep::config_file::FileConfig;
 use std::path::PathBuf;
 
 /// Full segment-tail chunks in huge pages once the runtime enables it (the broker does, at
-/// start); every other allocation the system allocator's ([`lockstep::storage::huge_chunks`]).
+/// start); every other allocation the system allocator's ([`lockstep::runtime::huge_chunks`]).
 #[global_allocator]
-static ALLOCATOR: lockstep::storage::huge_chunks::HugeChunks =
-    lockstep::storage::huge_chunks::HugeChunks;
+static ALLOCATOR: lockstep::runtime::huge_chunks::HugeChunks =
+    lockstep::runtime::huge_chunks::HugeChunks;
 
 /// Lockstep: a Kafka-compatible broker with transactional acknowledgements for share groups.
 #[derive(Parser, Debug)]

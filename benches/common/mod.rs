@@ -131,7 +131,7 @@ pub fn proc_peak_rss_bytes(pid: u32) -> Option<u64> {
 
 /// A buffer of `len` bytes for O_DIRECT writes, in transparent huge pages where the kernel
 /// gives them (mapped 2 MiB-aligned, `MADV_HUGEPAGE`), as the engine's full tail chunks are
-/// (`storage::huge_chunks`): a write from physically contiguous memory goes to a virtio disk
+/// (`runtime::huge_chunks`): a write from physically contiguous memory goes to a virtio disk
 /// as one request, from 4 KiB pages as two or three per MiB, so the machine's O_DIRECT figures
 /// are the best the disk gives, not a small-page client's.
 pub struct AlignedBuffer {

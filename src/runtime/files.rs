@@ -80,11 +80,11 @@ fn with_path(path: &Path, error: impl std::fmt::Display) -> io::Error {
 /// come from the allocator's heaps and their pages stay resident between flushes. Called once
 /// before the shards start (idempotent). Other C libraries: nothing to do.
 /// `LOCKSTEP_ENGINE_MALLOC=default` leaves glibc's defaults (for measuring one against the other).
-/// Also turns on full tail chunks in huge pages ([`crate::storage::huge_chunks`]; not with
+/// Also turns on full tail chunks in huge pages ([`crate::runtime::huge_chunks`]; not with
 /// `LOCKSTEP_ENGINE_HUGEPAGES=off`, for measuring one against the other).
 pub fn tune_allocator() {
     if std::env::var("LOCKSTEP_ENGINE_HUGEPAGES").as_deref() != Ok("off") {
-        crate::storage::huge_chunks::enable();
+        crate::runtime::huge_chunks::enable();
     }
     if std::env::var("LOCKSTEP_ENGINE_MALLOC").as_deref() == Ok("default") {
         return;

@@ -19,6 +19,8 @@
 //! - [`fatal`]: the one fatal path (a shard panic, a poisoned log or journal ends the process
 //!   with its own exit status, so a supervisor restarts it and recovery runs).
 //! - [`files`]: the io_uring storage engine: block writes and syncs of flush tickets, journal flushes.
+//! - [`huge_chunks`]: the broker's global allocator, which serves the engine's full tail chunks
+//!   from huge pages (one virtio request per write).
 //! - [`kick`]: the doorbell that has glommio submit queued I/O at once, not when its queues
 //!   run dry.
 //! - [`sync`]: executor-agnostic one-shot slot and event.
@@ -33,6 +35,7 @@ pub mod credentials;
 pub mod fatal;
 pub mod files;
 pub mod frame_write;
+pub mod huge_chunks;
 pub mod kick;
 pub mod shard_handle;
 pub use crate::shard::sync;

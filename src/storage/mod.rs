@@ -1,7 +1,6 @@
 //! On-disk building blocks shared by the partition logs and the state journal.
 //!
 //! - [`blocks`]: the memory a segment tail is kept in, which the engine writes without a copy.
-//! - [`huge_chunks`]: the broker's global allocator, which serves full tail chunks from huge pages.
 //! - [`frame`]: the segment header and CRC-framed entries, and the recovery scan rule.
 //!
 //! Nothing here knows about Kafka, shards or the runtime.
@@ -9,5 +8,4 @@
 pub mod blocks;
 pub mod file;
 pub mod frame;
-pub mod huge_chunks;
 pub mod mmap;
