@@ -1592,6 +1592,13 @@ fn print_table(report: &Report) {
         "storage: Lockstep's engine, group commit (io_uring, O_DIRECT, durable appends): {}",
         engine.join(", ")
     );
+    for g in &s.engine_group_commit {
+        println!(
+            "storage: {} KiB batches, {}",
+            g.batch_bytes >> 10,
+            common::timeline_line(&g.timeline)
+        );
+    }
     for b in &report.brokers {
         if let Some(why) = &b.not_run {
             println!("{}: not run ({why})", b.name);

@@ -378,4 +378,5 @@ fn print_group_commit(g: &common::EngineGroupCommit) {
         high,
         g.cpu_ms_per_mb
     );
+    println!("  {}", common::timeline_line(&g.timeline));
 }

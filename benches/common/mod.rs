@@ -374,7 +374,44 @@ pub struct EngineGroupCommit {
     pub ratio: f64,
     /// The engine thread's CPU per MB appended (10^6 bytes), milliseconds, over all rounds.
     pub cpu_ms_per_mb: f64,
+    /// Where the engine's time went, the mean of the rounds' timelines.
+    pub timeline: lockstep::runtime::bench::Timeline,
     pub rounds: Vec<PairedRound>,
+}
+
+/// A group-commit run's timeline for a person: how long its flushes and the gaps between them
+/// take, and how busy its write-behinds keep the disk.
+pub fn timeline_line(t: &lockstep::runtime::bench::Timeline) -> String {
+    format!(
+        "engine timeline (mean of rounds): {} flushes, in flight {:.0}% of the run, {:.2} ms each, {:.2} ms from one's completion to the next; {} write-behinds, {:.2} ms p50, {:.1} in flight on average, none {:.0}% of the run",
+        t.flushes,
+        t.flush_busy * 100.0,
+        t.flush_ms,
+        t.between_flushes_ms,
+        t.write_behinds,
+        t.write_p50_ms,
+        t.write_depth,
+        t.writes_idle * 100.0
+    )
+}
+
+/// The field-by-field mean of the rounds' timelines (counts rounded).
+fn mean_timeline(
+    rounds: &[lockstep::runtime::bench::Timeline],
+) -> lockstep::runtime::bench::Timeline {
+    let n = rounds.len().max(1) as f64;
+    let mean =
+        |f: fn(&lockstep::runtime::bench::Timeline) -> f64| rounds.iter().map(f).sum::<f64>() / n;
+    lockstep::runtime::bench::Timeline {
+        flushes: mean(|t| t.flushes as f64).round() as u64,
+        flush_busy: mean(|t| t.flush_busy),
+        flush_ms: mean(|t| t.flush_ms),
+        between_flushes_ms: mean(|t| t.between_flushes_ms),
+        write_behinds: mean(|t| t.write_behinds as f64).round() as u64,
+        writes_idle: mean(|t| t.writes_idle),
+        write_depth: mean(|t| t.write_depth),
+        write_p50_ms: mean(|t| t.write_p50_ms),
+    }
 }
 
 /// One round of [`EngineGroupCommit`]: the reference, then the engine.
@@ -427,6 +464,7 @@ pub fn engine_group_commit(
     let batch = batch_of_1k_records(batch_bytes);
     let appenders = (bytes_in_flight / batch.len()).max(4);
     let mut paired = Vec::new();
+    let mut timelines = Vec::new();
     let (mut batches_total, mut seconds_total, mut cpu_total) = (0, 0.0, 0.0);
     for round in 0..rounds.max(1) {
         let direct_mb_per_s = match retention_bytes {
@@ -446,6 +484,7 @@ pub fn engine_group_commit(
         batches_total += run.batches;
         seconds_total += run.seconds;
         cpu_total += run.thread_cpu_seconds;
+        timelines.push(run.timeline);
         paired.push(PairedRound {
             direct_mb_per_s,
             engine_mb_per_s: run.batches as f64 * batch.len() as f64 / run.seconds / 1e6,
@@ -461,6 +500,7 @@ pub fn engine_group_commit(
         direct_mb_per_s: median(paired.iter().map(|r| r.direct_mb_per_s)),
         ratio: median(paired.iter().map(|r| r.engine_mb_per_s / r.direct_mb_per_s)),
         cpu_ms_per_mb: cpu_total * 1e3 / (batches_total as f64 * batch.len() as f64 / 1e6),
+        timeline: mean_timeline(&timelines),
         rounds: paired,
     }
 }

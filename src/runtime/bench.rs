@@ -38,7 +38,13 @@ struct Driver {
     appended: u64,
     /// Write-behinds handed out ([`PartitionLog::take_write_behind`]), in file order.
     write_behinds: Vec<OneshotReceiver<()>>,
+    /// Each flush ticket's (issued, completion handled), for the [`Timeline`].
+    flush_spans: Vec<Span>,
+    /// Each write-behind's (issued, completion handled).
+    write_spans: Vec<Span>,
 }
+
+type Span = (Instant, Instant);
 
 /// What one [`group_commit_appends`] run measured.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +55,80 @@ pub struct GroupCommitRun {
     /// CPU time of the executor thread over the run (user + system: the appends, the
     /// executor, and the kernel's side of submitting the I/O).
     pub thread_cpu_seconds: f64,
+    pub timeline: Timeline,
+}
+
+/// Where a group-commit run's time went, from the flush loop's and the write-behinds' spans
+/// (each from its I/O issued to its completion handled by the executor): what says whether the
+/// disk, the flushes or the appends bound a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Timeline {
+    pub flushes: u64,
+    /// Fraction of the run with a flush ticket in flight.
+    pub flush_busy: f64,
+    /// Mean flush ticket, milliseconds.
+    pub flush_ms: f64,
+    /// Mean time from a flush's completion handled to the next flush issued, milliseconds
+    /// (the released appenders append meanwhile).
+    pub between_flushes_ms: f64,
+    pub write_behinds: u64,
+    /// Fraction of the run with no write-behind in flight.
+    pub writes_idle: f64,
+    /// Mean number of write-behinds in flight.
+    pub write_depth: f64,
+    /// Median write-behind, milliseconds.
+    pub write_p50_ms: f64,
+}
+
+impl Timeline {
+    /// From spans within `[start, end]` (spans begun before `start` are left out).
+    pub fn of(flushes: &[Span], writes: &[Span], start: Instant, end: Instant) -> Timeline {
+        let seconds = (end - start).as_secs_f64();
+        let ms =
+            |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64() * 1e3;
+        let flushes: Vec<Span> = flushes.iter().copied().filter(|s| s.0 >= start).collect();
+        let writes: Vec<Span> = writes.iter().copied().filter(|s| s.0 >= start).collect();
+        if seconds <= 0.0 {
+            return Timeline::default();
+        }
+        let mean = |values: Vec<f64>| {
+            let n = values.len().max(1) as f64;
+            values.into_iter().sum::<f64>() / n
+        };
+        // Writes overlap each other: sweep their starts and ends for the time none was in
+        // flight and the mean depth.
+        let mut edges: Vec<(Instant, i64)> = writes
+            .iter()
+            .flat_map(|s| [(s.0, 1), (s.1.min(end), -1)])
+            .collect();
+        edges.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (mut depth, mut at, mut idle_ms, mut depth_ms) = (0i64, start, 0.0, 0.0);
+        for (when, step) in edges {
+            let span = ms(at, when);
+            if depth == 0 {
+                idle_ms += span;
+            }
+            depth_ms += depth as f64 * span;
+            at = at.max(when);
+            depth += step;
+        }
+        idle_ms += if depth == 0 { ms(at, end) } else { 0.0 };
+        depth_ms += depth as f64 * ms(at, end);
+        let mut write_ms: Vec<f64> = writes.iter().map(|s| ms(s.0, s.1)).collect();
+        write_ms.sort_by(f64::total_cmp);
+        let flush_ms: Vec<f64> = flushes.iter().map(|s| ms(s.0, s.1)).collect();
+        let total_ms = seconds * 1e3;
+        Timeline {
+            flushes: flushes.len() as u64,
+            flush_busy: flush_ms.iter().sum::<f64>() / total_ms,
+            flush_ms: mean(flush_ms),
+            between_flushes_ms: mean(flushes.windows(2).map(|w| ms(w[0].1, w[1].0)).collect()),
+            write_behinds: writes.len() as u64,
+            writes_idle: idle_ms / total_ms,
+            write_depth: depth_ms / total_ms,
+            write_p50_ms: write_ms.get(write_ms.len() / 2).copied().unwrap_or(0.0),
+        }
+    }
 }
 
 /// Appends `batch` from `appenders` concurrent tasks for `duration`, each waiting for
@@ -94,6 +174,8 @@ pub fn group_commit_appends(
                 retention: retention_bytes.is_some(),
                 appended: 0,
                 write_behinds: Vec::new(),
+                flush_spans: Vec::new(),
+                write_spans: Vec::new(),
             }));
             let batch = Rc::new(batch);
             if warm_up > 0 {
@@ -104,11 +186,15 @@ pub fn group_commit_appends(
             let start = Instant::now();
             let more = move |_: &Driver| start.elapsed() < duration;
             let batches = run_appenders(&driver, &batch, appenders, Rc::new(more)).await?;
+            let end = Instant::now();
+            let d = driver.borrow();
             let run = GroupCommitRun {
                 batches,
-                seconds: start.elapsed().as_secs_f64(),
+                seconds: (end - start).as_secs_f64(),
                 thread_cpu_seconds: cpu_seconds(libc::RUSAGE_THREAD) - cpu,
+                timeline: Timeline::of(&d.flush_spans, &d.write_spans, start, end),
             };
+            drop(d);
             // The run wrote a log a restart reads whole (and, in the steady state, its rolls
             // reused files through the engine): checked, so that the bench cannot pass on a
             // broken log.
@@ -189,8 +275,12 @@ async fn append_durable(driver: &Rc<RefCell<Driver>>, batch: &[u8]) -> io::Resul
         }
         let driver = driver.clone();
         let task = crate::shard::join::started(async move {
+            let issued = Instant::now();
             let result = kick::kicked(files::write_behind(&write)).await;
-            let _ = driver.borrow_mut().log.complete_write_behind(write, result);
+            let mut d = driver.borrow_mut();
+            d.write_spans.push((issued, Instant::now()));
+            let _ = d.log.complete_write_behind(write, result);
+            drop(d);
             tx.send(());
         });
         if let Some(task) = task {
@@ -228,8 +318,10 @@ fn ensure_flush(driver: &Rc<RefCell<Driver>>) {
                 }
                 break;
             };
+            let issued = Instant::now();
             let result = kick::kicked(files::sync_ticket(&ticket)).await;
             let mut d = driver.borrow_mut();
+            d.flush_spans.push((issued, Instant::now()));
             match d.log.complete_flush(ticket, result) {
                 Ok(()) => {
                     if d.retention {
@@ -348,4 +440,31 @@ pub fn journal_flushes(
         .map_err(|e| io::Error::other(e.to_string()))?
         .join()
         .map_err(|e| io::Error::other(format!("{e:?}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeline_counts_idle_time_depth_and_the_gaps_between_flushes() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // 0..100 ms: two writes overlapping on 20..30, none in flight on 40..100; flushes on
+        // 10..30 and 50..60.
+        let writes = [(at(0), at(30)), (at(20), at(40))];
+        let flushes = [(at(10), at(30)), (at(50), at(60))];
+        let t = Timeline::of(&flushes, &writes, t0, at(100));
+        assert_eq!((t.flushes, t.write_behinds), (2, 2));
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert!(close(t.flush_busy, 0.3), "{t:?}");
+        assert!(close(t.flush_ms, 15.0), "{t:?}");
+        assert!(close(t.between_flushes_ms, 20.0), "{t:?}");
+        assert!(close(t.writes_idle, 0.6), "{t:?}");
+        assert!(close(t.write_depth, 0.5), "{t:?}");
+        assert!(close(t.write_p50_ms, 30.0), "{t:?}");
+        // Spans begun before the run are not its own.
+        let late = Timeline::of(&flushes, &writes, at(5), at(100));
+        assert_eq!((late.flushes, late.write_behinds), (2, 1));
+    }
 }
