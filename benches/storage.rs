@@ -1,14 +1,16 @@
 //! Storage benchmark (issue 2): durable append throughput of the partition log, beside the
 //! machine's own limits measured in the same run.
 //!
-//! - machine: O_DIRECT sequential write bandwidth (1 MiB blocks), and the 4 KiB write +
+//! - machine: O_DIRECT sequential write bandwidth (1 MiB blocks of fresh data:
+//!   `common::DirectData`), and the 4 KiB write +
 //!   fdatasync rate;
 //! - log, flush per append: append one batch, flush, repeat (16 KiB and 1 MiB batches of
 //!   1 KiB records);
 //! - log, group commit: several appenders on one shard, each appending and waiting for its
 //!   batch to be durable; flushes go through io_uring and appends that arrive while a flush is
-//!   in flight share the next one; judged in rounds, each the O_DIRECT reference and then the
-//!   engine, by the median of the rounds' ratios (`common::engine_group_commit`);
+//!   in flight share the next one; judged in rounds, each the O_DIRECT reference (fresh data)
+//!   and then the engine, by the median of the rounds' ratios (`common::engine_group_commit`;
+//!   the ratio against a reference writing one unchanged buffer is printed beside it);
 //! - journal, flush per entry: the state journal appends one share-partition entry and flushes
 //!   it through the engine (block write + zeros written ahead), repeat; flush latency and CPU
 //!   per flush (`--journal` runs only this case; `LOCKSTEP_JOURNAL_ZEROS=off` writes no zeros,
@@ -190,7 +192,8 @@ fn main() {
     };
 
     progress("machine: O_DIRECT sequential write");
-    let direct_write_mb_per_s = common::direct_write_mb_per_s(work, plan.direct_write_bytes);
+    let direct_write_mb_per_s =
+        common::direct_write_mb_per_s(work, plan.direct_write_bytes, common::DirectData::Fresh);
     progress("machine: 8 MiB O_DIRECT write + fdatasync, fresh extents");
     let fresh_durable_mb_per_s = common::group_commit_mb_per_s(
         work,
@@ -258,9 +261,9 @@ fn main() {
                 raw_per_s: 0.0,
                 ratio: run.ratio,
                 against: if retention.is_some() {
-                    "O_DIRECT rewrite of written blocks, median of paired rounds"
+                    "O_DIRECT rewrite of written blocks (fresh data), median of paired rounds"
                 } else {
-                    "O_DIRECT sequential write, median of paired rounds"
+                    "O_DIRECT sequential write (fresh data), median of paired rounds"
                 },
                 target: 0.8,
             });
@@ -329,7 +332,7 @@ fn flush_per_append(work: &Path, plan: Plan, batch_bytes: usize) -> Case {
 fn print_table(report: &Report) {
     println!();
     println!(
-        "machine: O_DIRECT sequential write {:.0} MB/s; 8 MiB write+fdatasync into fresh extents \
+        "machine: O_DIRECT sequential write {:.0} MB/s (fresh data); 8 MiB write+fdatasync into fresh extents \
          {:.0} MB/s; 4 KiB write+fdatasync {:.0}/s",
         report.direct_write_mb_per_s, report.fresh_durable_mb_per_s, report.fdatasync_4k_per_s
     );
@@ -360,22 +363,28 @@ fn print_group_commit(g: &common::EngineGroupCommit) {
     let rounds: Vec<String> = g
         .rounds
         .iter()
-        .map(|r| format!("{:.0}/{:.0}", r.engine_mb_per_s, r.direct_mb_per_s))
+        .map(|r| {
+            format!(
+                "{:.0}/{:.0}/{:.0}",
+                r.engine_mb_per_s, r.direct_mb_per_s, r.unchanged_mb_per_s
+            )
+        })
         .collect();
     let state = match g.retention_bytes {
         Some(bytes) => format!(
-            "steady state (retention {} MiB, reused segment files) against O_DIRECT rewrites",
+            "steady state (retention {} MiB, reused segment files) against O_DIRECT rewrites of fresh data",
             bytes >> 20
         ),
-        None => "new log against O_DIRECT writes into a new file".to_string(),
+        None => "new log against O_DIRECT writes of fresh data into a new file".to_string(),
     };
     println!(
-        "group commit {} KiB, {state}: engine/O_DIRECT MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2}; engine thread CPU {:.3} ms per MB",
+        "group commit {} KiB, {state}: engine/O_DIRECT/unchanged-buffer MB/s per round {}; ratio median {:.2}, range {:.2}-{:.2} (against one unchanged buffer {:.2}); engine thread CPU {:.3} ms per MB",
         g.batch_bytes >> 10,
         rounds.join(" "),
         g.ratio,
         low,
         high,
+        g.unchanged_ratio,
         g.cpu_ms_per_mb
     );
     println!("  {}", common::timeline_line(&g.timeline));
