@@ -214,9 +214,9 @@ pub enum DirectData {
     /// ([`lockstep::storage::frame::copy_streaming`]): what a log writes, bytes the CPU has
     /// just produced.
     Fresh,
-    /// One buffer, stored once, written again and again. On the development VM this reads
-    /// 1.2-1.3x faster than fresh data of the same pattern (the host serves memory it has
-    /// already read and nobody has written since); no log can write that way.
+    /// One buffer, stored once, written again and again. On the development VM this writes
+    /// about 1.1-1.3x faster than fresh data of the same pattern (presumably the host reads memory
+    /// nobody has written since its last read from its cache); no log can write that way.
     Unchanged,
 }
 
