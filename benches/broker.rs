@@ -244,6 +244,8 @@ struct Report {
 
 #[derive(Serialize)]
 struct Storage {
+    /// What the O_DIRECT sequential write probe writes ([`common::DirectData::Fresh`]).
+    direct_write_data: common::DirectData,
     direct_write_mb_per_s: f64,
     group_commit: Vec<GroupCommitProbe>,
     /// Lockstep's storage engine: a partition log's group commit on the io_uring engine
@@ -512,6 +514,7 @@ fn main() {
         ));
     }
     let storage = Storage {
+        direct_write_data: common::DirectData::Fresh,
         direct_write_mb_per_s: direct,
         group_commit,
         engine_group_commit,

@@ -83,6 +83,8 @@ struct Report {
     commit: String,
     machine: serde_json::Value,
     plan: Plan,
+    /// What the O_DIRECT sequential write probe writes ([`common::DirectData::Fresh`]).
+    direct_write_data: common::DirectData,
     direct_write_mb_per_s: f64,
     /// 8 MiB O_DIRECT write + fdatasync, repeated, into preallocated never-written extents
     /// (what the engine's group commit writes into): the raw ceiling of a fresh segment.
@@ -278,6 +280,7 @@ fn main() {
         commit: common::git_commit(),
         machine: common::machine(),
         plan,
+        direct_write_data: common::DirectData::Fresh,
         direct_write_mb_per_s,
         fresh_durable_mb_per_s,
         fdatasync_4k_per_s,

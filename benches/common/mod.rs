@@ -206,23 +206,33 @@ fn open_direct(path: &Path) -> std::fs::File {
         .expect("open O_DIRECT file (does the file system support O_DIRECT?)")
 }
 
-/// What an O_DIRECT reference writes.
+/// What an O_DIRECT reference writes, and how.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum DirectData {
-    /// Each 1 MiB block is stored into the buffer just before its write (untimed), with the
-    /// non-temporal copy the log stores appended batches with
-    /// ([`lockstep::storage::frame::copy_streaming`]): what a log writes, bytes the CPU has
-    /// just produced.
+    /// Bytes the CPU has just stored, as a log writes: [`FRESH_WRITERS`] threads, each storing its
+    /// next 1 MiB block into its own buffer (the log's non-temporal copy,
+    /// [`lockstep::storage::frame::copy_streaming`], from a source stamped with the block's
+    /// position in every 4 KiB) while the others' writes are in flight, as the engine's appends
+    /// go on while its chunk writes are; a new file is preallocated first (untimed), as the
+    /// engine's segments are. The wall clock from the first write to the `fdatasync`, nothing
+    /// left out.
     Fresh,
-    /// One buffer, stored once, written again and again. On the development VM this writes
-    /// about 1.1-1.3x faster than fresh data of the same pattern (presumably the host reads memory
-    /// nobody has written since its last read from its cache); no log can write that way.
+    /// One buffer, stored once and written again and again by one thread: the judge until
+    /// session 25. On the development VM this writes 1.1-1.3x faster than the same writes of
+    /// bytes just stored into the buffer (presumably the host reads memory nobody has written
+    /// since its last read from its cache); no log can write that way.
     Unchanged,
 }
 
-/// The machine's O_DIRECT sequential write bandwidth: `total` bytes in 1 MiB aligned blocks,
-/// then one fdatasync; MB/s (10^6) of the writes' and the sync's time (storing fresh data is
-/// not timed). Into a new file (blocks never written before).
+/// Writers of a [`DirectData::Fresh`] reference: about the chunk writes the engine keeps in
+/// flight.
+pub const FRESH_WRITERS: usize = 8;
+
+const DIRECT_BLOCK: usize = 1 << 20;
+
+/// The machine's O_DIRECT sequential write bandwidth: `total` bytes (at least 1 MiB) in 1 MiB
+/// aligned blocks, then one fdatasync; MB/s (10^6). Into a new file (blocks never written
+/// before).
 pub fn direct_write_mb_per_s(work: &Path, total: usize, data: DirectData) -> f64 {
     direct_write(work, total, false, data)
 }
@@ -234,37 +244,79 @@ pub fn direct_rewrite_mb_per_s(work: &Path, total: usize, data: DirectData) -> f
 }
 
 fn direct_write(work: &Path, total: usize, rewrite: bool, data: DirectData) -> f64 {
-    const BLOCK: usize = 1 << 20;
-    let mut block = AlignedBuffer::new(BLOCK, 0xa5);
-    let mut source = vec![0x3c_u8; BLOCK];
     let path = work.join("direct.bin");
     let file = open_direct(&path);
-    let total = total.max(BLOCK);
-    let mut write_all = |data: DirectData| {
-        let mut seconds = 0.0;
-        let mut written = 0;
-        while written < total {
-            if data == DirectData::Fresh {
-                source[..8].copy_from_slice(&(written as u64).to_le_bytes());
-                lockstep::storage::frame::copy_streaming(block.as_mut_slice(), &source);
-            }
-            let start = Instant::now();
-            file.write_all_at(block.as_slice(), written as u64)
-                .expect("O_DIRECT write");
-            seconds += start.elapsed().as_secs_f64();
-            written += BLOCK;
-        }
-        let start = Instant::now();
-        file.sync_data().expect("fdatasync");
-        (written, seconds + start.elapsed().as_secs_f64())
-    };
+    let total = total.max(DIRECT_BLOCK).next_multiple_of(DIRECT_BLOCK);
+    let block = AlignedBuffer::new(DIRECT_BLOCK, 0xa5);
     if rewrite {
-        write_all(DirectData::Unchanged);
+        write_unchanged(&file, total, &block);
+        file.sync_data().expect("fdatasync");
     }
-    let (written, seconds) = write_all(data);
+    if data == DirectData::Fresh && !rewrite {
+        // Concurrent writes that extend a file wait for each other; the engine's segments are
+        // preallocated, so its writes never extend one.
+        preallocate(&file, total);
+    }
+    let start = Instant::now();
+    match data {
+        DirectData::Fresh => write_fresh(&file, total),
+        DirectData::Unchanged => write_unchanged(&file, total, &block),
+    }
+    file.sync_data().expect("fdatasync");
+    let seconds = start.elapsed().as_secs_f64();
     drop(file);
     let _ = std::fs::remove_file(&path);
-    written as f64 / seconds / 1e6
+    total as f64 / seconds / 1e6
+}
+
+/// Allocates `[0, len)` of `file` (unwritten extents, the file extended to `len`).
+fn preallocate(file: &std::fs::File, len: usize) {
+    // SAFETY: fallocate(2) on a file descriptor we own, mode 0 (allocate and extend).
+    let rc = unsafe {
+        libc::fallocate(
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            0,
+            0,
+            len as libc::off_t,
+        )
+    };
+    assert_eq!(rc, 0, "fallocate: {}", std::io::Error::last_os_error());
+}
+
+/// [`DirectData::Unchanged`]'s writes of `[0, total)`, all from `block`.
+fn write_unchanged(file: &std::fs::File, total: usize, block: &AlignedBuffer) {
+    for at in (0..total).step_by(DIRECT_BLOCK) {
+        file.write_all_at(block.as_slice(), at as u64)
+            .expect("O_DIRECT write");
+    }
+}
+
+/// [`DirectData::Fresh`]'s writes of `[0, total)`.
+fn write_fresh(file: &std::fs::File, total: usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for writer in 0..FRESH_WRITERS {
+            let next = &next;
+            scope.spawn(move || {
+                let mut block = AlignedBuffer::new(DIRECT_BLOCK, 0);
+                let mut source: Vec<u8> =
+                    (0..DIRECT_BLOCK).map(|i| (i / 64 + writer) as u8).collect();
+                loop {
+                    let at = next.fetch_add(DIRECT_BLOCK, Ordering::Relaxed);
+                    if at >= total {
+                        break;
+                    }
+                    for sector in source.chunks_mut(4096) {
+                        sector[..8].copy_from_slice(&(at as u64).to_le_bytes());
+                    }
+                    lockstep::storage::frame::copy_streaming(block.as_mut_slice(), &source);
+                    file.write_all_at(block.as_slice(), at as u64)
+                        .expect("O_DIRECT write");
+                }
+            });
+        }
+    });
 }
 
 /// How a [`group_commit_mb_per_s`] probe writes.
@@ -317,16 +369,7 @@ pub fn group_commit_mb_per_s(
         GroupCommit::DirectPreallocated | GroupCommit::DirectFresh => {
             let file = open_direct(&path);
             let size = groups_max * group_bytes;
-            // SAFETY: fallocate(2) on a file descriptor we own, mode 0 (allocate and extend).
-            let rc = unsafe {
-                libc::fallocate(
-                    std::os::fd::AsRawFd::as_raw_fd(&file),
-                    0,
-                    0,
-                    size as libc::off_t,
-                )
-            };
-            assert_eq!(rc, 0, "fallocate: {}", std::io::Error::last_os_error());
+            preallocate(&file, size);
             // Preallocated blocks are unwritten extents: writing them converts the extents
             // (metadata). Zero-fill first so the measured flushes change no metadata, as in a
             // preallocated segment that was zeroed ahead of the appends.
@@ -393,7 +436,9 @@ pub struct EngineGroupCommit {
     pub seconds: f64,
     /// Durable record-batch bytes per second, 10^6: the median of the rounds.
     pub mb_per_s: f64,
-    /// The O_DIRECT reference (fresh data), the median of the rounds.
+    /// What the judged reference writes ([`DirectData::Fresh`]).
+    pub reference: DirectData,
+    /// The judged O_DIRECT reference, the median of the rounds.
     pub direct_mb_per_s: f64,
     /// The median of the rounds' engine / reference ratios: the judged ratio.
     pub ratio: f64,
@@ -530,6 +575,7 @@ pub fn engine_group_commit(
         batches: batches_total,
         seconds: seconds_total,
         mb_per_s: median(paired.iter().map(|r| r.engine_mb_per_s)),
+        reference: DirectData::Fresh,
         direct_mb_per_s: median(paired.iter().map(|r| r.direct_mb_per_s)),
         ratio: median(paired.iter().map(|r| r.engine_mb_per_s / r.direct_mb_per_s)),
         unchanged_mb_per_s: median(paired.iter().map(|r| r.unchanged_mb_per_s)),

@@ -234,8 +234,10 @@ pub fn encode_frame_into(out: &mut [u8], meta: FrameMeta, payload: &[u8], head: 
 /// of a large frame go to the disk by DMA and are seldom read again soon, so writing them
 /// around the cache saves reading each destination line into it first (and evicting what
 /// the shard still uses). Measured on the development VM (AMD EPYC, 15 KiB payloads into
-/// 48 MiB of buffers): 0.08 → 0.055 ms per MB. Public for the benches' O_DIRECT reference,
-/// which stores the data of each of its writes the way the log does (`benches/common`).
+/// 48 MiB of buffers): 0.08 → 0.055 ms per MB. Public (hidden) for the benches' O_DIRECT
+/// reference, which stores the data of each of its writes the way the log does
+/// (`benches/common`).
+#[doc(hidden)]
 pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len());
     #[cfg(target_arch = "x86_64")]
