@@ -420,7 +420,7 @@ pub fn batch_of_1k_records(bytes: usize) -> Vec<u8> {
 /// engine, and the judged ratio is the median of the rounds' ratios. A virtual disk's bandwidth
 /// drifts by up to 2× within a minute; a reference measured once, apart from the run it judges,
 /// made the ratio a coin toss. After the engine, each round also measures the reference writing
-/// one unchanged buffer ([`DirectData::Unchanged`], the judge until session 26), reported beside
+/// one unchanged buffer ([`DirectData::Unchanged`], the judge until session 25), reported beside
 /// the judged ratio.
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineGroupCommit {
