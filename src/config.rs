@@ -14,6 +14,7 @@
 
 pub use crate::config_file::{Listener, SecurityProtocol, TlsSettings};
 use crate::constants::{
+    GROUP_INITIAL_REBALANCE_DELAY_MS,
     DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
     RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, SHARE_DELIVERY_COUNT_LIMIT_MAX,
     SHARE_DELIVERY_COUNT_LIMIT_MIN, SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN,
@@ -111,8 +112,38 @@ pub struct BrokerConfig {
     /// The authorizer's settings (`authorizer.class.name` set); `None`: every request is
     /// allowed (no authorizer, as in Kafka).
     pub authorizer: Option<crate::authz::AuthorizerConfig>,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of a new or empty
+    /// classic group waits for more members (Kafka's default 3000).
+    pub group_initial_rebalance_delay_ms: u64,
     /// Test-only fault injection (`--test-fault`, a hidden flag); `None` in production.
     pub test_fault: Option<TestFault>,
+}
+
+/// `log.format`: how the broker writes its log lines on stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One human-readable line per event (the default).
+    #[default]
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields), for log shippers.
+    Json,
+}
+
+impl LogFormat {
+    pub fn parse(value: &str) -> Option<LogFormat> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "text" => Some(LogFormat::Text),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
 }
 
 /// A fault the broker injects into itself, for tests of the fatal path only (hidden flag
@@ -191,8 +222,104 @@ impl BrokerConfig {
             limits: Default::default(),
             broker_defaults: BTreeMap::new(),
             authorizer: None,
+            group_initial_rebalance_delay_ms: GROUP_INITIAL_REBALANCE_DELAY_MS,
             test_fault: None,
         })
+    }
+
+    /// The effective configuration as `key=value` lines in Kafka's property names (what
+    /// `lockstep --check-config` prints): every setting a file or flag can change, with the
+    /// value in force, defaults included. Secrets (keys, passwords) are never printed.
+    pub fn effective(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut put = |key: &str, value: String| out.push((key.to_string(), value));
+        let join = |items: Vec<String>| items.join(",");
+        put(
+            "listeners",
+            join(self.listeners.iter().map(|l| format!("{}://{}", l.name, l.addr)).collect()),
+        );
+        put(
+            "advertised.listeners",
+            join(
+                self.listeners
+                    .iter()
+                    .filter_map(|l| l.advertised.map(|a| format!("{}://{a}", l.name)))
+                    .collect(),
+            ),
+        );
+        put(
+            "listener.security.protocol.map",
+            join(
+                self.listeners
+                    .iter()
+                    .map(|l| format!("{}:{}", l.name, l.protocol.name()))
+                    .collect(),
+            ),
+        );
+        put("log.dirs", self.data_dir.display().to_string());
+        put(
+            "metrics.listen",
+            self.metrics_listen.map(|a| a.to_string()).unwrap_or_default(),
+        );
+        put(
+            "group.initial.rebalance.delay.ms",
+            self.group_initial_rebalance_delay_ms.to_string(),
+        );
+        for def in BROKER_CONFIGS {
+            let value = self
+                .broker_defaults
+                .get(def.name)
+                .cloned()
+                .unwrap_or_else(|| def.default.to_string());
+            put(def.name, value);
+        }
+        for (key, value) in &self.broker_defaults {
+            if broker_config_def(key).is_none() {
+                put(key, value.clone());
+            }
+        }
+        if let Some(tls) = &self.tls {
+            let auth = match tls.client_auth {
+                crate::config_file::ClientAuth::None => "none",
+                crate::config_file::ClientAuth::Requested => "requested",
+                crate::config_file::ClientAuth::Required => "required",
+            };
+            put("ssl.client.auth", auth.to_string());
+        }
+        for (listener, sasl) in &self.sasl {
+            put(
+                &format!(
+                    "listener.name.{}.sasl.enabled.mechanisms",
+                    listener.to_ascii_lowercase()
+                ),
+                join(sasl.mechanisms.iter().map(|m| m.name().to_string()).collect()),
+            );
+        }
+        match &self.authorizer {
+            Some(a) => {
+                put(
+                    "authorizer.class.name",
+                    crate::authz::AUTHORIZER_CLASS_NAMES[0].to_string(),
+                );
+                let mut users: Vec<&String> = a.super_users.iter().collect();
+                users.sort();
+                put(
+                    "super.users",
+                    users.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(";"),
+                );
+                put(
+                    "allow.everyone.if.no.acl.found",
+                    a.allow_if_no_acl.to_string(),
+                );
+            }
+            None => put("authorizer.class.name", String::new()),
+        }
+        let limits = &self.limits;
+        let opt = |v: Option<usize>| v.map(|n| n.to_string()).unwrap_or_default();
+        put("max.connections", opt(limits.max_connections));
+        put("max.connections.per.ip", opt(limits.max_connections_per_ip));
+        put("max.connection.creation.rate", opt(limits.max_creation_rate));
+        out
     }
 
     /// Sets [`Self::test_fault`] from its spec (hidden flag `--test-fault`, tests only).

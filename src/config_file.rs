@@ -28,6 +28,10 @@
 //! - Connection limits (`conn_limits`): `max.connections`, `listener.name.<l>.max.connections`,
 //!   `max.connections.per.ip`, `max.connections.per.ip.overrides`,
 //!   `max.connection.creation.rate`, `listener.name.<l>.max.connection.creation.rate`.
+//! - Operations: `metrics.listen` (HOST:PORT of the Prometheus `/metrics` and the `/ready` and
+//!   `/live` health endpoints; `--metrics-listen` overrides it), `log.format` (`text`, the
+//!   default, or `json`: one JSON object per line), `group.initial.rebalance.delay.ms` (Kafka's
+//!   default 3000).
 //! - Keys of a Kafka KRaft file that mean nothing here (`node.id`, `process.roles`, ...) are
 //!   accepted silently; any other key is warned about and ignored. A bad value is refused,
 //!   naming the key and its line.
@@ -141,6 +145,12 @@ pub struct FileConfig {
     /// `max.connections`, `max.connections.per.ip`, `max.connection.creation.rate` and their
     /// per-listener and per-IP forms.
     pub limits: LimitsConfig,
+    /// `metrics.listen`: where the Prometheus and health endpoints are served (HOST:PORT).
+    pub metrics_listen: Option<String>,
+    /// `group.initial.rebalance.delay.ms`.
+    pub group_initial_rebalance_delay_ms: Option<u64>,
+    /// `log.format`: `text` (the default) or `json`.
+    pub log_format: Option<crate::config::LogFormat>,
     /// Unknown or unsupported keys, one sentence each (the binary logs them).
     pub warnings: Vec<String>,
 }
@@ -152,10 +162,12 @@ pub enum FileError {
         path: String,
         reason: String,
     },
-    /// A bad value: its key and the line it starts on (1-based).
+    /// A bad value: its key, the value and the line it starts on (1-based; 0: a setting the
+    /// file lacks).
     Value {
         line: usize,
         key: String,
+        value: String,
         reason: String,
     },
 }
@@ -164,8 +176,33 @@ impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FileError::Read { path, reason } => write!(f, "{path}: {reason}"),
-            FileError::Value { line, key, reason } => {
+            FileError::Value {
+                line, key, reason, ..
+            } => {
                 write!(f, "line {line}: {key}: {reason}")
+            }
+        }
+    }
+}
+
+impl FileError {
+    /// Kafka's wording of a refused setting (`Invalid value V for configuration K: reason`), with
+    /// the line it is on.
+    pub fn kafka_message(&self) -> String {
+        match self {
+            FileError::Read { .. } => self.to_string(),
+            FileError::Value {
+                line,
+                key,
+                value,
+                reason,
+            } => {
+                let at = if *line > 0 {
+                    format!(" (line {line})")
+                } else {
+                    String::new()
+                };
+                format!("Invalid value {value} for configuration {key}: {reason}{at}")
             }
         }
     }
@@ -204,7 +241,6 @@ const IGNORED_KEYS: &[&str] = &[
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "log.retention.check.interval.ms",
-    "group.initial.rebalance.delay.ms",
     "ssl.keystore.password",
     "ssl.key.password",
     "ssl.truststore.password",
@@ -327,6 +363,7 @@ impl FileConfig {
         let bad = |p: &Property, reason: String| FileError::Value {
             line: p.line,
             key: p.key.clone(),
+            value: p.value.clone(),
             reason,
         };
 
@@ -540,6 +577,30 @@ impl FileConfig {
         config.sasl = sasl_settings(props, &config.listeners, &mut used)?;
         config.limits = limit_settings(props, &config.listeners, &mut used)?;
 
+        // Operations: the metrics and health listener, the log format, group timing.
+        used.extend(["metrics.listen", "log.format", "group.initial.rebalance.delay.ms"]);
+        if let Some(p) = get("metrics.listen") {
+            let addr = p.value.trim();
+            addr.to_socket_addrs()
+                .map_err(|e| bad(p, format!("not HOST:PORT ({e})")))?;
+            config.metrics_listen = Some(addr.to_string());
+        }
+        if let Some(p) = get("log.format") {
+            config.log_format = Some(
+                crate::config::LogFormat::parse(&p.value)
+                    .ok_or_else(|| bad(p, "String must be one of: text, json".to_string()))?,
+            );
+        }
+        if let Some(p) = get("group.initial.rebalance.delay.ms") {
+            let n: u64 = p.value.trim().parse().map_err(|_| {
+                bad(p, "Not a number of type INT, or below 0".to_string())
+            })?;
+            if n > i32::MAX as u64 {
+                return Err(bad(p, "Value must be at most 2147483647".to_string()));
+            }
+            config.group_initial_rebalance_delay_ms = Some(n);
+        }
+
         for p in props {
             if used.contains(&p.key.as_str()) || IGNORED_KEYS.contains(&p.key.as_str()) {
                 continue;
@@ -605,6 +666,7 @@ fn sasl_settings<'a>(
     let bad = |p: &Property, reason: String| FileError::Value {
         line: p.line,
         key: p.key.clone(),
+        value: p.value.clone(),
         reason,
     };
     let get = |key: &str| props.iter().find(|p| p.key == key);
@@ -632,6 +694,7 @@ fn sasl_settings<'a>(
             .ok_or_else(|| FileError::Value {
                 line: 0,
                 key: "sasl.enabled.mechanisms".to_string(),
+                value: String::new(),
                 reason: format!(
                     "listener {} is {}: name its mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default GSSAPI is not supported)",
                     l.name,
@@ -714,6 +777,7 @@ fn limit_settings<'a>(
     let bad = |p: &Property, reason: String| FileError::Value {
         line: p.line,
         key: p.key.clone(),
+        value: p.value.clone(),
         reason,
     };
     let count = |p: &Property| -> Result<usize, FileError> {
@@ -805,6 +869,7 @@ fn tls_settings<'a>(
     let bad = |p: &Property, reason: String| FileError::Value {
         line: p.line,
         key: p.key.clone(),
+        value: p.value.clone(),
         reason,
     };
     let read = |p: &Property| -> Result<String, FileError> {

@@ -171,6 +171,10 @@ pub const EXIT_STORAGE_POISONED: i32 = 10;
 pub const BROKER_NODE_ID: i32 = 0;
 /// Topics one broker holds.
 pub const TOPICS_MAX: usize = 10_000;
+/// Ids of deleted topics the registry remembers until the next start removes what is left of
+/// their directories (`shard::data_dir`); older ids are dropped (their directories, if any, are
+/// then set aside at start, not deleted).
+pub const DELETED_TOPIC_IDS_MAX: usize = 1_024;
 /// Partitions one topic may have.
 pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
 /// Partitions over all topics of one broker (each holds open files).
@@ -204,6 +208,9 @@ pub const METRICS_LATENCY_US_MAX: u64 = 60_000_000;
 pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
 /// Largest HTTP request the metrics endpoint reads before answering.
 pub const METRICS_HTTP_REQUEST_BYTES_MAX: usize = 8 * 1024;
+/// How often the process checks for a shutdown signal to turn `/ready` off and tell the service
+/// manager it is stopping.
+pub const STOP_WATCH_INTERVAL_MS: u64 = 50;
 
 const _: () = assert!(REQUEST_FRAME_BYTES_MAX <= i32::MAX as usize);
 const _: () = assert!(FETCH_RESPONSE_BYTES_MAX < RESPONSE_FRAME_BYTES_MAX);
@@ -445,12 +452,12 @@ pub const REQUEST_ENTITIES_MAX: usize = TOPICS_MAX + 1;
 pub const GROUP_MIN_SESSION_TIMEOUT_MS: u64 = 6_000;
 /// Kafka's `group.max.session.timeout.ms` (default).
 pub const GROUP_MAX_SESSION_TIMEOUT_MS: u64 = 1_800_000;
-/// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group waits for
-/// more members (extended while members keep arriving, up to the rebalance timeout). Kafka's
-/// default is 3 000; Lockstep's is 0, the value Kafka's own test configs and the reference broker
-/// (`tools/kafka-reference.sh`) use: a single-node broker has no fleet of consumers starting
-/// together to wait for, and a 3 s wait per new group dominates every test.
-pub const GROUP_INITIAL_REBALANCE_DELAY_MS: u64 = 0;
+/// `group.initial.rebalance.delay.ms` default (Kafka's): how long the first rebalance of an empty
+/// classic group waits for more members (extended while members keep arriving, up to the
+/// rebalance timeout), so that consumers started together share the partitions from the first
+/// generation. Tests that want the first member assigned at once set it to 0, as Kafka's own
+/// test configurations do.
+pub const GROUP_INITIAL_REBALANCE_DELAY_MS: u64 = 3_000;
 /// Kafka's `offsets.retention.minutes` default (7 days), in ms: committed offsets of a group that
 /// has been empty this long (or of a simple group, since their commit) expire.
 pub const OFFSETS_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;

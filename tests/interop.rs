@@ -257,7 +257,8 @@ impl Broker {
         let (mut cmd, ready_marker) = match self.target {
             Target::Lockstep => {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-                c.arg("--listen")
+                c.args(["--override", "group.initial.rebalance.delay.ms=0"])
+                    .arg("--listen")
                     .arg(self.bootstrap())
                     .arg("--data-dir")
                     .arg(&data)

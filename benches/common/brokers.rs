@@ -191,6 +191,9 @@ impl Broker {
         }
         command
             .args(["--shards", &shards.to_string()])
+            // Classic groups assign at once, as on the Kafka the benches start (its test
+            // configuration); the rebalance bench measures the protocol, not the wait.
+            .args(["--override", "group.initial.rebalance.delay.ms=0"])
             .arg("--data-dir")
             .arg(dir.join("data"))
             .env("RUST_LOG", "warn")

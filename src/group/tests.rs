@@ -4,6 +4,15 @@ use super::classic::{JoinRequest, JoinStep, SyncRequest, SyncStep};
 use super::*;
 use bytes::Bytes;
 
+/// Groups whose first rebalance completes at once (`group.initial.rebalance.delay.ms=0`): these
+/// tests step the join by hand at one instant.
+fn no_delay() -> ConsumerGroups {
+    ConsumerGroups {
+        initial_rebalance_delay_ms: 0,
+        ..ConsumerGroups::new()
+    }
+}
+
 fn subscription(topics: &[&str]) -> Bytes {
     let mut b = Vec::new();
     b.extend_from_slice(&0i16.to_be_bytes());
@@ -64,7 +73,7 @@ fn stable_member(groups: &mut ConsumerGroups, now: u64) -> (String, i32) {
 
 #[test]
 fn commits_are_checked_by_the_membership_and_journalled() {
-    let mut groups = ConsumerGroups::new();
+    let mut groups = no_delay();
     // Unknown group with a generation: ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9.
     assert_eq!(
         groups.commit("g", "m", None, 1, 8, &commit_at(5), 1),
@@ -123,14 +132,14 @@ fn commits_are_checked_by_the_membership_and_journalled() {
             other => panic!("{other:?}"),
         })
         .collect();
-    let mut replayed = ConsumerGroups::new();
+    let mut replayed = no_delay();
     replayed.replay(&journal, 6);
     assert_eq!(replayed.durable_offsets(), groups.durable_offsets());
 }
 
 #[test]
 fn retention_counts_from_when_the_group_became_empty() {
-    let mut groups = ConsumerGroups::new();
+    let mut groups = no_delay();
     groups.retention_ms = 1_000;
     let (member, _) = stable_member(&mut groups, 0);
     let gen = 1;
@@ -163,7 +172,7 @@ fn retention_counts_from_when_the_group_became_empty() {
 
 #[test]
 fn deleting_an_empty_group_writes_tombstones() {
-    let mut groups = ConsumerGroups::new();
+    let mut groups = no_delay();
     groups
         .commit("g", "", None, -1, 9, &commit_at(5), 1)
         .expect("simple commit");
@@ -185,7 +194,7 @@ fn deleting_an_empty_group_writes_tombstones() {
 #[test]
 fn transactional_offsets_are_pending_until_the_marker() {
     use crate::ptxn::TxnOutcome::{Abort, Commit};
-    let mut groups = ConsumerGroups::new();
+    let mut groups = no_delay();
     // Unknown group with a generation: ILLEGAL_GENERATION; a simple one is created.
     assert_eq!(
         groups.txn_commit("g", 7, "m", None, 1, &commit_at(5), 1),
@@ -255,11 +264,11 @@ fn transactional_offsets_are_pending_until_the_marker() {
             other => panic!("{other:?}"),
         })
         .collect();
-    let mut replayed = ConsumerGroups::new();
+    let mut replayed = no_delay();
     replayed.replay(&journal, 8);
     assert_eq!(replayed.durable_offsets(), groups.durable_offsets());
     assert!(replayed.has_pending_txn_offsets("g"));
-    let mut from_snapshot = ConsumerGroups::new();
+    let mut from_snapshot = no_delay();
     from_snapshot.replay(&groups.durable_offsets(), 8);
     assert_eq!(from_snapshot.durable_offsets(), groups.durable_offsets());
     assert_eq!(from_snapshot.txn_marker("g", 9, Commit, 9), 1);

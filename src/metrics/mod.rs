@@ -3,7 +3,9 @@
 //! Ownership: every shard owns one [`ShardMetrics`] behind its own `Mutex` (so the exporter
 //! thread can read it); only that shard writes it, so the lock is uncontended except during a
 //! scrape. [`MetricsRegistry`] holds them all and renders the exposition text; [`serve`] answers
-//! HTTP GETs on `--metrics-listen` from a plain thread (no runtime involved).
+//! HTTP GETs on `--metrics-listen` (`metrics.listen`) from a plain thread (no runtime involved):
+//! `/metrics` the text, `/ready` and `/live` the health checks operators and orchestrators poll,
+//! anything else 404.
 //!
 //! Exposed (all with a `shard` label):
 //! - `lockstep_requests_total{api}`, `lockstep_request_latency_us{api,quantile}` (summary),
@@ -12,8 +14,8 @@
 //! - `lockstep_fsync_total`, `lockstep_fsync_errors_total`, `lockstep_fsync_latency_us{quantile}`,
 //! - `lockstep_log_size_bytes{topic,partition}`, `lockstep_log_end_offset{topic,partition}`,
 //! - the KIP's share-transaction metrics: `lockstep_share_transaction_active`,
-//!   `lockstep_share_transaction_prepare_time_ms{quantile}`,
-//!   `lockstep_share_transaction_commit_time_ms{quantile}` (summaries),
+//!   `lockstep_share_transaction_prepare_time_ms`, `lockstep_share_transaction_commit_time_ms`
+//!   (histograms with `le` buckets in milliseconds, so they aggregate across shards and brokers),
 //!   `lockstep_share_transaction_abort_total`, `lockstep_share_transaction_timeout_total`.
 
 use crate::constants::{
@@ -24,11 +26,16 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Quantiles reported for every latency summary.
 const QUANTILES: [f64; 4] = [0.5, 0.99, 0.999, 1.0];
+
+/// Upper bounds (milliseconds) of the share-transaction latency histograms' buckets: from one
+/// group commit to a transaction timeout's order of magnitude.
+const SHARE_TXN_BUCKETS_MS: [u64; 14] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000];
 
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, METRICS_LATENCY_US_MAX, METRICS_HISTOGRAM_SIGFIG)
@@ -66,6 +73,12 @@ impl Latency {
 
     pub fn quantile(&self, q: f64) -> u64 {
         self.histogram.value_at_quantile(q)
+    }
+
+    /// Samples at most `micros` (a histogram bucket's cumulative count; exact to the
+    /// histogram's precision).
+    pub fn count_at_most(&self, micros: u64) -> u64 {
+        self.histogram.count_between(0, micros.min(METRICS_LATENCY_US_MAX))
     }
 }
 
@@ -105,10 +118,13 @@ impl ShardMetrics {
     }
 }
 
-/// All shards' metrics.
+/// All shards' metrics, and whether the broker serves (for `/ready`).
 #[derive(Debug, Default)]
 pub struct MetricsRegistry {
     shards: Vec<Arc<Mutex<ShardMetrics>>>,
+    /// Set once recovery is done and every shard accepts connections; cleared when the broker
+    /// begins to stop.
+    ready: AtomicBool,
 }
 
 fn lock(m: &Mutex<ShardMetrics>) -> MutexGuard<'_, ShardMetrics> {
@@ -128,7 +144,17 @@ impl MetricsRegistry {
     pub fn new(shards: usize) -> MetricsRegistry {
         MetricsRegistry {
             shards: (0..shards).map(|_| Arc::default()).collect(),
+            ready: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the broker ready (every shard serving) or not (starting, or stopping).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
     }
 
     /// The cell of `shard`.
@@ -219,16 +245,21 @@ impl MetricsRegistry {
                 |m: &ShardMetrics| &m.share_txn_commit,
             ),
         ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
             for (shard, m) in snapshots.iter().enumerate() {
                 let latency = pick(m);
-                for q in QUANTILES {
+                for le_ms in SHARE_TXN_BUCKETS_MS {
                     let _ = writeln!(
                         out,
-                        "{name}{{shard=\"{shard}\",quantile=\"{q}\"}} {:.3}",
-                        latency.quantile(q) as f64 / 1000.0
+                        "{name}_bucket{{shard=\"{shard}\",le=\"{le_ms}\"}} {}",
+                        latency.count_at_most(le_ms * 1000)
                     );
                 }
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{shard=\"{shard}\",le=\"+Inf\"}} {}",
+                    latency.count()
+                );
                 let _ = writeln!(
                     out,
                     "{name}_sum{{shard=\"{shard}\"}} {:.3}",
@@ -327,8 +358,62 @@ impl MetricsRegistry {
     }
 }
 
-/// Serves `GET` (any path) with the rendered metrics on `listener`, one connection at a time,
-/// on the calling thread, until the listener fails.
+/// What an HTTP request on the metrics listener asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Metrics,
+    Ready,
+    Live,
+    NotFound,
+    NotGet,
+}
+
+fn route(request: &[u8]) -> Route {
+    let Some(rest) = request.strip_prefix(b"GET ") else {
+        return Route::NotGet;
+    };
+    let target = rest.split(|&b| b == b' ').next().unwrap_or_default();
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    match path {
+        b"/metrics" => Route::Metrics,
+        b"/ready" => Route::Ready,
+        b"/live" => Route::Live,
+        _ => Route::NotFound,
+    }
+}
+
+fn http_response(status: &str, content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Answers one request: `GET /metrics` the exposition text, `GET /ready` 200 once the broker
+/// serves on every shard (503 before and once it stops), `GET /live` 200 while this process
+/// answers, any other path 404, any other method 405.
+fn respond(request: &[u8], registry: &MetricsRegistry) -> String {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    match route(request) {
+        Route::Metrics => http_response(
+            "200 OK",
+            "text/plain; version=0.0.4",
+            &registry.render(),
+        ),
+        Route::Ready if registry.is_ready() => http_response("200 OK", TEXT, "ready\n"),
+        Route::Ready => http_response("503 Service Unavailable", TEXT, "not ready\n"),
+        Route::Live => http_response("200 OK", TEXT, "live\n"),
+        Route::NotFound => http_response(
+            "404 Not Found",
+            TEXT,
+            "not found: the paths are /metrics, /ready and /live\n",
+        ),
+        Route::NotGet => http_response("405 Method Not Allowed", TEXT, ""),
+    }
+}
+
+/// Serves HTTP GETs ([`respond`]) on `listener`, one connection at a time, on the calling
+/// thread, until the listener fails.
 pub fn serve(listener: TcpListener, registry: Arc<MetricsRegistry>) -> io::Result<()> {
     for stream in listener.incoming() {
         let mut stream = match stream {
@@ -350,17 +435,7 @@ pub fn serve(listener: TcpListener, registry: Arc<MetricsRegistry>) -> io::Resul
                 Ok(n) => request.extend_from_slice(&chunk[..n]),
             }
         }
-        let response = if request.starts_with(b"GET ") {
-            let body = registry.render();
-            format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            )
-        } else {
-            "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                .to_string()
-        };
-        let _ = stream.write_all(response.as_bytes());
+        let _ = stream.write_all(respond(&request, &registry).as_bytes());
     }
     Ok(())
 }
@@ -425,18 +500,60 @@ mod tests {
         assert!(l.quantile(1.0) >= METRICS_LATENCY_US_MAX / 2);
     }
 
-    #[test]
-    fn http_endpoint_serves_the_text() {
-        let registry = Arc::new(MetricsRegistry::new(1));
-        registry.shard(0).lock().unwrap().bytes_out = 42;
-        let addr = spawn_server("127.0.0.1:0".parse().unwrap(), registry).unwrap();
+    fn get(addr: SocketAddr, path: &str) -> String {
         let mut stream = std::net::TcpStream::connect(addr).unwrap();
         stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
             .unwrap();
         let mut body = String::new();
         stream.read_to_string(&mut body).unwrap();
+        body
+    }
+
+    #[test]
+    fn http_endpoint_serves_metrics_health_and_404() {
+        let registry = Arc::new(MetricsRegistry::new(1));
+        registry.shard(0).lock().unwrap().bytes_out = 42;
+        let addr = spawn_server("127.0.0.1:0".parse().unwrap(), registry.clone()).unwrap();
+        let body = get(addr, "/metrics");
         assert!(body.starts_with("HTTP/1.1 200 OK"));
         assert!(body.contains("lockstep_bytes_out_total{shard=\"0\"} 42"));
+        assert!(get(addr, "/ready").starts_with("HTTP/1.1 503 "));
+        assert!(get(addr, "/live").starts_with("HTTP/1.1 200 OK"));
+        registry.set_ready(true);
+        assert!(get(addr, "/ready?verbose").starts_with("HTTP/1.1 200 OK"));
+        for path in ["/", "/metricsx", "/ready/", "/favicon.ico"] {
+            assert!(get(addr, path).starts_with("HTTP/1.1 404 "), "{path}");
+        }
+        registry.set_ready(false);
+        assert!(get(addr, "/ready").starts_with("HTTP/1.1 503 "));
+    }
+
+    #[test]
+    fn share_transaction_latencies_are_cumulative_histograms() {
+        let registry = MetricsRegistry::new(2);
+        {
+            let cell = registry.shard(0);
+            let mut m = cell.lock().unwrap();
+            for us in [500, 1_500, 7_000, 7_000, 45_000_000] {
+                m.share_txn_prepare.record(us);
+            }
+        }
+        let text = registry.render();
+        let name = "lockstep_share_transaction_prepare_time_ms";
+        assert!(text.contains(&format!("# TYPE {name} histogram")));
+        for (le, count) in [("1", 1), ("2", 2), ("5", 2), ("10", 4), ("30000", 4), ("+Inf", 5)] {
+            let line = format!("{name}_bucket{{shard=\"0\",le=\"{le}\"}} {count}");
+            assert!(text.contains(&line), "missing {line}");
+        }
+        assert!(text.contains(&format!("{name}_count{{shard=\"0\"}} 5")));
+        assert!(text.contains(&format!("{name}_bucket{{shard=\"1\",le=\"+Inf\"}} 0")));
+        // Buckets never decrease.
+        let counts: Vec<u64> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}_bucket{{shard=\"0\"")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
     }
 }

@@ -37,6 +37,7 @@ pub mod files;
 pub mod frame_write;
 pub mod huge_chunks;
 pub mod kick;
+pub mod notify;
 pub mod shard_handle;
 pub use crate::shard::sync;
 pub mod tls;
@@ -44,16 +45,17 @@ pub mod tls;
 use crate::config::BrokerConfig;
 use crate::constants::{
     LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
-    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHARE_HOUSEKEEPING_INTERVAL_MS,
+    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, STOP_WATCH_INTERVAL_MS, SHARE_HOUSEKEEPING_INTERVAL_MS,
     SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
 };
 use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
 use crate::shard::exec::{ShardExec, ShardPtxn};
-use crate::shard::registry::{cluster_id_from, random_uuid, RegistryError, TopicRegistry};
+use crate::shard::data_dir::{self, DataDirError};
+use crate::shard::registry::{RegistryError, TopicRegistry};
 use crate::shard::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
-use crate::shard::state::{check_journal_shards, journal_dir, remove_orphan_logs, ShardState};
+use crate::shard::state::{check_journal_shards, journal_dir, ShardState};
 use crate::storage::file::FsStorage;
 use crate::storage::mmap::MmapDir;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
@@ -70,6 +72,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub enum RuntimeError {
     DataDir { path: String, error: io::Error },
+    /// The data directory's files do not belong together (`shard::data_dir`).
+    Data(DataDirError),
     Registry(RegistryError),
     Signals(io::Error),
     Metrics { addr: String, error: io::Error },
@@ -82,7 +86,7 @@ impl RuntimeError {
     /// Process exit status for this failure.
     pub fn exit_code(&self) -> i32 {
         match self {
-            RuntimeError::DataDir { .. } => 3,
+            RuntimeError::DataDir { .. } | RuntimeError::Data(_) => 3,
             RuntimeError::Registry(_) => 4,
             RuntimeError::Signals(_) => 5,
             RuntimeError::Metrics { .. } => 6,
@@ -97,6 +101,7 @@ impl fmt::Display for RuntimeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RuntimeError::DataDir { path, error } => write!(f, "data directory {path}: {error}"),
+            RuntimeError::Data(e) => write!(f, "{e}"),
             RuntimeError::Registry(e) => write!(f, "topic metadata: {e}"),
             RuntimeError::Signals(e) => write!(f, "cannot install signal handlers: {e}"),
             RuntimeError::Metrics { addr, error } => {
@@ -111,23 +116,6 @@ impl fmt::Display for RuntimeError {
 }
 
 impl std::error::Error for RuntimeError {}
-
-/// Loads the registry of `data_dir`, creating (and persisting) an empty one the first time.
-fn load_or_create_registry(config: &BrokerConfig) -> Result<TopicRegistry, RuntimeError> {
-    let data_dir = &config.data_dir;
-    let dir_err = |error| RuntimeError::DataDir {
-        path: data_dir.display().to_string(),
-        error,
-    };
-    std::fs::create_dir_all(data_dir).map_err(dir_err)?;
-    if let Some(registry) = TopicRegistry::load(data_dir).map_err(RuntimeError::Registry)? {
-        return Ok(registry);
-    }
-    let registry = TopicRegistry::new(cluster_id_from(random_uuid().map_err(dir_err)?));
-    registry.store(data_dir).map_err(dir_err)?;
-    tracing::info!(data_dir = %data_dir.display(), cluster_id = %registry.cluster_id, "new data directory");
-    Ok(registry)
-}
 
 /// Name of the lock file that keeps two brokers off one data directory.
 pub const DATA_DIR_LOCK_FILE: &str = "lock";
@@ -231,14 +219,23 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
     let limits = Arc::new(Mutex::new(crate::conn_limits::ConnectionLimits::new(
         config.limits.clone(),
     )));
-    let registry = load_or_create_registry(&config)?;
-    let removed =
-        remove_orphan_logs(&config.data_dir, &registry).map_err(|error| RuntimeError::DataDir {
+    let mut registry = data_dir::open_registry(&config.data_dir).map_err(RuntimeError::Data)?;
+    let unknown = data_dir::set_aside_unknown_logs(&config.data_dir, &registry)
+        .map_err(RuntimeError::Data)?;
+    for path in &unknown.removed {
+        tracing::info!(dir = %path.display(), "removed the log of a deleted topic");
+    }
+    for (from, to) in &unknown.set_aside {
+        tracing::warn!(dir = %from.display(), now = %to.display(), "a partition directory no topic names was set aside (not deleted)");
+    }
+    for path in &unknown.strays {
+        tracing::warn!(dir = %path.display(), "a partition directory set aside at an earlier start is still there");
+    }
+    if registry.forget_deleted_topics() {
+        registry.store(&config.data_dir).map_err(|error| RuntimeError::DataDir {
             path: config.data_dir.display().to_string(),
             error,
         })?;
-    for path in removed {
-        tracing::info!(dir = %path.display(), "removed the log of a deleted partition");
     }
     check_journal_shards(&config.data_dir, config.shards).map_err(|error| {
         RuntimeError::DataDir {
@@ -334,6 +331,12 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
     );
     let _ = io::stdout().flush();
     tracing::info!(listen = %config.listen, shards = config.shards, data_dir = %config.data_dir.display(), "broker ready");
+    metrics.set_ready(true);
+    notify::notify_or_log(&format!(
+        "READY=1\nSTATUS=listening on {}",
+        addrs.join(", ")
+    ));
+    watch_for_stop(stop.clone(), metrics.clone());
 
     for (shard, handle) in handles.into_iter().enumerate() {
         match handle.join() {
@@ -349,6 +352,23 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
     }
     tracing::info!("broker stopped");
     Ok(())
+}
+
+/// Once a shutdown signal arrives: `/ready` answers 503 and the service manager hears
+/// `STOPPING=1`, while the shards drain.
+fn watch_for_stop(stop: Arc<AtomicBool>, metrics: Arc<MetricsRegistry>) {
+    let spawned = std::thread::Builder::new()
+        .name("lockstep-stop-watch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(STOP_WATCH_INTERVAL_MS));
+            }
+            metrics.set_ready(false);
+            notify::notify_or_log("STOPPING=1");
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot watch for shutdown: /ready stays 200 while stopping");
+    }
 }
 
 async fn shard_main(setup: ShardSetup) -> Result<(), String> {
@@ -392,6 +412,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
         )
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     state.share.sessions = ShareSessions::with_budget(setup.share_sessions.clone());
+    state.groups.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms;
     for report in reports
         .iter()
         .filter(|r| !r.truncated.is_empty() || !r.removed.is_empty())

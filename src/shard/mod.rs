@@ -42,6 +42,7 @@
 //! every await, what was read before is read again.
 
 pub mod call;
+pub mod data_dir;
 pub mod exec;
 pub mod join;
 pub mod ops;

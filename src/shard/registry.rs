@@ -18,7 +18,7 @@ use super::share_group::ShareGroupConfig;
 use crate::authz::AclSet;
 use crate::config::{validate_broker_config, validate_topic_config, ConfigError};
 use crate::constants::{
-    ACLS_MAX, BROKER_PARTITIONS_MAX, GROUP_CONFIGS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX,
+    ACLS_MAX, BROKER_PARTITIONS_MAX, DELETED_TOPIC_IDS_MAX, GROUP_CONFIGS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX,
     TOPIC_NAME_BYTES_MAX, TOPIC_PARTITIONS_MAX,
 };
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,12 @@ pub struct TopicRegistry {
     /// same reason as the group configs: every shard authorizes requests with them.
     #[serde(default)]
     pub acls: AclSet,
+    /// Ids of topics deleted since the last start, whose partition directories the shards may
+    /// not have removed yet: a start removes what is left of them and clears the list
+    /// ([`crate::shard::data_dir`]). At most `DELETED_TOPIC_IDS_MAX`, oldest dropped first (a
+    /// directory of a dropped id is set aside at start, never deleted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted_topic_ids: Vec<Uuid>,
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
 }
@@ -236,6 +242,7 @@ impl TopicRegistry {
             group_configs: BTreeMap::new(),
             acls: AclSet::default(),
             producer_ids_reserved_until: 0,
+            deleted_topic_ids: Vec::new(),
             ids: HashMap::new(),
         }
     }
@@ -430,7 +437,22 @@ impl TopicRegistry {
                 name: name.to_string(),
             })?;
         self.ids.remove(&topic.id);
+        if self.deleted_topic_ids.len() >= DELETED_TOPIC_IDS_MAX {
+            self.deleted_topic_ids.remove(0);
+        }
+        self.deleted_topic_ids.push(topic.id);
         Ok(topic)
+    }
+
+    /// Clears the deleted-topic ids once a start has removed their directories; `true` if there
+    /// were any (the caller stores the registry).
+    pub fn forget_deleted_topics(&mut self) -> bool {
+        if self.deleted_topic_ids.is_empty() {
+            return false;
+        }
+        self.deleted_topic_ids.clear();
+        self.version += 1;
+        true
     }
 
     /// Replaces the config overrides of a topic (values validated).

@@ -8,7 +8,7 @@
 //!
 //! On-disk layout: `{data_dir}/logs/{topic_id}-{partition}/` (topic id in simple hex form), so
 //! a deleted and re-created topic of the same name never meets the old data. Directories that
-//! belong to no partition of the registry are removed at startup ([`remove_orphan_logs`]).
+//! belong to no partition of the registry are handled at start by [`super::data_dir`].
 //!
 //! Visibility: the high watermark of a partition is its **durable** end offset. Fetch and
 //! ListOffsets(latest) never expose records that a crash could still take away; the runtime
@@ -136,35 +136,6 @@ pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
         topic_id,
         partition,
     })
-}
-
-/// Removes partition directories that belong to no partition of `registry` (deleted topics
-/// whose removal a crash interrupted). Run once at startup, before any shard opens its logs.
-pub fn remove_orphan_logs(data_dir: &Path, registry: &TopicRegistry) -> io::Result<Vec<PathBuf>> {
-    let logs = data_dir.join(LOGS_DIR);
-    let mut removed = Vec::new();
-    let entries = match std::fs::read_dir(&logs) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let keep = name
-            .to_str()
-            .and_then(parse_partition_dir)
-            .is_some_and(|key| {
-                registry
-                    .topic_by_id(&key.topic_id)
-                    .is_some_and(|t| key.partition < t.partitions)
-            });
-        if !keep {
-            std::fs::remove_dir_all(entry.path())?;
-            removed.push(entry.path());
-        }
-    }
-    Ok(removed)
 }
 
 /// A partition this shard owns.
@@ -1935,7 +1906,7 @@ mod tests {
     }
 
     #[test]
-    fn partition_dirs_round_trip_and_orphans_are_removed() {
+    fn partition_dirs_round_trip() {
         let id = Uuid::from_u128(0xabc);
         let dir = partition_dir(Path::new("/d"), id, 7);
         let name = dir.file_name().unwrap().to_str().unwrap();
@@ -1947,13 +1918,5 @@ mod tests {
             })
         );
         assert_eq!(parse_partition_dir("junk"), None);
-        let tmp = tempfile::tempdir().unwrap();
-        let reg = registry(&[("t", 0xabc, 1)]);
-        for (tid, p) in [(0xabc, 0), (0xabc, 1), (0xdef, 0)] {
-            std::fs::create_dir_all(partition_dir(tmp.path(), Uuid::from_u128(tid), p)).unwrap();
-        }
-        let removed = remove_orphan_logs(tmp.path(), &reg).unwrap();
-        assert_eq!(removed.len(), 2);
-        assert!(partition_dir(tmp.path(), id, 0).exists());
     }
 }

@@ -14,6 +14,11 @@
 //! Included with `mod common;`; each test uses only part of it.
 #![allow(dead_code)]
 
+/// Arguments every test broker gets: classic groups assign their first member at once
+/// (`group.initial.rebalance.delay.ms=0`, as Kafka's test configurations and the reference
+/// broker of `tools/kafka-reference.sh` do), so scenarios run alike on both brokers.
+pub const LOCKSTEP_TEST_ARGS: [&str; 2] = ["--override", "group.initial.rebalance.delay.ms=0"];
+
 pub mod process;
 pub mod sim;
 pub mod wire;
@@ -126,7 +131,7 @@ pub fn start_broker_in(dir: tempfile::TempDir, port: u16) -> Broker {
         (c, "Kafka Server started")
     } else {
         let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-        c.arg("--listen")
+        c.args(LOCKSTEP_TEST_ARGS).arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--data-dir")
             .arg(&data)
@@ -290,7 +295,11 @@ pub fn wait_for_state(port: u16, group: &str, state: &str) {
 /// is ready (its stdout is read for that line; stderr is inherited).
 pub fn spawn_with_config(bin: &str, config: &Path) -> Child {
     let mut cmd = Command::new(bin);
-    cmd.arg("--config").arg(config).arg("--shards").arg("2");
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--shards")
+        .arg("2")
+        .args(LOCKSTEP_TEST_ARGS);
     let mut child = die_with_parent(&mut cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -70,7 +70,8 @@ impl Lockstep {
         assert!(self.child.is_none(), "the broker is running");
         self.starts += 1;
         let mut cmd = Command::new(binary());
-        cmd.arg("--listen")
+        cmd.args(super::LOCKSTEP_TEST_ARGS)
+            .arg("--listen")
             .arg(self.addr())
             .arg("--data-dir")
             .arg(self.data_dir())

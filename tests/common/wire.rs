@@ -45,6 +45,7 @@ pub fn start(prefix: &str, shards: u32) -> Broker {
         .expect("temporary directory");
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(super::LOCKSTEP_TEST_ARGS)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--data-dir")

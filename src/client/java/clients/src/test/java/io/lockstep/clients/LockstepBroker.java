@@ -133,7 +133,9 @@ public final class LockstepBroker implements AutoCloseable {
         ProcessBuilder pb = config != null
                 ? new ProcessBuilder(binary().toString(), "--config", config.toString(), "--shards", "2")
                 : new ProcessBuilder(binary().toString(), "--listen", "127.0.0.1:" + port,
-                        "--data-dir", dir.resolve("data").toString(), "--shards", "2");
+                        "--data-dir", dir.resolve("data").toString(), "--shards", "2",
+                        // Classic groups assign at once, as on the Kafka reference broker.
+                        "--override", "group.initial.rebalance.delay.ms=0");
         pb.redirectErrorStream(true);
         process = pb.start();
         process.getOutputStream().close();
