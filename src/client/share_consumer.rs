@@ -26,7 +26,7 @@
 //!   acquired until the broker's lock times out or the session/member ends.
 //!
 //! **Transactional acknowledgement** (KIP `acknowledge(record, type, transactionId)`, API 1001
-//! ShareAcknowledgeTransactional in `spec/share-transaction-rpcs.md`):
+//! ShareAcknowledgeTransactional in `schemas/share-transactions.md`):
 //! [`ShareConsumer::acknowledge_transactional`] buffers (record, type) per transaction id in a
 //! [`PendingAcks`]; [`ShareConsumer::flush_transactional`] sends them, one request per transaction
 //! and partition leader (GroupId, MemberId, TransactionId, Topics → Partitions →
