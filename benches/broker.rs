@@ -1,4 +1,4 @@
-//! Broker benchmark (issue 14): Kafka 4.4's own `ProducerPerformance` and
+//! Broker benchmark: Kafka 4.4's own `ProducerPerformance` and
 //! `ShareConsumerPerformance` against Lockstep and against Apache Kafka 4.4, one broker at a time,
 //! in one run, beside the machine's own storage limits measured in the same run.
 //!
@@ -19,7 +19,7 @@
 //!    consumer joins), i.e. it drains what 1 produced, implicit acknowledgement, `--threads`
 //!    consumers. Its records/s include joining the group (the tool's own clock).
 //!
-//! 3. transactional produce (issue 17): `ProducerPerformance` as in 1, on a fresh topic of the
+//! 3. transactional produce: `ProducerPerformance` as in 1, on a fresh topic of the
 //!    same shape, with `--transactional-id p17-bench-txn --transaction-duration-ms D` (the tool
 //!    begins a transaction, sends for D ms, then `commitTransaction`; default D = 100 ms,
 //!    `--transaction-duration-ms D` changes it, `--no-txn` skips the phase) and `--print-metrics`:
@@ -29,7 +29,7 @@
 //!    (send time − commit time) / D + 1, the send time being records / (the tool's records/s),
 //!    and prints the mean commit latency from that estimate (marked ≈).
 //!
-//! 4. TLS (issue 18): 1 and 2 again over each broker's SSL listener, on a fresh topic and share
+//! 4. TLS: 1 and 2 again over each broker's SSL listener, on a fresh topic and share
 //!    group of the same shape, in the same broker process: both brokers serve PLAINTEXT and SSL
 //!    listeners from the start, with one PEM key store (an EC P-256 server certificate for
 //!    127.0.0.1 signed by a CA, made with the `openssl` CLI at the start of the run); both tools
@@ -37,7 +37,7 @@
 //!    `ssl.truststore.type=PEM`, `ssl.truststore.location` the CA; no client certificate).
 //!    Reported beside the plaintext figures: records/s, p99, broker CPU per record and the
 //!    TLS / plaintext ratios. `--no-tls` skips the phase.
-//! 5. SASL_SSL (issue 18; on under `cargo bench`, `--no-sasl` skips it, `--sasl` adds it to the
+//! 5. SASL_SSL (on under `cargo bench`, `--no-sasl` skips it, `--sasl` adds it to the
 //!    smoke run): the same again over a SASL_SSL listener with SCRAM-SHA-512 (both brokers:
 //!    `sasl.enabled.mechanisms=SCRAM-SHA-512`, the listener's `ScramLoginModule`), as a user the
 //!    bench adds first with Kafka's own `kafka-configs` (ConfigCommand, AlterUserScramCredentials
@@ -62,7 +62,7 @@
 //! written per fdatasync, one group after the other) through the page cache into a growing file
 //! and through O_DIRECT into a preallocated file, zeroed first or never written.
 //!
-//! The issue's targets are printed MET / NOT MET: Lockstep's broker CPU per produced record
+//! The targets are printed MET / NOT MET: Lockstep's broker CPU per produced record
 //! ≤ 0.5 × Kafka's (Lockstep fdatasyncs every acknowledged batch, Kafka does not); produce p99
 //! ≤ 0.5 × Kafka's; share-consume ≥ 3 × Kafka's records/s at ≤ 0.2 × its broker CPU per record;
 //! group-commit durable append ≥ 0.8 × the O_DIRECT bandwidth, judged on Lockstep's storage
@@ -74,7 +74,7 @@
 //! not judged: one Java producer (or the raw generator of `--raw`) shares the two cores with
 //! the broker and bounds it.
 //!
-//! `--raw` adds the raw-protocol generator of issue 3 ([`raw`]: pipelined produce at a load the
+//! `--raw` adds the raw-protocol generator ([`raw`]: pipelined produce at a load the
 //! Java client cannot reach, open-loop fixed-rate latency, Fetch read-back); its figures are a
 //! second view, reported under `raw`, not the targets' figures.
 //!
@@ -1302,7 +1302,7 @@ fn parse_share_consumer(run: &ToolRun) -> Result<ConsumeFigures, String> {
 // ---------------------------------------------------------------------------------------------
 // Targets and table
 
-/// The issue's targets, from whatever phases completed (a share-consume that did not read every
+/// The targets, from whatever phases completed (a share-consume that did not read every
 /// record is not judged).
 /// Lockstep's produce MB/s (record-batch bytes, 10^6) in the raw generator's pipelined produce
 /// phase, if it ran without errors.

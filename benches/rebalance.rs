@@ -1,4 +1,4 @@
-//! Issue 16's rebalance benchmark (not a timed test): how long a classic consumer group takes to
+//! The rebalance benchmark (not a timed test): how long a classic consumer group takes to
 //! rebalance with 1, 10 and 100 members, on Lockstep (the release binary) and on Apache Kafka 4.4
 //! (started by the bench with its own data directory on a free port, with
 //! `group.initial.rebalance.delay.ms=0` as Kafka's own test configurations use, so that Kafka does

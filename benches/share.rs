@@ -1,4 +1,4 @@
-//! Share-consume benchmark (issue 4): records/s that KIP-932 share consumers drain from a topic,
+//! Share-consume benchmark: records/s that KIP-932 share consumers drain from a topic,
 //! Lockstep beside Apache Kafka 4.4, with the same client (`lockstep::client`), on the same
 //! machine, in the same run.
 //!
@@ -58,7 +58,7 @@ const POLL_TIMEOUT: Duration = Duration::from_millis(500);
 const WATCH_EVERY: Duration = Duration::from_millis(20);
 /// How often the live progress line is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
-/// Ratio of Lockstep's rate to Kafka's that issue 4 asks for.
+/// The target: Lockstep's rate over Kafka's.
 const TARGET_RATIO: f64 = 2.0;
 
 /// Sizes of one run: the full measurement, or the smoke run under `cargo test`.

@@ -1,4 +1,4 @@
-//! Runs micro-benchmark (issue 4): one share partition with 1 000 000 in-flight offsets,
+//! Runs micro-benchmark: one share partition with 1 000 000 in-flight offsets,
 //! acknowledged in randomly fragmented chunks, on runs (`SharePartition`) versus a per-offset
 //! map (one `BTreeMap` entry per in-flight offset, the shape of a per-offset state table).
 //!

@@ -1,4 +1,4 @@
-//! Storage benchmark (issue 2): durable append throughput of the partition log, beside the
+//! Storage benchmark: durable append throughput of the partition log, beside the
 //! machine's own limits measured in the same run.
 //!
 //! - machine: O_DIRECT sequential write bandwidth (1 MiB blocks of fresh data:

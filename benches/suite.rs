@@ -1,4 +1,4 @@
-//! The benchmark suite (issue 7): OpenMessaging-Benchmark-style workloads against Lockstep in its
+//! The benchmark suite: OpenMessaging-Benchmark-style workloads against Lockstep in its
 //! three acknowledgement modes, Apache Kafka 4.4 and the peers, in one run on one machine.
 //!
 //! A [`Workload`] says what runs: topics × partitions, record size, producers and their rate (or
@@ -97,7 +97,7 @@ const FSYNC_PROBES_SMOKE: usize = 20;
 const HEADLINE: &str = "txn-vs-explicit";
 /// The workload of the scaling run, when `--workload all`.
 const SCALING: &str = "scaling";
-/// Targets of issue 7.
+/// The suite's targets: transactional / explicit throughput, commit p99 / fdatasync p99.
 const TARGET_TXN_OVER_EXPLICIT: f64 = 0.9;
 const TARGET_COMMIT_P99_OVER_FSYNC_P99: f64 = 2.0;
 /// Transaction ids are `{group}-{TXN_PREFIX}-{checkpoint}` (the KIP's form).

@@ -534,7 +534,7 @@ impl FileConfig {
             }
         }
 
-        // Producer transactions (issue 17): read when the broker starts.
+        // Producer transactions: read when the broker starts.
         used.push("transaction.max.timeout.ms");
         if let Some(p) = get("transaction.max.timeout.ms") {
             let n: i32 = p

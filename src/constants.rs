@@ -100,7 +100,7 @@ pub const HUGE_CHUNKS_REGION_BYTES: usize = 32 * 1024 * 1024;
 pub const HUGE_CHUNKS_BYTES_MAX: usize = 512 * 1024 * 1024;
 const _: () = assert!(HUGE_CHUNKS_REGION_BYTES % LOG_TAIL_CHUNK_BYTES_MAX as usize == 0);
 
-// ---- Broker: network, requests, shards (issue 3) ----
+// ---- Broker: network, requests, shards ----
 
 /// Default Kafka listener when `--listen` is not given.
 pub const LISTEN_ADDR_DEFAULT: &str = "127.0.0.1:9092";
@@ -219,7 +219,7 @@ const _: () = assert!(SOCKET_WRITE_IOVECS_MAX > 0 && SOCKET_WRITE_IOVECS_MAX <= 
 const _: () = assert!(TOPIC_PARTITIONS_MAX as usize <= BROKER_PARTITIONS_MAX);
 const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
 
-// ---- Partition log (issue 2) ----
+// ---- Partition log ----
 
 /// Bytes in the fixed header of a partition-log index file (`{base_offset:020}.index`).
 pub const LOG_INDEX_HEADER_BYTES: usize = 32;
@@ -244,7 +244,7 @@ const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES >= LOG_CHECKPOINT_SLOT_BY
 // A checkpoint slot is written as one block of its own (an `O_DIRECT` write).
 const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES == LOG_BLOCK_BYTES);
 
-// ---- Share partitions and share transactions (issues 4 and 5) ----
+// ---- Share partitions and share transactions ----
 
 /// Kafka `share.record.lock.duration.ms` default: how long an acquisition lock lasts.
 pub const SHARE_RECORD_LOCK_DURATION_MS_DEFAULT: u64 = 30_000;
@@ -325,7 +325,7 @@ pub const FLUSH_ALL_POLL_MS: u64 = 5;
 /// request's timeout (Kafka answers a single-replica DeleteRecords without waiting).
 pub const DELETE_RECORDS_WAIT_MS_MIN: u64 = 5_000;
 
-// ---- Share-group membership and Kafka's broker-level bounds on group configs (issue 12) ----
+// ---- Share-group membership and Kafka's broker-level bounds on group configs ----
 
 /// Kafka `group.share.session.timeout.ms`: a member that does not heartbeat for this long is
 /// removed (the group config `share.session.timeout.ms` overrides it).
@@ -391,7 +391,7 @@ const _: () = assert!(SHARE_TRANSACTION_TIMEOUT_MS_DEFAULT <= SHARE_TRANSACTION_
 const _: () = assert!(SHARE_TRANSACTION_MAX_PENDING_DEFAULT >= 1);
 const _: () = assert!(SHARE_TRANSACTION_MAX_PENDING_DEFAULT <= SHARE_TRANSACTION_MAX_PENDING_MAX);
 
-// ---- State journal (issue 2) ----
+// ---- State journal ----
 
 /// Smallest journal segment a journal accepts (tests use small segments to exercise rolls).
 pub const JOURNAL_SEGMENT_BYTES_MIN: u64 = 4096;
@@ -447,7 +447,7 @@ pub const REQUEST_PARTITIONS_MAX: usize = BROKER_PARTITIONS_MAX;
 /// connection is closed. Bounds how much a small request can make the broker build.
 pub const REQUEST_ENTITIES_MAX: usize = TOPICS_MAX + 1;
 
-// ---- consumer groups (issue 16: classic protocol and committed offsets) --------------------
+// ---- consumer groups (classic protocol and committed offsets) -------------------------------
 /// Kafka's `group.min.session.timeout.ms` (default): JoinGroup below it is INVALID_SESSION_TIMEOUT.
 pub const GROUP_MIN_SESSION_TIMEOUT_MS: u64 = 6_000;
 /// Kafka's `group.max.session.timeout.ms` (default).

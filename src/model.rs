@@ -1,7 +1,7 @@
 //! Newtypes shared across modules (the one topic-partition key, [`TopicPartition`]), and the
 //! pure functions that say which shard owns what.
 //!
-//! Ownership (DESIGN.md §1, §6): every topic-partition is owned by exactly one shard and every
+//! Ownership: every topic-partition is owned by exactly one shard and every
 //! group's coordinator state by exactly one shard. Both are pure functions of the names and the
 //! shard count, so every shard (and every test) computes the same answer without asking anyone:
 //!

@@ -1,4 +1,4 @@
-//! Issue 18: the authorizer and ACLs, end to end.
+//! The authorizer and ACLs, end to end.
 //!
 //! One broker with an SSL listener (`ssl.client.auth=required`) and Kafka's StandardAuthorizer
 //! name, `super.users=User:CN=admin`. Three client certificates (made by the `openssl` CLI):

@@ -242,7 +242,7 @@ fn kafka_tools_delete_groups_create_partitions_and_delete_records() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Issue 16: DescribeCluster, DescribeProducers, OffsetForLeaderEpoch, FindCoordinator.
+// DescribeCluster, DescribeProducers, OffsetForLeaderEpoch, FindCoordinator.
 
 const CLUSTER_TOPIC: &str = "admin-cluster-topic";
 
@@ -484,7 +484,7 @@ fn kafka_tools_describe_cluster_producers_and_leader_epochs() {
         vec![(0, true), (0, true)]
     );
     assert_eq!(find_coordinator(port, 5, &["x"]), vec![(42, false)]);
-    // Transactional ids are coordinated by the broker too (issue 17).
+    // Transactional ids are coordinated by the broker too.
     assert_eq!(find_coordinator(port, 1, &["t1"]), vec![(0, true)]);
     if kafka {
         return;

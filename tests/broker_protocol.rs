@@ -447,7 +447,7 @@ fn malformed_input_gets_its_defined_outcome_and_others_are_unaffected() {
     assert_eq!(list_offset(&mut client, "m", 0, -1), (0, 0));
 
     // Unknown API key: UNSUPPORTED_VERSION (header v0 + one INT16), the connection kept
-    // (Kafka 4.4 closes it; issue 16 asks for an answer).
+    // (Kafka 4.4 closes it; Lockstep answers).
     let mut c = broker.client();
     let mut body = BytesMut::new();
     body.put_i16(999);

@@ -6,7 +6,7 @@
 //! workers, the coordinator (at chosen transaction phases) and the broker (likewise) are
 //! SIGKILLed and restarted and connections are dropped, delayed and partitioned through a
 //! fault-injecting proxy, and workers take fewer records than they polled and exit (the rest go
-//! back by the connection drop; issue 12) and are restarted.
+//! back by the connection drop, as in Kafka) and are restarted.
 //!
 //! The second test runs `--sink topic`: the share group → topic pipeline whose
 //! acknowledgements ride the workers' producer transactions (TxnShareAcknowledge), checked by
@@ -172,7 +172,7 @@ const TOPIC_RECORDS: usize = 400;
 const TOPIC_FAULTS: u64 = 4;
 
 /// The share group → topic pipeline whose acknowledgements ride the workers' producer
-/// transactions (`--sink topic`, issue 17): under worker and broker SIGKILLs, worker stalls
+/// transactions (`--sink topic`): under worker and broker SIGKILLs, worker stalls
 /// past the transaction timeout, connection faults and partial takes (a worker exiting inside
 /// its transaction), a read_committed read of the output topic has every input record exactly
 /// once, and no worker transaction is left open.

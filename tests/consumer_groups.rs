@@ -1,4 +1,4 @@
-//! Consumer groups (issue 16) with real clients and Kafka 4.4's own tools, against a `lockstep`
+//! Consumer groups with real clients and Kafka 4.4's own tools, against a `lockstep`
 //! started here (`--shards 2`), or against Kafka 4.4 with `LOCKSTEP_INTEROP_TARGET=kafka`.
 //!
 //! What it proves:

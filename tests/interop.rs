@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! tools/install-test-deps.sh --with-kafka
-//! LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test interop -- --include-ignored
+//! LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test interop
 //! cargo test --release --test interop                    # against Lockstep
 //! ```
 //!
@@ -38,7 +38,7 @@ use serde_json::Value;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const INSTALL_HINT: &str =
     "run tools/install-test-deps.sh (it installs the interop clients into target/test-deps/)";
-/// Records per client in the produce/fetch tests (the issue asks for at least 100 000).
+/// Records per client in the produce/fetch tests (at least 100 000).
 const RECORDS: u64 = 100_000;
 const PARTITIONS: u32 = 4;
 const BROKER_START_TIMEOUT: Duration = Duration::from_secs(180);
@@ -588,7 +588,7 @@ fn base_ts(r: &Run) -> (&'static str, String) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// produce / fetch (issue 3)
+// produce / fetch
 
 #[test]
 fn python_confluent_kafka_produce_fetch_sigkill_restart() {
@@ -738,7 +738,7 @@ fn harness_detects_missing_records() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// share groups (issue 4): validated against Kafka 4.4, ignored against Lockstep until issue 4
+// share groups: validated against Kafka 4.4, run against Lockstep
 
 fn py_share(b: &Broker, scenario: &str, topic: &str, group: &str, extra: &[(&str, String)]) -> Run {
     let mut c = python("share_consume.py");
@@ -943,7 +943,7 @@ fn share_java_accept_release_reject_and_archive_at_limit() {
     assert_eq!(r.u("after_archive"), 0);
 }
 
-/// Issue 12: Java 4.4 `KafkaShareConsumer` renewing its locks on every poll (AcknowledgeType.RENEW,
+/// Java 4.4 `KafkaShareConsumer` renewing its locks on every poll (AcknowledgeType.RENEW,
 /// KIP-1222; the pattern of Flink's share-group source, FLIP-573) while each record's processing
 /// (20 s) outlasts the lock (15 s, Kafka's minimum group value): no record redelivered (delivery
 /// count 1 throughout), none lost (all ACCEPTed), nothing delivered again afterwards.
@@ -1027,7 +1027,7 @@ fn share_acknowledgements_survive_broker_sigkill_restart() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// share groups (issue 12): membership and sessions as Kafka 4.4
+// share groups: membership and sessions as Kafka 4.4
 
 /// A second member joins while the first consumes: Kafka moves each member to the new epoch in
 /// its own heartbeat and accepts the previous epoch, so nobody is fenced (the Java consumer logs a

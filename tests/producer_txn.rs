@@ -1,4 +1,4 @@
-//! The producer-transaction coordinator through the broker binary (issue 17), with raw Kafka
+//! The producer-transaction coordinator through the broker binary, with raw Kafka
 //! requests: FindCoordinator key type 1, InitProducerId with a transactional id, fencing of a
 //! first producer by a second one (CONCURRENT_TRANSACTIONS while the fenced transaction aborts,
 //! then the bumped epoch; PRODUCER_FENCED / INVALID_PRODUCER_EPOCH for the old one, by request
@@ -11,9 +11,9 @@
 //! `LOCKSTEP_INTEROP_TARGET=kafka` runs the same requests against the Kafka 4.4 reference broker
 //! (`LOCKSTEP_KAFKA_ADDR`, default 127.0.0.1:19092) with unique names, without the restart.
 //!
-//! Markers need the participants' side (p17-log's WriteTxnMarkers). To see a transaction
-//! complete without depending on it, its topic is deleted: a marker for a partition that no
-//! longer exists is not needed, as in Kafka, so the coordinator completes the transaction.
+//! Markers need the participants' side (WriteTxnMarkers on the partitions' shards). To see a
+//! transaction complete without depending on it, its topic is deleted: a marker for a partition
+//! that no longer exists is not needed, as in Kafka, so the coordinator completes the transaction.
 
 mod common;
 
@@ -400,7 +400,7 @@ fn fencing_timeouts_and_recovery_in_prepare_commit() {
         // Recovery sends the commit markers again; the group's participant is required too.
         delete_topic(&mut conn, payments);
     }
-    // The group marker needs the group side; without it the transaction stays PrepareCommit.
+    // It is CompleteCommit once the group's marker is written too, PrepareCommit until then.
     let d = describe(&mut conn, app);
     assert!(d.1 == "PrepareCommit" || d.1 == "CompleteCommit", "{d:?}");
     if d.1 == "CompleteCommit" {
@@ -598,7 +598,7 @@ fn transactional_produce_is_verified_with_the_coordinator() {
     create(&broker, &[topic]);
     let mut conn = connect(&broker);
     let (pid, epoch) = init_ready(&mut conn, id);
-    // The codes are Kafka 4.4's, measured on the reference broker (2026-12-02).
+    // The codes are Kafka 4.4's, measured on the reference broker.
     let mut produce = |id: &str, producer: (i64, i16), partition: i32, seq: i32| {
         produce_txn(&mut conn, id, producer, topic, partition, seq)
     };

@@ -1,4 +1,4 @@
-//! Producer transactions (issue 17) with clients nobody here wrote, against a `lockstep`
+//! Producer transactions with clients nobody here wrote, against a `lockstep`
 //! started here (`--shards 2`), or against Apache Kafka 4.4 with `LOCKSTEP_INTEROP_TARGET=kafka`
 //! (a private `tools/kafka-reference.sh run` broker with the timed-out-transaction check every
 //! second), which is how the scenarios were validated:
@@ -26,7 +26,7 @@
 //!   SIGKILLed and restarted three times; the output topic read read_committed then holds every
 //!   input record exactly once, in order per partition.
 //!
-//! Observed (Kafka 4.4 and Lockstep at main + the coordinator's wiring, 2026-12-01): every value
+//! Observed (Kafka 4.4 and Lockstep): every value
 //! the Python scenarios record (LSO and high watermark with a transaction open and after it,
 //! offsets of records and control records, committed offsets, error names and flags of the
 //! fenced and timed-out producers) is the same on both. In the Java loop the client's error after

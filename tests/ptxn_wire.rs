@@ -1,4 +1,4 @@
-//! The partition and group sides of producer transactions on the wire (issue 17), against the
+//! The partition and group sides of producer transactions on the wire, against the
 //! broker binary with raw requests (kafka-protocol's codecs), and across a SIGKILL + restart:
 //! - a transactional batch (with the request's transactional id, of a transaction the
 //!   coordinator holds the partition in: KIP-890 part 1 is `tests/producer_txn.rs`) is accepted and holds the last
@@ -6,7 +6,7 @@
 //!   first offset, ListOffsets(latest, read_committed) answers it, a read_uncommitted Fetch gets
 //!   the records with `aborted_transactions` null; DescribeProducers reports the open
 //!   transaction's start offset;
-//! - as Kafka 4.4 answers (measured on the reference broker, 2026-12-01): a transactional batch in
+//! - as Kafka 4.4 answers (measured on the Kafka 4.4 reference broker): a transactional batch in
 //!   a request without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), a control
 //!   batch from a client INVALID_RECORD (87); a non-transactional batch of a producer inside a
 //!   transaction is INVALID_TXN_STATE (48);

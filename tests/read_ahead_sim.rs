@@ -1,4 +1,4 @@
-//! The read path without `pread` (issue 14): ops run through the production shard core
+//! The read path without `pread`: ops run through the production shard core
 //! (`ShardExec::execute`) on the deterministic shard I/O of `tests/common/sim.rs`, whose
 //! read-ahead reads the storage double's written bytes, and every read of the partition logs
 //! finds its bytes in memory: no fallback `pread` (`PartitionLog::file_reads` does not move).

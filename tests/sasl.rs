@@ -1,4 +1,4 @@
-//! Issue 18: SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) over SASL_PLAINTEXT and SASL_SSL,
+//! SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) over SASL_PLAINTEXT and SASL_SSL,
 //! SCRAM users managed with `kafka-configs`, fuzzed SASL exchanges and TLS handshakes,
 //! connection limits.
 //!

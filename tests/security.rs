@@ -1,4 +1,4 @@
-//! Issue 18: the configuration file, several listeners, TLS (rustls) with mutual TLS.
+//! The configuration file, several listeners, TLS (rustls) with mutual TLS.
 //!
 //! One broker started from a `--config` file with two listeners: `PLAINTEXT` on one port
 //! (advertising `localhost`) and `SSL` on another with `ssl.client.auth=required`, certificates

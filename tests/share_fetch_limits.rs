@@ -1,4 +1,4 @@
-//! ShareFetch's limits on the wire, as Kafka 4.4 applies them (issue 12 item 4): raw
+//! ShareFetch's limits on the wire, as Kafka 4.4 applies them: raw
 //! ShareGroupHeartbeat / ShareFetch v1 requests from `lockstep::client::connection`, so every
 //! field (MaxRecords, BatchSize, MaxBytes, MinBytes, MaxWaitMs) is the test's to choose.
 //!

@@ -1,4 +1,4 @@
-//! The differential test of issue 12: the same share-group scenarios, observed at the wire by the
+//! A differential test of share groups: the same share-group scenarios, observed at the wire by the
 //! same client, against Lockstep and against Apache Kafka 4.4. What a client can see is compared
 //! with what Kafka 4.4 does (pinned here after running every scenario against Kafka): the records
 //! and their delivery counts, how many records each ShareFetch hands out, error codes, member
@@ -21,7 +21,7 @@
 //! Scenarios that use APIs Kafka does not have (the KIP's share transactions, keys 1000–1005) are
 //! marked Lockstep-only and skipped against Kafka.
 //!
-//! What Kafka 4.4 showed, pinned by the scenarios (issue 12's items in brackets):
+//! What Kafka 4.4 showed, pinned by the scenarios (their numbers in brackets):
 //! - [1] 10 records, delivery limit 5, 7 rounds of "fetch, drop the connection": 10, 10, 10, 5, 1,
 //!   1, 1 records at delivery counts 1, 2, 3, 4, 5, 5, 5.
 //! - [2] B joins a 2-partition group: A's heartbeats answer no error, A's epoch rises once (its
@@ -41,7 +41,7 @@
 //!   --delete` of an empty group succeeds, then `--describe` says GroupIdNotFoundException;
 //!   20 records, 5 accepted: LAG 15 (START-OFFSET still 0 on Kafka, not compared). An unknown
 //!   API key or an unserved version closes the connection on Kafka (ApiVersions excepted); the
-//!   one deliberate difference here: Lockstep answers UNSUPPORTED_VERSION and keeps it (issue 16).
+//!   one deliberate difference here: Lockstep answers UNSUPPORTED_VERSION and keeps it.
 //!
 //! Observation is raw ShareGroupHeartbeat / ShareFetch / ShareAcknowledge v1 requests through
 //! `lockstep::client::connection::Connection` (typed `kafka-protocol` messages), so acquired ranges,
@@ -650,7 +650,7 @@ fn fetch_some_within(
 // ------------------------------------------------------------------------------------------------
 // scenarios
 
-/// Issue 12 item 1: 10 records, 7 rounds of "fetch, then drop the connection without
+/// Scenario [1]: 10 records, 7 rounds of "fetch, then drop the connection without
 /// acknowledging", delivery limit 5. Kafka 4.2+ hands out records whose delivery count reached
 /// ⌈limit/2⌉ in halved batches, and a record on its last attempt alone.
 fn delivery_near_the_limit(ctx: &Ctx) {
@@ -691,7 +691,7 @@ fn delivery_near_the_limit(ctx: &Ctx) {
     assert_eq!(counts, want, "delivery counts per round");
 }
 
-/// Issue 12 item 2: a second member joining does not fence the first; the first member's next
+/// Scenario [2]: a second member joining does not fence the first; the first member's next
 /// heartbeat (with the epoch it has) is accepted, and so is a fetch in its session.
 fn second_member_does_not_fence_the_first(ctx: &Ctx) {
     let (topic, group) = (ctx.name("join"), ctx.name("join-g"));
@@ -763,7 +763,7 @@ fn second_member_does_not_fence_the_first(ctx: &Ctx) {
     }
 }
 
-/// Issue 12 item 3: the log start moves (DeleteRecords) under a share partition with records
+/// Scenario [3]: the log start moves (DeleteRecords) under a share partition with records
 /// acknowledged and records in flight: what falls below the new log start is gone for good, what
 /// is above keeps its state (acknowledged stays acknowledged, acquired comes back one delivery
 /// higher when released); then, with nothing in flight, a second DeleteRecords redelivers nothing
@@ -850,7 +850,7 @@ fn log_start_moves_under_a_share_partition(ctx: &Ctx) {
     assert_eq!(seen, vec![(12, 1), (13, 1)], "no acknowledged record again");
 }
 
-/// Issue 12 item 4: a fresh member's first fetch of a 2-partition topic holding 50 records each
+/// Scenario [4]: a fresh member's first fetch of a 2-partition topic holding 50 records each
 /// (one batch each) gets one partition's 50.
 fn first_fetch_of_two_partitions(ctx: &Ctx) {
     let (topic, group) = (ctx.name("twoparts"), ctx.name("twoparts-g"));
@@ -866,7 +866,7 @@ fn first_fetch_of_two_partitions(ctx: &Ctx) {
     assert_eq!(nonzero, vec![50], "one partition's 50");
 }
 
-/// Issue 12 item 4: MaxRecords is one budget for the whole request: with the data in one of two
+/// Scenario [4]: MaxRecords is one budget for the whole request: with the data in one of two
 /// partitions (so on one shard of Lockstep), a fetch of MaxRecords 30 gets 30 (not 30 split
 /// by shards); no fetch ever gets more than 30; every record comes exactly once. (Which
 /// partitions a later fetch serves is timing: Kafka gave [30, 30, 20] and [30, 10, 30, 10] for
@@ -906,7 +906,7 @@ fn max_records_is_one_budget_across_partitions(ctx: &Ctx) {
     assert_eq!(offsets, (0..70).collect::<Vec<_>>(), "every record once");
 }
 
-/// Issue 12 item 4: MaxBytes 0 returns no records.
+/// Scenario [4]: MaxBytes 0 returns no records.
 fn max_bytes_zero_returns_nothing(ctx: &Ctx) {
     let (topic, group) = (ctx.name("maxbytes0"), ctx.name("maxbytes0-g"));
     let tid = ctx.topic(&topic, 1);
@@ -940,7 +940,7 @@ fn max_bytes_zero_returns_nothing(ctx: &Ctx) {
     assert_eq!(total(&got), 10);
 }
 
-/// Issue 12 item 5: share session errors.
+/// Scenario [5]: share session errors.
 fn share_session_errors(ctx: &Ctx) {
     let (topic, group) = (ctx.name("sess"), ctx.name("sess-g"));
     let tid = ctx.topic(&topic, 1);
@@ -1000,7 +1000,7 @@ fn share_session_errors(ctx: &Ctx) {
     );
 }
 
-/// Issue 12 item 5: a dropped connection releases only what its own session holds: a member
+/// Scenario [5]: a dropped connection releases only what its own session holds: a member
 /// that reconnected (a new session, epoch 0, on a new connection) keeps what its newer session
 /// acquired, and that session goes on working. On Kafka the new session replaces the old one,
 /// so the old connection's close releases nothing at all.
@@ -1061,7 +1061,7 @@ fn dropped_connection_releases_only_its_own_session(ctx: &Ctx) {
     assert!(ack_errors.iter().all(|&c| c == NONE), "{ack_errors:?}");
 }
 
-/// Issue 12 item 7: ShareAcknowledge v1 with the v2 acknowledge type RENEW (4) is refused with
+/// Scenario [7]: ShareAcknowledge v1 with the v2 acknowledge type RENEW (4) is refused with
 /// INVALID_REQUEST, as Kafka does.
 fn renew_on_v1_is_an_invalid_request(ctx: &Ctx) {
     let (topic, group) = (ctx.name("renewv1"), ctx.name("renewv1-g"));
@@ -1084,7 +1084,7 @@ fn renew_on_v1_is_an_invalid_request(ctx: &Ctx) {
     assert!(refused, "error {} partitions {parts:?}", r.error_code);
 }
 
-/// Issue 12 item 7: CreatePartitions while a member consumes: the member is assigned the new
+/// Scenario [7]: CreatePartitions while a member consumes: the member is assigned the new
 /// partition (its epoch moves) and gets what is produced there.
 fn new_partitions_are_picked_up(ctx: &Ctx) {
     let (topic, group) = (ctx.name("grow"), ctx.name("grow-g"));
@@ -1136,7 +1136,7 @@ fn new_partitions_are_picked_up(ctx: &Ctx) {
     );
 }
 
-/// Issue 12 item 7: `kafka-share-groups --delete` deletes an empty share group (DeleteGroups);
+/// Scenario [7]: `kafka-share-groups --delete` deletes an empty share group (DeleteGroups);
 /// afterwards `--describe` does not know it.
 fn delete_group_with_the_tool(ctx: &Ctx) {
     let (topic, group) = (ctx.name("del"), ctx.name("del-g"));
@@ -1185,12 +1185,12 @@ fn delete_group_with_the_tool(ctx: &Ctx) {
     assert!(text.contains("GroupIdNotFoundException"), "{text}");
 }
 
-/// Issue 12 item 7 / issue 16: an unknown API key, and a version of a known API beyond what the
+/// Scenario [7]: an unknown API key, and a version of a known API beyond what the
 /// broker offers. Observed: whether an answer comes (and its error code) or the connection
 /// closes, and whether the same connection then answers ApiVersions.
 /// Kafka 4.4 answers ApiVersions v99 with UNSUPPORTED_VERSION (35) and closes the connection on
 /// an unknown key or an unsupported version of another API. Lockstep answers all of them with
-/// UNSUPPORTED_VERSION and keeps the connection (issue 16: "never a closed connection"): an
+/// UNSUPPORTED_VERSION and keeps the connection (an error answer, never a closed connection): an
 /// unknown key gets header v0 and a body of one INT16; a known key its response at the nearest
 /// served version (ShareFetch and ShareGroupHeartbeat: ThrottleTimeMs, then ErrorCode).
 fn unknown_api_and_version(ctx: &Ctx) {
@@ -1258,7 +1258,7 @@ fn unknown_api_and_version(ctx: &Ctx) {
     assert_eq!(seen, want);
 }
 
-/// Issue 12 item 7 (KIP-1226): the lag column of `kafka-share-groups --describe`
+/// Scenario [7] (KIP-1226): the lag column of `kafka-share-groups --describe`
 /// (DescribeShareGroupOffsets v1): 20 records, 5 accepted → lag 15.
 fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
     let (topic, group) = (ctx.name("lag"), ctx.name("lag-g"));
@@ -1310,7 +1310,7 @@ fn lag_from_describe_share_group_offsets(ctx: &Ctx) {
     }
 }
 
-/// Issue 12 item 6 (Lockstep-only: the KIP's share transactions, keys 1000–1005, do not exist
+/// Scenario [6] (Lockstep-only: the KIP's share transactions, keys 1000–1005, do not exist
 /// on Kafka): records acknowledged into a transaction that is aborted live, and records
 /// acknowledged into one that is still ONGOING when the broker is SIGKILLed and restarted (and
 /// aborted then), come back with the same delivery count: a live abort redelivers at the

@@ -1,5 +1,5 @@
 //! Share acknowledgements inside a producer transaction, end to end over the wire through the
-//! broker's transaction coordinator (issue 17, KIP-1289's draft TxnShareAcknowledge):
+//! broker's transaction coordinator (KIP-1289's draft TxnShareAcknowledge):
 //! a share-group member acquires records of an input topic; a transactional producer
 //! (InitProducerId with a transactional id, AddPartitionsToTxn of the output partition AND the
 //! input partition, a transactional Produce to the output topic, TxnShareAcknowledge, EndTxn):

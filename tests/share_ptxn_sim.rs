@@ -1,5 +1,5 @@
 //! Deterministic simulation of a share-group → topic pipeline whose acknowledgements ride a
-//! producer transaction (TxnShareAcknowledge, KIP-1289's draft; issues 17 and 13), driving the
+//! producer transaction (TxnShareAcknowledge, KIP-1289's draft), driving the
 //! production shard core on the deterministic `ShardIo` of `tests/common/sim.rs` (a seeded
 //! executor, a virtual clock, shard calls through `ShardExec::execute`), over two shards whose
 //! partition logs live on the storage crash double (`SimStorage`) and whose state journals live
@@ -61,7 +61,7 @@
 //! output exactly once, with no record locked and the transaction complete.
 //!
 //! It fails when a rule of the production code is broken (each checked once by a temporary
-//! mutation, issue 13): markers sent before the decision is durable (seed 4: output committed
+//! mutation of that rule): markers sent before the decision is durable (seed 4: output committed
 //! that the job never learnt committed); no epoch bump when a timeout fences a transaction
 //! (seed 1: the fenced producer's EndTxn is answered INVALID_TXN_STATE, and a driver that takes
 //! that as fenced fails seed 4: inputs decided committed missing from the output); a share lock

@@ -1,5 +1,5 @@
 //! Deterministic simulation of share groups with transactional acknowledgements over two
-//! shards, driving the production shard core (`lockstep::shard`, issues 6 and 13): the share
+//! shards, driving the production shard core (`lockstep::shard`): the share
 //! transaction coordinator and participant steps that run in the broker (`shard::txn`) and the
 //! journal's group commit (`shard::persist_entries`), on a deterministic implementation of
 //! `ShardIo` shared with `tests/share_ptxn_sim.rs` (`tests/common/sim.rs`; shard calls run

@@ -726,7 +726,8 @@ impl World {
                 self.coord =
                     GroupTransactions::restore(GROUP, self.txn_config, records, now).unwrap();
                 self.drain_changes();
-                // Participants resolve the LOCKED records they find (DESIGN.md §6).
+                // Participants resolve the LOCKED records they find by the coordinator's state:
+                // COMMITTED commits, PREPARE keeps the locks, anything else aborts.
                 for p in &mut self.parts {
                     for id in p.locked_txns() {
                         match self.coord.get(&id).map(|r| r.state) {

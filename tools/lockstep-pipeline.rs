@@ -19,7 +19,7 @@
 //!   transaction is left pending.
 //!
 //! - `txn-worker` (`chaos --sink topic`): the share group → topic pipeline whose
-//!   acknowledgements ride a producer transaction (issue 17, KIP-1289's draft). No coordinator
+//!   acknowledgements ride a producer transaction (KIP-1289's draft). No coordinator
 //!   process: each worker is a transactional producer (`transactional.id`
 //!   `{group}-pipeline-w{index}`, stable across restarts, so a restarted worker fences its
 //!   zombie) that share-consumes the input topic, writes each record's id to the output topic

@@ -1,5 +1,5 @@
 //! `lockstep-txn`: a scriptable command line for Lockstep's share transactions (API keys
-//! 1000–1005, `spec/share-transaction-rpcs.md`).
+//! 1000–1005, `schemas/share-transactions.md`).
 //!
 //! What: begin / prepare / commit / abort / list the transactions of a share group through
 //! [`ShareTransactionCoordinator`], and `consume`, which joins the share group, acquires up to N

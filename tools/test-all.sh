@@ -6,7 +6,7 @@
 #                                release binary cargo just built (Maven fetches its own dependencies)
 # Validating the interop tests against Apache Kafka 4.4 instead (not part of this run):
 #   tools/install-test-deps.sh --with-kafka
-#   LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test interop -- --include-ignored
+#   LOCKSTEP_INTEROP_TARGET=kafka cargo test --release --test interop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-test-deps.sh

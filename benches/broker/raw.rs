@@ -1,9 +1,9 @@
-//! The raw-protocol load generator of `cargo bench --bench broker -- --raw` (issue 3's harness),
+//! The raw-protocol load generator of `cargo bench --bench broker -- --raw`,
 //! kept beside Kafka's own tools because it measures what they cannot on this machine: the
 //! broker at a load the Java client cannot generate with the cores left to it (pipelined
 //! requests from a light Rust generator), produce latency at a fixed open-loop rate (measured
 //! from each request's scheduled send time), and plain Fetch read-back throughput with every
-//! batch's CRC checked. The headline figures of the issue-14 targets come from Kafka's tools
+//! batch's CRC checked. The headline figures of the broker bench's targets come from Kafka's tools
 //! (`broker.rs`); these phases are a second view, reported under `raw` in the JSON.
 //!
 //! The generator is this process: a few blocking TCP connections speaking raw Kafka
@@ -1540,7 +1540,7 @@ fn print_table(report: &Report) {
     }
     if let Some(c) = &report.comparison {
         println!(
-            "raw generator, issue 3's targets: produce throughput {:.2}x Kafka (>= 1.5: {}), \
+            "raw generator, its targets: produce throughput {:.2}x Kafka (>= 1.5: {}), \
              fixed-rate p99 {:.2}x Kafka (<= 0.5: {})",
             c.produce_throughput_ratio,
             if c.produce_throughput_met {

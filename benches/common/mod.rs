@@ -217,8 +217,9 @@ pub enum DirectData {
     /// engine's segments are. The wall clock from the first write to the `fdatasync`, nothing
     /// left out.
     Fresh,
-    /// One buffer, stored once and written again and again by one thread: the judge until
-    /// session 25. On the development VM this writes 1.1-1.3x faster than the same writes of
+    /// One buffer, stored once and written again and again by one thread: shown beside the
+    /// judged ratio, not judged. On the development VM this writes 1.1-1.3x faster than the same
+    /// writes of
     /// bytes just stored into the buffer (presumably the host reads memory nobody has written
     /// since its last read from its cache); no log can write that way.
     Unchanged,
@@ -420,7 +421,7 @@ pub fn batch_of_1k_records(bytes: usize) -> Vec<u8> {
 /// engine, and the judged ratio is the median of the rounds' ratios. A virtual disk's bandwidth
 /// drifts by up to 2× within a minute; a reference measured once, apart from the run it judges,
 /// made the ratio a coin toss. After the engine, each round also measures the reference writing
-/// one unchanged buffer ([`DirectData::Unchanged`], the judge until session 25), reported beside
+/// one unchanged buffer ([`DirectData::Unchanged`], faster than any log can write), reported beside
 /// the judged ratio.
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineGroupCommit {

@@ -1,6 +1,6 @@
 //! The KIP's `ShareTransactionCoordinator` as a blocking client: begin, prepare, commit, abort and
 //! list the share transactions of one share group (API keys 1000, 1002–1005,
-//! `spec/share-transaction-rpcs.md`), plus the KIP's recovery routine ([`recover`]).
+//! `schemas/share-transactions.md`), plus the KIP's recovery routine ([`recover`]).
 //!
 //! Why: a stream processor (the KIP's Flink case) drives two-phase commit of its checkpoints
 //! through these calls; the CLI `lockstep-txn` and the integration tests use the same type.

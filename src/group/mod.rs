@@ -1,5 +1,5 @@
-//! Consumer groups (issue 16): membership (the classic protocol, and KIP-848 built on this by
-//! p16-admin) and committed offsets, on the group's shard (`model::group_shard`).
+//! Consumer groups: membership (the classic protocol, and KIP-848's consumer protocol built on
+//! it) and committed offsets, on the group's shard (`model::group_shard`).
 //!
 //! Runtime-free and synchronous, like the share groups: time comes in as `now_ms`, and every
 //! change of durable state (a committed offset or its removal) becomes a `GroupOffsetCommit`
@@ -20,7 +20,7 @@
 //! tombstone removes it. Entries with a producer id are pending transactional offsets
 //! ([`txn_offsets`]), replayed into [`txn_offsets::PendingTxnOffsets`] the same way.
 //!
-//! Transactional offsets (TxnOffsetCommit, issue 17): [`ConsumerGroups::txn_commit`] validates as
+//! Transactional offsets (TxnOffsetCommit): [`ConsumerGroups::txn_commit`] validates as
 //! Kafka's `validateTransactionalOffsetCommit` and keeps the offsets pending per producer;
 //! [`ConsumerGroups::txn_marker`] commits or drops them when the transaction ends. A commit
 //! overwrites the partition's committed offset even if a plain OffsetCommit came in between

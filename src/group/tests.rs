@@ -187,7 +187,7 @@ fn deleting_an_empty_group_writes_tombstones() {
     );
 }
 
-/// TxnOffsetCommit (issue 17): validated as Kafka's transactional commit, pending (invisible,
+/// TxnOffsetCommit: validated as Kafka's transactional commit, pending (invisible,
 /// UNSTABLE_OFFSET_COMMIT with require_stable) until the marker; commit makes the offsets
 /// committed, abort drops them, a repeated marker changes nothing; the journal replays to the
 /// same committed and pending state.

@@ -1,4 +1,4 @@
-//! Offsets committed inside producer transactions (TxnOffsetCommit, issue 17), pending until the
+//! Offsets committed inside producer transactions (TxnOffsetCommit), pending until the
 //! transaction's marker reaches the group ([`crate::shard::ops::ShardOp::GroupTxnMarker`]), as
 //! Kafka's `OffsetMetadataManager` keeps `pendingTransactionalOffsets`.
 //!

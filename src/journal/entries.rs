@@ -269,7 +269,7 @@ pub struct TransactionLocks {
     pub ranges: Vec<LockedRange>,
 }
 
-/// A consumer group's committed offset of one partition (`GroupOffsetCommit`, issue 16);
+/// A consumer group's committed offset of one partition (`GroupOffsetCommit`);
 /// `offset: None` is a tombstone (deleted or expired).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct GroupOffsetCommit {
@@ -284,12 +284,12 @@ pub struct GroupOffsetCommit {
     /// -1: none (the broker's `offsets.retention.minutes` applies).
     pub expire_timestamp_ms: i64,
     /// -1: a committed offset; otherwise a pending transactional offset of this producer
-    /// (TxnOffsetCommit, issue 17), which `offset: None` removes (version 2).
+    /// (TxnOffsetCommit), which `offset: None` removes (version 2).
     pub producer_id: i64,
 }
 
 /// A producer transaction coordinator's record of one transactional id (`ProducerTransaction`,
-/// issue 17; `ptxn::coordinator::TxnMetadata`): the latest record of an id replaces the earlier
+/// `ptxn::coordinator::TxnMetadata`): the latest record of an id replaces the earlier
 /// ones; state 6 (Dead) is a tombstone. States are Kafka's ids (0 Empty .. 7 PrepareEpochFence).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ProducerTransaction {

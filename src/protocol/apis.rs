@@ -3,7 +3,8 @@
 //! [`SUPPORTED_APIS`] is the single source of truth: ApiVersions advertises exactly this table,
 //! and dispatch refuses anything outside it. An API is listed only when it is implemented.
 //! The table is open to API keys the `kafka-protocol` crate does not know (the project's own keys
-//! 1000–1005, DESIGN.md §2): header versions come from `flexible_min`, not from the crate.
+//! 1000–1005, `schemas/share-transactions.md`): header versions come from `flexible_min`, not
+//! from the crate.
 
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
@@ -104,9 +105,9 @@ pub const DELETE_SHARE_GROUP_OFFSETS: i16 = 92;
 /// StreamsGroupTopologyDescriptionUpdate, which Lockstep does not serve; the draft predates it.
 pub const TXN_SHARE_ACKNOWLEDGE: i16 = 93;
 
-// The project's share-transaction RPCs (`spec/share-transaction-rpcs.md`, `schemas/Share*.json`,
+// The project's share-transaction RPCs (`schemas/share-transactions.md`, `schemas/Share*.json`,
 // message types in `share_txn`). Kafka's own keys are below 100; the `kafka-protocol` crate does
-// not know these. Not in `SUPPORTED_APIS` until their handlers exist.
+// not know these.
 pub const SHARE_BEGIN_TRANSACTION: i16 = 1000;
 pub const SHARE_ACKNOWLEDGE_TRANSACTIONAL: i16 = 1001;
 pub const SHARE_PREPARE_TRANSACTION: i16 = 1002;
@@ -154,7 +155,7 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 13,
         flexible_min: 9,
     },
-    // Committed offsets of consumer groups (issue 16). Kafka 4.4 also serves OffsetCommit and
+    // Committed offsets of consumer groups. Kafka 4.4 also serves OffsetCommit and
     // OffsetFetch v10 (topic ids), which the kafka-protocol crate lacks.
     ApiSpec {
         key: OFFSET_COMMIT,
@@ -177,7 +178,7 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 6,
         flexible_min: 3,
     },
-    // The classic group protocol (issue 16), Kafka 4.4's versions.
+    // The classic group protocol, Kafka 4.4's versions.
     ApiSpec {
         key: JOIN_GROUP,
         name: "JoinGroup",
@@ -221,7 +222,7 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 3,
     },
-    // SASL (issue 18): served by the connection before authentication (runtime::conn), and
+    // SASL: served by the connection before authentication (runtime::conn), and
     // answered ILLEGAL_SASL_STATE afterwards or on a listener without SASL (as Kafka does).
     ApiSpec {
         key: SASL_HANDSHAKE,
@@ -273,7 +274,7 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 4,
         flexible_min: 4,
     },
-    // Producer transactions (issue 17): Kafka 4.4's ranges.
+    // Producer transactions: Kafka 4.4's ranges.
     ApiSpec {
         key: ADD_PARTITIONS_TO_TXN,
         name: "AddPartitionsToTxn",
@@ -295,7 +296,7 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 5,
         flexible_min: 3,
     },
-    // TxnOffsetCommit v0–4 (issue 17); v5 (transaction version 2) and v6 (topic ids) not served.
+    // TxnOffsetCommit v0–4; v5 (transaction version 2) and v6 (topic ids) not served.
     ApiSpec {
         key: TXN_OFFSET_COMMIT,
         name: "TxnOffsetCommit",
@@ -377,7 +378,7 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 1,
         flexible_min: 1,
     },
-    // SCRAM credentials (issue 18), Kafka 4.4's v0 (flexible).
+    // SCRAM credentials, Kafka 4.4's v0 (flexible).
     ApiSpec {
         key: DESCRIBE_USER_SCRAM_CREDENTIALS,
         name: "DescribeUserScramCredentials",
@@ -407,7 +408,7 @@ pub const SUPPORTED_APIS: &[ApiSpec] = &[
         max_version: 0,
         flexible_min: 0,
     },
-    // Producer transactions (issue 17).
+    // Producer transactions.
     ApiSpec {
         key: DESCRIBE_TRANSACTIONS,
         name: "DescribeTransactions",

@@ -358,7 +358,7 @@ const OFFSET_DELETE_PARTITION: &[Field] = &[f(0, I32)];
 const OFFSET_DELETE_TOPIC: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_PARTITION))];
 const OFFSET_DELETE: &[Field] = &[f(0, Str), f(0, Arr(OFFSET_DELETE_TOPIC))];
 
-// SASL and SCRAM credentials (issue 18): SaslHandshake v0–1, SaslAuthenticate v0–2 (flexible
+// SASL and SCRAM credentials: SaslHandshake v0–1, SaslAuthenticate v0–2 (flexible
 // from 2), DescribeClientQuotas v0–1 (flexible from 1), Describe/AlterUserScramCredentials v0
 // (flexible).
 const SASL_HANDSHAKE: &[Field] = &[f(0, Str)];

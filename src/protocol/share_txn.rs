@@ -1,7 +1,7 @@
-//! Wire types of the share-transaction RPCs, API keys 1000–1005 (DESIGN.md §2).
+//! Wire types of the share-transaction RPCs, API keys 1000–1005 (Kafka's own keys are below 100).
 //!
-//! What: the twelve request/response messages of `spec/share-transaction-rpcs.md`. Their codec
-//! is generated from the JSON copies of the wire spec, `schemas/Share*.json`, by
+//! What: the twelve request/response messages of `schemas/share-transactions.md`. Their codec
+//! is generated from the wire spec's JSON message specs, `schemas/Share*.json`, by
 //! `tools/protocol-gen.rs` into `protocol::generated` (one module per message), like the Kafka
 //! messages the `kafka-protocol` crate lacks; this module re-exports them under the names the
 //! broker and the client use, and adds the typed views of their raw codes. The generated types

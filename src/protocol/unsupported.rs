@@ -1,8 +1,8 @@
 //! The answer to a request this broker does not serve: an unknown API key, or a known key at a
-//! version outside `apis::SUPPORTED_APIS`. The connection stays open (issue 16: "an unknown API
-//! key or version gets Kafka's error answer, never a closed connection").
+//! version outside `apis::SUPPORTED_APIS`. The connection stays open: an unknown API
+//! key or version gets an error answer in Kafka's shape, never a closed connection.
 //!
-//! What Kafka 4.4 does (measured against the reference broker, 2026-12-01, raw socket, each
+//! What Kafka 4.4 does (measured against the Kafka 4.4 reference broker, raw socket, each
 //! request followed by ApiVersions v0 on the same connection): ApiVersions at a version it does
 //! not serve is answered with UNSUPPORTED_VERSION (35) in the v0 body, header v0; every other
 //! unknown key (999, -1, 4 LeaderAndIsr, 57 UpdateFeatures on a broker) or unserved version
@@ -128,7 +128,7 @@ fn typed_body(api_key: i16, version: i16) -> Option<BytesMut> {
         apis::DESCRIBE_SHARE_GROUP_OFFSETS => plain!(g::DescribeShareGroupOffsetsResponse),
         apis::ALTER_SHARE_GROUP_OFFSETS => with_error!(m::AlterShareGroupOffsetsResponse),
         apis::DELETE_SHARE_GROUP_OFFSETS => with_error!(m::DeleteShareGroupOffsetsResponse),
-        // The consumer-group keys (issue 16), by the crate's numbers.
+        // The consumer-group keys, by the crate's numbers.
         k if k == m::ApiKey::OffsetCommit as i16 => plain!(m::OffsetCommitResponse),
         k if k == m::ApiKey::OffsetFetch as i16 => with_error!(m::OffsetFetchResponse),
         k if k == m::ApiKey::JoinGroup as i16 => with_error!(m::JoinGroupResponse),

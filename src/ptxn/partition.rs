@@ -520,7 +520,7 @@ mod tests {
     }
 
     /// The control record exactly as Kafka 4.4 writes it: a COMMIT marker with coordinator
-    /// epoch 2, read from the reference broker with a raw Fetch (2026-12-01): length 16,
+    /// epoch 2, read from the Kafka 4.4 reference broker with a raw Fetch: length 16,
     /// attributes 0, deltas 0, key `0000 0001`, value `0000 00000002`, no headers.
     #[test]
     fn control_record_bytes_match_kafka() {

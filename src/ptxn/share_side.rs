@@ -1,6 +1,6 @@
 //! The share side of a producer transaction's end, on the partition's shard: share records
-//! that a producer transaction LOCKED (KIP-1289's TxnShareAcknowledge, issue 17's p17-share
-//! part) are resolved when its marker reaches the partition — ACKNOWLEDGED on commit,
+//! that a producer transaction LOCKED (KIP-1289's TxnShareAcknowledge) are
+//! resolved when its marker reaches the partition — ACKNOWLEDGED on commit,
 //! AVAILABLE on abort.
 //!
 //! [`crate::shard::exec`]'s WriteTxnMarkers calls

@@ -31,9 +31,13 @@
 //! Before any of that, the broker-wide connection limits (`conn_limits`: `max.connections`,
 //! per listener, per IP, creation rate) may refuse the connection: it is closed at once.
 //!
-//! A malformed frame, unknown API key or unsupported version gets no response: the connection
-//! is closed after the responses to earlier requests are written (Kafka's behaviour). Other
-//! connections are unaffected.
+//! An unknown API key, or a served key at a version this broker does not serve, is answered
+//! in request order with UNSUPPORTED_VERSION (`protocol::unsupported`: ApiVersions gets Kafka's
+//! v0 error body, a served key its response at the nearest served version, an unknown key a
+//! v0 header and one INT16) and the connection stays open; Kafka 4.4 closes it instead for every
+//! key but ApiVersions. A malformed request header, or a body that does not decode, gets no
+//! response: the connection is closed after the responses to earlier requests are written
+//! (Kafka's behaviour). Other connections are unaffected.
 
 use super::shard_handle::ShardHandle;
 use crate::config_file::SecurityProtocol;

@@ -168,8 +168,8 @@ pub enum JournalFlush {
     /// ([`write_block`], `O_DIRECT` with the [`SyncMode`]).
     Blocks,
     /// `LOCKSTEP_JOURNAL_FLUSH=fdatasync`: the segment is mapped shared and each flush is an
-    /// `fdatasync` of the file through io_uring (the page cache's writeback; before issue 14's
-    /// second cut). For measuring one against the other.
+    /// `fdatasync` of the file through io_uring (the page cache's writeback; the journal's flush
+    /// before block writes). For measuring one against the other.
     Fdatasync,
 }
 

@@ -9,7 +9,7 @@
 //! contiguous memory, and a virtio disk takes at most [`virtio`'s `max_segments`] (254 here)
 //! runs per request. A 1 MiB chunk in 4 KiB pages is 256 runs: each write became two or three
 //! requests (`perf` on `block:block_rq_issue`: 2032 + 8 + 8 sectors). Carved from 2 MiB huge
-//! pages, the chunk is one run and one request. Measured (session 23, 1 MiB `O_DIRECT` writes
+//! pages, the chunk is one run and one request. Measured (on a virtio VM, 1 MiB `O_DIRECT` writes
 //! into preallocated never-written extents, `fdatasync` every 8 MiB): 1.62–1.68 GB/s from
 //! 4 KiB pages, 2.04–2.27 GB/s from a huge page.
 //!

@@ -1012,7 +1012,7 @@ pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outc
         // As Kafka: an empty transactional id is malformed.
         response.error_code = ResponseError::InvalidRequest.code();
     } else if decoded.transactional_id.is_some() {
-        // Producer transactions (issue 17): the transactional id's coordinator decides.
+        // Producer transactions: the transactional id's coordinator decides.
         super::ptxn_api::init_transactional(bus, &decoded, request.api_version, &mut response)
             .await;
     } else {

@@ -1,6 +1,6 @@
 //! DescribeCluster v0–2, DescribeProducers v0 and OffsetForLeaderEpoch v2–4: the admin APIs
 //! that `kafka-cluster`/`Admin.describeCluster`, `kafka-transactions describe-producers` and
-//! consumers validating their position call (issue 16). Kafka 4.4's ranges.
+//! consumers validating their position call. Kafka 4.4's ranges.
 //!
 //! This broker is node [`BROKER_NODE_ID`], the controller, and the leader of every partition
 //! at leader epoch 0 (what Metadata reports), so:
@@ -10,13 +10,13 @@
 //!   MISMATCHED_ENDPOINT_TYPE.
 //! - DescribeProducers reports each partition's idempotent producers from its producer state
 //!   (`producer_state`): producer id, epoch, last sequence and the max timestamp of its last
-//!   batch, and the first offset of its transaction open in the partition (issue 17; -1 if
+//!   batch, and the first offset of its transaction open in the partition (-1 if
 //!   none); the coordinator epoch is -1 (not tracked per producer).
 //! - OffsetForLeaderEpoch answers epoch 0 with the partition's end offset (its high watermark,
 //!   from the partitions' shard, as ListOffsets latest) and any other epoch with Kafka's
 //!   "undefined" (-1, -1); a current leader epoch above 0 is UNKNOWN_LEADER_EPOCH, one below 0
 //!   other than -1 (no check) is FENCED_LEADER_EPOCH — all as Kafka 4.4 answers
-//!   (measured on the reference broker, 2026-12-01).
+//!   (measured on the Kafka 4.4 reference broker).
 //!
 //! Errors of unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION per partition, as Kafka.
 

@@ -1,4 +1,4 @@
-//! Consumer-group administration (issue 16), what `kafka-consumer-groups` needs beside
+//! Consumer-group administration, what `kafka-consumer-groups` needs beside
 //! ListGroups (`share_admin`, every group type) and DeleteGroups (`delete_admin`, consumer and
 //! share groups): DescribeGroups v0–6 (15) and OffsetDelete v0 (47). Offsets are reset with
 //! OffsetCommit (`group_api`), as Kafka's tool does.

@@ -1,4 +1,4 @@
-//! Consumer groups on the wire (issue 16): the classic protocol — JoinGroup v0–9 (11),
+//! Consumer groups on the wire: the classic protocol — JoinGroup v0–9 (11),
 //! SyncGroup v0–5 (14), Heartbeat v0–4 (12), LeaveGroup v0–5 (13) — and committed offsets —
 //! OffsetCommit v2–9 (8), OffsetFetch v1–9 (9).
 //!

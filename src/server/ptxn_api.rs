@@ -1,4 +1,4 @@
-//! Producer transactions on the wire (issue 17): InitProducerId with a transactional id (22),
+//! Producer transactions on the wire: InitProducerId with a transactional id (22),
 //! AddPartitionsToTxn v0–5 (24), AddOffsetsToTxn v0–4 (25), EndTxn v0–5 (26),
 //! DescribeTransactions v0 (65) and ListTransactions v0–1 (66).
 //!

@@ -1,5 +1,7 @@
-//! The KIP-932 share-group APIs: ShareGroupHeartbeat v1 (76), ShareFetch v1 (78) and
-//! ShareAcknowledge v1 (79), and what happens when a share consumer's connection drops.
+//! The KIP-932 share-group APIs: ShareGroupHeartbeat v1 (76), ShareFetch v1–v2 (78) and
+//! ShareAcknowledge v1–v2 (79; v2 adds AcknowledgeType RENEW and the renew-only ShareFetch,
+//! KIP-1222, and ShareFetch's acquire mode, KIP-1206), and what happens when a share consumer's
+//! connection drops.
 //!
 //! Routing (`shard::share_state` has the state): a heartbeat runs on the group's shard. A
 //! ShareFetch first updates the member's share session on the group's shard (epochs as Kafka:

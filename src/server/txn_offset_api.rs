@@ -1,4 +1,4 @@
-//! TxnOffsetCommit v0–4 (API key 28, issue 17): offsets a transactional producer commits for a
+//! TxnOffsetCommit v0–4 (API key 28): offsets a transactional producer commits for a
 //! consumer group inside its transaction (`send_offsets_to_transaction`).
 //!
 //! The request goes to the group's shard as [`TxnCommitOffsets`]: the group fields are

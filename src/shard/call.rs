@@ -1,4 +1,4 @@
-//! Typed shard calls (issue 13): every operation names its own reply type ([`Op`]), so a caller
+//! Typed shard calls: every operation names its own reply type ([`Op`]), so a caller
 //! gets `Result<Op::Reply, CallError>` and never matches the transport's reply enum.
 //!
 //! [`ShardOp`] and [`ShardReply`] stay the transport (one message type crosses the mesh); an

@@ -1,4 +1,4 @@
-//! Op execution on a shard (issue 13): what a [`ShardOp`] does on the shard that owns its state,
+//! Op execution on a shard: what a [`ShardOp`] does on the shard that owns its state,
 //! written once in the runtime-free core, generic over [`ShardIo`] ([`ShardExec`], implemented
 //! for every `ShardIo` that derefs to its [`ShardCore`]). The runtime (`src/runtime/`) delivers
 //! ops from the mesh and from local calls to [`ShardExec::execute`] and runs the periodic steps
@@ -15,7 +15,8 @@
 //!
 //! Invariants:
 //! - `state` is borrowed only in synchronous sections; no `RefCell` borrow lives across an
-//!   `.await` (STYLE habit 4): after every await, what was read before is read again.
+//!   `.await`, and no invariant is assumed across one: after every await, what was read before is
+//!   read again.
 //! - Every [`ShardOp`] runs in its own detached task, locally or on the owning shard, so it
 //!   completes even if the requesting connection goes away (an admin change is always installed
 //!   on every shard once persisted).

@@ -1,4 +1,4 @@
-//! The runtime-free shard core (issue 13): one shard's state ([`ShardState`]), its state
+//! The runtime-free shard core: one shard's state ([`ShardState`]), its state
 //! journal and the journal's group-commit bookkeeping, op execution, and the steps that string
 //! them together with waits — written once, generic over [`ShardIo`], the little I/O a shard
 //! needs (call another shard, sleep, spawn a background task, write a journal or log flush,
@@ -24,7 +24,8 @@
 //! - [`append_entries`], [`wait_journal`], [`persist_entries`], [`ensure_journal_flush`]: the
 //!   journal's group commit. A failed append or flush poisons the journal and takes the I/O's
 //!   fatal path ([`ShardIo::journal_poisoned`]) before anyone waiting is answered.
-//! - [`txn`]: every step of share transactions (DESIGN.md §6): the coordinator's begin,
+//! - [`txn`]: every step of share transactions (the group's shard coordinates, the partitions'
+//!   shards participate): the coordinator's begin,
 //!   acknowledgement fan-out, prepare, commit / abort, list, timeouts, and the participants'
 //!   lock / persist / apply and their resolution after a restart.
 //! - [`exec`]: what every [`ops::ShardOp`] does on its shard ([`exec::ShardExec::execute`]),

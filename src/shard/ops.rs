@@ -571,8 +571,8 @@ pub struct ShareSessionOp {
     pub conn_id: u64,
 }
 
-/// Share-transaction work (issue 5). Coordinator ops run on the group's shard, participant
-/// ops on the partitions' shard (DESIGN.md §6).
+/// Share-transaction work. Coordinator ops run on the group's shard, participant ops on the
+/// partitions' shard.
 #[derive(Clone, Debug)]
 pub enum TxnOp {
     /// Coordinator: ShareBeginTransaction.
@@ -720,7 +720,7 @@ pub struct ShareOffset {
     pub lag: i64,
 }
 
-/// Producer-transaction coordinator work (issue 17), on the transactional id's shard
+/// Producer-transaction coordinator work, on the transactional id's shard
 /// (`model::group_shard` of the id); answered once the records it produced are durable.
 #[derive(Clone, Debug)]
 pub enum PtxnOp {

@@ -1,4 +1,4 @@
-//! The share side of producer transactions on a shard (KIP-1289's TxnShareAcknowledge, issue 17):
+//! The share side of producer transactions on a shard (KIP-1289's TxnShareAcknowledge):
 //! the partition's shard locks share records in a producer transaction and resolves them when
 //! the transaction's marker arrives. The rules are `crate::ptxn::share`'s; this module runs them
 //! on the shard's share partitions and produces the journal entries, which the runtime makes

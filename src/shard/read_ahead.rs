@@ -1,4 +1,4 @@
-//! Read-ahead of the log bytes an op is about to read (issue 14): the shard state says which
+//! Read-ahead of the log bytes an op is about to read: the shard state says which
 //! parts of which segment files the op's reads would take from the files
 //! ([`PartitionLog::read_ahead`]): a Fetch ([`ShardState::fetch_read_ahead`]), a ShareFetch and
 //! its MinBytes probe ([`ShardState::share_fetch_read_ahead`], from where each share partition

@@ -1,7 +1,7 @@
 //! Share groups on a shard (KIP-932): the state a shard owns and the synchronous operations
 //! the share handlers run on it.
 //!
-//! Ownership (DESIGN.md §6):
+//! Ownership:
 //! - The **group's shard** (`model::group_shard`) holds the group's membership
 //!   ([`ShareGroups`]) and the share sessions of its members ([`ShareSessions`]): a
 //!   ShareFetch first updates its session there, then fetches from the partitions' shards.
@@ -16,9 +16,9 @@
 //! them to the shard's journal and answers an acknowledgement only once they are durable.
 //! ACQUIRED never persists. A LOCKED run is journalled as AVAILABLE with its delivery count
 //! decremented — what an abort makes of it: an ONGOING transaction does not survive a restart
-//! (it is aborted, and its records come back at the count a live abort gives them, issue 12),
+//! (it is aborted, and its records come back at the count a live abort gives them),
 //! and a prepared one persists its locks, with the acquisition's count, in its own
-//! `TransactionLocks` entries, which replay on top (issue 5).
+//! `TransactionLocks` entries, which replay on top.
 //!
 //! The log start offset is not journalled with the share state: after a restart
 //! [`ShardState::share_apply_log_starts`] re-applies each log's start, and
@@ -1260,7 +1260,7 @@ mod tests {
         }
     }
 
-    /// Issue 12: records of an ONGOING transaction lost in a restart come back at the delivery
+    /// Records of an ONGOING transaction lost in a restart come back at the delivery
     /// count a live abort gives them — with or without the transaction's locks in the journal
     /// (a journal snapshot carries the locks of every transaction, ONGOING ones included).
     #[test]

@@ -1434,7 +1434,7 @@ mod tests {
         assert!(after_delete.groups_with_state().is_empty());
     }
 
-    /// Issue 12: the log start moving under a share group (DeleteRecords, retention) archives
+    /// The log start moving under a share group (DeleteRecords, retention) archives
     /// what falls below it and keeps the state above it: no stall on records in flight, no
     /// redelivery of records acknowledged above the new start.
     #[test]

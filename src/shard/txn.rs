@@ -1,4 +1,4 @@
-//! Share transactions on the shard core (issue 5, DESIGN.md §6), every step that waits or talks
+//! Share transactions on the shard core, every step that waits or talks
 //! to another shard; the synchronous steps they string together are `shard::txn_state`.
 //!
 //! Coordinator (the group's shard), [`execute`] of:
@@ -311,7 +311,9 @@ fn record_locks(
     }
 }
 
-/// Phase 1 on the coordinator (DESIGN.md §6).
+/// Phase 1 on the coordinator: closes the transaction to new acknowledgements, waits for those
+/// in flight, has every participant make its LOCKED ranges durable, then makes PREPARE durable
+/// and answers.
 async fn prepare<I: ShardIo>(io: &I, group_id: &str, id: &str) -> TxnAnswer {
     let core = io.core();
     let started = io.monotonic_us();
@@ -554,7 +556,8 @@ pub fn expire<I: ShardIo>(io: &I) -> Vec<TxnRecord> {
 
 /// After a restart: asks the coordinator about every transaction that holds LOCKED records
 /// here and applies its decision; PREPARE keeps the locks (only the framework's coordinator
-/// decides). ONGOING or unknown ones are aborted (DESIGN.md §6). Runs in the background.
+/// decides). ONGOING or unknown ones are aborted: the coordinator's journal is the truth. Runs
+/// in the background.
 pub fn resolve_locked_transactions<I: ShardIo>(io: &I) {
     let pending = io.core().state.borrow().share.txn_locked();
     if pending.is_empty() {

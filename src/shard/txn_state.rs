@@ -1,4 +1,4 @@
-//! Share transactions on a shard (issue 5, DESIGN.md §6): the synchronous steps of the
+//! Share transactions on a shard: the synchronous steps of the
 //! coordinator (on the group's shard: [`GroupTransactions`] per group) and of the participants
 //! (on the partitions' shards: LOCKED ranges in their [`SharePartition`]s). The shard core
 //! (`crate::shard::txn`) strings them together with the calls between shards and the waits for

@@ -1,7 +1,8 @@
 //! `SharePartition`: the state of one (share group, topic-partition) — KIP-932's share
 //! partition with Lockstep's transactional LOCKED state — as a pure state machine over runs.
 //!
-//! Owned by the shard that owns the topic-partition (DESIGN.md §6); the group coordinator on
+//! Owned by the shard that owns the topic-partition (`model::partition_shard`); the group
+//! coordinator on
 //! another shard reaches it by message. Nothing here reads a clock or does I/O: time comes in
 //! as `now_ms`, and the journal reads what to persist through [`SharePartition::take_delta`] and
 //! [`SharePartition::snapshot`].
@@ -13,7 +14,7 @@
 //!   are SPEO - SPSO + 1; no offset beyond SPSO + `partition_max_record_locks` - 1 is acquired.
 //! - Runs tile `[SPSO, SPEO]` exactly; the first run is never terminal.
 //!
-//! Rules (Kafka's, and DESIGN.md §3 for LOCKED):
+//! Rules (Kafka's, and Lockstep's own for LOCKED, the state the KIP adds):
 //! - Acquire: AVAILABLE → ACQUIRED, delivery count + 1, lock deadline `now + lock duration`.
 //! - Acknowledge (all-or-nothing per call): every offset must be ACQUIRED by the member, else
 //!   INVALID_RECORD_STATE and nothing changes. ACCEPT → ACKNOWLEDGED; REJECT and GAP →

@@ -1,7 +1,9 @@
 //! Record states, acknowledge types, and the one transition table every state change obeys.
 //!
 //! Kafka's `RecordState` (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) plus Lockstep's
-//! `LOCKED{txn, outcome}` for a record acknowledged inside a transaction (DESIGN.md §3):
+//! `LOCKED{txn, outcome}` for a record acknowledged inside a transaction, governed by the
+//! transaction and not by the acquisition lock (a lock timeout, a member leaving or a session
+//! closing never releases it):
 //!
 //! ```text
 //!   from \ to        AVAILABLE  ACQUIRED  ACKNOWLEDGED  ARCHIVED  LOCKED

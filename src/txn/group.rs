@@ -1,11 +1,12 @@
 //! `GroupTransactions`: the transaction coordinator's state for one share group.
 //!
-//! Owned by the shard that owns the group (DESIGN.md §6). Pure and synchronous: every
+//! Owned by the shard that owns the group (`model::group_shard`). Pure and synchronous: every
 //! operation takes `now_ms`, and before acting it aborts ONGOING transactions past their
 //! timeout and forgets finished ones past retention, so an operation never sees a
 //! transaction that should already have timed out.
 //!
-//! Rules (the KIP, the wire spec and DESIGN.md §3):
+//! Rules (the KIP's and the wire spec's, `schemas/share-transactions.md`; where the KIP is
+//! silent, Lockstep's own, as stated here):
 //! - begin: EMPTY → ONGOING; idempotent (a known id answers its current state, whatever the
 //!   timeout asked); the id must be `{groupId}-{prefix}-{checkpointId}` of this group;
 //!   TimeoutMs -1 means `share.transaction.timeout.ms`; at most `max_pending` ONGOING +

@@ -9,8 +9,8 @@
 //!
 //! Ownership: a group's `GroupTransactions` lives on the shard that owns the group. The
 //! records themselves (ACQUIRED → LOCKED → ACKNOWLEDGED / ARCHIVED / AVAILABLE) live in each
-//! participant's [`crate::share::SharePartition`], on the partition's shard; the handlers
-//! connect the two (DESIGN.md §6). Synchronous and I/O-free; time is passed in as `now_ms`.
+//! participant's [`crate::share::SharePartition`], on the partition's shard; the shard core
+//! connects the two (`crate::shard::txn`). Synchronous and I/O-free; time is passed in as `now_ms`.
 
 pub mod group;
 pub mod state;

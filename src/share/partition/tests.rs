@@ -581,7 +581,7 @@ fn large_contiguous_ranges_stay_few_runs() {
     p.check_invariants();
 }
 
-/// Issue 12, measured on Kafka 4.4: 10 records, limit 5, each delivery left to expire.
+/// Measured on Kafka 4.4: 10 records, limit 5, each delivery left to expire.
 #[test]
 fn throttled_delivery_near_the_limit_matches_kafka() {
     let mut p = SharePartition::new(

@@ -28,7 +28,7 @@ import org.apache.kafka.common.protocol.Errors;
 
 /**
  * Lockstep's {@link ShareTransactionCoordinator}: a blocking client of the share-transaction RPCs
- * (keys 1000-1005, spec/share-transaction-rpcs.md) for one share group, plus the KIP's recovery
+ * (keys 1000-1005, schemas/share-transactions.md) for one share group, plus the KIP's recovery
  * routine ({@link #recover}).
  *
  * <p>Configuration ({@link Properties}): {@code bootstrap.servers} (required), {@code group.id}

@@ -4,7 +4,7 @@ import org.apache.kafka.common.protocol.Errors;
 
 /**
  * {@link ShareTransactionCoordinator#commitTransaction(String)} failed. The wire spec's errors
- * (spec/share-transaction-rpcs.md) arrive as {@link #error()} with Kafka's exception as the cause:
+ * (schemas/share-transactions.md) arrive as {@link #error()} with Kafka's exception as the cause:
  * INVALID_TXN_STATE (the state machine does not allow it; {@link #state()} tells the state, e.g.
  * ABORTED after a timeout), TRANSACTIONAL_ID_NOT_FOUND, GROUP_ID_NOT_FOUND, INVALID_REQUEST.
  */

@@ -1,7 +1,7 @@
 package io.lockstep.clients;
 
 /**
- * The state of a share transaction, with its wire code (INT8, spec/share-transaction-rpcs.md).
+ * The state of a share transaction, with its wire code (INT8, schemas/share-transactions.md).
  * EMPTY → ONGOING → PREPARE → COMMITTED, or → ABORTED from ONGOING or PREPARE.
  */
 public enum TransactionState {

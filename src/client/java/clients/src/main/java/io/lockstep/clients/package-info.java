@@ -14,6 +14,6 @@
  * </ul>
  *
  * <p>The wire specification of the share-transaction RPCs (keys 1000-1005) is {@code
- * spec/share-transaction-rpcs.md}; the project's JSON message specs are {@code schemas/Share*.json}.
+ * schemas/share-transactions.md} with the JSON message specs {@code schemas/Share*.json}.
  */
 package io.lockstep.clients;

@@ -54,7 +54,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * Issue 18: {@code io.lockstep.clients} over SASL_SSL. One broker started from a {@code
+ * {@code io.lockstep.clients} over SASL_SSL. One broker started from a {@code
  * server.properties} with a PLAINTEXT listener (the fixture's, principal {@code User:ANONYMOUS}, a
  * super user) and a SASL_SSL listener (PLAIN users from the JAAS text, SCRAM users added with
  * kafka-clients' Admin), StandardAuthorizer on, certificates made by the {@code openssl} CLI (the

@@ -48,7 +48,7 @@ import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The issue's proof: a Flink job on a MiniCluster (2 task managers) reads N records from a Lockstep
+ * End to end: a Flink job on a MiniCluster (2 task managers) reads N records from a Lockstep
  * share group (4 partitions, parallelism 2, a checkpoint every 500 ms) into an exactly-once sink
  * while failures are injected: a map function throws twice (the task restarts from the last
  * checkpoint), a task manager is terminated (and a new one started), and the broker is SIGKILLed and

@@ -45,7 +45,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Issue 17: Flink's own exactly-once {@code KafkaSink} (flink-connector-kafka 5.0.0-2.2,
+ * Flink's own exactly-once {@code KafkaSink} (flink-connector-kafka 5.0.0-2.2,
  * {@code DeliveryGuarantee.EXACTLY_ONCE}) writing into the broker from Flink's bounded
  * {@code fromSequence} source, on a MiniCluster with a checkpoint every 500 ms, while a map throws twice:
  * while processing (on restore the sink aborts the transactions the failed attempt left open, probing

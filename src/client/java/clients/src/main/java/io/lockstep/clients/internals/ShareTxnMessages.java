@@ -8,7 +8,7 @@ import org.apache.kafka.common.Uuid;
 
 /**
  * Codecs of Lockstep's share-transaction RPCs, keys 1000-1005, version 0, flexible (written from
- * {@code schemas/Share*.json}; the wire spec is {@code spec/share-transaction-rpcs.md}). Requests
+ * {@code schemas/Share*.json}; the wire spec is {@code schemas/share-transactions.md}). Requests
  * are encoded to bytes (the body after the request header); responses decoded from the body after
  * the response header. Every structure ends with an empty tagged-field section.
  */
