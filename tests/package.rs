@@ -83,7 +83,7 @@ fn the_debian_package_installs_and_runs_as_a_notify_service() {
     // The binaries this test run was built with (the release profile of `cargo test --release`).
     run(Command::new(&cargo_deb)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["--no-build", "--no-strip", "--fast", "-o"])
+        .args(["--no-build", "--fast", "-o"])
         .arg(out_dir.path()));
     let deb: PathBuf = std::fs::read_dir(out_dir.path())
         .unwrap()
@@ -93,10 +93,10 @@ fn the_debian_package_installs_and_runs_as_a_notify_service() {
     let listing = run(Command::new("dpkg-deb").arg("-c").arg(&deb));
     let listing = String::from_utf8_lossy(&listing.stdout).to_string();
     for file in [
-        "./usr/bin/lockstep",
-        "./usr/bin/lockstep-inspect",
-        "./etc/lockstep/server.properties",
-        "lockstep.service",
+        "usr/bin/lockstep\n",
+        "usr/bin/lockstep-inspect\n",
+        "etc/lockstep/server.properties\n",
+        "system/lockstep.service\n",
     ] {
         assert!(listing.contains(file), "{file} not in the package:\n{listing}");
     }
