@@ -463,8 +463,9 @@ pub const GROUP_INITIAL_REBALANCE_DELAY_MS: u64 = 3_000;
 pub const OFFSETS_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
 /// Kafka's `offset.metadata.max.bytes`: longer commit metadata is OFFSET_METADATA_TOO_LARGE.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
-/// Members of one group (Kafka's `group.max.size` is unbounded; a bound keeps a join storm
-/// from growing a group without limit): a join beyond it is GROUP_MAX_SIZE_REACHED.
+/// Members of one consumer group, classic or KIP-848 (Kafka's `group.max.size` and
+/// `group.consumer.max.size` are unbounded; a bound keeps a join storm from growing a group
+/// without limit): a join beyond it is GROUP_MAX_SIZE_REACHED.
 pub const GROUP_MEMBERS_MAX: usize = 10_000;
 /// Committed offsets one shard holds (over all its groups); beyond it commits are refused
 /// (OFFSET_METADATA_TOO_LARGE is not right; Kafka has no such limit, Lockstep answers

@@ -52,8 +52,6 @@ pub struct TopicMeta {
 pub const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
 /// Kafka's `group.consumer.session.timeout.ms` default.
 pub const SESSION_TIMEOUT_MS: u64 = 45_000;
-/// Kafka's `group.consumer.max.size` default.
-pub const GROUP_MEMBERS_MAX: usize = i32::MAX as usize;
 /// Member id length limit (Kafka: 36-character UUIDs from clients; generous here).
 pub const MEMBER_ID_BYTES_MAX: usize = 255;
 
@@ -439,7 +437,7 @@ impl Consumer848Group {
                     ));
                 }
                 if !self.members.contains_key(id) {
-                    if self.members.len() >= GROUP_MEMBERS_MAX {
+                    if self.members.len() >= crate::constants::GROUP_MEMBERS_MAX {
                         return Err(HeartbeatError::GroupFull);
                     }
                     self.members.insert(
