@@ -209,6 +209,13 @@
 //! AVAILABLE, as in Kafka); an ONGOING share transaction is aborted; a participant holding
 //! locks of a transaction asks its coordinator, and PREPARE keeps them.
 //!
+//! **The data directory's identity** ([`shard::data_dir`]). `metadata.json` names the topics
+//! the logs and journals belong to, and `meta.properties` the cluster. A start never replaces
+//! them over existing data: with `metadata.json` lost, or the two files naming different
+//! clusters, the broker refuses to start (exit 3, naming the file), and a partition directory no
+//! topic names is renamed `<name>-stray`, never deleted. Only the directories of a topic whose
+//! deletion is durable in `metadata.json` are removed.
+//!
 //! **One fatal path** ([`runtime::fatal`]). A poisoned partition log or journal, or a panic on a
 //! shard thread, ends the whole process at once, before anyone waiting is answered, with one
 //! line on stderr (`lockstep: fatal: <reason> on shard-N: <detail>`) and its own exit status:
