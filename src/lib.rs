@@ -19,13 +19,13 @@
 //! runtime (glommio: executors, listeners, mesh, io_uring)     implements server::Bus, shard::ShardIo
 //!   └ server (request handlers, async over Bus; Kafka error codes chosen here)
 //!       └ shard (the runtime-free shard core: state, journal group commit, op execution)
-//!           └ share · txn · ptxn · group · kip848 (synchronous state machines)
+//!           └ share · share_txn · producer_txn · group (synchronous state machines)
 //!               └ log · journal (partition logs, state journal)
 //!                   └ storage (frames, block memory, files and their crash double)
 //! ```
 //!
 //! - [`constants`]: every limit and default, units in the names, compile-time checks of how
-//!   they relate. [`config`], [`config_file`]: validated configuration (flags, Kafka-style
+//!   they relate. [`config`] (and [`config::file`]): validated configuration (flags, Kafka-style
 //!   `server.properties`, topic, broker and group configs).
 //! - [`model`]: newtypes and the ownership functions (which shard owns a partition, a group).
 //! - [`storage`]: the segment header and CRC frames shared by logs and journal, the recovery scan
@@ -38,21 +38,22 @@
 //!   chunked snapshots, compaction, recovery, and the decoder `lockstep-inspect` uses.
 //! - [`share`]: KIP-932 record states (one transition table), offset runs, `SharePartition`,
 //!   durable snapshots and deltas; [`share::fetch`], the pure ShareFetch rules.
-//! - [`txn`]: share-transaction states (one transition table) and a group's transactions.
-//! - [`ptxn`]: producer transactions: the coordinator state machine, the partition side (open
+//! - [`share_txn`]: share-transaction states (one transition table) and a group's transactions.
+//! - [`producer_txn`]: producer transactions: the coordinator state machine, the partition side (open
 //!   transactions, last stable offset, aborted-transaction index, control records), share
 //!   records locked by a producer transaction.
 //! - [`group`]: consumer groups (the classic state machine, committed offsets);
-//!   [`kip848`]: the KIP-848 consumer-group state machine and its assignors.
-//! - [`authz`]: Kafka's ACL model (StandardAuthorizer's rules), pure; [`sasl`], [`scram`]: the
-//!   SASL exchange (PLAIN, SCRAM) and SCRAM-SHA-256/512; [`conn_limits`]: broker-wide
+//!   [`group::kip848`]: the KIP-848 consumer-group state machine and its assignors.
+//! - [`security`]: [`security::authz`], Kafka's ACL model (StandardAuthorizer's rules), pure;
+//!   [`security::sasl`], [`security::scram`]: the SASL exchange (PLAIN, SCRAM) and
+//!   SCRAM-SHA-256/512; [`security::conn_limits`]: broker-wide
 //!   connection limits.
 //! - [`protocol`]: the Kafka wire codec on the `kafka-protocol` crate, a structural pre-check
 //!   of request bodies, codecs generated from JSON message specs ([`protocol::generated`]), and
 //!   gathered response encoding ([`protocol::gather`]).
 //! - [`shard`]: the shard core, generic over [`shard::ShardIo`] (call another shard, sleep,
 //!   spawn, write a flush, read ahead, the clock, the fatal path); [`shard::exec`], what every
-//!   op does on its shard; [`shard::txn`], every share-transaction step that waits or talks to
+//!   op does on its shard; [`shard::share_txn`], every share-transaction step that waits or talks to
 //!   another shard.
 //! - [`server`]: request handlers, one file per API family, `async` over [`server::Bus`]; the
 //!   ACL hook ([`server::authorize`]) runs before each; [`server::codes`] maps typed errors to
@@ -115,7 +116,7 @@
 //! start moves (retention, DeleteRecords, a restart), each share partition archives what lies
 //! below it.
 //!
-//! **Share transactions** (API keys 1000–1005, [`shard::txn`]). Every call goes to the group's
+//! **Share transactions** (API keys 1000–1005, [`shard::share_txn`]). Every call goes to the group's
 //! shard, the coordinator. A transactional acknowledgement registers its partitions there (the
 //! transaction must be ONGOING, the member known); the coordinator locks the records on the
 //! partitions' shards in parallel (ACQUIRED → LOCKED, a range transition indexed by
@@ -127,7 +128,7 @@
 //! crash they ask the coordinator again. The broker aborts an ONGOING transaction past its
 //! timeout and at restart, never a PREPARE one.
 //!
-//! **Producer transactions** ([`ptxn`]). The coordinator lives on the shard the transactional
+//! **Producer transactions** ([`producer_txn`]). The coordinator lives on the shard the transactional
 //! id hashes to, with Kafka's states; every change is a journal entry, answered once durable;
 //! markers go out only after PrepareCommit / PrepareAbort is durable and are retried until every
 //! participant answered (again after a restart). A partition rebuilds its open transactions,
@@ -140,7 +141,7 @@
 //! them: the same LOCKED state and participant steps, another coordinator.
 //!
 //! **Consumer groups.** The classic protocol ([`group::classic`], one transition table) and
-//! KIP-848 ([`kip848`]) on the group's shard; committed offsets are journal entries, answered
+//! KIP-848 ([`group::kip848`]) on the group's shard; committed offsets are journal entries, answered
 //! once durable; membership is not persisted.
 //!
 //! # Durability
@@ -318,29 +319,24 @@
 //!
 //! The state machines are tested against trivial models from printed seeds (`tests/*_model.rs`);
 //! the shard core runs in deterministic simulations with crashes that drop unsynced bytes
-//! (`tests/share_txn_sim.rs`, `tests/share_ptxn_sim.rs`, `tests/read_ahead_sim.rs`); logs and
+//! (`tests/share_txn_sim.rs`, `tests/share_producer_txn_sim.rs`, `tests/read_ahead_sim.rs`); logs and
 //! journals are SIGKILLed in real processes and corrupted byte by byte; the binary is tested
 //! with real Kafka clients, most scenarios also against Apache Kafka 4.4 for parity.
 
-pub mod authz;
 pub mod client;
 pub mod config;
-pub mod config_file;
-pub mod conn_limits;
 pub mod constants;
 pub mod group;
 pub mod journal;
-pub mod kip848;
 pub mod log;
 pub mod metrics;
 pub mod model;
 pub mod protocol;
-pub mod ptxn;
+pub mod producer_txn;
 pub mod runtime;
-pub mod sasl;
-pub mod scram;
+pub mod security;
 pub mod server;
 pub mod shard;
 pub mod share;
+pub mod share_txn;
 pub mod storage;
-pub mod txn;

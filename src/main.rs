@@ -15,7 +15,7 @@
 
 use clap::Parser;
 use lockstep::config::{BrokerConfig, LogFormat};
-use lockstep::config_file::{FileConfig, FileError};
+use lockstep::config::file::{FileConfig, FileError};
 use std::path::PathBuf;
 
 /// Full segment-tail chunks in huge pages once the runtime enables it (the broker does, at
@@ -73,7 +73,7 @@ fn load_file(path: Option<&PathBuf>, overrides: &[String]) -> Result<FileConfig,
                 path: path.display().to_string(),
                 reason: e.to_string(),
             })?;
-            lockstep::config_file::parse_properties(&text)
+            lockstep::config::file::parse_properties(&text)
         }
         None => Vec::new(),
     };
@@ -88,7 +88,7 @@ fn load_file(path: Option<&PathBuf>, overrides: &[String]) -> Result<FileConfig,
         };
         let key = key.trim().to_string();
         props.retain(|p| p.key != key);
-        props.push(lockstep::config_file::Property {
+        props.push(lockstep::config::file::Property {
             key,
             value: value.to_string(),
             line: 0,

@@ -452,16 +452,17 @@ struct Rule {
 /// their files only through `crate::storage` (real files, or the crash double of the tests).
 const IO_FREE: &[&str] = &[
     "src/share/",
-    "src/txn/",
-    "src/ptxn/",
+    "src/share_txn/",
+    "src/producer_txn/",
     "src/group/",
-    "src/kip848/",
+    "src/group/kip848/",
     "src/log/",
     "src/journal/",
     "src/model.rs",
     "src/protocol/",
-    "src/sasl.rs",
-    "src/scram.rs",
+    "src/security/sasl.rs",
+    "src/security/scram.rs",
+    "src/security/authz/",
 ];
 
 /// Forbidden in [`IO_FREE`] code.
@@ -485,10 +486,10 @@ const RULES: &[Rule] = &[
     // share-transaction state codes (`txn::TxnState`, a plain enum on the wire), nothing of the
     // broker that serves it (so the client library shares it).
     Rule {
-        what: "src/protocol/ names only crate::protocol, crate::constants and crate::txn",
+        what: "src/protocol/ names only crate::protocol, crate::constants and crate::share_txn",
         within: &["src/protocol/"],
         except: &[],
-        forbid: &[Forbid::CrateExcept(&["protocol", "constants", "txn"])],
+        forbid: &[Forbid::CrateExcept(&["protocol", "constants", "share_txn"])],
     },
     // The storage layer is the bottom: real files and the crash double, under the logs and
     // journals that use it.
@@ -504,10 +505,10 @@ const RULES: &[Rule] = &[
         what: "the state machines and storage name no crate::shard, crate::server, crate::runtime",
         within: &[
             "src/share/",
-            "src/txn/",
-            "src/ptxn/",
+            "src/share_txn/",
+            "src/producer_txn/",
             "src/group/",
-            "src/kip848/",
+            "src/group/kip848/",
             "src/log/",
             "src/journal/",
             "src/storage/",

@@ -1376,7 +1376,7 @@ fn abort_at_restart_counts_like_a_live_abort(ctx: &Ctx) {
         again[..2].iter().map(|x| x.1).collect::<Vec<_>>(),
         "an abort at restart counts like a live abort"
     );
-    // A live abort redelivers at the same delivery count (README, tests/txn_cli.rs).
+    // A live abort redelivers at the same delivery count (README, tests/share_txn_cli.rs).
     assert_eq!(again, vec![(0, 1), (1, 1), (2, 1), (3, 1)]);
 }
 

@@ -19,7 +19,7 @@
 //!
 //! The markers themselves (commit → ACKNOWLEDGED, abort → redelivered at the same delivery
 //! count) are tested end to end in `share_producer_txn_e2e.rs`; their share side in
-//! `ptxn::share` and `shard::ptxn_share`.
+//! `ptxn::share` and `shard::producer_txn_share`.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ use lockstep::client::producer::{Producer, ProducerRecord};
 use lockstep::client::producer_txn::TransactionalProducer;
 use lockstep::client::share_consumer::{AckType, ShareConsumer, ShareRecord};
 use lockstep::protocol::apis;
-use lockstep::protocol::txn_share::{
+use lockstep::protocol::producer_txn_share::{
     TxnShareAcknowledgeBatch, TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest,
     TxnShareAcknowledgeResponse, TxnShareAcknowledgeTopic,
 };

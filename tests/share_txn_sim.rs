@@ -1,8 +1,8 @@
 //! Deterministic simulation of share groups with transactional acknowledgements over two
 //! shards, driving the production shard core (`lockstep::shard`): the share
-//! transaction coordinator and participant steps that run in the broker (`shard::txn`) and the
+//! transaction coordinator and participant steps that run in the broker (`shard::share_txn`) and the
 //! journal's group commit (`shard::persist_entries`), on a deterministic implementation of
-//! `ShardIo` shared with `tests/share_ptxn_sim.rs` (`tests/common/sim.rs`; shard calls run
+//! `ShardIo` shared with `tests/share_producer_txn_sim.rs` (`tests/common/sim.rs`; shard calls run
 //! through the production `ShardExec::execute`): a seeded single-threaded executor (ready tasks are polled in a seeded random
 //! order), a virtual clock (it jumps to the next timer when nothing is ready), shard calls that
 //! run in a task of their own like the mesh's, journal flushes that take a random number of
@@ -18,7 +18,7 @@
 //! `Lock`, completion, a late abort when the transaction ended meanwhile); `Prepare` (waiting on
 //! the notification for acknowledgements in flight: some checkpoints race an acknowledgement,
 //! or an abort, against the prepare); `PersistLocks`; `Commit` / `Abort` and the participants'
-//! `Apply`; `List`; timeouts (`shard::txn::expire`); restart resolution
+//! `Apply`; `List`; timeouts (`shard::share_txn::expire`); restart resolution
 //! (`resolve_locked_transactions` and `State`). Fetches, plain acknowledgements, lock expiry,
 //! member release and snapshots call the shard state directly (their durability wait is the
 //! core's `persist_entries`).
@@ -53,11 +53,11 @@ use lockstep::shard::registry::TopicRegistry;
 use lockstep::shard::share_group::Heartbeat;
 use lockstep::shard::share_state::ShareState;
 use lockstep::shard::state::ShardState;
-use lockstep::shard::{self, txn, ShardCore, ShardIo};
+use lockstep::shard::{self, share_txn, ShardCore, ShardIo};
 use lockstep::share::{AckBatch, AcknowledgeType, RecordState};
 use lockstep::storage::file::SimStorage;
 use lockstep::storage::mmap::MemDir;
-use lockstep::txn::TxnState;
+use lockstep::share_txn::TxnState;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::cell::RefCell;
@@ -225,7 +225,7 @@ impl Sim {
     /// A share-transaction op on the coordinator's shard, through the production core.
     fn txn_op(&self, op: TxnOp) -> TxnReplyMsg {
         let io = self.io(coordinator());
-        self.run(async move { txn::execute(&io, op).await })
+        self.run(async move { share_txn::execute(&io, op).await })
     }
 
     fn answer(&self, op: TxnOp) -> TxnAnswer {
@@ -476,7 +476,7 @@ impl Sim {
             let op = Self::ack_op(*m, &id, offsets);
             let slot = acked.clone();
             self.world.exec.spawn(async move {
-                *slot.borrow_mut() = Some(txn::execute(&io, op).await);
+                *slot.borrow_mut() = Some(share_txn::execute(&io, op).await);
             });
         }
         {
@@ -487,7 +487,7 @@ impl Sim {
             };
             let slot = prepared.clone();
             self.world.exec.spawn(async move {
-                let TxnReplyMsg::Answer(a) = txn::execute(&io, op).await else {
+                let TxnReplyMsg::Answer(a) = share_txn::execute(&io, op).await else {
                     panic!("prepare answers an answer");
                 };
                 *slot.borrow_mut() = Some(a);
@@ -565,7 +565,7 @@ impl Sim {
             let op = Self::ack_op(m, &id, &offsets);
             let slot = acked.clone();
             self.world.exec.spawn(async move {
-                *slot.borrow_mut() = Some(txn::execute(&io, op).await);
+                *slot.borrow_mut() = Some(share_txn::execute(&io, op).await);
             });
         }
         self.decide(&id, false);
@@ -597,7 +597,7 @@ impl Sim {
         for shard in 0..SHARDS {
             let io = self.io(shard);
             io.core().state.borrow_mut().share.expire_locks(now);
-            for record in txn::expire(&io) {
+            for record in share_txn::expire(&io) {
                 self.fw.in_txn.remove(&record.transaction_id);
                 if self.fw.current.as_deref() == Some(record.transaction_id.as_str()) {
                     self.fw.current = None;
@@ -672,7 +672,7 @@ impl Sim {
         // Participants resolve their locks with the coordinator (production code).
         for shard in 0..SHARDS {
             self.append(shard);
-            txn::resolve_locked_transactions(&self.io(shard));
+            share_txn::resolve_locked_transactions(&self.io(shard));
         }
         self.settle();
         // Workers lost their acquisitions and rejoin; the framework recovers (the KIP routine).

@@ -63,7 +63,7 @@ use crate::protocol::apis;
 use crate::protocol::share_txn::{
     self as txn_wire, ShareAcknowledgeTransactionalRequest, ShareAcknowledgeTransactionalResponse,
 };
-use crate::protocol::txn_share::{
+use crate::protocol::producer_txn_share::{
     TxnShareAcknowledgeBatch, TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest,
     TxnShareAcknowledgeResponse, TxnShareAcknowledgeTopic,
 };

@@ -36,7 +36,7 @@ use crate::protocol::share_txn::{
     ShareListTransactionsRequest, ShareListTransactionsResponse, SharePrepareTransactionRequest,
     SharePrepareTransactionResponse, VERSION,
 };
-pub use crate::txn::TxnState;
+pub use crate::share_txn::TxnState;
 
 /// Kafka error codes this module reacts to.
 pub mod code {

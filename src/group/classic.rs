@@ -8,7 +8,7 @@
 //! deadlines are met within a poll interval without a timer on the shard.
 //!
 //! States and transitions are Kafka 4.4's (`ClassicGroupState`), checked by one table
-//! ([`ClassicState::can_follow`]); every change goes through [`ClassicGroup::transition`]:
+//! ([`ClassicState::can_follow`]); every change goes through `ClassicGroup::transition`:
 //! ```text
 //!   Empty ──join──▶ PreparingRebalance ──all joined / timeout──▶ CompletingRebalance
 //!     ▲                 ▲        │ nobody left                        │ leader's SyncGroup

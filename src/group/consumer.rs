@@ -3,6 +3,6 @@
 //! (`super::classic`) and sharing the group's committed offsets (`super::offsets`).
 //!
 //! The state machine (members, epochs, server-side assignors, reconciliation, the member-epoch
-//! checks of OffsetCommit / OffsetFetch) is `crate::kip848`, runtime-free and model-tested there.
+//! checks of OffsetCommit / OffsetFetch) is `crate::group::kip848`, runtime-free and model-tested there.
 
-pub use crate::kip848::Consumer848Group as ConsumerMembership;
+pub use crate::group::kip848::Consumer848Group as ConsumerMembership;

@@ -18,7 +18,7 @@
 //! Replay ([`ConsumerGroups::restore`]): the snapshot's `group_offsets`, then every
 //! `GroupOffsetCommit` entry in order; the latest entry of (group, topic, partition) wins and a
 //! tombstone removes it. Entries with a producer id are pending transactional offsets
-//! ([`txn_offsets`]), replayed into [`txn_offsets::PendingTxnOffsets`] the same way.
+//! ([`producer_txn_offsets`]), replayed into [`producer_txn_offsets::PendingTxnOffsets`] the same way.
 //!
 //! Transactional offsets (TxnOffsetCommit): [`ConsumerGroups::txn_commit`] validates as
 //! Kafka's `validateTransactionalOffsetCommit` and keeps the offsets pending per producer;
@@ -31,7 +31,8 @@ pub mod consumer;
 pub mod error;
 pub mod offsets;
 pub mod ops;
-pub mod txn_offsets;
+pub mod kip848;
+pub mod producer_txn_offsets;
 
 pub use classic::{ClassicGroup, ClassicState};
 pub use consumer::ConsumerMembership;
@@ -146,7 +147,7 @@ pub struct ListedGroup {
 pub struct ConsumerGroups {
     groups: BTreeMap<String, ConsumerGroup>,
     /// Offsets committed inside producer transactions, until their marker.
-    pending: txn_offsets::PendingTxnOffsets,
+    pending: producer_txn_offsets::PendingTxnOffsets,
     entries: Vec<Entry>,
     /// `group.initial.rebalance.delay.ms`.
     pub initial_rebalance_delay_ms: u64,
@@ -161,7 +162,7 @@ impl Default for ConsumerGroups {
     fn default() -> ConsumerGroups {
         ConsumerGroups {
             groups: BTreeMap::new(),
-            pending: txn_offsets::PendingTxnOffsets::default(),
+            pending: producer_txn_offsets::PendingTxnOffsets::default(),
             entries: Vec::new(),
             initial_rebalance_delay_ms: GROUP_INITIAL_REBALANCE_DELAY_MS,
             retention_ms: OFFSETS_RETENTION_MS,
@@ -359,12 +360,12 @@ impl ConsumerGroups {
         &mut self,
         group_id: &str,
         producer_id: i64,
-        outcome: crate::ptxn::TxnOutcome,
+        outcome: crate::producer_txn::TxnOutcome,
         now_ms: u64,
     ) -> usize {
         let (taken, removals) = self.pending.take(group_id, producer_id);
         let resolved = taken.len();
-        if outcome == crate::ptxn::TxnOutcome::Commit && !taken.is_empty() {
+        if outcome == crate::producer_txn::TxnOutcome::Commit && !taken.is_empty() {
             let group = self.get_or_create(group_id, now_ms);
             let committed: Vec<GroupOffsetCommit> = taken
                 .into_iter()

@@ -115,8 +115,8 @@ pub struct DescribeGroup {
 #[derive(Clone, Debug)]
 pub struct ConsumerHeartbeat {
     pub group_id: String,
-    pub request: crate::kip848::HeartbeatIn,
-    pub topics: std::collections::BTreeMap<String, crate::kip848::TopicMeta>,
+    pub request: crate::group::kip848::HeartbeatIn,
+    pub topics: std::collections::BTreeMap<String, crate::group::kip848::TopicMeta>,
 }
 
 /// ConsumerGroupDescribe of one group.
@@ -177,7 +177,7 @@ pub enum GroupReply {
     Deleted(Result<bool, GroupError>),
     Listed(Vec<ListedGroup>),
     Described(Option<GroupDescription>),
-    ConsumerHeartbeat(Result<crate::kip848::HeartbeatOut, crate::kip848::HeartbeatError>),
+    ConsumerHeartbeat(Result<crate::group::kip848::HeartbeatOut, crate::group::kip848::HeartbeatError>),
     /// The group's KIP-848 state, if it is a consumer group.
     ConsumerDescribed(Option<ConsumerMembership>),
 }
@@ -190,11 +190,11 @@ fn consumer<'a>(
     groups: &'a mut ConsumerGroups,
     group_id: &str,
     now_ms: u64,
-) -> Result<&'a mut ConsumerMembership, crate::kip848::HeartbeatError> {
+) -> Result<&'a mut ConsumerMembership, crate::group::kip848::HeartbeatError> {
     let group = groups.get_or_create(group_id, now_ms);
     if let Membership::Classic(c) = &group.membership {
         if !c.is_empty() {
-            return Err(crate::kip848::HeartbeatError::NotConsumerGroup(
+            return Err(crate::group::kip848::HeartbeatError::NotConsumerGroup(
                 group_id.to_string(),
             ));
         }

@@ -193,7 +193,7 @@ fn deleting_an_empty_group_writes_tombstones() {
 /// same committed and pending state.
 #[test]
 fn transactional_offsets_are_pending_until_the_marker() {
-    use crate::ptxn::TxnOutcome::{Abort, Commit};
+    use crate::producer_txn::TxnOutcome::{Abort, Commit};
     let mut groups = no_delay();
     // Unknown group with a generation: ILLEGAL_GENERATION; a simple one is created.
     assert_eq!(

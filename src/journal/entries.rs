@@ -6,7 +6,7 @@
 //! `Verifier`), laid out exactly as flatc would emit them. Debian's flatc is too old for
 //! `flatbuffers` 25, and `planus` generates code for its own runtime, which would mean a second
 //! FlatBuffers runtime beside the one the design names. The `.fbs` file stays the normative
-//! schema: each table below is declared once through [`fb_table!`], which produces the
+//! schema: each table below is declared once through `fb_table!`, which produces the
 //! verifier, the typed accessors and a description of the fields; a unit test parses
 //! `schemas/journal.fbs` and checks every table, field id, type, default, `required` flag,
 //! struct layout and entry kind against those descriptions. Any flatc-generated reader can

@@ -909,7 +909,7 @@ impl<S: Storage> PartitionLog<S> {
     /// check [`Self::is_poisoned`] when they get `None`).
     ///
     /// While write-behinds are in flight, the ticket is a *prefix flush*
-    /// ([`Self::begin_prefix_flush`]): it writes no tail and covers the batches below the
+    /// (`Self::begin_prefix_flush`): it writes no tail and covers the batches below the
     /// first write-behind in flight, `None` if that covers nothing new. The runtime then waits
     /// for that write-behind and asks again; a ticket that also writes the rest of the tail
     /// begins once none is in flight.

@@ -191,7 +191,7 @@ pub struct BlockWrite {
 }
 
 /// Zeros to write over file bytes `[position, position + len)` of a segment (both multiples
-/// of the block size), handed out in a flush ticket ([`Segment::zero_ahead`]).
+/// of the block size), handed out in a flush ticket (`Segment::zero_ahead`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZeroFill {
     pub path: PathBuf,

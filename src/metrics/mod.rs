@@ -412,7 +412,7 @@ fn respond(request: &[u8], registry: &MetricsRegistry) -> String {
     }
 }
 
-/// Serves HTTP GETs ([`respond`]) on `listener`, one connection at a time, on the calling
+/// Serves HTTP GETs (`respond`) on `listener`, one connection at a time, on the calling
 /// thread, until the listener fails.
 pub fn serve(listener: TcpListener, registry: Arc<MetricsRegistry>) -> io::Result<()> {
     for stream in listener.incoming() {

@@ -248,7 +248,7 @@ mod tests {
     use super::*;
     use crate::protocol::apis::{METADATA, SHARE_BEGIN_TRANSACTION};
     use crate::protocol::share_txn::{ShareBeginTransactionRequest, ShareBeginTransactionResponse};
-    use crate::txn::TxnState;
+    use crate::share_txn::TxnState;
     use kafka_protocol::messages::{ApiVersionsResponse, MetadataRequest};
     use kafka_protocol::protocol::StrBytes;
 

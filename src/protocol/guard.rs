@@ -1272,7 +1272,7 @@ mod tests {
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             apis::TXN_SHARE_ACKNOWLEDGE => {
-                let r = crate::protocol::txn_share::sample_request();
+                let r = crate::protocol::producer_txn_share::sample_request();
                 Box::new(move |b| r.encode(b, version).map_err(|e| e.to_string()))
             }
             // The project's keys (once served): the `share_txn` samples, version 0.

@@ -27,6 +27,6 @@ pub mod gather;
 pub mod generated;
 pub mod guard;
 pub mod share_txn;
-pub mod txn_share;
+pub mod producer_txn_share;
 pub mod unsupported;
 pub mod wire;

@@ -22,7 +22,7 @@
 //! truncated input, bad UTF-8, a null where none is allowed, and over-long varints are typed
 //! errors ([`WireError`]).
 
-use crate::txn::TxnState;
+use crate::share_txn::TxnState;
 use std::fmt;
 
 pub use super::generated::share_abort_transaction_request::ShareAbortTransactionRequest;

@@ -40,8 +40,8 @@
 //! (Kafka's behaviour). Other connections are unaffected.
 
 use super::shard_handle::ShardHandle;
-use crate::config_file::SecurityProtocol;
-use crate::conn_limits::ConnectionLimits;
+use crate::config::file::SecurityProtocol;
+use crate::security::conn_limits::ConnectionLimits;
 use crate::constants::{
     CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SASL_AUTHENTICATION_MS_MAX,
     SASL_FAILED_AUTHENTICATION_DELAY_MS, SASL_UNAUTHENTICATED_FRAME_BYTES_MAX,
@@ -50,7 +50,7 @@ use crate::constants::{
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, parse_frame, Inbound, Request};
 use crate::protocol::framing::{frame_with_size, FrameDecoder};
-use crate::sasl::{Authenticators, Mechanism, PlainUsers, SaslConnection, Step};
+use crate::security::sasl::{Authenticators, Mechanism, PlainUsers, SaslConnection, Step};
 use crate::server::dispatch::dispatch;
 use crate::server::CredentialAdmin;
 use crate::server::{ConnInfo, Outcome};
@@ -83,7 +83,7 @@ pub struct Endpoint {
     pub tls: Option<futures_rustls::TlsAcceptor>,
     /// The authorizer's settings, if one is configured (every connection's requests are
     /// authorized against them and the registry's ACLs).
-    pub authorizer: Option<std::sync::Arc<crate::authz::AuthorizerConfig>>,
+    pub authorizer: Option<std::sync::Arc<crate::security::authz::AuthorizerConfig>>,
     /// Set for SASL_PLAINTEXT and SASL_SSL listeners.
     pub sasl: Option<SaslEndpoint>,
     /// The broker-wide connection limits (one instance for every shard and listener).

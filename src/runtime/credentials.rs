@@ -7,7 +7,7 @@
 //! Writes are serialized by a mutex and made with blocking file calls on the calling shard's
 //! thread: alterations are rare administrative requests and the file is small.
 
-use crate::scram::ScramCredentials;
+use crate::security::scram::ScramCredentials;
 use crate::server::CredentialAdmin;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -76,8 +76,8 @@ impl CredentialAdmin for SharedCredentials {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sasl::Mechanism;
-    use crate::scram::ScramCredential;
+    use crate::security::sasl::Mechanism;
+    use crate::security::scram::ScramCredential;
 
     #[test]
     fn survives_a_reload_and_refuses_damage() {

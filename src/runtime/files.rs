@@ -7,7 +7,7 @@
 //!   is one `O_DIRECT` write of such a buffer, shared (`Rc`) with the tail, which never mutates
 //!   it again. Memory allocated off a shard (heap) is copied into a DMA buffer first. A
 //!   segment's chunk writes go one after the other, each durable before the next, unless the
-//!   ticket allows any order ([`write_chunks_together`]: issued together through a plain
+//!   ticket allows any order (`write_chunks_together`: issued together through a plain
 //!   `O_DIRECT` handle, then one `fdatasync`).
 //! - Write-behinds ([`write_behind`]): full tail chunks written ahead of the flush, concurrently,
 //!   through a plain `O_DIRECT` handle per segment (no `O_DSYNC`, cached in its own map, as are

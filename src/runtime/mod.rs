@@ -179,7 +179,7 @@ struct ShardSetup {
     /// The SCRAM credentials (one store for every shard).
     credentials: Arc<credentials::SharedCredentials>,
     /// The connection limits (one count for every shard and listener).
-    limits: Arc<Mutex<crate::conn_limits::ConnectionLimits>>,
+    limits: Arc<Mutex<crate::security::conn_limits::ConnectionLimits>>,
 }
 
 /// Runs the broker until a shutdown signal; returns once every shard has stopped.
@@ -216,7 +216,7 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             }
         })?,
     );
-    let limits = Arc::new(Mutex::new(crate::conn_limits::ConnectionLimits::new(
+    let limits = Arc::new(Mutex::new(crate::security::conn_limits::ConnectionLimits::new(
         config.limits.clone(),
     )));
     let mut registry = data_dir::open_registry(&config.data_dir).map_err(RuntimeError::Data)?;
@@ -407,7 +407,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     state
         .restore_journal(
             &recovered,
-            crate::ptxn::coordinator::CoordConfig::from_broker_defaults(&config.broker_defaults),
+            crate::producer_txn::coordinator::CoordConfig::from_broker_defaults(&config.broker_defaults),
             wall_ms() as u64,
         )
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;

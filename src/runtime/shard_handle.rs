@@ -367,7 +367,7 @@ mod tests {
     use crate::group::CommitPartition;
     use crate::journal::JournalConfig;
     use crate::log::batch::BatchBuilder;
-    use crate::ptxn::{TxnMarker, TxnOutcome};
+    use crate::producer_txn::{TxnMarker, TxnOutcome};
     use crate::shard::ops::{FetchOp, FetchPartitionOp, PartitionRef, ProduceOp};
     use bytes::Bytes;
 

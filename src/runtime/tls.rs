@@ -5,7 +5,7 @@
 //! (RFC 2253: last RDN first, `CN=client,O=Example`), which is Kafka's default
 //! `ssl.principal.mapping.rules`; the subject is read by a small DER walk (no X.509 crate).
 
-use crate::config_file::{ClientAuth, TlsSettings};
+use crate::config::file::{ClientAuth, TlsSettings};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::sync::Arc;

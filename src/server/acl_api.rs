@@ -1,7 +1,7 @@
 //! CreateAcls (30), DescribeAcls (29), DeleteAcls (31), versions 1–3 as in Kafka 4.4.
 //!
 //! ACLs live in the topic registry (`registry::TopicRegistry::acls`): CreateAcls and DeleteAcls
-//! go to the metadata controller (shard 0) as [`AdminOp`]s, which persists the registry
+//! go to the metadata controller (shard 0) as `AdminOp`s, which persists the registry
 //! (`metadata.json`) and installs it on every shard before answering, so an ACL acknowledged to
 //! the client is durable and every shard authorizes with it. DescribeAcls reads the local
 //! shard's snapshot.
@@ -12,7 +12,7 @@
 
 use super::admin::call_controller;
 use super::{respond, Bus, ConnInfo, Outcome};
-use crate::authz::{AclBinding, AclFilter};
+use crate::security::authz::{AclBinding, AclFilter};
 use crate::constants::REQUEST_ENTITIES_MAX;
 use crate::protocol::codec::{decode_body, Request};
 use crate::shard::call::{CreateAcls, DeleteAcls};

@@ -601,7 +601,7 @@ fn plan_alter(
 
 /// CreateAcls: adds each ACL (one already there succeeds, as in Kafka); past `ACLS_MAX` the
 /// rest fail with INVALID_REQUEST.
-fn plan_create_acls(current: &TopicRegistry, acls: &[crate::authz::AclBinding]) -> AdminPlan {
+fn plan_create_acls(current: &TopicRegistry, acls: &[crate::security::authz::AclBinding]) -> AdminPlan {
     let mut next = current.clone();
     let results = acls
         .iter()
@@ -628,7 +628,7 @@ fn plan_create_acls(current: &TopicRegistry, acls: &[crate::authz::AclBinding]) 
 }
 
 /// DeleteAcls: removes, filter by filter, every ACL the filter matches.
-fn plan_delete_acls(current: &TopicRegistry, filters: &[crate::authz::AclFilter]) -> AdminPlan {
+fn plan_delete_acls(current: &TopicRegistry, filters: &[crate::security::authz::AclFilter]) -> AdminPlan {
     let mut next = current.clone();
     let results = filters
         .iter()
@@ -1013,7 +1013,7 @@ pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outc
         response.error_code = ResponseError::InvalidRequest.code();
     } else if decoded.transactional_id.is_some() {
         // Producer transactions: the transactional id's coordinator decides.
-        super::ptxn_api::init_transactional(bus, &decoded, request.api_version, &mut response)
+        super::producer_txn_api::init_transactional(bus, &decoded, request.api_version, &mut response)
             .await;
     } else {
         match call_controller(bus, AllocateProducerId).await {
@@ -1431,7 +1431,7 @@ mod tests {
 
     #[test]
     fn acl_replies_are_typed_and_fail_when_not_persisted() {
-        use crate::authz::{AclBinding, AclFilter};
+        use crate::security::authz::{AclBinding, AclFilter};
         let reg = TopicRegistry::new("c".into());
         let acl = AclBinding::from_wire(2, "t", 3, "User:a", "*", 3, 3).unwrap();
         let plan =

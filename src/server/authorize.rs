@@ -1,7 +1,7 @@
 //! Authorization of every request, before its handler runs (one hook, in `dispatch`).
 //!
 //! With an authorizer configured (`ConnInfo::authorizer`), [`gate`] decides per request, from
-//! the connection's principal and client IP and the registry's ACLs (`crate::authz`), what
+//! the connection's principal and client IP and the registry's ACLs (`crate::security::authz`), what
 //! Kafka's `KafkaApis` decides for that API:
 //! - [`Gate::Pass`]: everything the request names is allowed; the handler runs unchanged.
 //! - [`Gate::Answer`]: the request is refused as a whole (its group, its transactional id, the
@@ -16,10 +16,10 @@
 //! Which API needs what (Kafka's "Operations and Resources on Protocols"; the project's keys
 //! 1000–1005 as operations on their group) is the table in [`gate`]. Handlers stay unaware of
 //! authorization: where a request asks for authorized operations (KIP-430), handlers report all
-//! of them and [`operations`] narrows the answer to the principal's.
+//! of them and `operations` narrows the answer to the principal's.
 
 use super::{respond, Bus, ConnInfo, Outcome};
-use crate::authz::{Authorizer, AuthorizerConfig, Operation, Requester, ResourceType};
+use crate::security::authz::{Authorizer, AuthorizerConfig, Operation, Requester, ResourceType};
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, Request};
 use crate::shard::registry::TopicRegistry;

@@ -45,7 +45,7 @@ pub const LEADER_EPOCH: i32 = 0;
 pub const ENDPOINT_TYPE_BROKER: i8 = 1;
 pub const ENDPOINT_TYPE_CONTROLLER: i8 = 2;
 
-use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
+use crate::security::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 /// Kafka's message for a DescribeProducers partition of an unknown topic.
 const NOT_HOSTED: &str = "This server does not host this topic-partition.";

@@ -182,7 +182,7 @@ mod tests {
         for (kind, code) in kinds {
             assert_eq!(kind.code(), code, "{kind:?}");
         }
-        let stale = crate::ptxn::partition::TxnError::StaleMarker {
+        let stale = crate::producer_txn::partition::TxnError::StaleMarker {
             producer_id: 1,
             epoch: 0,
             current: 1,
@@ -215,7 +215,7 @@ mod tests {
 // answered as asked ([`ProduceError`], [`ProducerError`], [`TxnError`], [`FetchError`],
 // [`ListOffsetsError`], [`DeleteRecordsError`]); the handlers answer these codes.
 
-use crate::ptxn::partition::TxnError;
+use crate::producer_txn::partition::TxnError;
 use crate::shard::ops::{DeleteRecordsError, FetchError, ListOffsetsError, ProduceError};
 use crate::shard::producer_state::ProducerError;
 
@@ -400,7 +400,7 @@ mod data_path_tests {
     }
 }
 
-/// Share groups and share transactions (their own module: `crate::txn::TxnError` here, the
+/// Share groups and share transactions (their own module: `crate::share_txn::TxnError` here, the
 /// partition transactions' `TxnError` above).
 mod share_codes {
     use super::*;
@@ -411,13 +411,13 @@ mod share_codes {
     // ([`ShareHeartbeatError`], [`ShareError`], [`ShareLockError`], [`SharePartitionError`],
     // [`TxnError`], [`ShareTxnError`]); the codes are chosen here.
 
-    use crate::ptxn::share::ShareLockError;
+    use crate::producer_txn::share::ShareLockError;
     use crate::shard::ops::{
         ShareAckResult, SharePartitionError, ShareTxnError, TxnAckError, TxnAnswer,
     };
     use crate::shard::share_group::ShareHeartbeatError;
     use crate::share::ShareError;
-    use crate::txn::TxnError;
+    use crate::share_txn::TxnError;
 
     impl ShareHeartbeatError {
         /// The ShareGroupHeartbeat's error code.
@@ -545,8 +545,8 @@ mod share_codes {
     #[cfg(test)]
     mod share_tests {
         use super::*;
-        use crate::ptxn::share::ProducerLock;
-        use crate::txn::TxnState;
+        use crate::producer_txn::share::ProducerLock;
+        use crate::share_txn::TxnState;
 
         #[test]
         fn share_heartbeat_errors_answer_kafkas_codes() {
@@ -720,8 +720,8 @@ mod share_codes {
 // The KIP-848 consumer-group state machine ([`HeartbeatError`]) and the producer-transaction
 // coordinator ([`CoordError`]) say why they refused; the codes are chosen here.
 
-use crate::kip848::HeartbeatError;
-use crate::ptxn::coordinator::CoordError;
+use crate::group::kip848::HeartbeatError;
+use crate::producer_txn::coordinator::CoordError;
 
 impl HeartbeatError {
     /// The ConsumerGroupHeartbeat's error code.

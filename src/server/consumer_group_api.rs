@@ -13,7 +13,7 @@ use super::group_api::call_group;
 use super::{decode_counted, respond, Bus, ConnInfo, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
 use crate::group::ops::{ConsumerDescribe, ConsumerHeartbeat};
-use crate::kip848::{Consumer848Group, HeartbeatError, HeartbeatIn, HeartbeatOut, TopicMeta, Tp};
+use crate::group::kip848::{Consumer848Group, HeartbeatError, HeartbeatIn, HeartbeatOut, TopicMeta, Tp};
 use crate::protocol::codec::Request;
 use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::{
@@ -25,7 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
+use crate::security::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())

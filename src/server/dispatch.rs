@@ -8,8 +8,8 @@
 use super::authorize::{self, Gate};
 use super::{
     acl_api, admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
-    group_admin, group_api, metadata, produce, ptxn_api, ptxn_share_api, scram_api, share_admin,
-    share_api, txn_api, txn_offset_api, Bus, ConnInfo, Outcome,
+    group_admin, group_api, metadata, produce, producer_txn_api, producer_txn_share_api, scram_api, share_admin,
+    share_api, share_txn_api, producer_txn_offset_api, Bus, ConnInfo, Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -38,7 +38,7 @@ async fn route<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
         apis::LEAVE_GROUP => group_api::handle_leave_group(bus, request).await,
         apis::DESCRIBE_GROUPS => group_admin::handle_describe_groups(bus, request).await,
         apis::OFFSET_DELETE => group_admin::handle_offset_delete(bus, request).await,
-        apis::TXN_OFFSET_COMMIT => txn_offset_api::handle_txn_offset_commit(bus, request).await,
+        apis::TXN_OFFSET_COMMIT => producer_txn_offset_api::handle_txn_offset_commit(bus, request).await,
         apis::PRODUCE => produce::handle_produce(bus, request).await,
         apis::FETCH => fetch::handle_fetch(bus, request).await,
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,
@@ -51,11 +51,11 @@ async fn route<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
             admin::handle_incremental_alter_configs(bus, request).await
         }
         apis::INIT_PRODUCER_ID => admin::handle_init_producer_id(bus, request).await,
-        apis::ADD_PARTITIONS_TO_TXN => ptxn_api::handle_add_partitions(bus, request).await,
-        apis::ADD_OFFSETS_TO_TXN => ptxn_api::handle_add_offsets(bus, request).await,
-        apis::END_TXN => ptxn_api::handle_end_txn(bus, request).await,
-        apis::DESCRIBE_TRANSACTIONS => ptxn_api::handle_describe(bus, request).await,
-        apis::LIST_TRANSACTIONS => ptxn_api::handle_list(bus, request).await,
+        apis::ADD_PARTITIONS_TO_TXN => producer_txn_api::handle_add_partitions(bus, request).await,
+        apis::ADD_OFFSETS_TO_TXN => producer_txn_api::handle_add_offsets(bus, request).await,
+        apis::END_TXN => producer_txn_api::handle_end_txn(bus, request).await,
+        apis::DESCRIBE_TRANSACTIONS => producer_txn_api::handle_describe(bus, request).await,
+        apis::LIST_TRANSACTIONS => producer_txn_api::handle_list(bus, request).await,
         apis::OFFSET_FOR_LEADER_EPOCH => {
             cluster_admin::handle_offset_for_leader_epoch(bus, request).await
         }
@@ -83,13 +83,13 @@ async fn route<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
         apis::SHARE_GROUP_HEARTBEAT => share_api::handle_heartbeat(bus, conn, request).await,
         apis::SHARE_FETCH => share_api::handle_share_fetch(bus, conn, request).await,
         apis::SHARE_ACKNOWLEDGE => share_api::handle_share_acknowledge(bus, conn, request).await,
-        apis::TXN_SHARE_ACKNOWLEDGE => ptxn_share_api::handle(bus, request).await,
-        apis::SHARE_BEGIN_TRANSACTION => txn_api::handle_begin(bus, request).await,
-        apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => txn_api::handle_acknowledge(bus, request).await,
+        apis::TXN_SHARE_ACKNOWLEDGE => producer_txn_share_api::handle(bus, request).await,
+        apis::SHARE_BEGIN_TRANSACTION => share_txn_api::handle_begin(bus, request).await,
+        apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => share_txn_api::handle_acknowledge(bus, request).await,
         apis::SHARE_PREPARE_TRANSACTION
         | apis::SHARE_COMMIT_TRANSACTION
-        | apis::SHARE_ABORT_TRANSACTION => txn_api::handle_outcome(bus, request).await,
-        apis::SHARE_LIST_TRANSACTIONS => txn_api::handle_list(bus, request).await,
+        | apis::SHARE_ABORT_TRANSACTION => share_txn_api::handle_outcome(bus, request).await,
+        apis::SHARE_LIST_TRANSACTIONS => share_txn_api::handle_list(bus, request).await,
         apis::SASL_HANDSHAKE => scram_api::handle_sasl_handshake_late(request),
         apis::SASL_AUTHENTICATE => scram_api::handle_sasl_authenticate_late(request),
         apis::DESCRIBE_CLIENT_QUOTAS => scram_api::handle_describe_client_quotas(request),

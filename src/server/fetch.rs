@@ -10,7 +10,7 @@
 //!
 //! Only durable data is returned: the high watermark is the durable end offset. With
 //! isolation_level 1 (read_committed) data is returned only below the last stable offset, with
-//! the aborted transactions that overlap it (`crate::ptxn::partition`); control batches are
+//! the aborted transactions that overlap it (`crate::producer_txn::partition`); control batches are
 //! returned as stored, and clients skip them. ListOffsets read_committed answers latest = LSO.
 
 use super::{respond, respond_gathered, Bus, Outcome};

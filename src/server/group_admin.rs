@@ -20,7 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
+use crate::security::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 /// One DescribeGroups answer from what the group's shard returned.
 pub fn described_group(

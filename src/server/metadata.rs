@@ -1,13 +1,13 @@
 //! Metadata v0–13 (topic ids from v10) and FindCoordinator v0–6 (batched from v4): groups of
 //! every type (key type 0) and transactional ids (1) are coordinated here; share-state keys (2) are
-//! refused (see [`find_coordinator_response`]).
+//! refused (see [`find_coordinator_response()`]).
 //!
 //! Answered from the local shard's registry snapshot: no other shard is asked. This broker is
 //! node [`BROKER_NODE_ID`], the leader of every partition, the controller, and the coordinator
 //! of every group; it advertises the address the client connected to.
 
 use super::{respond, Bus, ConnInfo, Outcome};
-use crate::authz::ResourceType;
+use crate::security::authz::ResourceType;
 use crate::constants::BROKER_NODE_ID;
 use crate::protocol::codec::{decode_body, Request};
 use crate::shard::registry::{validate_topic_name, TopicMeta, TopicRegistry};

@@ -39,13 +39,13 @@ pub mod group_admin;
 pub mod group_api;
 pub mod metadata;
 pub mod produce;
-pub mod ptxn_api;
-pub mod ptxn_share_api;
+pub mod producer_txn_api;
+pub mod producer_txn_offset_api;
+pub mod producer_txn_share_api;
 pub mod scram_api;
 pub mod share_admin;
 pub mod share_api;
-pub mod txn_api;
-pub mod txn_offset_api;
+pub mod share_txn_api;
 
 use crate::model::ShardId;
 use std::cell::RefCell;
@@ -80,7 +80,7 @@ pub struct ConnInfo {
     pub principal: Rc<RefCell<String>>,
     /// The authorizer's settings when one is configured (`authorizer.class.name`); `None`:
     /// every request is allowed. Set by the connection (runtime).
-    pub authorizer: Option<Arc<crate::authz::AuthorizerConfig>>,
+    pub authorizer: Option<Arc<crate::security::authz::AuthorizerConfig>>,
 }
 
 impl ConnInfo {
@@ -130,11 +130,11 @@ pub trait Bus {
 /// The broker's SCRAM credentials, shared by every shard: read them, or change them (the
 /// change is durable before `update` returns `Ok`, and visible to every shard at once).
 pub trait CredentialAdmin: Send + Sync {
-    fn snapshot(&self) -> Arc<crate::scram::ScramCredentials>;
+    fn snapshot(&self) -> Arc<crate::security::scram::ScramCredentials>;
     /// Runs `edit` on a copy, persists it, then installs it; on an error nothing changed.
     fn update(
         &self,
-        edit: &mut dyn FnMut(&mut crate::scram::ScramCredentials),
+        edit: &mut dyn FnMut(&mut crate::security::scram::ScramCredentials),
     ) -> Result<(), String>;
 }
 

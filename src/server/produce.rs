@@ -4,21 +4,21 @@
 //! [`ProduceOp`] per partition to the owning shard (all concurrently), and assembles the
 //! answers in request order. The owning shard validates the batch (magic v2, length,
 //! CRC-32C, counts; no control batches from clients; transactional batches open or extend the
-//! producer's transaction in the partition, `crate::ptxn::partition`), applies the
+//! producer's transaction in the partition, `crate::producer_txn::partition`), applies the
 //! idempotent-producer rules, appends, and — for acks=all — answers only once the batch is durable. With acks=0
 //! no response is written at all, as Kafka does.
 //!
 //! KIP-890 part 1: a transactional batch that would open its producer's transaction in a
 //! partition comes back with a verification guard instead; the handler asks the transaction
 //! coordinator whether the partition is in the producer's ongoing transaction
-//! ([`super::ptxn_api::verify_for_produce`], one call per producer) and sends the verified
+//! ([`super::producer_txn_api::verify_for_produce`], one call per producer) and sends the verified
 //! batches again with their guards.
 
 use super::{Bus, Outcome};
 use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
 use crate::model::partition_shard;
 use crate::protocol::codec::{decode_body, encode_response, Request};
-use crate::ptxn::partition::TxnError;
+use crate::producer_txn::partition::TxnError;
 use crate::shard::join::join_all;
 use crate::shard::ops::{CallError, PartitionRef, ProduceError, ProduceOp, ProduceResult};
 use crate::shard::producer_state::ProducerError;
@@ -96,7 +96,7 @@ fn is_transactional(records: &[u8]) -> bool {
 /// only after answering the last), so a transactional batch may reach its partition while an
 /// earlier batch of the same producer is still being verified. The partition refuses it
 /// OUT_OF_ORDER_SEQUENCE_NUMBER, even once verified, while a batch with a lower sequence waits
-/// for the same verification ([`crate::ptxn::partition::TxnPartition::check_verified`]). Rather
+/// for the same verification ([`crate::producer_txn::partition::TxnPartition::check_verified`]). Rather
 /// than have the client send it again, such a batch is sent again every [`REORDER_RETRY_MS`]
 /// until the earlier one is appended, or [`REORDER_WAIT_MS`] have passed and the refusal is the
 /// answer.
@@ -136,7 +136,7 @@ async fn verify_and_resend<B: Bus>(
             })
             .collect();
         let codes =
-            super::ptxn_api::verify_for_produce(bus, transactional_id, pid, epoch, &partitions)
+            super::producer_txn_api::verify_for_produce(bus, transactional_id, pid, epoch, &partitions)
                 .await;
         for ((i, guard), code) in waiting.into_iter().zip(codes) {
             if code == 0 {

@@ -12,8 +12,8 @@
 use super::{decode_counted, respond, Bus, Outcome};
 use crate::constants::SCRAM_REQUEST_USERS_MAX;
 use crate::protocol::codec::Request;
-use crate::sasl::ILLEGAL_SASL_STATE;
-use crate::scram::Upsertion;
+use crate::security::sasl::ILLEGAL_SASL_STATE;
+use crate::security::scram::Upsertion;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,

@@ -51,7 +51,7 @@ pub const SHARE_GROUP_TYPE: &str = "share";
 /// The name of Kafka's share-group assignor; Lockstep's assignor (`share_group::assign`) does
 /// the same job: spread each topic's partitions over its subscribers.
 pub const SHARE_ASSIGNOR_NAME: &str = "simple";
-use crate::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
+use crate::security::authz::{ResourceType, OPERATIONS_NOT_REQUESTED};
 
 fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())

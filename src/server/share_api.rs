@@ -177,7 +177,7 @@ impl RenewPolicy {
 /// error code and message, as Kafka 4.4 answers them on the wire: INVALID_REQUEST for an
 /// unknown type (RENEW included under [`RenewPolicy::Unknown`], with no message),
 /// INVALID_RECORD_STATE for RENEW under [`RenewPolicy::Disabled`].
-/// Shared with the transactional acknowledgement (`txn_api`).
+/// Shared with the transactional acknowledgement (`share_txn_api`).
 pub(crate) fn ack_batches(
     batches: &[(i64, i64, &[i8])],
     renew: RenewPolicy,

@@ -16,13 +16,13 @@
 //! [`Ptxn`]): a family op whose variant does not answer with that reply fails with
 //! `UnexpectedReply`.
 
-use crate::authz::{AclBinding, AclFilter};
+use crate::security::authz::{AclBinding, AclFilter};
 use crate::group::classic::{JoinAnswer, JoinStep, SyncAnswer, SyncStep};
 use crate::group::ops::{self as g, GroupDescription, GroupOp, GroupReply};
 use crate::group::{ConsumerMembership, FetchedOffset, GroupError, ItemResult, ListedGroup};
-use crate::kip848::{HeartbeatError, HeartbeatOut};
-use crate::ptxn::coordinator::{CoordError, InitAnswer, TxnMetadata};
-use crate::ptxn::TxnMarker;
+use crate::group::kip848::{HeartbeatError, HeartbeatOut};
+use crate::producer_txn::coordinator::{CoordError, InitAnswer, TxnMetadata};
+use crate::producer_txn::TxnMarker;
 use crate::shard::ops::{
     AdminError, AdminOp, AdminReply, AlterResource, AlterResult, CallError, ControllerError,
     CreateResult, DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult,
@@ -34,7 +34,7 @@ use crate::shard::ops::{
 use crate::shard::producer_state::ProducerSnapshot;
 use crate::shard::share_group::{GroupDeletion, Heartbeat, HeartbeatAnswer, ShareGroup};
 use crate::shard::share_session::{SessionError, SessionOutcome};
-use crate::txn::TxnRecord;
+use crate::share_txn::TxnRecord;
 use std::marker::PhantomData;
 use uuid::Uuid;
 

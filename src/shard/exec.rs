@@ -9,7 +9,7 @@
 //! What runs here: produce (append, then the partition log's group commit and the durability
 //! wait), fetch / list offsets / long-poll data waits, share groups (heartbeat, sessions,
 //! ShareFetch, acknowledgements, member release, DLQ copies, housekeeping), consumer-group ops,
-//! share transactions (`shard::txn`), producer transactions (`exec::ptxn`: the coordinator's
+//! share transactions (`shard::share_txn`), producer transactions (`exec::producer_txn`: the coordinator's
 //! ops and marker fan-out, WriteTxnMarkers, group markers), DeleteRecords, registry installs,
 //! and the journal's snapshots and compaction.
 //!
@@ -50,9 +50,9 @@ use crate::share::fetch::min_bytes_satisfied;
 use std::ops::Deref;
 use std::sync::Arc;
 
-mod ptxn;
+mod producer_txn;
 
-pub use ptxn::ShardPtxn;
+pub use producer_txn::ShardPtxn;
 
 /// The group commit of one partition log: at most one flush in flight, and who waits for
 /// which offset to be durable.
@@ -260,7 +260,7 @@ pub trait ShardExec:
                 }
                 ShardReply::ShareReleased(0)
             }
-            ShardOp::Txn(op) => ShardReply::Txn(crate::shard::txn::execute(self, op).await),
+            ShardOp::Txn(op) => ShardReply::Txn(crate::shard::share_txn::execute(self, op).await),
             ShardOp::ShareListGroups => {
                 let state = self.state.borrow();
                 let groups = &state.share.groups;
@@ -345,12 +345,12 @@ pub trait ShardExec:
     }
 
     /// WriteTxnMarkers on this shard: ends the transaction in each partition (a control batch
-    /// when [`crate::ptxn::partition::TxnPartition::marker_action`] says so, and the share
+    /// when [`crate::producer_txn::partition::TxnPartition::marker_action`] says so, and the share
     /// records the transaction LOCKED there, through the share side's hook), then answers once
     /// every marker and the share state it changed are durable. One result per partition.
     async fn write_txn_markers(
         &self,
-        marker: crate::ptxn::TxnMarker,
+        marker: crate::producer_txn::TxnMarker,
         partitions: &[PartitionRef],
     ) -> Vec<Result<(), MarkerError>> {
         let now = self.now_ms();
@@ -522,9 +522,9 @@ pub trait ShardExec:
     }
 
     /// After a restart: resolves the transactions that hold LOCKED records here with their
-    /// coordinators (`shard::txn::resolve_locked_transactions`).
+    /// coordinators (`shard::share_txn::resolve_locked_transactions`).
     fn resolve_locked_transactions(&self) {
-        crate::shard::txn::resolve_locked_transactions(self)
+        crate::shard::share_txn::resolve_locked_transactions(self)
     }
 
     /// Appends the share entries an operation produced and waits until they are durable;
@@ -696,7 +696,7 @@ pub trait ShardExec:
             tracing::info!(shard = %self.id, group = %d.group_id, member = %d.member_id, "share member session timed out");
             self.member_gone(d.group_id, d.member_id);
         }
-        crate::shard::txn::expire(self);
+        crate::shard::share_txn::expire(self);
         if !self.state.borrow().share.dlq.is_empty() {
             // Records archived at the delivery limit by lock expiry: their DLQ copies first,
             // then the journal (module docs of `shard::share_dlq`).

@@ -4,7 +4,7 @@
 //! needs (call another shard, sleep, spawn a background task, write a journal or log flush,
 //! read ahead, the clock, the fatal path, the metadata controller).
 //!
-//! Layering: handlers (`src/server/`) → this core → `share` / `txn` / `ptxn` / `group` / `log`
+//! Layering: handlers (`src/server/`) → this core → `share` / `share_txn` / `producer_txn` / `group` / `log`
 //! / `journal` → `storage`; nothing here imports `crate::server` or `crate::runtime`.
 //!
 //! `src/runtime/` implements [`ShardIo`] on its executor (`ShardHandle`: the channel mesh, timers,
@@ -12,7 +12,7 @@
 //! single-threaded executor, a virtual clock, calls through [`exec::ShardExec::execute`], log
 //! flushes on the storage crash double, a crash that drops every task and what the journals and
 //! logs had not made durable), so the simulations (`tests/share_txn_sim.rs`: share
-//! transactions; `tests/share_ptxn_sim.rs`: the producer-transaction coordinator, its markers
+//! transactions; `tests/share_producer_txn_sim.rs`: the producer-transaction coordinator, its markers
 //! and the restart) run this code, not a copy of it. A restart, in the runtime and in the
 //! simulation, is [`state::ShardState::open`], [`state::ShardState::restore_journal`], then
 //! [`exec::ShardExec::after_restart`].
@@ -24,17 +24,17 @@
 //! - [`append_entries`], [`wait_journal`], [`persist_entries`], [`ensure_journal_flush`]: the
 //!   journal's group commit. A failed append or flush poisons the journal and takes the I/O's
 //!   fatal path ([`ShardIo::journal_poisoned`]) before anyone waiting is answered.
-//! - [`txn`]: every step of share transactions (the group's shard coordinates, the partitions'
+//! - [`share_txn`]: every step of share transactions (the group's shard coordinates, the partitions'
 //!   shards participate): the coordinator's begin,
 //!   acknowledgement fan-out, prepare, commit / abort, list, timeouts, and the participants'
 //!   lock / persist / apply and their resolution after a restart.
 //! - [`exec`]: what every [`ops::ShardOp`] does on its shard ([`exec::ShardExec::execute`]),
-//!   the partition logs' group commit and data waits, and the periodic steps; `exec::ptxn`,
+//!   the partition logs' group commit and data waits, and the periodic steps; `exec::producer_txn`,
 //!   the producer-transaction coordinator's ops and marker fan-out.
 //! - The state: [`state`] (`ShardState`: partitions, logs, producer states, the registry copy),
 //!   [`share_state`] (`ShareState`: share partitions, groups, sessions, share transactions, and
-//!   their journal entries), [`txn_state`] (the synchronous share-transaction steps),
-//!   [`ptxn_share`] (share records locked by producer transactions), [`producer_state`],
+//!   their journal entries), [`share_txn_state`] (the synchronous share-transaction steps),
+//!   [`producer_txn_share`] (share records locked by producer transactions), [`producer_state`],
 //!   [`share_group`], [`share_session`], [`share_dlq`], [`read_ahead`], [`registry`] (the topic
 //!   registry); [`ops`], the ops and their replies; [`join`] and [`sync`], executor-agnostic
 //!   combinators and one-shots.
@@ -48,7 +48,7 @@ pub mod exec;
 pub mod join;
 pub mod ops;
 pub mod producer_state;
-pub mod ptxn_share;
+pub mod producer_txn_share;
 pub mod read_ahead;
 pub mod registry;
 pub mod share_dlq;
@@ -57,8 +57,8 @@ pub mod share_session;
 pub mod share_state;
 pub mod state;
 pub mod sync;
-pub mod txn;
-pub mod txn_state;
+pub mod share_txn;
+pub mod share_txn_state;
 
 use crate::journal::{FlushTicket, Journal};
 use crate::log::group_commit::CommitWaiters;

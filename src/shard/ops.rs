@@ -16,11 +16,11 @@ use super::share_session::{SessionError, SessionKey, SessionOutcome};
 use crate::config::ConfigError;
 use crate::log::LogErrorKind;
 use crate::model::TopicPartition;
-use crate::ptxn::share::ShareLockError;
+use crate::producer_txn::share::ShareLockError;
 use crate::share::ShareError;
 use crate::share::{AckBatch, AcquiredRange};
-use crate::txn::TxnError;
-use crate::txn::{TxnRecord, TxnState};
+use crate::share_txn::TxnError;
+use crate::share_txn::{TxnRecord, TxnState};
 use bytes::Bytes;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -70,8 +70,8 @@ pub enum ProduceError {
     NoProducerId,
     /// A batch with a producer id but no base sequence.
     NoSequence,
-    /// The partition's transaction state refused the batch (`crate::ptxn::partition`).
-    Txn(crate::ptxn::partition::TxnError),
+    /// The partition's transaction state refused the batch (`crate::producer_txn::partition`).
+    Txn(crate::producer_txn::partition::TxnError),
     /// The producer's epoch or sequence refused the batch (`shard::producer_state`).
     Producer(super::producer_state::ProducerError),
     /// Appended, but the log cannot be made durable (it is poisoned, the flush failed or was
@@ -168,7 +168,7 @@ pub struct FetchedPartition {
     pub log_start_offset: i64,
     pub records: Bytes,
     /// For read_committed: the aborted transactions overlapping the returned records.
-    pub aborted: Vec<crate::ptxn::partition::AbortedTxn>,
+    pub aborted: Vec<crate::producer_txn::partition::AbortedTxn>,
 }
 
 impl FetchedPartition {
@@ -328,9 +328,9 @@ pub enum AdminOp {
         validate_only: bool,
     },
     /// CreateAcls: ACLs already validated at the edge (adding an existing one succeeds).
-    CreateAcls(Vec<crate::authz::AclBinding>),
+    CreateAcls(Vec<crate::security::authz::AclBinding>),
     /// DeleteAcls: every ACL matching each filter, filter by filter.
-    DeleteAcls(Vec<crate::authz::AclFilter>),
+    DeleteAcls(Vec<crate::security::authz::AclFilter>),
 }
 
 /// One topic of a CreatePartitions request.
@@ -387,7 +387,7 @@ pub enum AdminReply {
     /// Per ACL of CreateAcls: added (or already there), or why not and the message.
     AclsCreated(Vec<Result<(), (AdminError, String)>>),
     /// Per filter of DeleteAcls: the ACLs it removed, or why not and the message.
-    AclsDeleted(Vec<Result<Vec<crate::authz::AclBinding>, (AdminError, String)>>),
+    AclsDeleted(Vec<Result<Vec<crate::security::authz::AclBinding>, (AdminError, String)>>),
 }
 
 /// Acquire records for one share-group member from partitions of one shard, in order (module
@@ -583,7 +583,7 @@ pub enum TxnOp {
     },
     /// Coordinator: ShareAcknowledgeTransactional, in one call. Registers the partitions (the
     /// transaction must be ONGOING, the member known), has the partitions' shards lock the
-    /// records (`Lock`), and completes the acknowledgements (`shard::txn`).
+    /// records (`Lock`), and completes the acknowledgements (`shard::share_txn`).
     Acknowledge {
         group_id: String,
         member_id: String,
@@ -635,11 +635,11 @@ pub enum TxnOp {
     },
     /// Participant of a producer transaction (TxnShareAcknowledge, KIP-1289 draft):
     /// ACQUIRED → LOCKED by `owner` for `member_id`'s records (each partition all-or-nothing);
-    /// answered [`TxnReplyMsg::Locked`] once the locks are durable (`crate::ptxn::share`).
+    /// answered [`TxnReplyMsg::Locked`] once the locks are durable (`crate::producer_txn::share`).
     ProducerLock {
         group_id: String,
         member_id: String,
-        owner: crate::ptxn::share::ProducerLock,
+        owner: crate::producer_txn::share::ProducerLock,
         partitions: Vec<(PartitionRef, Vec<AckBatch>)>,
     },
 }
@@ -725,7 +725,7 @@ pub struct ShareOffset {
 #[derive(Clone, Debug)]
 pub enum PtxnOp {
     /// InitProducerId with a transactional id.
-    Init(crate::ptxn::coordinator::InitRequest),
+    Init(crate::producer_txn::coordinator::InitRequest),
     /// AddPartitionsToTxn (client form, or v4+ without verifyOnly) and AddOffsetsToTxn.
     AddParticipants {
         transactional_id: String,
@@ -746,28 +746,28 @@ pub enum PtxnOp {
         transactional_id: String,
         producer_id: i64,
         producer_epoch: i16,
-        outcome: crate::ptxn::TxnOutcome,
+        outcome: crate::producer_txn::TxnOutcome,
     },
     /// DescribeTransactions of ids this shard coordinates.
     Describe { transactional_ids: Vec<String> },
     /// ListTransactions (every shard is asked).
-    List(crate::ptxn::coordinator::ListFilter),
+    List(crate::producer_txn::coordinator::ListFilter),
 }
 
 /// Replies to [`PtxnOp`]s.
 #[derive(Clone, Debug)]
 pub enum PtxnReply {
-    Init(Result<crate::ptxn::coordinator::InitAnswer, crate::ptxn::coordinator::CoordError>),
-    Done(Result<(), crate::ptxn::coordinator::CoordError>),
+    Init(Result<crate::producer_txn::coordinator::InitAnswer, crate::producer_txn::coordinator::CoordError>),
+    Done(Result<(), crate::producer_txn::coordinator::CoordError>),
     Verified(
         Result<
-            Vec<Result<(), crate::ptxn::coordinator::CoordError>>,
-            crate::ptxn::coordinator::CoordError,
+            Vec<Result<(), crate::producer_txn::coordinator::CoordError>>,
+            crate::producer_txn::coordinator::CoordError,
         >,
     ),
     /// One per requested id, in order; `None`: unknown here.
-    Described(Vec<Option<crate::ptxn::coordinator::TxnMetadata>>),
-    Listed(Vec<crate::ptxn::coordinator::TxnMetadata>),
+    Described(Vec<Option<crate::producer_txn::coordinator::TxnMetadata>>),
+    Listed(Vec<crate::producer_txn::coordinator::TxnMetadata>),
 }
 
 /// Work for the shard that owns the state.
@@ -851,14 +851,14 @@ pub enum ShardOp {
     /// in its log; share records LOCKED in the transaction resolved); answered once durable.
     /// Replies [`ShardReply::TxnMarkersWritten`], one result per partition, in order.
     WriteTxnMarkers {
-        marker: crate::ptxn::TxnMarker,
+        marker: crate::producer_txn::TxnMarker,
         partitions: Vec<PartitionRef>,
     },
     /// On the group's shard: end a producer transaction's offsets of the group (TxnOffsetCommit
     /// offsets become committed on commit, are dropped on abort); answered once durable.
     /// Replies [`ShardReply::GroupTxnMarkerWritten`].
     GroupTxnMarker {
-        marker: crate::ptxn::TxnMarker,
+        marker: crate::producer_txn::TxnMarker,
         group_id: String,
     },
     /// On the transactional id's shard: the producer-transaction coordinator.
@@ -947,7 +947,7 @@ pub enum MarkerError {
     /// The partition is not served here.
     Partition(PartitionError),
     /// The partition refused the marker (its epoch is older than the open transaction's).
-    Refused(crate::ptxn::partition::TxnError),
+    Refused(crate::producer_txn::partition::TxnError),
     /// The control batch could not be appended.
     NotAppended(crate::log::LogErrorKind),
     /// The marker (or the state it changed) could not be made durable: the log or the journal

@@ -47,7 +47,7 @@ pub struct ProducerSnapshot {
     /// Max timestamp of its last batch (-1 if none is remembered).
     pub last_timestamp: i64,
     /// First offset of its transaction open in the partition (-1 if none); filled by the
-    /// shard from the partition's [`crate::ptxn::partition::TxnPartition`].
+    /// shard from the partition's [`crate::producer_txn::partition::TxnPartition`].
     pub current_txn_start_offset: i64,
 }
 

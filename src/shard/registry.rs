@@ -15,7 +15,7 @@
 //! stored config values pass their definitions.
 
 use super::share_group::ShareGroupConfig;
-use crate::authz::AclSet;
+use crate::security::authz::AclSet;
 use crate::config::{validate_broker_config, validate_topic_config, ConfigError};
 use crate::constants::{
     ACLS_MAX, BROKER_PARTITIONS_MAX, DELETED_TOPIC_IDS_MAX, GROUP_CONFIGS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX,

@@ -38,7 +38,7 @@ use crate::constants::{
     SHARE_SESSION_TIMEOUT_MS_DEFAULT,
 };
 use crate::share::ShareConfig;
-use crate::txn::TxnConfig;
+use crate::share_txn::TxnConfig;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 

@@ -40,7 +40,7 @@ use super::share_dlq::{self, DlqCopy, DlqTap};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
 use super::state::ShardState;
-use super::txn_state::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
+use super::share_txn_state::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
 use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::journal::entries::{
     Entry, RunState, ShardSnapshot, SharePartitionState, StateRun as JournalRun, TransactionRecord,
@@ -53,7 +53,7 @@ use crate::share::fetch::acquire_from_log_in_mode;
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
 use crate::storage::file::Storage;
-use crate::txn::{GroupTransactions, TxnRecord, TxnState};
+use crate::share_txn::{GroupTransactions, TxnRecord, TxnState};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
@@ -85,7 +85,7 @@ pub struct ShareState {
     recovered: BTreeMap<ShareKey, ShareSnapshot>,
     /// Journal entries produced and not yet taken by the runtime.
     entries: Vec<Entry>,
-    /// Share transactions of the groups coordinated here (`shard::txn_state`).
+    /// Share transactions of the groups coordinated here (`shard::share_txn_state`).
     pub(crate) txns: HashMap<String, GroupTransactions>,
     /// (group, transaction) whose PREPARE record is in the journal (phase 1 finished).
     pub(crate) prepared_durable: BTreeSet<(String, String)>,
@@ -94,7 +94,7 @@ pub struct ShareState {
     /// `GroupTransactions` call expires first), not only housekeeping; the runtime takes
     /// these after every transaction operation and in housekeeping
     /// ([`ShareState::take_timed_out`], [`ShareState::txn_expire`]).
-    pub(crate) timed_out: Vec<crate::txn::TxnRecord>,
+    pub(crate) timed_out: Vec<crate::share_txn::TxnRecord>,
     /// KIP-1191 copies owed to DLQ topics (`shard::share_dlq`), taken by the runtime.
     pub(crate) dlq: DlqTap,
     pub txn_counters: TxnCounters,
@@ -804,13 +804,13 @@ impl<S: Storage + Clone> ShardState<S> {
                     );
                     // Markers are never delivered, nor aborted data under read_committed.
                     let unreadable = self.lookup(r).map_or(Vec::new(), |p| {
-                        crate::ptxn::share_side::unreadable_ranges(
+                        crate::producer_txn::share_side::unreadable_ranges(
                             batches.spans(),
                             &p.txns,
                             read_committed,
                         )
                     });
-                    let fetched = crate::ptxn::share_side::archive_unreadable(
+                    let fetched = crate::producer_txn::share_side::archive_unreadable(
                         &mut sp,
                         &op.member_id,
                         &batches,
@@ -1237,7 +1237,7 @@ fn lock_overlay(view: &ShareSnapshot, txn: &str, ranges: &[JournalRange]) -> Vec
 mod tests {
     use super::*;
     use crate::journal::{Location, RecoveredEntry};
-    use crate::shard::txn_state::locks_entry;
+    use crate::shard::share_txn_state::locks_entry;
     use crate::share::{AckBatch, AcknowledgeType, ShareConfig};
     use std::path::Path;
     use std::sync::Arc;

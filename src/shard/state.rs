@@ -28,10 +28,10 @@ use crate::log::{
     FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, RecoveryReport, WriteBehind,
 };
 use crate::model::{partition_shard, ShardId, TopicPartition};
-use crate::ptxn::partition::{
+use crate::producer_txn::partition::{
     control_record, control_type, marker_outcome, MarkerAction, TxnPartition, Verification,
 };
-use crate::ptxn::TxnMarker;
+use crate::producer_txn::TxnMarker;
 use crate::storage::file::Storage;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -145,7 +145,7 @@ pub struct Partition<S: Storage> {
     pub partition: i32,
     pub log: PartitionLog<S>,
     pub producers: ProducerStates,
-    /// Open transactions, last stable offset and aborted-transaction index (`crate::ptxn`).
+    /// Open transactions, last stable offset and aborted-transaction index (`crate::producer_txn`).
     pub txns: TxnPartition,
     pub settings: TopicSettings,
 }
@@ -212,7 +212,7 @@ pub struct ShardState<S: Storage + Clone> {
     /// Consumer groups coordinated here and their committed offsets (`crate::group`).
     pub groups: crate::group::ConsumerGroups,
     /// The producer-transaction coordinator of the transactional ids this shard owns.
-    pub ptxn: crate::ptxn::coordinator::TxnCoordinator,
+    pub ptxn: crate::producer_txn::coordinator::TxnCoordinator,
     /// Partitions whose logs hold read-ahead bytes, least recently filled first
     /// (`shard::read_ahead`).
     pub(super) read_cached: std::collections::VecDeque<TopicPartition>,
@@ -319,7 +319,7 @@ impl<S: Storage + Clone> ShardState<S> {
             partitions: HashMap::new(),
             share: ShareState::default(),
             groups: crate::group::ConsumerGroups::default(),
-            ptxn: crate::ptxn::coordinator::TxnCoordinator::default(),
+            ptxn: crate::producer_txn::coordinator::TxnCoordinator::default(),
             read_cached: std::collections::VecDeque::new(),
         };
         let (reports, mut failures) = state.install_registry(registry, now_ms);
@@ -336,11 +336,11 @@ impl<S: Storage + Clone> ShardState<S> {
     /// After a restart, over the partitions just opened: the state the shard's journal holds
     /// (share state, consumer groups, producer transactions), for the topics that still exist;
     /// then each share partition learns its log's start again (not journalled with it). The
-    /// runtime and the deterministic simulation (`tests/share_ptxn_sim.rs`) both restart so.
+    /// runtime and the deterministic simulation (`tests/share_producer_txn_sim.rs`) both restart so.
     pub fn restore_journal(
         &mut self,
         recovered: &crate::journal::Recovered,
-        ptxn: crate::ptxn::coordinator::CoordConfig,
+        ptxn: crate::producer_txn::coordinator::CoordConfig,
         now_ms: u64,
     ) -> Result<(), String> {
         let registry = self.registry.clone();
@@ -349,7 +349,7 @@ impl<S: Storage + Clone> ShardState<S> {
         self.share.retain_topics(&registry);
         self.groups = crate::group::ConsumerGroups::restore(recovered, now_ms);
         self.groups.retain_topics(&|t| registry.topic(t).is_some());
-        self.ptxn = crate::ptxn::coordinator::TxnCoordinator::restore(recovered, ptxn);
+        self.ptxn = crate::producer_txn::coordinator::TxnCoordinator::restore(recovered, ptxn);
         self.share_apply_log_starts();
         Ok(())
     }
@@ -1034,7 +1034,7 @@ fn remove_log_dir<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::log::batch::BatchBuilder;
-    use crate::ptxn::partition::TxnError;
+    use crate::producer_txn::partition::TxnError;
     use crate::shard::ops::FetchPartitionOp;
     use crate::shard::producer_state::ProducerError;
     use crate::storage::file::SimStorage;
@@ -1150,7 +1150,7 @@ mod tests {
         .remove(0)
     }
 
-    fn marker(pid: i64, epoch: i16, outcome: crate::ptxn::TxnOutcome) -> TxnMarker {
+    fn marker(pid: i64, epoch: i16, outcome: crate::producer_txn::TxnOutcome) -> TxnMarker {
         TxnMarker {
             producer_id: pid,
             producer_epoch: epoch,
@@ -1204,7 +1204,7 @@ mod tests {
     /// open transaction, and the same state rebuilt from the log after a reopen.
     #[test]
     fn transactions_hold_the_lso_and_aborted_ones_are_reported() {
-        use crate::ptxn::TxnOutcome::{Abort, Commit};
+        use crate::producer_txn::TxnOutcome::{Abort, Commit};
         let storage = SimStorage::new();
         let reg = registry(&[("t", 1, 1)]);
         let mut s = open(&storage, reg.clone(), 1, 0);
@@ -1293,7 +1293,7 @@ mod tests {
         assert_eq!(
             s.write_txn_marker(&marker(9, 1, Commit), &r, 2_000),
             Err(MarkerError::Refused(
-                crate::ptxn::partition::TxnError::StaleMarker {
+                crate::producer_txn::partition::TxnError::StaleMarker {
                     producer_id: 9,
                     epoch: 1,
                     current: 2,

@@ -239,7 +239,7 @@ pub struct SharePartition {
     log_start: i64,
     members: Interner,
     txns: Interner,
-    /// Producer transactions (`crate::ptxn::share`): the highest marker epoch applied here per
+    /// Producer transactions (`crate::producer_txn::share`): the highest marker epoch applied here per
     /// producer id. A lock with an older epoch is a zombie's. Not durable (a restart forgets it).
     producer_fences: HashMap<i64, i16>,
     dirty: DirtyRanges,

@@ -9,7 +9,7 @@
 //! that drive the binary itself.
 //!
 //! [`sim`]: the deterministic executor and `ShardIo` the simulations run the production shard
-//! core on (`tests/share_txn_sim.rs`, `tests/share_ptxn_sim.rs`).
+//! core on (`tests/share_txn_sim.rs`, `tests/share_producer_txn_sim.rs`).
 //!
 //! Included with `mod common;`; each test uses only part of it.
 #![allow(dead_code)]

@@ -1,5 +1,5 @@
 //! The deterministic shard I/O the simulations run the production shard core on
-//! (`tests/share_txn_sim.rs`, `tests/share_ptxn_sim.rs`): a seeded single-threaded
+//! (`tests/share_txn_sim.rs`, `tests/share_producer_txn_sim.rs`): a seeded single-threaded
 //! executor ([`Exec`]: ready tasks are polled in a seeded random order; when none is ready the
 //! virtual clock jumps to the earliest timer), and [`SimIo`], an implementation of
 //! `lockstep::shard::ShardIo` over it:

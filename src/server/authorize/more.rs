@@ -11,7 +11,7 @@ use super::{
     answer, decoded, filtered, group_error, split, Ctx, Gate, CLUSTER_DENIED, GROUP_DENIED,
     TOPIC_DENIED,
 };
-use crate::authz::{Operation, ResourceType};
+use crate::security::authz::{Operation, ResourceType};
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
 use crate::protocol::generated as gen;

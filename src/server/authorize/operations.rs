@@ -18,7 +18,7 @@
 //! request refused as a whole is not touched.
 
 use super::{respond, response_body, Gate, Merge, CLUSTER_NAME};
-use crate::authz::{
+use crate::security::authz::{
     Authorizer, AuthorizerConfig, Operation, Requester, ResourceType, OPERATIONS_NOT_REQUESTED,
 };
 use crate::protocol::apis;

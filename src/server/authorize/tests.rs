@@ -1,7 +1,7 @@
 //! The hook on encoded requests: pass, refuse whole, filter and merge.
 
 use super::*;
-use crate::authz::{AclBinding, PatternType, Permission};
+use crate::security::authz::{AclBinding, PatternType, Permission};
 use crate::model::ShardId;
 use crate::protocol::apis::SUPPORTED_APIS;
 use crate::shard::ops::{ShardOp, ShardReply};
@@ -450,7 +450,7 @@ fn metadata_handler(registry: Arc<TopicRegistry>) -> impl FnOnce(&Request) -> Ou
 #[test]
 fn metadata_reports_the_principals_topic_and_cluster_operations() {
     use Operation::*;
-    let field = |ops: &[Operation]| crate::authz::operations_field(ops.iter().copied());
+    let field = |ops: &[Operation]| crate::security::authz::operations_field(ops.iter().copied());
     let reg = registry(vec![
         allow(ResourceType::Topic, "a", Read),
         allow(ResourceType::Topic, "a", AlterConfigs),
@@ -536,7 +536,7 @@ fn metadata_reports_the_principals_topic_and_cluster_operations() {
 #[test]
 fn describes_report_the_principals_group_and_cluster_operations() {
     use Operation::*;
-    let field = |ops: &[Operation]| crate::authz::operations_field(ops.iter().copied());
+    let field = |ops: &[Operation]| crate::security::authz::operations_field(ops.iter().copied());
     let all = ResourceType::Group.all_operations();
     let reg = registry(vec![
         allow(ResourceType::Group, "g", Read),

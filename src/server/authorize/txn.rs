@@ -16,7 +16,7 @@
 
 use super::{answer, decoded, filtered, sb, split, Ctx, Gate, CLUSTER_DENIED, GROUP_DENIED};
 use super::{TOPIC_DENIED, TXN_ID_DENIED};
-use crate::authz::{Operation, ResourceType};
+use crate::security::authz::{Operation, ResourceType};
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
 use kafka_protocol::messages::*;
@@ -195,7 +195,7 @@ pub(super) fn decide(ctx: &Ctx<'_>, request: &Request) -> Result<Option<Gate>, (
             },
         ),
         apis::TXN_SHARE_ACKNOWLEDGE => {
-            let r: crate::protocol::txn_share::TxnShareAcknowledgeRequest = decoded(request)?;
+            let r: crate::protocol::producer_txn_share::TxnShareAcknowledgeRequest = decoded(request)?;
             let txn_allowed = r.transactional_id.as_deref().map_or(true, |id| txn_ok(id));
             let code = if !txn_allowed {
                 TXN_ID_DENIED
@@ -208,7 +208,7 @@ pub(super) fn decide(ctx: &Ctx<'_>, request: &Request) -> Result<Option<Gate>, (
             };
             answer(
                 request,
-                |resp: &mut crate::protocol::txn_share::TxnShareAcknowledgeResponse| {
+                |resp: &mut crate::protocol::producer_txn_share::TxnShareAcknowledgeResponse| {
                     resp.error_code = code
                 },
             )

@@ -17,11 +17,11 @@ use crate::constants::{
 };
 use crate::model::{group_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
-use crate::ptxn::coordinator::InitAnswer;
-use crate::ptxn::coordinator::{
+use crate::producer_txn::coordinator::InitAnswer;
+use crate::producer_txn::coordinator::{
     CoordError, InitRequest, ListFilter, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
-use crate::ptxn::TxnOutcome;
+use crate::producer_txn::TxnOutcome;
 use crate::shard::call::{AllocateProducerId, Op, Ptxn};
 use crate::shard::ops::PtxnOp;
 use kafka_protocol::messages::{

@@ -20,9 +20,9 @@
 //!
 //! After a SaslHandshake v0 the client sends raw size-prefixed tokens instead of
 //! SaslAuthenticate requests (`Phase::Authenticating { headers: false }`); the connection
-//! (`runtime::conn`) frames them. SCRAM's exchange is [`crate::scram::ScramServer`].
+//! (`runtime::conn`) frames them. SCRAM's exchange is [`crate::security::scram::ScramServer`].
 
-use crate::scram::{ScramCredentials, ScramServer};
+use crate::security::scram::{ScramCredentials, ScramServer};
 use std::collections::BTreeMap;
 
 /// SaslHandshake's API key.
@@ -335,7 +335,7 @@ impl SaslConnection {
                 }
                 Err(reason) => {
                     tracing::debug!(%reason, "SCRAM authentication failed");
-                    failed(crate::scram::failed_message(server.mechanism))
+                    failed(crate::security::scram::failed_message(server.mechanism))
                 }
             },
             Phase::Authenticated(p) => {
@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn scram_exchange_through_the_connection() {
-        use crate::scram::ScramCredential;
+        use crate::security::scram::ScramCredential;
         let u = users();
         let m = Mechanism::ScramSha256;
         let mut creds = ScramCredentials::default();
@@ -529,7 +529,7 @@ mod tests {
             c.on_authenticate(b"c=biws,r=clisrv,p=AAAA", &a),
             Step::Authenticate {
                 error: SASL_AUTHENTICATION_FAILED,
-                message: Some(crate::scram::failed_message(m)),
+                message: Some(crate::security::scram::failed_message(m)),
                 auth_bytes: Vec::new(),
             }
         );

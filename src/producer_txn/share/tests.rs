@@ -70,7 +70,7 @@ fn owner_names_round_trip_and_never_look_like_share_transaction_ids() {
         assert!(!lock.owner_name().contains('-'));
         // No share group can own it as a transaction id: those are `{group}-{prefix}-{n}`.
         for group in ["g", "#producer.1", "#producer.1.7", ""] {
-            assert!(crate::txn::check_transaction_id(group, &lock.owner_name()).is_err());
+            assert!(crate::share_txn::check_transaction_id(group, &lock.owner_name()).is_err());
         }
     }
     assert_eq!(ProducerLock::new(-1, 0), None);

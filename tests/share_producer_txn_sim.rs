@@ -15,7 +15,7 @@
 //! the transaction. Every step is a `ShardOp` run by the production core on its shard:
 //!
 //! - InitProducerId, AddPartitionsToTxn, the KIP-890 verification, EndTxn, DescribeTransactions:
-//!   `ShardPtxn::ptxn_op` on the coordinator's shard (`shard::exec::ptxn` over
+//!   `ShardPtxn::ptxn_op` on the coordinator's shard (`shard::exec::producer_txn` over
 //!   `ptxn::coordinator`), each answered once its coordinator record is durable in the shard's
 //!   journal; the coordinator arms the marker job once its Prepare* record is durable and fans
 //!   WriteTxnMarkers out to the partitions' shards; the transaction completes when every
@@ -84,10 +84,10 @@ use lockstep::client::share_consumer::decode_batches;
 use lockstep::journal::{Journal, JournalConfig};
 use lockstep::log::batch::BatchBuilder;
 use lockstep::model::{group_shard, partition_shard, ShardId};
-use lockstep::ptxn::coordinator::TxnMetadata;
-use lockstep::ptxn::coordinator::{CoordConfig, CoordError, InitAnswer, InitRequest, TxnState};
-use lockstep::ptxn::share::{ProducerLock, ShareLockError};
-use lockstep::ptxn::TxnOutcome;
+use lockstep::producer_txn::coordinator::TxnMetadata;
+use lockstep::producer_txn::coordinator::{CoordConfig, CoordError, InitAnswer, InitRequest, TxnState};
+use lockstep::producer_txn::share::{ProducerLock, ShareLockError};
+use lockstep::producer_txn::TxnOutcome;
 use lockstep::shard::call::{Op, Ptxn, ReleaseMember, Txn};
 use lockstep::shard::exec::{ShardExec, ShardPtxn};
 use lockstep::shard::ops::{
@@ -1077,7 +1077,7 @@ fn run_seed_reported(seed: u64, steps: usize) -> Stats {
     match std::panic::catch_unwind(|| run_seed(seed, steps)) {
         Ok(stats) => stats,
         Err(e) => {
-            eprintln!("share_ptxn_sim failed with seed {seed} (replay: LOCKSTEP_SEED={seed})");
+            eprintln!("share_producer_txn_sim failed with seed {seed} (replay: LOCKSTEP_SEED={seed})");
             std::panic::resume_unwind(e)
         }
     }

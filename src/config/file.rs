@@ -37,8 +37,8 @@
 //!   naming the key and its line.
 
 use crate::config::{broker_config_def, ConfigError};
-use crate::conn_limits::LimitsConfig;
-use crate::sasl::{parse_jaas, Mechanism, PlainUsers};
+use crate::security::conn_limits::LimitsConfig;
+use crate::security::sasl::{parse_jaas, Mechanism, PlainUsers};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -139,7 +139,7 @@ pub struct FileConfig {
     pub tls: Option<TlsSettings>,
     /// `authorizer.class.name` (with `super.users` and `allow.everyone.if.no.acl.found`);
     /// `None` when no authorizer is named.
-    pub authorizer: Option<crate::authz::AuthorizerConfig>,
+    pub authorizer: Option<crate::security::authz::AuthorizerConfig>,
     /// SASL settings of each SASL_PLAINTEXT / SASL_SSL listener, by listener name.
     pub sasl: BTreeMap<String, ListenerSasl>,
     /// `max.connections`, `max.connections.per.ip`, `max.connection.creation.rate` and their
@@ -505,17 +505,17 @@ impl FileConfig {
         if let Some(p) = get("authorizer.class.name") {
             let class = p.value.trim();
             if !class.is_empty() {
-                if !crate::authz::AUTHORIZER_CLASS_NAMES.contains(&class) {
+                if !crate::security::authz::AUTHORIZER_CLASS_NAMES.contains(&class) {
                     return Err(bad(
                         p,
                         format!(
                             "{class:?} is not supported (use {})",
-                            crate::authz::AUTHORIZER_CLASS_NAMES[0]
+                            crate::security::authz::AUTHORIZER_CLASS_NAMES[0]
                         ),
                     ));
                 }
                 let super_users = match get("super.users") {
-                    Some(p) => crate::authz::AuthorizerConfig::parse_super_users(&p.value)
+                    Some(p) => crate::security::authz::AuthorizerConfig::parse_super_users(&p.value)
                         .map_err(|e| bad(p, e.to_string()))?,
                     None => Default::default(),
                 };
@@ -527,7 +527,7 @@ impl FileConfig {
                     },
                     None => false,
                 };
-                config.authorizer = Some(crate::authz::AuthorizerConfig {
+                config.authorizer = Some(crate::security::authz::AuthorizerConfig {
                     super_users,
                     allow_if_no_acl,
                 });

@@ -1,4 +1,4 @@
-//! The producer-transaction coordinator (`ptxn::coordinator`, pure) on its shard: runs a [`PtxnOp`] against the shard's coordinator, journals what it emitted and answers
+//! The producer-transaction coordinator (`producer_txn::coordinator`, pure) on its shard: runs a [`PtxnOp`] against the shard's coordinator, journals what it emitted and answers
 //! once that is durable; arms the marker jobs whose Prepare* records are durable and sends
 //! their markers ([`ShardOp::WriteTxnMarkers`] per participant shard, [`ShardOp::GroupTxnMarker`]
 //! per group); a periodic tick aborts timed-out transactions, expires idle ids and retries
@@ -9,7 +9,7 @@
 //! were created by entries at or below that append's sequence number.
 
 use super::*;
-use crate::ptxn::coordinator::{MarkerResults, MarkerWork, TxnCoordinator};
+use crate::producer_txn::coordinator::{MarkerResults, MarkerWork, TxnCoordinator};
 use crate::shard::ops::{PtxnOp, PtxnReply};
 use std::collections::BTreeMap;
 

@@ -26,7 +26,7 @@ use lockstep::share::partition::throttle_threshold;
 use lockstep::share::{
     AckBatch, AcknowledgeType, RecordState, ShareConfig, SharePartition, ShareSnapshot,
 };
-use lockstep::txn::{GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnState};
+use lockstep::share_txn::{GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnState};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use uuid::Uuid;
@@ -923,7 +923,7 @@ impl Drop for SeedOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!(
-                "txn_model failed with seed {} (replay: LOCKSTEP_SEED={})",
+                "share_txn_model failed with seed {} (replay: LOCKSTEP_SEED={})",
                 self.0, self.0
             );
         }

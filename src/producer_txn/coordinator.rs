@@ -3,7 +3,7 @@
 //! version 1 semantics).
 //!
 //! Ownership: one [`TxnCoordinator`] per shard; a transactional id lives on the shard its name
-//! hashes to (`model::group_shard`, as groups). The shard core (`shard::exec::ptxn`) feeds it
+//! hashes to (`model::group_shard`, as groups). The shard core (`shard::exec::producer_txn`) feeds it
 //! requests with the time, appends the records it emits ([`TxnCoordinator::take_records`]) to
 //! the shard's journal, answers a request only once they are durable, and sends the markers it
 //! hands out ([`TxnCoordinator::take_marker_work`]) to the participants.

@@ -5,7 +5,7 @@
 //! transaction must be ONGOING and the member must belong to the group), has the partitions'
 //! shards lock the records, and completes it; prepare waits for acknowledgements in flight.
 //! Prepare is answered once the participants' locks and the PREPARE record are durable;
-//! commit and abort once the decision record is (`shard::txn` strings the steps).
+//! commit and abort once the decision record is (`shard::share_txn` strings the steps).
 //!
 //! Deviation from the wire spec: GROUP_ID_NOT_FOUND is not used. A share group exists once it
 //! is named (as Kafka creates groups on first use), so a framework's coordinator may begin a
@@ -29,8 +29,8 @@ use crate::protocol::share_txn::{
 use crate::shard::call::{Op, Txn};
 use crate::shard::ops::{PartitionRef, ShareTxnError, TxnAckError, TxnAnswer, TxnOp};
 use crate::share::AckBatch;
-use crate::txn::TxnState;
-use crate::txn::{TxnError, TxnRecord};
+use crate::share_txn::TxnState;
+use crate::share_txn::{TxnError, TxnRecord};
 use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 

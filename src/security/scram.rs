@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
-use crate::sasl::Mechanism;
+use crate::security::sasl::Mechanism;
 
 /// Kafka's bounds on SCRAM iterations (`ScramMechanism.minIterations`, `MAX_ITERATIONS`).
 pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
@@ -619,7 +619,7 @@ impl ScramServer {
                 let client_key: Vec<u8> =
                     proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
                 let computed = digest::digest(m.digest_alg(), &client_key);
-                if !crate::sasl::constant_time_eq(computed.as_ref(), &credential.stored_key) {
+                if !crate::security::sasl::constant_time_eq(computed.as_ref(), &credential.stored_key) {
                     return Err("Invalid client credentials".to_string());
                 }
                 let server_signature = hmac_of(m, &credential.server_key, auth_message.as_bytes());

@@ -1,13 +1,13 @@
 //! Share transactions on a shard: the synchronous steps of the
 //! coordinator (on the group's shard: [`GroupTransactions`] per group) and of the participants
-//! (on the partitions' shards: LOCKED ranges in their [`SharePartition`]s). The shard core
-//! (`crate::shard::txn`) strings them together with the calls between shards and the waits for
-//! durability; handlers are in `txn_api`.
+//! (on the partitions' shards: LOCKED ranges in their [`SharePartition`](crate::share::partition::SharePartition)s). The shard core
+//! (`crate::shard::share_txn`) strings them together with the calls between shards and the waits for
+//! durability; handlers are in `share_txn_api`.
 //!
 //! Journal (what makes the protocol crash-safe):
 //! - The coordinator writes a `TransactionRecord` entry for every change of a transaction
 //!   except PREPARE, which it writes only at the end of phase 1, after every participant's
-//!   `TransactionLocks` entries are durable ([`ShareState::txn_record_entry`]). A PREPARE that
+//!   `TransactionLocks` entries are durable (`ShareState::txn_record_entry`). A PREPARE that
 //!   is durable therefore always has durable locks; one that is not is ONGOING after a restart
 //!   and gets aborted. Journal snapshots follow the same rule (`prepared_durable`).
 //! - A participant writes `TransactionLocks` (the transaction's LOCKED ranges on a partition)
@@ -29,7 +29,7 @@ use crate::journal::entries::{
 use crate::model::TopicPartition;
 use crate::share::{AckBatch, LockOutcome, LockedRange};
 use crate::storage::file::Storage;
-use crate::txn::{
+use crate::share_txn::{
     GroupTransactions, Participant, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnReply,
     TxnState,
 };
@@ -395,7 +395,7 @@ impl ShareState {
     }
 
     /// Participant: (group, share transaction) pairs that hold LOCKED records here. Records
-    /// LOCKED in a producer transaction (`crate::ptxn::share`) are left out: only that
+    /// LOCKED in a producer transaction (`crate::producer_txn::share`) are left out: only that
     /// transaction's marker resolves them.
     pub fn txn_locked(&self) -> BTreeSet<(String, String)> {
         let mut out = BTreeSet::new();
@@ -403,7 +403,7 @@ impl ShareState {
             for txn in sp
                 .locked_txns()
                 .into_iter()
-                .filter(|t| !crate::ptxn::share::is_producer_lock(t))
+                .filter(|t| !crate::producer_txn::share::is_producer_lock(t))
             {
                 out.insert((key.group_id.clone(), txn));
             }

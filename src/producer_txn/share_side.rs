@@ -4,8 +4,8 @@
 //! AVAILABLE on abort.
 //!
 //! [`crate::shard::exec`]'s WriteTxnMarkers calls
-//! [`crate::shard::state::ShardState::ptxn_share_resolve`] (`shard::ptxn_share`, rules in
-//! [`crate::ptxn::share`]) for every partition the marker reaches (whether or not a control batch
+//! [`crate::shard::state::ShardState::ptxn_share_resolve`] (`shard::producer_txn_share`, rules in
+//! [`crate::producer_txn::share`]) for every partition the marker reaches (whether or not a control batch
 //! was written there), then appends and waits for the share journal entries it produced before
 //! answering. It is idempotent: the coordinator retries markers until every participant answers.
 
@@ -15,7 +15,7 @@
 /// `SharePartition.filterAbortedTransactionalAcquiredRecords`). Inclusive ranges, in order.
 pub fn unreadable_ranges(
     batches: &[crate::log::batch::BatchSpan],
-    txns: &crate::ptxn::partition::TxnPartition,
+    txns: &crate::producer_txn::partition::TxnPartition,
     read_committed: bool,
 ) -> Vec<(i64, i64)> {
     let mut out: Vec<(i64, i64)> = Vec::new();
@@ -100,8 +100,8 @@ pub fn archive_unreadable(
 mod tests {
     use super::*;
     use crate::log::batch::{set_base_offset, BatchBuilder};
-    use crate::ptxn::partition::TxnPartition;
-    use crate::ptxn::TxnOutcome;
+    use crate::producer_txn::partition::TxnPartition;
+    use crate::producer_txn::TxnOutcome;
     use crate::share::fetch::acquire_from_log;
     use crate::share::{ShareConfig, SharePartition};
 

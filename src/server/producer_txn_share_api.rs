@@ -3,7 +3,7 @@
 //!
 //! The request goes to the partitions' shards: each partition's records, ACQUIRED by MemberId,
 //! become LOCKED by the producer's transaction (`#producer.{ProducerId}.{ProducerEpoch}`,
-//! `crate::ptxn::share`), all-or-nothing per partition, and the answer is sent once the locks
+//! `crate::producer_txn::share`), all-or-nothing per partition, and the answer is sent once the locks
 //! are durable. The transaction's end resolves them: the coordinator's `WriteTxnMarkers` to each
 //! partition of the transaction commits (ACKNOWLEDGED / ARCHIVED) or aborts (AVAILABLE, no
 //! delivery attempt used) them. The input partitions reach the transaction's partitions the way
@@ -37,12 +37,12 @@ use super::{respond, Bus, Outcome};
 use crate::constants::{REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
 use crate::protocol::codec::{decode_body, Request};
-use crate::protocol::txn_share::{
+use crate::protocol::producer_txn_share::{
     TxnShareAcknowledgePartitionResult, TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
     TxnShareAcknowledgeTopicResult,
 };
-use crate::ptxn::coordinator::CoordError;
-use crate::ptxn::share::{ack_batch, ProducerLock};
+use crate::producer_txn::coordinator::CoordError;
+use crate::producer_txn::share::{ack_batch, ProducerLock};
 use crate::shard::call::{Ptxn, Txn};
 use crate::shard::ops::{PartitionRef, PtxnOp, ShareAckResult, TxnOp};
 

@@ -1,5 +1,5 @@
 //! Share transactions on the shard core, every step that waits or talks
-//! to another shard; the synchronous steps they string together are `shard::txn_state`.
+//! to another shard; the synchronous steps they string together are `shard::share_txn_state`.
 //!
 //! Coordinator (the group's shard), [`execute`] of:
 //! - `Begin`: answered once the ONGOING record is durable.
@@ -34,7 +34,7 @@ use crate::shard::ops::{
     TxnOp, TxnReplyMsg,
 };
 use crate::share::AckBatch;
-use crate::txn::{TxnError, TxnRecord, TxnState};
+use crate::share_txn::{TxnError, TxnRecord, TxnState};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs one share-transaction op on this shard (coordinator or participant).

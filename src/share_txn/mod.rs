@@ -10,7 +10,7 @@
 //! Ownership: a group's `GroupTransactions` lives on the shard that owns the group. The
 //! records themselves (ACQUIRED → LOCKED → ACKNOWLEDGED / ARCHIVED / AVAILABLE) live in each
 //! participant's [`crate::share::SharePartition`], on the partition's shard; the shard core
-//! connects the two (`crate::shard::txn`). Synchronous and I/O-free; time is passed in as `now_ms`.
+//! connects the two (`crate::shard::share_txn`). Synchronous and I/O-free; time is passed in as `now_ms`.
 
 pub mod group;
 pub mod state;

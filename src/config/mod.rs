@@ -12,7 +12,10 @@
 //! The stored overrides are owned by the topic registry (`shard::registry`), which every shard
 //! holds a copy of; this module is pure data and validation.
 
-pub use crate::config_file::{Listener, SecurityProtocol, TlsSettings};
+pub use crate::config::file::{Listener, SecurityProtocol, TlsSettings};
+
+pub mod file;
+
 use crate::constants::{
     GROUP_INITIAL_REBALANCE_DELAY_MS,
     DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
@@ -103,15 +106,15 @@ pub struct BrokerConfig {
     /// TLS material of the SSL and SASL_SSL listeners.
     pub tls: Option<TlsSettings>,
     /// SASL settings of the SASL listeners, by listener name.
-    pub sasl: BTreeMap<String, crate::config_file::ListenerSasl>,
+    pub sasl: BTreeMap<String, crate::config::file::ListenerSasl>,
     /// Connection limits (`conn_limits`).
-    pub limits: crate::conn_limits::LimitsConfig,
+    pub limits: crate::security::conn_limits::LimitsConfig,
     /// Static broker defaults from the configuration file (installed with
     /// [`set_static_broker_defaults`] when the broker starts).
     pub broker_defaults: BTreeMap<String, String>,
     /// The authorizer's settings (`authorizer.class.name` set); `None`: every request is
     /// allowed (no authorizer, as in Kafka).
-    pub authorizer: Option<crate::authz::AuthorizerConfig>,
+    pub authorizer: Option<crate::security::authz::AuthorizerConfig>,
     /// `group.initial.rebalance.delay.ms`: how long the first rebalance of a new or empty
     /// classic group waits for more members (Kafka's default 3000).
     pub group_initial_rebalance_delay_ms: u64,
@@ -280,9 +283,9 @@ impl BrokerConfig {
         }
         if let Some(tls) = &self.tls {
             let auth = match tls.client_auth {
-                crate::config_file::ClientAuth::None => "none",
-                crate::config_file::ClientAuth::Requested => "requested",
-                crate::config_file::ClientAuth::Required => "required",
+                crate::config::file::ClientAuth::None => "none",
+                crate::config::file::ClientAuth::Requested => "requested",
+                crate::config::file::ClientAuth::Required => "required",
             };
             put("ssl.client.auth", auth.to_string());
         }
@@ -299,7 +302,7 @@ impl BrokerConfig {
             Some(a) => {
                 put(
                     "authorizer.class.name",
-                    crate::authz::AUTHORIZER_CLASS_NAMES[0].to_string(),
+                    crate::security::authz::AUTHORIZER_CLASS_NAMES[0].to_string(),
                 );
                 let mut users: Vec<&String> = a.super_users.iter().collect();
                 users.sort();

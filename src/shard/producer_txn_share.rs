@@ -1,10 +1,10 @@
 //! The share side of producer transactions on a shard (KIP-1289's TxnShareAcknowledge):
 //! the partition's shard locks share records in a producer transaction and resolves them when
-//! the transaction's marker arrives. The rules are `crate::ptxn::share`'s; this module runs them
+//! the transaction's marker arrives. The rules are `crate::producer_txn::share`'s; this module runs them
 //! on the shard's share partitions and produces the journal entries, which the runtime makes
 //! durable before it answers (`shard::exec`).
 //!
-//! Journal: the same entries as the share-transaction road (`shard::txn_state`). A lock
+//! Journal: the same entries as the share-transaction road (`shard::share_txn_state`). A lock
 //! writes the partition's state delta (LOCKED journalled as AVAILABLE) and a `TransactionLocks`
 //! entry whose transaction id is the owner name `#producer.{id}.{epoch}` (schemas/FORMAT.md);
 //! a marker writes the resolved delta and an empty `TransactionLocks` for each owner it
@@ -16,10 +16,10 @@
 use super::ops::{PartitionRef, ShareAckResult, SharePartitionError};
 use super::share_state::ShareKey;
 use super::state::ShardState;
-use super::txn_state::locks_entry;
+use super::share_txn_state::locks_entry;
 use crate::journal::entries::Entry;
-use crate::ptxn::share::{self as rules, ProducerLock, Resolved};
-use crate::ptxn::TxnMarker;
+use crate::producer_txn::share::{self as rules, ProducerLock, Resolved};
+use crate::producer_txn::TxnMarker;
 use crate::share::AckBatch;
 use crate::storage::file::Storage;
 
@@ -63,7 +63,7 @@ impl<S: Storage + Clone> ShardState<S> {
     }
 
     /// A producer transaction's marker reached partition `r`: resolves the locks it ends in
-    /// every share group with state here (`crate::ptxn::share::resolve`). Idempotent.
+    /// every share group with state here (`crate::producer_txn::share::resolve`). Idempotent.
     pub fn ptxn_share_resolve(&mut self, marker: &TxnMarker, r: &PartitionRef) -> Resolved {
         let partition = r.key();
         let keys: Vec<ShareKey> = self

@@ -17,7 +17,7 @@
 //!   transaction has no prepare phase in which participants persist: once the client has its
 //!   answer it may commit at once, and a commit marker must find the locks after a crash).
 //! - Resolve ([`resolve`]): the producer transaction's marker (`ShardOp::WriteTxnMarkers`,
-//!   `crate::ptxn::TxnMarker`) resolves every lock of its producer id whose epoch is at most the
+//!   `crate::producer_txn::TxnMarker`) resolves every lock of its producer id whose epoch is at most the
 //!   marker's: commit → the lock's outcome, abort → AVAILABLE without using a delivery attempt.
 //!   "At most", because Kafka writes a fenced or timed-out transaction's abort marker with the
 //!   bumped epoch (and KIP-890 bumps the epoch at every end), and a producer has one open
@@ -34,7 +34,7 @@
 //!   PREPARE_COMMIT / PREPARE_ABORT after its own recovery); they are not asked about at the
 //!   share-transaction coordinator ([`is_producer_lock`] keeps them out of that resolution).
 //!
-//! Synchronous and I/O-free; the shard (`shard::txn_state`) journals what these return.
+//! Synchronous and I/O-free; the shard (`shard::share_txn_state`) journals what these return.
 
 use super::{TxnMarker, TxnOutcome};
 use crate::share::{AckBatch, AcknowledgeType, ShareError, SharePartition};

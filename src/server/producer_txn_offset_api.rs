@@ -3,7 +3,7 @@
 //!
 //! The request goes to the group's shard as [`TxnCommitOffsets`]: the group fields are
 //! validated as Kafka does (v3+ carry member id, generation and instance id), and the offsets
-//! are kept pending for the producer id (`crate::group::txn_offsets`), journalled, and answered
+//! are kept pending for the producer id (`crate::group::producer_txn_offsets`), journalled, and answered
 //! once durable. They become committed (or are dropped) when the transaction coordinator sends
 //! the group's shard the transaction's marker (`ShardOp::GroupTxnMarker`); until then OffsetFetch
 //! does not show them, and OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for

@@ -4,8 +4,8 @@
 use super::*;
 use crate::journal::{Location, Recovered, RecoveredEntry};
 use crate::model::{ShardId, TopicPartition};
-use crate::ptxn::share::ShareLockError;
-use crate::ptxn::TxnOutcome;
+use crate::producer_txn::share::ShareLockError;
+use crate::producer_txn::TxnOutcome;
 use crate::shard::registry::TopicRegistry;
 use crate::shard::share_state::ShareState;
 use crate::share::{AcknowledgeType, RecordState, ShareConfig, ShareError, SharePartition};
