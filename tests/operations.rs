@@ -243,6 +243,14 @@ fn readiness_health_endpoints_and_json_logs() {
     }
 }
 
+fn check_config(file: &Path) -> std::process::Output {
+    Command::new(binary())
+        .arg("--check-config")
+        .arg(file)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn check_config_prints_the_effective_configuration_or_kafkas_message() {
     let dir = tempfile::tempdir().unwrap();
@@ -252,11 +260,7 @@ fn check_config_prints_the_effective_configuration_or_kafkas_message() {
         "listeners=PLAINTEXT://127.0.0.1:19092\nlog.dirs=/srv/lockstep\nnum.partitions=3\n",
     )
     .unwrap();
-    let out = Command::new(binary())
-        .arg("--check-config")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = check_config(&file);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     for line in [
@@ -271,11 +275,7 @@ fn check_config_prints_the_effective_configuration_or_kafkas_message() {
     }
     // The shipped default configuration is valid.
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/server.properties");
-    let out = Command::new(binary())
-        .arg("--check-config")
-        .arg(&shipped)
-        .output()
-        .unwrap();
+    let out = check_config(&shipped);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -284,11 +284,7 @@ fn check_config_prints_the_effective_configuration_or_kafkas_message() {
     );
 
     std::fs::write(&file, "num.partitions=zero\n").unwrap();
-    let out = Command::new(binary())
-        .arg("--check-config")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = check_config(&file);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -297,11 +293,7 @@ fn check_config_prints_the_effective_configuration_or_kafkas_message() {
         "{stderr}"
     );
     std::fs::write(&file, "log.format=xml\n").unwrap();
-    let out = Command::new(binary())
-        .arg("--check-config")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = check_config(&file);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("Invalid value xml for configuration log.format"));
