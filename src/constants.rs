@@ -192,6 +192,15 @@ pub const TOPIC_PARTITIONS_DEFAULT: i32 = 1;
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 /// Batches remembered per producer and partition to answer retried (duplicate) batches, as Kafka.
 pub const PRODUCER_BATCHES_REMEMBERED: usize = 5;
+/// Producer snapshots kept per partition (the newest; an older one is the fallback when a power
+/// loss tore the newest).
+pub const PRODUCER_SNAPSHOTS_KEPT: usize = 2;
+/// `producer.id.expiration.ms` default (Kafka's, 1 day): a producer idle this long, with no
+/// transaction open, is forgotten by the partition.
+pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 86_400_000;
+/// How often shards look for expired producers (Kafka's
+/// `producer.id.expiration.check.interval.ms` default, 10 minutes).
+pub const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: u64 = 600_000;
 /// Largest record batch accepted by produce by default (Kafka `message.max.bytes`, 1 MiB + overhead).
 pub const RECORD_BATCH_BYTES_MAX_DEFAULT: u64 = 1024 * 1024 + 12;
 

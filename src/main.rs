@@ -14,8 +14,8 @@
 //! (10) when a partition log or the state journal is poisoned.
 
 use clap::Parser;
-use lockstep::config::{BrokerConfig, LogFormat};
 use lockstep::config::file::{FileConfig, FileError};
+use lockstep::config::{BrokerConfig, LogFormat};
 use std::path::PathBuf;
 
 /// Full segment-tail chunks in huge pages once the runtime enables it (the broker does, at
@@ -108,7 +108,9 @@ fn broker_config(args: &Args, file: FileConfig) -> Result<BrokerConfig, String> 
         args.listen.as_deref(),
         args.data_dir.clone().or(file.data_dir),
         args.shards,
-        args.metrics_listen.as_deref().or(file.metrics_listen.as_deref()),
+        args.metrics_listen
+            .as_deref()
+            .or(file.metrics_listen.as_deref()),
         cores,
     )
     .map_err(|e| e.to_string())?;

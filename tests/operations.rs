@@ -44,7 +44,12 @@ fn files_under(dir: &Path) -> Vec<(String, u64)> {
             if meta.is_dir() {
                 stack.push(entry.path());
             } else {
-                let rel = entry.path().strip_prefix(dir).unwrap().display().to_string();
+                let rel = entry
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .display()
+                    .to_string();
                 out.push((rel, meta.len()));
             }
         }
@@ -78,7 +83,12 @@ fn refused_start(data: &Path) -> (Option<i32>, String) {
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     (status.code(), err)
 }
 
@@ -147,7 +157,10 @@ fn another_clusters_identity_is_refused() {
     let (code, stderr) = refused_start(&data);
     assert_eq!(code, Some(3), "{stderr}");
     let line = failure_line(&stderr);
-    assert!(line.contains("AAAAAAAAAAAAAAAAAAAAAA") && line.contains("refusing"), "{line}");
+    assert!(
+        line.contains("AAAAAAAAAAAAAAAAAAAAAA") && line.contains("refusing"),
+        "{line}"
+    );
     std::fs::write(&meta, text).unwrap();
     broker.spawn(&[]);
 }
@@ -160,7 +173,11 @@ fn a_partition_directory_no_topic_names_is_set_aside_not_deleted() {
     let logs = broker.data_dir().join("logs");
     let stranger = logs.join("0123456789abcdef0123456789abcdef-0");
     std::fs::create_dir_all(&stranger).unwrap();
-    std::fs::write(stranger.join("00000000000000000000.log"), b"someone's records").unwrap();
+    std::fs::write(
+        stranger.join("00000000000000000000.log"),
+        b"someone's records",
+    )
+    .unwrap();
     broker.spawn(&[]);
     let aside = logs.join("0123456789abcdef0123456789abcdef-0-stray");
     assert!(!stranger.exists());
@@ -190,14 +207,50 @@ fn status_line(response: &str) -> &str {
     response.lines().next().unwrap_or_default()
 }
 
+/// The next datagram on `socket`, polled while `child` runs: a broker that exits first fails
+/// the test with its status and stderr instead of a silent wait.
+fn next_notification(
+    socket: &UnixDatagram,
+    child: &mut std::process::Child,
+    stderr: &std::sync::Mutex<String>,
+    what: &str,
+) -> String {
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = Instant::now() + common::BROKER_START_TIMEOUT;
+    let mut buf = [0u8; 512];
+    loop {
+        match socket.recv(&mut buf) {
+            Ok(n) => return String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            std::thread::sleep(Duration::from_millis(200));
+            panic!(
+                "the broker exited ({status}) before {what}; stderr:\n{}",
+                stderr.lock().unwrap()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {what} within {:?}; stderr:\n{}",
+            common::BROKER_START_TIMEOUT,
+            stderr.lock().unwrap()
+        );
+    }
+}
+
 #[test]
 fn readiness_health_endpoints_and_json_logs() {
     let dir = tempfile::tempdir().unwrap();
     let socket_path = dir.path().join("notify.sock");
     let notify = UnixDatagram::bind(&socket_path).unwrap();
-    notify
-        .set_read_timeout(Some(common::BROKER_START_TIMEOUT))
-        .unwrap();
     let metrics = common::free_port();
     let mut child = Command::new(binary())
         .args(common::LOCKSTEP_TEST_ARGS)
@@ -213,9 +266,18 @@ fn readiness_health_endpoints_and_json_logs() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut buf = [0u8; 512];
-    let n = notify.recv(&mut buf).expect("READY=1 from the broker");
-    let message = String::from_utf8_lossy(&buf[..n]).to_string();
+    // Drained on a thread so a chatty broker never blocks on a full pipe.
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let drain = {
+        let mut pipe = child.stderr.take().unwrap();
+        let stderr = stderr.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            stderr.lock().unwrap().push_str(&text);
+        })
+    };
+    let message = next_notification(&notify, &mut child, &stderr, "READY=1");
     assert!(message.lines().any(|l| l == "READY=1"), "{message}");
     assert!(status_line(&http_get(metrics, "/ready")).contains(" 200 "));
     assert!(status_line(&http_get(metrics, "/live")).contains(" 200 "));
@@ -228,18 +290,21 @@ fn readiness_health_endpoints_and_json_logs() {
     // SIGTERM: STOPPING=1, then a clean exit.
     // SAFETY: kill(2) with the pid of a child we spawned and have not reaped.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let n = notify.recv(&mut buf).expect("STOPPING=1 from the broker");
-    assert_eq!(&buf[..n], b"STOPPING=1");
+    let message = next_notification(&notify, &mut child, &stderr, "STOPPING=1");
+    assert_eq!(message, "STOPPING=1");
     let status = child.wait().unwrap();
-    assert!(status.success(), "{status}");
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    drain.join().unwrap();
+    let stderr = stderr.lock().unwrap();
+    assert!(status.success(), "{status}; stderr:\n{stderr}");
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(!lines.is_empty());
     for line in lines {
         let value: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
-        assert!(value["level"].is_string() && value["timestamp"].is_string(), "{line}");
+        assert!(
+            value["level"].is_string() && value["timestamp"].is_string(),
+            "{line}"
+        );
     }
 }
 
@@ -271,7 +336,10 @@ fn check_config_prints_the_effective_configuration_or_kafkas_message() {
         "log.retention.ms=604800000",
         "log.format=text",
     ] {
-        assert!(stdout.lines().any(|l| l == line), "missing {line}:\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing {line}:\n{stdout}"
+        );
     }
     // The shipped default configuration is valid.
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/server.properties");

@@ -98,25 +98,29 @@ fn the_debian_package_installs_and_runs_as_a_notify_service() {
         "etc/lockstep/server.properties\n",
         "system/lockstep.service\n",
     ] {
-        assert!(listing.contains(file), "{file} not in the package:\n{listing}");
+        assert!(
+            listing.contains(file),
+            "{file} not in the package:\n{listing}"
+        );
     }
 
     let _cleanup = Cleanup {
         purge: !is_installed(),
         remove_data: !Path::new(DATA_DIR).exists(),
     };
-    run(Command::new("dpkg").arg("-i").arg(&deb).env("DEBIAN_FRONTEND", "noninteractive"));
+    run(Command::new("dpkg")
+        .arg("-i")
+        .arg(&deb)
+        .env("DEBIAN_FRONTEND", "noninteractive"));
     let (uid, gid) = (id_of("-u"), id_of("-g"));
     let data = std::fs::metadata(DATA_DIR).unwrap();
     assert_eq!((data.uid(), data.gid()), (uid, gid), "{DATA_DIR} owner");
 
-    let unit = String::from_utf8_lossy(
-        &run(Command::new("dpkg").args(["-L", "lockstep"])).stdout,
-    )
-    .lines()
-    .find(|l| l.ends_with("/lockstep.service"))
-    .expect("the unit among the package's files")
-    .to_string();
+    let unit = String::from_utf8_lossy(&run(Command::new("dpkg").args(["-L", "lockstep"])).stdout)
+        .lines()
+        .find(|l| l.ends_with("/lockstep.service"))
+        .expect("the unit among the package's files")
+        .to_string();
     run(Command::new("systemd-analyze").args(["verify", &unit]));
     let unit_text = std::fs::read_to_string(&unit).unwrap();
     assert!(unit_text.contains("Type=notify"), "{unit_text}");
@@ -138,7 +142,10 @@ fn the_debian_package_installs_and_runs_as_a_notify_service() {
     let mut broker = Command::new("/usr/bin/lockstep");
     broker
         .args(["--config", CONFIG])
-        .args(["--override", &format!("listeners=PLAINTEXT://127.0.0.1:{port}")])
+        .args([
+            "--override",
+            &format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
+        ])
         .args(["--override", &format!("metrics.listen=127.0.0.1:{metrics}")])
         .current_dir(DATA_DIR)
         .env("NOTIFY_SOCKET", &sock_path)
@@ -149,8 +156,12 @@ fn the_debian_package_installs_and_runs_as_a_notify_service() {
         .stderr(Stdio::piped());
     let mut child = common::die_with_parent(&mut broker).spawn().unwrap();
     let mut buf = [0u8; 512];
-    let n = notify.recv(&mut buf).expect("READY=1 from the installed broker");
-    assert!(String::from_utf8_lossy(&buf[..n]).lines().any(|l| l == "READY=1"));
+    let n = notify
+        .recv(&mut buf)
+        .expect("READY=1 from the installed broker");
+    assert!(String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .any(|l| l == "READY=1"));
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", metrics)).unwrap();
     stream.write_all(b"GET /ready HTTP/1.1\r\n\r\n").unwrap();
     let mut response = String::new();
@@ -165,7 +176,12 @@ fn the_debian_package_installs_and_runs_as_a_notify_service() {
     assert_eq!(&buf[..n], b"STOPPING=1");
     let status = wait(&mut child, Duration::from_secs(60));
     let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     assert!(status.success(), "{status}:\n{stderr}");
 }
 

@@ -85,7 +85,9 @@ use lockstep::journal::{Journal, JournalConfig};
 use lockstep::log::batch::BatchBuilder;
 use lockstep::model::{group_shard, partition_shard, ShardId};
 use lockstep::producer_txn::coordinator::TxnMetadata;
-use lockstep::producer_txn::coordinator::{CoordConfig, CoordError, InitAnswer, InitRequest, TxnState};
+use lockstep::producer_txn::coordinator::{
+    CoordConfig, CoordError, InitAnswer, InitRequest, TxnState,
+};
 use lockstep::producer_txn::share::{ProducerLock, ShareLockError};
 use lockstep::producer_txn::TxnOutcome;
 use lockstep::shard::call::{Op, Ptxn, ReleaseMember, Txn};
@@ -1077,7 +1079,9 @@ fn run_seed_reported(seed: u64, steps: usize) -> Stats {
     match std::panic::catch_unwind(|| run_seed(seed, steps)) {
         Ok(stats) => stats,
         Err(e) => {
-            eprintln!("share_producer_txn_sim failed with seed {seed} (replay: LOCKSTEP_SEED={seed})");
+            eprintln!(
+                "share_producer_txn_sim failed with seed {seed} (replay: LOCKSTEP_SEED={seed})"
+            );
             std::panic::resume_unwind(e)
         }
     }

@@ -26,7 +26,9 @@ use lockstep::share::partition::throttle_threshold;
 use lockstep::share::{
     AckBatch, AcknowledgeType, RecordState, ShareConfig, SharePartition, ShareSnapshot,
 };
-use lockstep::share_txn::{GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnState};
+use lockstep::share_txn::{
+    GroupTransactions, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnState,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use uuid::Uuid;

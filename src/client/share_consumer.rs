@@ -60,12 +60,12 @@ use super::admin;
 use super::connection::{ApiCall, ClientError, NodePool, Result};
 use super::limits;
 use crate::protocol::apis;
-use crate::protocol::share_txn::{
-    self as txn_wire, ShareAcknowledgeTransactionalRequest, ShareAcknowledgeTransactionalResponse,
-};
 use crate::protocol::producer_txn_share::{
     TxnShareAcknowledgeBatch, TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest,
     TxnShareAcknowledgeResponse, TxnShareAcknowledgeTopic,
+};
+use crate::protocol::share_txn::{
+    self as txn_wire, ShareAcknowledgeTransactionalRequest, ShareAcknowledgeTransactionalResponse,
 };
 
 /// Longest member id [`ShareConsumer::with_member_id`] accepts.

@@ -515,8 +515,10 @@ impl FileConfig {
                     ));
                 }
                 let super_users = match get("super.users") {
-                    Some(p) => crate::security::authz::AuthorizerConfig::parse_super_users(&p.value)
-                        .map_err(|e| bad(p, e.to_string()))?,
+                    Some(p) => {
+                        crate::security::authz::AuthorizerConfig::parse_super_users(&p.value)
+                            .map_err(|e| bad(p, e.to_string()))?
+                    }
                     None => Default::default(),
                 };
                 let allow_if_no_acl = match get("allow.everyone.if.no.acl.found") {
@@ -548,6 +550,25 @@ impl FileConfig {
                 .broker_defaults
                 .insert("transaction.max.timeout.ms".to_string(), n.to_string());
         }
+        // Expiration of idle producers (partitions) and transactional ids (coordinator).
+        for key in [
+            "producer.id.expiration.ms",
+            "transactional.id.expiration.ms",
+        ] {
+            used.push(key);
+            if let Some(p) = get(key) {
+                let n: i32 = p
+                    .value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| bad(p, format!("{:?} is not a positive int", p.value)))?;
+                config
+                    .broker_defaults
+                    .insert(key.to_string(), n.to_string());
+            }
+        }
         used.push("transaction.two.phase.commit.enable");
         if let Some(p) = get("transaction.two.phase.commit.enable") {
             let v = p.value.trim().to_ascii_lowercase();
@@ -578,7 +599,11 @@ impl FileConfig {
         config.limits = limit_settings(props, &config.listeners, &mut used)?;
 
         // Operations: the metrics and health listener, the log format, group timing.
-        used.extend(["metrics.listen", "log.format", "group.initial.rebalance.delay.ms"]);
+        used.extend([
+            "metrics.listen",
+            "log.format",
+            "group.initial.rebalance.delay.ms",
+        ]);
         if let Some(p) = get("metrics.listen") {
             let addr = p.value.trim();
             addr.to_socket_addrs()
@@ -592,9 +617,11 @@ impl FileConfig {
             );
         }
         if let Some(p) = get("group.initial.rebalance.delay.ms") {
-            let n: u64 = p.value.trim().parse().map_err(|_| {
-                bad(p, "Not a number of type INT, or below 0".to_string())
-            })?;
+            let n: u64 = p
+                .value
+                .trim()
+                .parse()
+                .map_err(|_| bad(p, "Not a number of type INT, or below 0".to_string()))?;
             if n > i32::MAX as u64 {
                 return Err(bad(p, "Value must be at most 2147483647".to_string()));
             }

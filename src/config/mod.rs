@@ -17,14 +17,14 @@ pub use crate::config::file::{Listener, SecurityProtocol, TlsSettings};
 pub mod file;
 
 use crate::constants::{
-    GROUP_INITIAL_REBALANCE_DELAY_MS,
-    DATA_DIR_DEFAULT, LISTEN_ADDR_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT,
-    RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX, SHARE_DELIVERY_COUNT_LIMIT_MAX,
-    SHARE_DELIVERY_COUNT_LIMIT_MIN, SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN,
-    SHARE_GROUP_RECORD_LOCK_DURATION_MS_FLOOR, SHARE_GROUP_RECORD_LOCK_DURATION_MS_MAX,
-    SHARE_GROUP_RECORD_LOCK_DURATION_MS_MIN, SHARE_HEARTBEAT_INTERVAL_MS_MAX,
-    SHARE_HEARTBEAT_INTERVAL_MS_MIN, SHARE_PARTITION_MAX_RECORD_LOCKS_MAX,
-    SHARE_SESSION_TIMEOUT_MS_MAX, SHARE_SESSION_TIMEOUT_MS_MIN, SHARE_TRANSACTION_MAX_PENDING_MAX,
+    DATA_DIR_DEFAULT, GROUP_INITIAL_REBALANCE_DELAY_MS, LISTEN_ADDR_DEFAULT,
+    LOG_SEGMENT_BYTES_DEFAULT, LOG_SEGMENT_MS_DEFAULT, RECORD_BATCH_BYTES_MAX_DEFAULT, SHARDS_MAX,
+    SHARE_DELIVERY_COUNT_LIMIT_MAX, SHARE_DELIVERY_COUNT_LIMIT_MIN,
+    SHARE_GROUP_PARTITION_MAX_RECORD_LOCKS_MIN, SHARE_GROUP_RECORD_LOCK_DURATION_MS_FLOOR,
+    SHARE_GROUP_RECORD_LOCK_DURATION_MS_MAX, SHARE_GROUP_RECORD_LOCK_DURATION_MS_MIN,
+    SHARE_HEARTBEAT_INTERVAL_MS_MAX, SHARE_HEARTBEAT_INTERVAL_MS_MIN,
+    SHARE_PARTITION_MAX_RECORD_LOCKS_MAX, SHARE_SESSION_TIMEOUT_MS_MAX,
+    SHARE_SESSION_TIMEOUT_MS_MIN, SHARE_TRANSACTION_MAX_PENDING_MAX,
     SHARE_TRANSACTION_TIMEOUT_MS_MAX, TOPIC_PARTITIONS_DEFAULT, TOPIC_PARTITIONS_MAX,
 };
 use std::collections::BTreeMap;
@@ -239,7 +239,12 @@ impl BrokerConfig {
         let join = |items: Vec<String>| items.join(",");
         put(
             "listeners",
-            join(self.listeners.iter().map(|l| format!("{}://{}", l.name, l.addr)).collect()),
+            join(
+                self.listeners
+                    .iter()
+                    .map(|l| format!("{}://{}", l.name, l.addr))
+                    .collect(),
+            ),
         );
         put(
             "advertised.listeners",
@@ -262,7 +267,9 @@ impl BrokerConfig {
         put("log.dirs", self.data_dir.display().to_string());
         put(
             "metrics.listen",
-            self.metrics_listen.map(|a| a.to_string()).unwrap_or_default(),
+            self.metrics_listen
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
         );
         put(
             "group.initial.rebalance.delay.ms",
@@ -295,7 +302,12 @@ impl BrokerConfig {
                     "listener.name.{}.sasl.enabled.mechanisms",
                     listener.to_ascii_lowercase()
                 ),
-                join(sasl.mechanisms.iter().map(|m| m.name().to_string()).collect()),
+                join(
+                    sasl.mechanisms
+                        .iter()
+                        .map(|m| m.name().to_string())
+                        .collect(),
+                ),
             );
         }
         match &self.authorizer {
@@ -308,7 +320,11 @@ impl BrokerConfig {
                 users.sort();
                 put(
                     "super.users",
-                    users.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(";"),
+                    users
+                        .iter()
+                        .map(|u| u.as_str())
+                        .collect::<Vec<_>>()
+                        .join(";"),
                 );
                 put(
                     "allow.everyone.if.no.acl.found",
@@ -321,7 +337,10 @@ impl BrokerConfig {
         let opt = |v: Option<usize>| v.map(|n| n.to_string()).unwrap_or_default();
         put("max.connections", opt(limits.max_connections));
         put("max.connections.per.ip", opt(limits.max_connections_per_ip));
-        put("max.connection.creation.rate", opt(limits.max_creation_rate));
+        put(
+            "max.connection.creation.rate",
+            opt(limits.max_creation_rate),
+        );
         out
     }
 

@@ -29,9 +29,9 @@
 pub mod classic;
 pub mod consumer;
 pub mod error;
+pub mod kip848;
 pub mod offsets;
 pub mod ops;
-pub mod kip848;
 pub mod producer_txn_offsets;
 
 pub use classic::{ClassicGroup, ClassicState};

@@ -177,7 +177,9 @@ pub enum GroupReply {
     Deleted(Result<bool, GroupError>),
     Listed(Vec<ListedGroup>),
     Described(Option<GroupDescription>),
-    ConsumerHeartbeat(Result<crate::group::kip848::HeartbeatOut, crate::group::kip848::HeartbeatError>),
+    ConsumerHeartbeat(
+        Result<crate::group::kip848::HeartbeatOut, crate::group::kip848::HeartbeatError>,
+    ),
     /// The group's KIP-848 state, if it is a consumer group.
     ConsumerDescribed(Option<ConsumerMembership>),
 }

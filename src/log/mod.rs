@@ -81,4 +81,7 @@ pub use partition::{
     AppendInfo, FlushTicket, LogConfig, LogError, LogErrorKind, PartitionLog, ReadAhead,
     ReadResult, RecoveryReport, RemovedSegment, Seal, SegmentInfo, TruncatedTail, WriteBehind,
 };
-pub use segment::{reused_tail_start, BlockWrite, CachedBytes, ChunkWrite, SharedBlocks, ZeroFill};
+pub use segment::{
+    parse_snapshot_name, reused_tail_start, snapshot_file_name, BlockWrite, CachedBytes,
+    ChunkWrite, SharedBlocks, ZeroFill,
+};

@@ -479,6 +479,11 @@ impl<S: Storage> PartitionLog<S> {
         self.log_start_offset
     }
 
+    /// The base offset of the active (last) segment.
+    pub fn active_base_offset(&self) -> u64 {
+        self.active().base_offset
+    }
+
     /// The offset the next appended record gets.
     pub fn log_end_offset(&self) -> u64 {
         self.active().next_offset

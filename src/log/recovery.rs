@@ -20,8 +20,8 @@ use super::partition::{
     HEADER_BYTES_U64,
 };
 use super::segment::{
-    align_down, align_up, index_file_name, next_own_frame, parse_file_name, parse_spare_name,
-    scan_frames, segment_file_name, spare_file_name, ScanOutcome, Segment, Tail,
+    align_down, align_up, index_file_name, next_own_frame, parse_file_name, parse_snapshot_name,
+    parse_spare_name, scan_frames, segment_file_name, spare_file_name, ScanOutcome, Segment, Tail,
 };
 use crate::constants::SEGMENT_HEADER_BYTES;
 use crate::storage::file::{Storage, StorageFile};
@@ -59,6 +59,8 @@ impl<S: Storage> PartitionLog<S> {
                 }
                 None if name == CHECKPOINT_FILE_NAME => has_checkpoint = true,
                 None if parse_spare_name(name).is_some() => spares.push(dir.join(name)),
+                // Producer snapshots and their temporary files belong to the shard.
+                None if parse_snapshot_name(name.trim_end_matches(".tmp")).is_some() => {}
                 None => {
                     tracing::warn!(dir = %dir.display(), file = %name, "ignoring unknown file in partition directory")
                 }

@@ -619,6 +619,18 @@ pub(super) fn spare_file_name(base_offset: u64) -> String {
     format!("{base_offset:020}.spare")
 }
 
+/// A producer snapshot (FORMAT.md §5): the partition's producer and transaction state below
+/// `offset`, written and read by the shard (`crate::shard::producer_snapshot`); the log leaves
+/// these files alone.
+pub fn snapshot_file_name(offset: u64) -> String {
+    format!("{offset:020}.snapshot")
+}
+
+/// The offset a producer snapshot's name gives.
+pub fn parse_snapshot_name(name: &str) -> Option<u64> {
+    parse_stem(name.strip_suffix(".snapshot")?)
+}
+
 /// `(base offset, is_index)` of a segment or index file name.
 pub(super) fn parse_file_name(name: &str) -> Option<(u64, bool)> {
     let (stem, is_index) = if let Some(stem) = name.strip_suffix(".log") {

@@ -35,7 +35,9 @@ const QUANTILES: [f64; 4] = [0.5, 0.99, 0.999, 1.0];
 
 /// Upper bounds (milliseconds) of the share-transaction latency histograms' buckets: from one
 /// group commit to a transaction timeout's order of magnitude.
-const SHARE_TXN_BUCKETS_MS: [u64; 14] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000];
+const SHARE_TXN_BUCKETS_MS: [u64; 14] = [
+    1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000,
+];
 
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, METRICS_LATENCY_US_MAX, METRICS_HISTOGRAM_SIGFIG)
@@ -78,7 +80,8 @@ impl Latency {
     /// Samples at most `micros` (a histogram bucket's cumulative count; exact to the
     /// histogram's precision).
     pub fn count_at_most(&self, micros: u64) -> u64 {
-        self.histogram.count_between(0, micros.min(METRICS_LATENCY_US_MAX))
+        self.histogram
+            .count_between(0, micros.min(METRICS_LATENCY_US_MAX))
     }
 }
 
@@ -395,11 +398,7 @@ fn http_response(status: &str, content_type: &str, body: &str) -> String {
 fn respond(request: &[u8], registry: &MetricsRegistry) -> String {
     const TEXT: &str = "text/plain; charset=utf-8";
     match route(request) {
-        Route::Metrics => http_response(
-            "200 OK",
-            "text/plain; version=0.0.4",
-            &registry.render(),
-        ),
+        Route::Metrics => http_response("200 OK", "text/plain; version=0.0.4", &registry.render()),
         Route::Ready if registry.is_ready() => http_response("200 OK", TEXT, "ready\n"),
         Route::Ready => http_response("503 Service Unavailable", TEXT, "not ready\n"),
         Route::Live => http_response("200 OK", TEXT, "live\n"),
@@ -542,7 +541,14 @@ mod tests {
         let text = registry.render();
         let name = "lockstep_share_transaction_prepare_time_ms";
         assert!(text.contains(&format!("# TYPE {name} histogram")));
-        for (le, count) in [("1", 1), ("2", 2), ("5", 2), ("10", 4), ("30000", 4), ("+Inf", 5)] {
+        for (le, count) in [
+            ("1", 1),
+            ("2", 2),
+            ("5", 2),
+            ("10", 4),
+            ("30000", 4),
+            ("+Inf", 5),
+        ] {
             let line = format!("{name}_bucket{{shard=\"0\",le=\"{le}\"}} {count}");
             assert!(text.contains(&line), "missing {line}");
         }

@@ -210,8 +210,8 @@ impl Default for CoordConfig {
 }
 
 impl CoordConfig {
-    /// The defaults, with `transaction.max.timeout.ms` and `transaction.two.phase.commit.enable`
-    /// from the broker's static configuration (validated by the config file's reader).
+    /// The defaults, with `transaction.max.timeout.ms`, `transactional.id.expiration.ms` and
+    /// `transaction.two.phase.commit.enable` from the broker's static configuration (validated by the config file's reader).
     pub fn from_broker_defaults(defaults: &BTreeMap<String, String>) -> CoordConfig {
         let mut config = CoordConfig::default();
         if let Some(ms) = defaults
@@ -219,6 +219,12 @@ impl CoordConfig {
             .and_then(|v| v.parse().ok())
         {
             config.max_timeout_ms = ms;
+        }
+        if let Some(ms) = defaults
+            .get("transactional.id.expiration.ms")
+            .and_then(|v| v.parse().ok())
+        {
+            config.id_expiration_ms = ms;
         }
         if let Some(v) = defaults.get("transaction.two.phase.commit.enable") {
             config.two_phase_commit_enable = v == "true";

@@ -24,9 +24,11 @@
 //! no state for may start at any sequence. A later batch overtaking the first would leave the
 //! first refused as out of order forever.
 //!
-//! Not persisted: it is rebuilt at open by replaying the log's batch headers (and the one
+//! Persisted with the idempotent-producer state in the partition's producer snapshots (open
+//! transactions and the aborted-transaction index, [`crate::shard::producer_snapshot`]) and
+//! rebuilt at open from the newest snapshot and the log's batch headers past it (and the one
 //! record of every control batch, for its type), in the same pass that rebuilds the producer
-//! state, so it needs no file and no format of its own (`schemas/FORMAT.md`, "Transactions").
+//! state (`schemas/FORMAT.md`, "Producer snapshots").
 //!
 //! Invariants:
 //! - a producer has at most one open transaction per partition; it starts at the first
@@ -356,6 +358,45 @@ impl TxnPartition {
 
     pub fn aborted_count(&self) -> usize {
         self.aborted.len()
+    }
+
+    /// The open transactions as (producer id, first offset, epoch), by producer id, and the
+    /// aborted-transaction index: what a producer snapshot stores.
+    pub fn durable_parts(&self) -> (Vec<(i64, i64, i16)>, Vec<AbortedTxn>) {
+        let mut open: Vec<_> = self
+            .open
+            .iter()
+            .map(|(&id, t)| (id, t.first_offset, t.epoch))
+            .collect();
+        open.sort_unstable();
+        (open, self.aborted.iter().copied().collect())
+    }
+
+    /// The state a producer snapshot stored (every marker in it durable: no transaction is
+    /// ending, no verification pending).
+    pub fn from_durable_parts(open: &[(i64, i64, i16)], aborted: Vec<AbortedTxn>) -> TxnPartition {
+        for pair in aborted.windows(2) {
+            assert!(
+                pair[0].last_offset < pair[1].last_offset,
+                "aborted entries in marker order"
+            );
+        }
+        TxnPartition {
+            open: open
+                .iter()
+                .map(|&(id, first_offset, epoch)| {
+                    (
+                        id,
+                        OpenTxn {
+                            first_offset,
+                            epoch,
+                        },
+                    )
+                })
+                .collect(),
+            aborted: aborted.into(),
+            ..TxnPartition::default()
+        }
     }
 }
 

@@ -26,7 +26,7 @@ pub mod gather;
 #[rustfmt::skip]
 pub mod generated;
 pub mod guard;
-pub mod share_txn;
 pub mod producer_txn_share;
+pub mod share_txn;
 pub mod unsupported;
 pub mod wire;

@@ -41,7 +41,6 @@
 
 use super::shard_handle::ShardHandle;
 use crate::config::file::SecurityProtocol;
-use crate::security::conn_limits::ConnectionLimits;
 use crate::constants::{
     CONNECTION_INFLIGHT_REQUESTS_MAX, REQUEST_FRAME_BYTES_MAX, SASL_AUTHENTICATION_MS_MAX,
     SASL_FAILED_AUTHENTICATION_DELAY_MS, SASL_UNAUTHENTICATED_FRAME_BYTES_MAX,
@@ -50,6 +49,7 @@ use crate::constants::{
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, parse_frame, Inbound, Request};
 use crate::protocol::framing::{frame_with_size, FrameDecoder};
+use crate::security::conn_limits::ConnectionLimits;
 use crate::security::sasl::{Authenticators, Mechanism, PlainUsers, SaslConnection, Step};
 use crate::server::dispatch::dispatch;
 use crate::server::CredentialAdmin;

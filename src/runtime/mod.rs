@@ -45,14 +45,14 @@ pub mod tls;
 use crate::config::BrokerConfig;
 use crate::constants::{
     LOG_HOUSEKEEPING_INTERVAL_MS, METRICS_REFRESH_MS, SHARD_INFLIGHT_REQUEST_BYTES_MAX,
-    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, STOP_WATCH_INTERVAL_MS, SHARE_HOUSEKEEPING_INTERVAL_MS,
-    SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS,
+    SHARD_IO_MEMORY_BYTES, SHARD_MESH_CHANNEL_MESSAGES, SHARE_HOUSEKEEPING_INTERVAL_MS,
+    SHUTDOWN_DRAIN_MS_MAX, SHUTDOWN_POLL_MS, STOP_WATCH_INTERVAL_MS,
 };
 use crate::journal::{Journal, JournalConfig};
 use crate::metrics::{self, MetricsRegistry, ShardMetrics};
 use crate::model::ShardId;
-use crate::shard::exec::{ShardExec, ShardPtxn};
 use crate::shard::data_dir::{self, DataDirError};
+use crate::shard::exec::{ShardExec, ShardPtxn};
 use crate::shard::registry::{RegistryError, TopicRegistry};
 use crate::shard::share_session::{SessionBudget, ShareSessions, MAX_SHARE_SESSIONS};
 use crate::shard::state::{check_journal_shards, journal_dir, ShardState};
@@ -71,14 +71,23 @@ use std::time::{Duration, Instant};
 /// Why the broker could not start or run. Each variant has its own process exit status.
 #[derive(Debug)]
 pub enum RuntimeError {
-    DataDir { path: String, error: io::Error },
+    DataDir {
+        path: String,
+        error: io::Error,
+    },
     /// The data directory's files do not belong together (`shard::data_dir`).
     Data(DataDirError),
     Registry(RegistryError),
     Signals(io::Error),
-    Metrics { addr: String, error: io::Error },
+    Metrics {
+        addr: String,
+        error: io::Error,
+    },
     Executor(String),
-    Shard { shard: usize, reason: String },
+    Shard {
+        shard: usize,
+        reason: String,
+    },
     Listeners(String),
 }
 
@@ -216,9 +225,9 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
             }
         })?,
     );
-    let limits = Arc::new(Mutex::new(crate::security::conn_limits::ConnectionLimits::new(
-        config.limits.clone(),
-    )));
+    let limits = Arc::new(Mutex::new(
+        crate::security::conn_limits::ConnectionLimits::new(config.limits.clone()),
+    ));
     let mut registry = data_dir::open_registry(&config.data_dir).map_err(RuntimeError::Data)?;
     let unknown = data_dir::set_aside_unknown_logs(&config.data_dir, &registry)
         .map_err(RuntimeError::Data)?;
@@ -232,10 +241,12 @@ pub fn run(config: BrokerConfig) -> Result<(), RuntimeError> {
         tracing::warn!(dir = %path.display(), "a partition directory set aside at an earlier start is still there");
     }
     if registry.forget_deleted_topics() {
-        registry.store(&config.data_dir).map_err(|error| RuntimeError::DataDir {
-            path: config.data_dir.display().to_string(),
-            error,
-        })?;
+        registry
+            .store(&config.data_dir)
+            .map_err(|error| RuntimeError::DataDir {
+                path: config.data_dir.display().to_string(),
+                error,
+            })?;
     }
     check_journal_shards(&config.data_dir, config.shards).map_err(|error| {
         RuntimeError::DataDir {
@@ -407,12 +418,21 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     state
         .restore_journal(
             &recovered,
-            crate::producer_txn::coordinator::CoordConfig::from_broker_defaults(&config.broker_defaults),
+            crate::producer_txn::coordinator::CoordConfig::from_broker_defaults(
+                &config.broker_defaults,
+            ),
             wall_ms() as u64,
         )
         .map_err(|e| format!("state journal {}: {e}", jdir.display()))?;
     state.share.sessions = ShareSessions::with_budget(setup.share_sessions.clone());
     state.groups.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms;
+    if let Some(ms) = config
+        .broker_defaults
+        .get("producer.id.expiration.ms")
+        .and_then(|v| v.parse().ok())
+    {
+        state.producer_id_expiration_ms = ms;
+    }
     for report in reports
         .iter()
         .filter(|r| !r.truncated.is_empty() || !r.removed.is_empty())

@@ -619,7 +619,10 @@ impl ScramServer {
                 let client_key: Vec<u8> =
                     proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
                 let computed = digest::digest(m.digest_alg(), &client_key);
-                if !crate::security::sasl::constant_time_eq(computed.as_ref(), &credential.stored_key) {
+                if !crate::security::sasl::constant_time_eq(
+                    computed.as_ref(),
+                    &credential.stored_key,
+                ) {
                     return Err("Invalid client credentials".to_string());
                 }
                 let server_signature = hmac_of(m, &credential.server_key, auth_message.as_bytes());

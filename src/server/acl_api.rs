@@ -12,9 +12,9 @@
 
 use super::admin::call_controller;
 use super::{respond, Bus, ConnInfo, Outcome};
-use crate::security::authz::{AclBinding, AclFilter};
 use crate::constants::REQUEST_ENTITIES_MAX;
 use crate::protocol::codec::{decode_body, Request};
+use crate::security::authz::{AclBinding, AclFilter};
 use crate::shard::call::{CreateAcls, DeleteAcls};
 use crate::shard::ops::{AdminError, CallError};
 use kafka_protocol::messages::{

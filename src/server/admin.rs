@@ -601,7 +601,10 @@ fn plan_alter(
 
 /// CreateAcls: adds each ACL (one already there succeeds, as in Kafka); past `ACLS_MAX` the
 /// rest fail with INVALID_REQUEST.
-fn plan_create_acls(current: &TopicRegistry, acls: &[crate::security::authz::AclBinding]) -> AdminPlan {
+fn plan_create_acls(
+    current: &TopicRegistry,
+    acls: &[crate::security::authz::AclBinding],
+) -> AdminPlan {
     let mut next = current.clone();
     let results = acls
         .iter()
@@ -628,7 +631,10 @@ fn plan_create_acls(current: &TopicRegistry, acls: &[crate::security::authz::Acl
 }
 
 /// DeleteAcls: removes, filter by filter, every ACL the filter matches.
-fn plan_delete_acls(current: &TopicRegistry, filters: &[crate::security::authz::AclFilter]) -> AdminPlan {
+fn plan_delete_acls(
+    current: &TopicRegistry,
+    filters: &[crate::security::authz::AclFilter],
+) -> AdminPlan {
     let mut next = current.clone();
     let results = filters
         .iter()
@@ -1013,8 +1019,13 @@ pub async fn handle_init_producer_id<B: Bus>(bus: &B, request: &Request) -> Outc
         response.error_code = ResponseError::InvalidRequest.code();
     } else if decoded.transactional_id.is_some() {
         // Producer transactions: the transactional id's coordinator decides.
-        super::producer_txn_api::init_transactional(bus, &decoded, request.api_version, &mut response)
-            .await;
+        super::producer_txn_api::init_transactional(
+            bus,
+            &decoded,
+            request.api_version,
+            &mut response,
+        )
+        .await;
     } else {
         match call_controller(bus, AllocateProducerId).await {
             Ok(Ok(id)) => {

@@ -19,9 +19,9 @@
 //! of them and `operations` narrows the answer to the principal's.
 
 use super::{respond, Bus, ConnInfo, Outcome};
-use crate::security::authz::{Authorizer, AuthorizerConfig, Operation, Requester, ResourceType};
 use crate::protocol::apis;
 use crate::protocol::codec::{decode_body, Request};
+use crate::security::authz::{Authorizer, AuthorizerConfig, Operation, Requester, ResourceType};
 use crate::shard::registry::TopicRegistry;
 use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::*;

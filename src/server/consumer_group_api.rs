@@ -12,8 +12,10 @@
 use super::group_api::call_group;
 use super::{decode_counted, respond, Bus, ConnInfo, Outcome};
 use crate::constants::{REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX};
+use crate::group::kip848::{
+    Consumer848Group, HeartbeatError, HeartbeatIn, HeartbeatOut, TopicMeta, Tp,
+};
 use crate::group::ops::{ConsumerDescribe, ConsumerHeartbeat};
-use crate::group::kip848::{Consumer848Group, HeartbeatError, HeartbeatIn, HeartbeatOut, TopicMeta, Tp};
 use crate::protocol::codec::Request;
 use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::{

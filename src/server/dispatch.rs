@@ -8,8 +8,9 @@
 use super::authorize::{self, Gate};
 use super::{
     acl_api, admin, api_versions, cluster_admin, configs, consumer_group_api, delete_admin, fetch,
-    group_admin, group_api, metadata, produce, producer_txn_api, producer_txn_share_api, scram_api, share_admin,
-    share_api, share_txn_api, producer_txn_offset_api, Bus, ConnInfo, Outcome,
+    group_admin, group_api, metadata, produce, producer_txn_api, producer_txn_offset_api,
+    producer_txn_share_api, scram_api, share_admin, share_api, share_txn_api, Bus, ConnInfo,
+    Outcome,
 };
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
@@ -38,7 +39,9 @@ async fn route<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
         apis::LEAVE_GROUP => group_api::handle_leave_group(bus, request).await,
         apis::DESCRIBE_GROUPS => group_admin::handle_describe_groups(bus, request).await,
         apis::OFFSET_DELETE => group_admin::handle_offset_delete(bus, request).await,
-        apis::TXN_OFFSET_COMMIT => producer_txn_offset_api::handle_txn_offset_commit(bus, request).await,
+        apis::TXN_OFFSET_COMMIT => {
+            producer_txn_offset_api::handle_txn_offset_commit(bus, request).await
+        }
         apis::PRODUCE => produce::handle_produce(bus, request).await,
         apis::FETCH => fetch::handle_fetch(bus, request).await,
         apis::LIST_OFFSETS => fetch::handle_list_offsets(bus, request).await,
@@ -85,7 +88,9 @@ async fn route<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
         apis::SHARE_ACKNOWLEDGE => share_api::handle_share_acknowledge(bus, conn, request).await,
         apis::TXN_SHARE_ACKNOWLEDGE => producer_txn_share_api::handle(bus, request).await,
         apis::SHARE_BEGIN_TRANSACTION => share_txn_api::handle_begin(bus, request).await,
-        apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => share_txn_api::handle_acknowledge(bus, request).await,
+        apis::SHARE_ACKNOWLEDGE_TRANSACTIONAL => {
+            share_txn_api::handle_acknowledge(bus, request).await
+        }
         apis::SHARE_PREPARE_TRANSACTION
         | apis::SHARE_COMMIT_TRANSACTION
         | apis::SHARE_ABORT_TRANSACTION => share_txn_api::handle_outcome(bus, request).await,

@@ -7,9 +7,9 @@
 //! of every group; it advertises the address the client connected to.
 
 use super::{respond, Bus, ConnInfo, Outcome};
-use crate::security::authz::ResourceType;
 use crate::constants::BROKER_NODE_ID;
 use crate::protocol::codec::{decode_body, Request};
+use crate::security::authz::ResourceType;
 use crate::shard::registry::{validate_topic_name, TopicMeta, TopicRegistry};
 use kafka_protocol::messages::{
     find_coordinator_response, metadata_response, FindCoordinatorRequest, FindCoordinatorResponse,

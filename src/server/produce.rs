@@ -17,8 +17,8 @@
 use super::{Bus, Outcome};
 use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
 use crate::model::partition_shard;
-use crate::protocol::codec::{decode_body, encode_response, Request};
 use crate::producer_txn::partition::TxnError;
+use crate::protocol::codec::{decode_body, encode_response, Request};
 use crate::shard::join::join_all;
 use crate::shard::ops::{CallError, PartitionRef, ProduceError, ProduceOp, ProduceResult};
 use crate::shard::producer_state::ProducerError;
@@ -135,9 +135,14 @@ async fn verify_and_resend<B: Bus>(
                 )
             })
             .collect();
-        let codes =
-            super::producer_txn_api::verify_for_produce(bus, transactional_id, pid, epoch, &partitions)
-                .await;
+        let codes = super::producer_txn_api::verify_for_produce(
+            bus,
+            transactional_id,
+            pid,
+            epoch,
+            &partitions,
+        )
+        .await;
         for ((i, guard), code) in waiting.into_iter().zip(codes) {
             if code == 0 {
                 pending.push((i, Some(guard)));

@@ -16,12 +16,12 @@ use crate::constants::{
     REQUEST_ENTITIES_MAX, REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX,
 };
 use crate::model::{group_shard, ShardId};
-use crate::protocol::codec::{decode_body, Request};
 use crate::producer_txn::coordinator::InitAnswer;
 use crate::producer_txn::coordinator::{
     CoordError, InitRequest, ListFilter, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use crate::producer_txn::TxnOutcome;
+use crate::protocol::codec::{decode_body, Request};
 use crate::shard::call::{AllocateProducerId, Op, Ptxn};
 use crate::shard::ops::PtxnOp;
 use kafka_protocol::messages::{

@@ -36,13 +36,13 @@
 use super::{respond, Bus, Outcome};
 use crate::constants::{REQUEST_PARTITIONS_MAX, TXN_TRANSACTIONAL_ID_BYTES_MAX};
 use crate::model::{group_shard, partition_shard, ShardId};
+use crate::producer_txn::coordinator::CoordError;
+use crate::producer_txn::share::{ack_batch, ProducerLock};
 use crate::protocol::codec::{decode_body, Request};
 use crate::protocol::producer_txn_share::{
     TxnShareAcknowledgePartitionResult, TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
     TxnShareAcknowledgeTopicResult,
 };
-use crate::producer_txn::coordinator::CoordError;
-use crate::producer_txn::share::{ack_batch, ProducerLock};
 use crate::shard::call::{Ptxn, Txn};
 use crate::shard::ops::{PartitionRef, PtxnOp, ShareAckResult, TxnOp};
 

@@ -16,13 +16,13 @@
 //! [`Ptxn`]): a family op whose variant does not answer with that reply fails with
 //! `UnexpectedReply`.
 
-use crate::security::authz::{AclBinding, AclFilter};
 use crate::group::classic::{JoinAnswer, JoinStep, SyncAnswer, SyncStep};
+use crate::group::kip848::{HeartbeatError, HeartbeatOut};
 use crate::group::ops::{self as g, GroupDescription, GroupOp, GroupReply};
 use crate::group::{ConsumerMembership, FetchedOffset, GroupError, ItemResult, ListedGroup};
-use crate::group::kip848::{HeartbeatError, HeartbeatOut};
 use crate::producer_txn::coordinator::{CoordError, InitAnswer, TxnMetadata};
 use crate::producer_txn::TxnMarker;
+use crate::security::authz::{AclBinding, AclFilter};
 use crate::shard::ops::{
     AdminError, AdminOp, AdminReply, AlterResource, AlterResult, CallError, ControllerError,
     CreateResult, DeleteResult, DeletedRecords, FetchOp, FetchedPartition, GrowResult,

@@ -193,10 +193,12 @@ fn first_data(data_dir: &Path) -> Result<Option<PathBuf>, DataDirError> {
     let shard_dirs = match std::fs::read_dir(&journals) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(DataDirError::Io {
-            path: journals,
-            error,
-        }),
+        Err(error) => {
+            return Err(DataDirError::Io {
+                path: journals,
+                error,
+            })
+        }
     };
     for entry in shard_dirs {
         let path = entry.map_err(io_err(&journals))?.path();
@@ -282,7 +284,8 @@ pub fn set_aside_unknown_logs(
     for name in names {
         let path = logs.join(&name);
         let Some(text) = name.to_str() else {
-            done.set_aside.push((path.clone(), set_aside(&logs, &path)?));
+            done.set_aside
+                .push((path.clone(), set_aside(&logs, &path)?));
             continue;
         };
         if text.ends_with(STRAY_SUFFIX) {
@@ -302,7 +305,8 @@ pub fn set_aside_unknown_logs(
             remove(&path)?;
             done.removed.push(path);
         } else {
-            done.set_aside.push((path.clone(), set_aside(&logs, &path)?));
+            done.set_aside
+                .push((path.clone(), set_aside(&logs, &path)?));
         }
     }
     if !done.removed.is_empty() || !done.set_aside.is_empty() {
@@ -338,9 +342,9 @@ fn set_aside(logs: &Path, path: &Path) -> Result<PathBuf, DataDirError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ShardId;
     use crate::shard::registry::METADATA_FILE;
     use crate::shard::state::{journal_dir, partition_dir};
-    use crate::model::ShardId;
     use uuid::Uuid;
 
     fn new_dir() -> (tempfile::TempDir, TopicRegistry) {
@@ -356,7 +360,10 @@ mod tests {
             read_cluster_id(tmp.path()).unwrap().as_deref(),
             Some(registry.cluster_id.as_str())
         );
-        assert_eq!(open_registry(tmp.path()).unwrap().cluster_id, registry.cluster_id);
+        assert_eq!(
+            open_registry(tmp.path()).unwrap().cluster_id,
+            registry.cluster_id
+        );
     }
 
     #[test]
@@ -364,9 +371,14 @@ mod tests {
         let (tmp, registry) = new_dir();
         std::fs::remove_file(tmp.path().join(METADATA_FILE)).unwrap();
         let e = open_registry(tmp.path()).unwrap_err();
-        assert!(matches!(&e, DataDirError::MetadataMissing { cluster_id, .. } if *cluster_id == registry.cluster_id));
+        assert!(
+            matches!(&e, DataDirError::MetadataMissing { cluster_id, .. } if *cluster_id == registry.cluster_id)
+        );
         let text = e.to_string();
-        assert!(text.contains(METADATA_FILE) && text.contains("restore"), "{text}");
+        assert!(
+            text.contains(METADATA_FILE) && text.contains("restore"),
+            "{text}"
+        );
         // Nothing was written: the directory still has no registry.
         assert!(!tmp.path().join(METADATA_FILE).exists());
     }
@@ -419,7 +431,10 @@ mod tests {
         let (tmp, registry) = new_dir();
         std::fs::remove_file(tmp.path().join(META_PROPERTIES_FILE)).unwrap();
         std::fs::create_dir_all(partition_dir(tmp.path(), Uuid::from_u128(5), 0)).unwrap();
-        assert_eq!(open_registry(tmp.path()).unwrap().cluster_id, registry.cluster_id);
+        assert_eq!(
+            open_registry(tmp.path()).unwrap().cluster_id,
+            registry.cluster_id
+        );
         assert_eq!(
             read_cluster_id(tmp.path()).unwrap(),
             Some(registry.cluster_id)
@@ -473,6 +488,8 @@ mod tests {
         std::fs::create_dir_all(partition_dir(tmp.path(), stranger, 0)).unwrap();
         let third = set_aside_unknown_logs(tmp.path(), &registry).unwrap();
         assert_eq!(third.set_aside.len(), 1);
-        assert!(third.set_aside[0].1.ends_with(format!("{}-0-2{STRAY_SUFFIX}", stranger.simple())));
+        assert!(third.set_aside[0]
+            .1
+            .ends_with(format!("{}-0-2{STRAY_SUFFIX}", stranger.simple())));
     }
 }

@@ -1023,7 +1023,8 @@ pub trait ShardExec:
         self.with_metrics(|m| m.logs = gauges);
     }
 
-    /// Flushes every partition with unflushed writes and waits until all are durable.
+    /// At shutdown: flushes every partition with unflushed writes, waits until all are durable,
+    /// then writes each partition's producer snapshot at its log end.
     async fn flush_all(&self) {
         self.append_share_entries();
         let last = {
@@ -1038,13 +1039,14 @@ pub trait ShardExec:
         loop {
             let pending = self.state.borrow().unflushed();
             if pending.is_empty() {
-                return;
+                break;
             }
             for key in &pending {
                 self.ensure_flush(*key);
             }
             self.sleep_ms(FLUSH_ALL_POLL_MS).await;
         }
+        self.state.borrow_mut().write_producer_snapshots();
     }
 }
 

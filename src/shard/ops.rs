@@ -757,7 +757,12 @@ pub enum PtxnOp {
 /// Replies to [`PtxnOp`]s.
 #[derive(Clone, Debug)]
 pub enum PtxnReply {
-    Init(Result<crate::producer_txn::coordinator::InitAnswer, crate::producer_txn::coordinator::CoordError>),
+    Init(
+        Result<
+            crate::producer_txn::coordinator::InitAnswer,
+            crate::producer_txn::coordinator::CoordError,
+        >,
+    ),
     Done(Result<(), crate::producer_txn::coordinator::CoordError>),
     Verified(
         Result<

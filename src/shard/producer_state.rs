@@ -1,9 +1,9 @@
 //! Idempotent-producer state of one partition: per producer id, its epoch and the last few
 //! batches appended (first/last sequence and offsets), as Kafka's `ProducerStateManager`.
 //!
-//! Owned by the shard that owns the partition, next to its log. Rebuilt at open by replaying
-//! the batch headers of the log through [`ProducerStates::record`], so it needs no file of
-//! its own.
+//! Owned by the shard that owns the partition, next to its log. Rebuilt at open from the
+//! partition's newest producer snapshot ([`crate::shard::producer_snapshot`]) and the batch
+//! headers of the log past it, replayed through [`ProducerStates::record`].
 //!
 //! Rules for a batch of producer `pid`, epoch `e`, sequences `first ..= last`:
 //! - `pid < 0`: not idempotent, always appended.
@@ -16,15 +16,15 @@
 //!   appended; otherwise `first` must follow the last sequence (wrapping at `i32::MAX`), else
 //!   `OUT_OF_ORDER_SEQUENCE_NUMBER`.
 //!
-//! At most [`PRODUCERS_PER_PARTITION_MAX`] producers are remembered; beyond that the one that
-//! appended least recently is forgotten (Kafka expires idle producers by time instead).
+//! A producer is forgotten by time, as Kafka's `producer.id.expiration.ms`: once its last
+//! timestamp (the max timestamp of its last batch, or its last marker's timestamp) is that
+//! old and it has no transaction open in the partition ([`ProducerStates::expire`]). There is
+//! no bound on their number: forgetting a live producer would let its retried batch be
+//! appended twice.
 
 use crate::constants::PRODUCER_BATCHES_REMEMBERED;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-
-/// Producers remembered per partition before the least recently active one is forgotten.
-pub const PRODUCERS_PER_PARTITION_MAX: usize = 10_000;
 
 /// One remembered batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,13 +51,15 @@ pub struct ProducerSnapshot {
     pub current_txn_start_offset: i64,
 }
 
+/// One producer's state, as a producer snapshot stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct ProducerEntry {
-    epoch: i16,
+pub struct ProducerEntry {
+    pub epoch: i16,
     /// Oldest first; at most `PRODUCER_BATCHES_REMEMBERED`.
-    batches: VecDeque<BatchRecord>,
-    /// Logical clock of the last append, for eviction.
-    last_touch: u64,
+    pub batches: VecDeque<BatchRecord>,
+    /// The max timestamp of its last batch or the timestamp of its last marker: what
+    /// `producer.id.expiration.ms` is measured from.
+    pub last_timestamp: i64,
 }
 
 /// What to do with a batch.
@@ -122,7 +124,6 @@ pub fn next_sequence(sequence: i32) -> i32 {
 #[derive(Clone, Debug, Default)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
-    clock: u64,
 }
 
 impl ProducerStates {
@@ -226,20 +227,13 @@ impl ProducerStates {
             return;
         }
         assert!(batch.base_offset <= batch.last_offset);
-        self.clock += 1;
-        let clock = self.clock;
-        if !self.producers.contains_key(&producer_id)
-            && self.producers.len() >= PRODUCERS_PER_PARTITION_MAX
-        {
-            self.evict_least_recent();
-        }
         let entry = self
             .producers
             .entry(producer_id)
             .or_insert_with(|| ProducerEntry {
                 epoch,
                 batches: VecDeque::new(),
-                last_touch: clock,
+                last_timestamp: batch.max_timestamp,
             });
         if epoch != entry.epoch {
             entry.epoch = epoch;
@@ -255,23 +249,16 @@ impl ProducerStates {
         while entry.batches.len() > PRODUCER_BATCHES_REMEMBERED {
             entry.batches.pop_front();
         }
-        entry.last_touch = clock;
-        assert!(self.producers.len() <= PRODUCERS_PER_PARTITION_MAX);
+        entry.last_timestamp = batch.max_timestamp;
     }
 
-    /// Records an appended transaction marker of `producer_id` at `epoch` (live, or replayed):
-    /// a newer epoch becomes the producer's epoch (older ones are fenced) and its sequences
-    /// start again at 0, as after any epoch change; the same epoch keeps its sequences.
-    pub fn record_marker(&mut self, producer_id: i64, epoch: i16) {
+    /// Records an appended transaction marker of `producer_id` at `epoch` with the control
+    /// batch's `timestamp` (live, or replayed): a newer epoch becomes the producer's epoch
+    /// (older ones are fenced) and its sequences start again at 0, as after any epoch change;
+    /// the same epoch keeps its sequences.
+    pub fn record_marker(&mut self, producer_id: i64, epoch: i16, timestamp: i64) {
         if producer_id < 0 {
             return;
-        }
-        self.clock += 1;
-        let clock = self.clock;
-        if !self.producers.contains_key(&producer_id)
-            && self.producers.len() >= PRODUCERS_PER_PARTITION_MAX
-        {
-            self.evict_least_recent();
         }
         let entry = self
             .producers
@@ -279,19 +266,46 @@ impl ProducerStates {
             .or_insert_with(|| ProducerEntry {
                 epoch,
                 batches: VecDeque::new(),
-                last_touch: clock,
+                last_timestamp: timestamp,
             });
         if epoch > entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
         }
-        entry.last_touch = clock;
+        entry.last_timestamp = timestamp;
     }
 
-    fn evict_least_recent(&mut self) {
-        if let Some((&victim, _)) = self.producers.iter().min_by_key(|(_, e)| e.last_touch) {
-            self.producers.remove(&victim);
+    /// Forgets the producers whose last timestamp is at least `expiration_ms` before `now_ms`
+    /// and that have no transaction open here (`txn_open`), as Kafka's
+    /// `producer.id.expiration.ms`. Returns how many were forgotten.
+    pub fn expire(
+        &mut self,
+        now_ms: i64,
+        expiration_ms: i64,
+        txn_open: impl Fn(i64) -> bool,
+    ) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|&producer_id, entry| {
+            now_ms.saturating_sub(entry.last_timestamp) < expiration_ms || txn_open(producer_id)
+        });
+        before - self.producers.len()
+    }
+
+    /// Every producer's state, by producer id (what a producer snapshot stores).
+    pub fn entries(&self) -> Vec<(i64, &ProducerEntry)> {
+        let mut out: Vec<_> = self.producers.iter().map(|(&id, e)| (id, e)).collect();
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
+
+    /// The state a producer snapshot stored.
+    pub fn from_entries(entries: impl IntoIterator<Item = (i64, ProducerEntry)>) -> ProducerStates {
+        let producers: HashMap<i64, ProducerEntry> = entries.into_iter().collect();
+        for (id, entry) in &producers {
+            assert!(*id >= 0, "only idempotent producers have state");
+            assert!(entry.batches.len() <= PRODUCER_BATCHES_REMEMBERED);
         }
+        ProducerStates { producers }
     }
 }
 
@@ -388,13 +402,13 @@ mod tests {
     fn a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_sequences() {
         let mut s = ProducerStates::new();
         s.record(7, 0, rec(0, 4, 0));
-        s.record_marker(7, 0);
+        s.record_marker(7, 0, 0);
         assert_eq!(
             s.check(7, 0, 5, 5),
             Ok(SequenceCheck::Append),
             "same epoch continues"
         );
-        s.record_marker(7, 1);
+        s.record_marker(7, 1, 0);
         assert_eq!(s.epoch(7), Some(1));
         assert!(matches!(
             s.check(7, 0, 5, 5),
@@ -405,7 +419,7 @@ mod tests {
             })
         ));
         assert_eq!(s.check(7, 1, 0, 0), Ok(SequenceCheck::Append));
-        s.record_marker(8, 3);
+        s.record_marker(8, 3, 0);
         assert_eq!(s.epoch(8), Some(3));
     }
 
@@ -448,19 +462,51 @@ mod tests {
     }
 
     #[test]
-    fn least_recently_active_producer_is_forgotten_at_the_cap() {
+    fn idle_producers_expire_by_time_unless_a_transaction_is_open() {
         let mut s = ProducerStates::new();
-        for pid in 0..PRODUCERS_PER_PARTITION_MAX as i64 {
-            s.record(pid, 0, rec(0, 0, pid));
+        s.record(1, 0, rec(0, 0, 0)); // max timestamp 1_000
+        s.record(2, 0, rec(0, 0, 1)); // 1_001
+        s.record(3, 0, rec(0, 0, 2)); // 1_002
+        s.record_marker(3, 0, 5_000);
+        for pid in 10..30_000 {
+            s.record(pid, 0, rec(0, 0, 10)); // no cap on how many are remembered
         }
-        s.record(0, 0, rec(1, 1, 1_000_000)); // producer 0 is active again
-        s.record(999_999, 0, rec(0, 0, 1_000_001));
-        assert_eq!(s.len(), PRODUCERS_PER_PARTITION_MAX);
-        assert!(s.epoch(0).is_some());
-        assert!(
-            s.epoch(1).is_none(),
-            "producer 1 was the least recently active"
+        assert_eq!(s.len(), 3 + 29_990);
+        assert_eq!(
+            s.expire(1_000 + 99, 100, |_| false),
+            0,
+            "younger than the expiration"
         );
+        assert_eq!(
+            s.expire(1_001 + 100, 100, |pid| pid == 2),
+            1,
+            "producer 2 has a transaction open"
+        );
+        assert!(s.epoch(1).is_none());
+        assert!(s.epoch(2).is_some() && s.epoch(3).is_some());
+        assert_eq!(s.expire(5_000 + 100, 100, |_| false), 2 + 29_990);
+        assert!(
+            s.epoch(3).is_none(),
+            "a marker counts as activity until it is old too"
+        );
+    }
+
+    #[test]
+    fn entries_round_trip_through_a_snapshot() {
+        let mut s = ProducerStates::new();
+        for i in 0..7 {
+            s.record(4, 2, rec(i, i, i64::from(i)));
+        }
+        s.record_marker(5, 1, 77);
+        let stored: Vec<(i64, ProducerEntry)> = s
+            .entries()
+            .into_iter()
+            .map(|(id, e)| (id, e.clone()))
+            .collect();
+        let back = ProducerStates::from_entries(stored);
+        assert_eq!(back.snapshot(), s.snapshot());
+        assert_eq!(back.check(4, 2, 6, 6), s.check(4, 2, 6, 6));
+        assert_eq!(back.check(4, 2, 7, 7), Ok(SequenceCheck::Append));
     }
 
     /// A model: one producer retrying random batches; the log must hold each sequence once,

@@ -15,8 +15,8 @@
 
 use super::ops::{PartitionRef, ShareAckResult, SharePartitionError};
 use super::share_state::ShareKey;
-use super::state::ShardState;
 use super::share_txn_state::locks_entry;
+use super::state::ShardState;
 use crate::journal::entries::Entry;
 use crate::producer_txn::share::{self as rules, ProducerLock, Resolved};
 use crate::producer_txn::TxnMarker;

@@ -15,12 +15,12 @@
 //! stored config values pass their definitions.
 
 use super::share_group::ShareGroupConfig;
-use crate::security::authz::AclSet;
 use crate::config::{validate_broker_config, validate_topic_config, ConfigError};
 use crate::constants::{
-    ACLS_MAX, BROKER_PARTITIONS_MAX, DELETED_TOPIC_IDS_MAX, GROUP_CONFIGS_MAX, PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX,
-    TOPIC_NAME_BYTES_MAX, TOPIC_PARTITIONS_MAX,
+    ACLS_MAX, BROKER_PARTITIONS_MAX, DELETED_TOPIC_IDS_MAX, GROUP_CONFIGS_MAX,
+    PRODUCER_ID_BLOCK_SIZE, TOPICS_MAX, TOPIC_NAME_BYTES_MAX, TOPIC_PARTITIONS_MAX,
 };
+use crate::security::authz::AclSet;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -39,8 +39,8 @@ use super::registry::TopicRegistry;
 use super::share_dlq::{self, DlqCopy, DlqTap};
 use super::share_group::{AckMode, AutoOffsetReset, ShareGroups};
 use super::share_session::ShareSessions;
-use super::state::ShardState;
 use super::share_txn_state::{entry_to_record, locks_entry, record_to_entry, TxnCounters};
+use super::state::ShardState;
 use crate::constants::SHARE_FETCH_READ_BYTES_MAX;
 use crate::journal::entries::{
     Entry, RunState, ShardSnapshot, SharePartitionState, StateRun as JournalRun, TransactionRecord,
@@ -52,8 +52,8 @@ use crate::model::TopicPartition;
 use crate::share::fetch::acquire_from_log_in_mode;
 use crate::share::LockOutcome;
 use crate::share::{DurableState, ShareDelta, ShareError, SharePartition, ShareSnapshot, StateRun};
-use crate::storage::file::Storage;
 use crate::share_txn::{GroupTransactions, TxnRecord, TxnState};
+use crate::storage::file::Storage;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;

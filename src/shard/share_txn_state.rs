@@ -28,11 +28,11 @@ use crate::journal::entries::{
 };
 use crate::model::TopicPartition;
 use crate::share::{AckBatch, LockOutcome, LockedRange};
-use crate::storage::file::Storage;
 use crate::share_txn::{
     GroupTransactions, Participant, TxnChangeCause, TxnConfig, TxnError, TxnRecord, TxnReply,
     TxnState,
 };
+use crate::storage::file::Storage;
 use std::collections::BTreeSet;
 use uuid::Uuid;
 

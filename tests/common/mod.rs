@@ -131,7 +131,8 @@ pub fn start_broker_in(dir: tempfile::TempDir, port: u16) -> Broker {
         (c, "Kafka Server started")
     } else {
         let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-        c.args(LOCKSTEP_TEST_ARGS).arg("--listen")
+        c.args(LOCKSTEP_TEST_ARGS)
+            .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--data-dir")
             .arg(&data)

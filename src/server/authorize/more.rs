@@ -11,10 +11,10 @@ use super::{
     answer, decoded, filtered, group_error, split, Ctx, Gate, CLUSTER_DENIED, GROUP_DENIED,
     TOPIC_DENIED,
 };
-use crate::security::authz::{Operation, ResourceType};
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
 use crate::protocol::generated as gen;
+use crate::security::authz::{Operation, ResourceType};
 use crate::server::admin::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use kafka_protocol::messages::*;
 

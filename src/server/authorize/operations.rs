@@ -18,11 +18,11 @@
 //! request refused as a whole is not touched.
 
 use super::{respond, response_body, Gate, Merge, CLUSTER_NAME};
+use crate::protocol::apis;
+use crate::protocol::codec::{decode_body, Request};
 use crate::security::authz::{
     Authorizer, AuthorizerConfig, Operation, Requester, ResourceType, OPERATIONS_NOT_REQUESTED,
 };
-use crate::protocol::apis;
-use crate::protocol::codec::{decode_body, Request};
 use crate::server::Outcome;
 use crate::shard::registry::TopicRegistry;
 use kafka_protocol::messages::*;

@@ -1,9 +1,9 @@
 //! The hook on encoded requests: pass, refuse whole, filter and merge.
 
 use super::*;
-use crate::security::authz::{AclBinding, PatternType, Permission};
 use crate::model::ShardId;
 use crate::protocol::apis::SUPPORTED_APIS;
+use crate::security::authz::{AclBinding, PatternType, Permission};
 use crate::shard::ops::{ShardOp, ShardReply};
 use std::sync::Arc;
 

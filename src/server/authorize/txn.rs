@@ -16,9 +16,9 @@
 
 use super::{answer, decoded, filtered, sb, split, Ctx, Gate, CLUSTER_DENIED, GROUP_DENIED};
 use super::{TOPIC_DENIED, TXN_ID_DENIED};
-use crate::security::authz::{Operation, ResourceType};
 use crate::protocol::apis;
 use crate::protocol::codec::Request;
+use crate::security::authz::{Operation, ResourceType};
 use kafka_protocol::messages::*;
 
 /// OPERATION_NOT_ATTEMPTED: the partitions left out because others were refused.
@@ -195,7 +195,8 @@ pub(super) fn decide(ctx: &Ctx<'_>, request: &Request) -> Result<Option<Gate>, (
             },
         ),
         apis::TXN_SHARE_ACKNOWLEDGE => {
-            let r: crate::protocol::producer_txn_share::TxnShareAcknowledgeRequest = decoded(request)?;
+            let r: crate::protocol::producer_txn_share::TxnShareAcknowledgeRequest =
+                decoded(request)?;
             let txn_allowed = r.transactional_id.as_deref().map_or(true, |id| txn_ok(id));
             let code = if !txn_allowed {
                 TXN_ID_DENIED
