@@ -132,7 +132,8 @@
 //! id hashes to, with Kafka's states; every change is a journal entry, answered once durable;
 //! markers go out only after PrepareCommit / PrepareAbort is durable and are retried until every
 //! participant answered (again after a restart). A partition rebuilds its open transactions,
-//! last stable offset and aborted-transaction index from the log at open. KIP-890 part 1: the
+//! last stable offset and aborted-transaction index at open from its newest producer snapshot
+//! ([`shard::producer_snapshot`]) and the log past it. KIP-890 part 1: the
 //! first transactional batch of a transaction in a partition is appended only once the
 //! coordinator confirms the partition is in it. Because Lockstep handles a connection's
 //! requests concurrently (Kafka one at a time), a partition refuses higher sequences while a

@@ -34,7 +34,8 @@
 //! - The state: [`state`] (`ShardState`: partitions, logs, producer states, the registry copy),
 //!   [`share_state`] (`ShareState`: share partitions, groups, sessions, share transactions, and
 //!   their journal entries), [`share_txn_state`] (the synchronous share-transaction steps),
-//!   [`producer_txn_share`] (share records locked by producer transactions), [`producer_state`],
+//!   [`producer_txn_share`] (share records locked by producer transactions), [`producer_state`]
+//!   and [`producer_snapshot`] (its file beside the segments),
 //!   [`share_group`], [`share_session`], [`share_dlq`], [`read_ahead`], [`registry`] (the topic
 //!   registry); [`ops`], the ops and their replies; [`join`] and [`sync`], executor-agnostic
 //!   combinators and one-shots.
