@@ -536,22 +536,9 @@ impl FileConfig {
             }
         }
 
-        // Producer transactions: read when the broker starts.
-        used.push("transaction.max.timeout.ms");
-        if let Some(p) = get("transaction.max.timeout.ms") {
-            let n: i32 = p
-                .value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| bad(p, format!("{:?} is not a positive int", p.value)))?;
-            config
-                .broker_defaults
-                .insert("transaction.max.timeout.ms".to_string(), n.to_string());
-        }
-        // Expiration of idle producers (partitions) and transactional ids (coordinator).
+        // Producer transactions and producer-id expiration: read when the broker starts.
         for key in [
+            "transaction.max.timeout.ms",
             "producer.id.expiration.ms",
             "transactional.id.expiration.ms",
         ] {
@@ -1140,6 +1127,19 @@ mod tests {
         assert_eq!(c.broker_defaults["log.retention.ms"], "5");
         let c = load("log.retention.hours=-1\n").unwrap();
         assert_eq!(c.broker_defaults["log.retention.ms"], "-1");
+        let c = load("producer.id.expiration.ms=60000\ntransactional.id.expiration.ms=3600000\n")
+            .unwrap();
+        assert_eq!(c.broker_defaults["producer.id.expiration.ms"], "60000");
+        assert_eq!(
+            c.broker_defaults["transactional.id.expiration.ms"],
+            "3600000"
+        );
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let e = load("producer.id.expiration.ms=0\n").unwrap_err();
+        assert!(
+            matches!(&e, FileError::Value { line: 1, key, .. } if key == "producer.id.expiration.ms"),
+            "{e}"
+        );
     }
 
     #[test]
