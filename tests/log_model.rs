@@ -517,7 +517,8 @@ fn run_seed(seed: u64, streaming: bool, stats: &mut Stats) {
                 }
                 in_flight = None;
                 behind.clear();
-                drop(log);
+                log.close()
+                    .unwrap_or_else(|e| panic!("seed {seed}: close: {e}"));
                 let (reopened, report) =
                     PartitionLog::open(storage.clone(), dir(), config.clone(), now_ms)
                         .unwrap_or_else(|e| panic!("seed {seed}: clean reopen: {e}"));

@@ -50,9 +50,10 @@
 //!    index written and synced, directory synced, all done *before* any other step of that
 //!    ticket, so the new segment has no byte on disk (all zeros: recovery removes such a last
 //!    segment) until its predecessor is sealed. At most one seal waits at a time (a second
-//!    roll before the flush seals the first synchronously). Closing a log (its `Drop`, which
-//!    leaves the active tail in the page cache) first performs a seal still pending or in a
-//!    ticket that never completed. Never while a flush is in flight
+//!    roll before the flush seals the first synchronously). Closing a log (`PartitionLog::close`,
+//!    which leaves the active tail in the page cache and returns any failure; a log dropped
+//!    unclosed does no I/O) first performs a seal still pending or in a ticket that never
+//!    completed. Never while a flush is in flight
 //!    (its block write may still be landing on the last block): a segment then runs over
 //!    `segment_bytes` by what arrives during that flush and rolls at the next `begin_flush`.
 //!    So every segment but the last two is complete on disk, and the second-to-last is either

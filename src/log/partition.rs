@@ -445,6 +445,8 @@ pub struct PartitionLog<S: Storage> {
     pub(super) retention_now_ms: u64,
     /// Rolls that reused a spare since the open.
     pub(super) reused_rolls: u64,
+    /// Set by [`PartitionLog::close`]; a log dropped unclosed does no I/O.
+    pub(super) closed: bool,
     pub(super) flight: Option<Flight>,
     /// Write-behinds handed out and not completed: (id, the active segment's file position
     /// where its first chunk starts). No roll until they completed; a flush ticket begun
@@ -1666,12 +1668,13 @@ impl<S: Storage> PartitionLog<S> {
     }
 }
 
-/// A log dropped (shutdown, deletion, a clean reopen) hands its written-behind tail to the
-/// file (not synced), as a page-cache log would have it: a process restart without power loss
-/// keeps every append. Bytes a flush in flight is also writing are the same bytes, except its
-/// zero padding, which can only land past what that flush made durable (rule 2' of FORMAT.md
-/// cuts there after a power loss).
-impl<S: Storage> Drop for PartitionLog<S> {
+impl<S: Storage> PartitionLog<S> {
+    /// Closes the log (shutdown, a clean reopen): hands its written-behind tail to the file
+    /// (not synced), as a page-cache log would have it, so a process restart without power loss
+    /// keeps every append. Bytes a flush in flight is also writing are the same bytes, except
+    /// its zero padding, which can only land past what that flush made durable (rule 2' of
+    /// FORMAT.md cuts there after a power loss).
+    ///
     /// Writes the active segment's unwritten bytes, as a process that exits leaves them in the
     /// page cache (a later open reads them; not durable, except that without a durable slot
     /// naming the segment each piece is synced before the next: a power loss after the close
@@ -1679,23 +1682,28 @@ impl<S: Storage> Drop for PartitionLog<S> {
     /// completed (pending, or in a ticket that never completed) is sealed first: the new
     /// segment must not hold a byte on disk while its predecessor could still be torn (a power
     /// loss could then keep the new segment's header and lose the sealed segment's last bytes,
-    /// and recovery only cuts the last segment). If the seal fails, the tail is not written.
-    fn drop(&mut self) {
-        if self.is_poisoned() {
-            return;
+    /// and recovery only cuts the last segment). If the seal fails, the tail is not written and
+    /// the error is returned. A poisoned log writes nothing and returns its poison.
+    ///
+    /// A log dropped without `close` (a deleted partition, a panic) writes nothing: what it held
+    /// past its last flush was never acknowledged as durable.
+    pub fn close(mut self) -> Result<(), LogError> {
+        self.closed = true;
+        if let Some(cause) = self.poison_cause() {
+            return Err(LogError::Poisoned {
+                cause: cause.to_string(),
+            });
         }
         let in_flight = self.flight.take().and_then(|flight| flight.seal);
         for seal in in_flight.iter().chain(self.pending_seal.take().iter()) {
-            if let Err(error) = apply_seal(&self.storage, seal) {
-                tracing::warn!(file = %seal.segment.display(), %error, "could not seal the rolled segment at close; the log tail is not written");
-                return;
-            }
+            apply_seal(&self.storage, seal)
+                .map_err(io_err("seal the rolled segment at close", &seal.segment))?;
         }
         let Some(active) = self.segments.last() else {
-            return;
+            return Ok(());
         };
         if active.tail.is_none() {
-            return;
+            return Ok(());
         }
         // Zero-padded to the block's end, as a flush writes it: in a reused file, that block
         // holds bytes of the file's earlier life (FORMAT.md §5).
@@ -1710,17 +1718,25 @@ impl<S: Storage> Drop for PartitionLog<S> {
             .is_some_and(|(base, _)| base == active.base_offset);
         let pieces = active.tail.pieces_from(active.tail.start);
         for (position, bytes) in pieces.into_iter().chain([(end, &padding[..])]) {
-            let written = active.file.write_direct_at(bytes, position).and_then(|()| {
-                if named {
-                    Ok(())
-                } else {
-                    active.file.sync()
-                }
-            });
-            if let Err(error) = written {
-                tracing::warn!(file = %active.path.display(), %error, "could not write the log tail at close");
-                return;
-            }
+            active
+                .file
+                .write_direct_at(bytes, position)
+                .and_then(|()| if named { Ok(()) } else { active.file.sync() })
+                .map_err(io_err("write the log tail at close", &active.path))?;
+        }
+        Ok(())
+    }
+}
+
+/// A log dropped without [`PartitionLog::close`] does no I/O; it says so if that dropped
+/// appended bytes no flush or close wrote.
+impl<S: Storage> Drop for PartitionLog<S> {
+    fn drop(&mut self) {
+        if !self.closed
+            && !self.is_poisoned()
+            && self.segments.last().is_some_and(|a| !a.tail.is_none())
+        {
+            tracing::debug!(dir = %self.dir.display(), "partition log dropped without close: its unflushed tail is not written");
         }
     }
 }
@@ -2756,7 +2772,7 @@ mod tests {
             if let Some(ticket) = &ticket {
                 assert!(ticket.seal.is_some(), "the ticket after a roll seals");
             }
-            drop(log);
+            log.close().unwrap();
             drop(ticket);
             let storage = if seed % 4 >= 2 {
                 let (reopened, report) = open(&storage, small());

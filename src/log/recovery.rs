@@ -241,6 +241,7 @@ impl<S: Storage> PartitionLog<S> {
             write_behinds_unsynced: Vec::new(),
             pending_seal: None,
             boundaries: VecDeque::new(),
+            closed: false,
         };
         // A start that differs from the checkpoint (clamped to the log end) is written now:
         // appends after recovery must never fall below a stale checkpoint at the next open.

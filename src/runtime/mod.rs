@@ -541,7 +541,7 @@ async fn shard_main(setup: ShardSetup) -> Result<(), String> {
     while setup.drained.load(Ordering::SeqCst) < shards {
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
-    ctx.flush_all().await;
+    ctx.shut_down().await?;
     tracing::info!(shard = id, "stopped");
     Ok(())
 }

@@ -1024,8 +1024,9 @@ pub trait ShardExec:
     }
 
     /// At shutdown: flushes every partition with unflushed writes, waits until all are durable,
-    /// then writes each partition's producer snapshot at its log end.
-    async fn flush_all(&self) {
+    /// then closes the partitions (a producer snapshot at each log end, each log closed). An
+    /// error names the partitions whose log failed to close.
+    async fn shut_down(&self) -> Result<(), String> {
         self.append_share_entries();
         let last = {
             let journal = self.journal.borrow();
@@ -1046,7 +1047,12 @@ pub trait ShardExec:
             }
             self.sleep_ms(FLUSH_ALL_POLL_MS).await;
         }
-        self.state.borrow_mut().write_producer_snapshots();
+        let failures = self.state.borrow_mut().close_partitions();
+        if failures.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = failures.iter().map(|(p, e)| format!("{p}: {e}")).collect();
+        Err(format!("partition logs not closed: {}", list.join("; ")))
     }
 }
 

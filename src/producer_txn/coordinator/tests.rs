@@ -694,9 +694,18 @@ fn model_random_sequences() {
 #[test]
 fn broker_defaults_set_the_timeout_bound_and_the_id_expiration() {
     let mut defaults = BTreeMap::new();
-    assert_eq!(CoordConfig::from_broker_defaults(&defaults), CoordConfig::default());
+    assert_eq!(
+        CoordConfig::from_broker_defaults(&defaults),
+        CoordConfig::default()
+    );
     defaults.insert("transaction.max.timeout.ms".to_string(), "1000".to_string());
-    defaults.insert("transactional.id.expiration.ms".to_string(), "60000".to_string());
+    defaults.insert(
+        "transactional.id.expiration.ms".to_string(),
+        "60000".to_string(),
+    );
     let config = CoordConfig::from_broker_defaults(&defaults);
-    assert_eq!((config.max_timeout_ms, config.id_expiration_ms), (1000, 60_000));
+    assert_eq!(
+        (config.max_timeout_ms, config.id_expiration_ms),
+        (1000, 60_000)
+    );
 }
