@@ -228,6 +228,18 @@ const _: () = assert!(SOCKET_WRITE_IOVECS_MAX > 0 && SOCKET_WRITE_IOVECS_MAX <= 
 const _: () = assert!(TOPIC_PARTITIONS_MAX as usize <= BROKER_PARTITIONS_MAX);
 const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
 
+/// How long a transactional batch refused as out of order waits for an earlier batch of its
+/// producer that is being verified (KIP-890 part 1, `server::produce`).
+pub const PRODUCE_REORDER_WAIT_MS: i64 = 1_000;
+/// How often such a batch is tried again meanwhile.
+pub const PRODUCE_REORDER_RETRY_MS: u64 = 2;
+
+/// The window over which `max.connection.creation.rate` is measured.
+pub const CONNECTION_RATE_WINDOW_MS: u64 = 1000;
+/// Kafka's bounds on SCRAM iterations (`ScramMechanism.minIterations`, `MAX_ITERATIONS`).
+pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
+pub const SCRAM_ITERATIONS_MAX: i32 = 16384;
+
 // ---- Partition log ----
 
 /// Bytes in the fixed header of a partition-log index file (`{base_offset:020}.index`).
@@ -252,6 +264,11 @@ const _: () = assert!(LOG_SEGMENT_BYTES_DEFAULT >= LOG_SEGMENT_BYTES_MIN);
 const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES >= LOG_CHECKPOINT_SLOT_BYTES as u64);
 // A checkpoint slot is written as one block of its own (an `O_DIRECT` write).
 const _: () = assert!(LOG_CHECKPOINT_SLOT_STRIDE_BYTES == LOG_BLOCK_BYTES);
+
+/// Bytes read at a time while rebuilding producer state from a log.
+pub const PRODUCER_REBUILD_READ_BYTES: usize = 4 * 1024 * 1024;
+/// The smallest `segment.bytes` a topic config may set (Kafka 4.x's lower bound).
+pub const TOPIC_SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
 
 // ---- Share partitions and share transactions ----
 
@@ -333,6 +350,9 @@ pub const FLUSH_ALL_POLL_MS: u64 = 5;
 /// Least time DeleteRecords waits for a moved log start to become durable, whatever the
 /// request's timeout (Kafka answers a single-replica DeleteRecords without waiting).
 pub const DELETE_RECORDS_WAIT_MS_MIN: u64 = 5_000;
+
+/// Records handed out by one ShareFetch at most, whatever the client asks.
+pub const SHARE_FETCH_RECORDS_MAX: u32 = 100_000;
 
 // ---- Share-group membership and Kafka's broker-level bounds on group configs ----
 
@@ -455,6 +475,15 @@ pub const REQUEST_PARTITIONS_MAX: usize = BROKER_PARTITIONS_MAX;
 /// Topics, config resources or coordinator keys one request may name; beyond it the
 /// connection is closed. Bounds how much a small request can make the broker build.
 pub const REQUEST_ENTITIES_MAX: usize = TOPICS_MAX + 1;
+
+// ---- Consumer groups (KIP-848) ----
+
+/// Kafka's `group.consumer.heartbeat.interval.ms` default.
+pub const CONSUMER_GROUP_HEARTBEAT_INTERVAL_MS: i32 = 5_000;
+/// Kafka's `group.consumer.session.timeout.ms` default.
+pub const CONSUMER_GROUP_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// Member id length limit (Kafka: 36-character UUIDs from clients; generous here).
+pub const GROUP_MEMBER_ID_BYTES_MAX: usize = 255;
 
 // ---- consumer groups (classic protocol and committed offsets) -------------------------------
 /// Kafka's `group.min.session.timeout.ms` (default): JoinGroup below it is INVALID_SESSION_TIMEOUT.

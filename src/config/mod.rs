@@ -26,6 +26,7 @@ use crate::constants::{
     SHARE_PARTITION_MAX_RECORD_LOCKS_MAX, SHARE_SESSION_TIMEOUT_MS_MAX,
     SHARE_SESSION_TIMEOUT_MS_MIN, SHARE_TRANSACTION_MAX_PENDING_MAX,
     SHARE_TRANSACTION_TIMEOUT_MS_MAX, TOPIC_PARTITIONS_DEFAULT, TOPIC_PARTITIONS_MAX,
+    TOPIC_SEGMENT_BYTES_MIN,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -634,7 +635,6 @@ pub fn parse_iso_duration_ms(text: &str) -> Option<u64> {
     u64::try_from(ms).ok()
 }
 
-const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
 const SEGMENT_BYTES_DEFAULT_STR: &str = "268435456";
 const SEGMENT_MS_DEFAULT_STR: &str = "604800000";
 const MAX_MESSAGE_BYTES_DEFAULT_STR: &str = "1048588";
@@ -672,7 +672,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         config_type: ConfigType::Int,
         default: SEGMENT_BYTES_DEFAULT_STR,
         rule: ConfigRule::Range {
-            min: SEGMENT_BYTES_MIN,
+            min: TOPIC_SEGMENT_BYTES_MIN,
             max: i32::MAX as i64,
         },
         synonym: Some("log.segment.bytes"),
@@ -892,7 +892,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
         config_type: ConfigType::Int,
         default: SEGMENT_BYTES_DEFAULT_STR,
         rule: ConfigRule::Range {
-            min: SEGMENT_BYTES_MIN,
+            min: TOPIC_SEGMENT_BYTES_MIN,
             max: i32::MAX as i64,
         },
         synonym: None,

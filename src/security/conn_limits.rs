@@ -21,12 +21,10 @@
 //! | listener rate, broker rate   | `Refusal::ListenerRate` / `Refusal::BrokerRate` |
 //! | none                      | counted; `Ok`             |
 
+use crate::constants::CONNECTION_RATE_WINDOW_MS;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
-
-/// The window over which creation rates are measured.
-pub const CONNECTION_RATE_WINDOW_MS: u64 = 1000;
 
 /// The configured limits (`None` / absent: unlimited, Kafka's `Int.MaxValue` default).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -24,11 +24,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
+use crate::constants::{SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN};
 use crate::security::sasl::Mechanism;
-
-/// Kafka's bounds on SCRAM iterations (`ScramMechanism.minIterations`, `MAX_ITERATIONS`).
-pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
-pub const SCRAM_ITERATIONS_MAX: i32 = 16384;
 
 /// Kafka's error codes of AlterUserScramCredentials / DescribeUserScramCredentials.
 pub const RESOURCE_NOT_FOUND: i16 = 91;

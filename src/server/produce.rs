@@ -15,7 +15,7 @@
 //! batches again with their guards.
 
 use super::{Bus, Outcome};
-use crate::constants::PRODUCE_TIMEOUT_MS_MAX;
+use crate::constants::{PRODUCE_REORDER_RETRY_MS, PRODUCE_REORDER_WAIT_MS, PRODUCE_TIMEOUT_MS_MAX};
 use crate::model::partition_shard;
 use crate::producer_txn::partition::TxnError;
 use crate::protocol::codec::{decode_body, encode_response, Request};
@@ -97,8 +97,8 @@ fn is_transactional(records: &[u8]) -> bool {
 /// earlier batch of the same producer is still being verified. The partition refuses it
 /// OUT_OF_ORDER_SEQUENCE_NUMBER, even once verified, while a batch with a lower sequence waits
 /// for the same verification ([`crate::producer_txn::partition::TxnPartition::check_verified`]). Rather
-/// than have the client send it again, such a batch is sent again every [`REORDER_RETRY_MS`]
-/// until the earlier one is appended, or [`REORDER_WAIT_MS`] have passed and the refusal is the
+/// than have the client send it again, such a batch is sent again every [`PRODUCE_REORDER_RETRY_MS`]
+/// until the earlier one is appended, or [`PRODUCE_REORDER_WAIT_MS`] have passed and the refusal is the
 /// answer.
 async fn verify_and_resend<B: Bus>(
     bus: &B,
@@ -157,12 +157,12 @@ async fn verify_and_resend<B: Bus>(
             }
         }
     }
-    let deadline = bus.now_ms() + REORDER_WAIT_MS;
+    let deadline = bus.now_ms() + PRODUCE_REORDER_WAIT_MS;
     let mut first = true;
     while !pending.is_empty() {
         // Out-of-order refusals from the first attempt wait before they are sent again.
         if !first || pending.iter().any(|(_, guard)| guard.is_none()) {
-            bus.sleep_ms(REORDER_RETRY_MS).await;
+            bus.sleep_ms(PRODUCE_REORDER_RETRY_MS).await;
         }
         first = false;
         let calls: Vec<_> = pending
@@ -208,12 +208,6 @@ fn answered(reply: Result<ProduceResult, CallError>) -> Answer {
         Err(failure) => Answer::error(failure.code(), format!("{failure:?}")),
     }
 }
-
-/// How long a transactional batch refused as out of order waits for an earlier batch of its
-/// producer that is being verified ([`verify_and_resend`]).
-const REORDER_WAIT_MS: i64 = 1_000;
-/// How often it is sent again meanwhile.
-const REORDER_RETRY_MS: u64 = 2;
 
 /// Produce.
 pub async fn handle_produce<B: Bus>(bus: &B, request: &Request) -> Outcome {

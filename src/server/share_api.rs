@@ -21,7 +21,7 @@
 use super::{respond, respond_gathered, Bus, ConnInfo, Outcome};
 use crate::constants::{
     BROKER_NODE_ID, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, REQUEST_PARTITIONS_MAX,
-    SHARE_FETCH_RECHECK_MS,
+    SHARE_FETCH_RECHECK_MS, SHARE_FETCH_RECORDS_MAX,
 };
 use crate::model::TopicPartition;
 use crate::model::{group_shard, partition_shard, ShardId};
@@ -54,9 +54,6 @@ use uuid::Uuid;
 fn sb(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
 }
-
-/// Records handed out by one ShareFetch at most, whatever the client asks.
-const SHARE_FETCH_RECORDS_MAX: u32 = 100_000;
 
 /// ShareGroupHeartbeat v1.
 pub async fn handle_heartbeat<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {

@@ -26,6 +26,7 @@ use super::share_state::ShareState;
 use crate::config::TopicSettings;
 use crate::constants::{
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+    PRODUCER_REBUILD_READ_BYTES,
 };
 use crate::log::batch::{self, BATCH_HEADER_BYTES};
 use crate::log::{
@@ -113,9 +114,6 @@ fn last_batch_end(records: &[u8]) -> Option<i64> {
     }
     end
 }
-
-/// Bytes read at a time while rebuilding producer state from a log.
-const REBUILD_READ_BYTES: usize = 4 * 1024 * 1024;
 
 /// ListOffsets special timestamps.
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -276,7 +274,7 @@ fn rebuild_producers<S: Storage>(
     txns.move_log_start(log.log_start_offset() as i64);
     let end = log.log_end_offset();
     while offset < end {
-        let read = log.read(offset, REBUILD_READ_BYTES)?;
+        let read = log.read(offset, PRODUCER_REBUILD_READ_BYTES)?;
         assert!(
             read.next_offset > offset,
             "a read below the end makes progress"
@@ -1076,7 +1074,7 @@ fn max_timestamp_offset<S: Storage>(
     let mut best: Option<(i64, i64)> = None;
     let mut offset = log.log_start_offset();
     while (offset as i64) < hw {
-        let read = log.read(offset, REBUILD_READ_BYTES)?;
+        let read = log.read(offset, PRODUCER_REBUILD_READ_BYTES)?;
         for bytes in batch::split_batches(&read.records).unwrap_or_default() {
             if let Ok(header) = batch::parse_header(bytes) {
                 if header.base_offset < hw && best.is_none_or(|(_, ts)| header.max_timestamp > ts) {

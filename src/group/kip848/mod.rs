@@ -33,6 +33,10 @@ pub mod assignor;
 
 pub use assignor::{Assignor, MemberSpec};
 
+use crate::constants::{
+    CONSUMER_GROUP_HEARTBEAT_INTERVAL_MS, CONSUMER_GROUP_SESSION_TIMEOUT_MS,
+    GROUP_MEMBER_ID_BYTES_MAX,
+};
 use crate::group::error::GroupError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -47,13 +51,6 @@ pub struct TopicMeta {
     pub id: Uuid,
     pub partitions: i32,
 }
-
-/// Kafka's `group.consumer.heartbeat.interval.ms` default.
-pub const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
-/// Kafka's `group.consumer.session.timeout.ms` default.
-pub const SESSION_TIMEOUT_MS: u64 = 45_000;
-/// Member id length limit (Kafka: 36-character UUIDs from clients; generous here).
-pub const MEMBER_ID_BYTES_MAX: usize = 255;
 
 /// A member's reconciliation state (Kafka's `MemberState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -398,7 +395,7 @@ impl Consumer848Group {
         now_ms: u64,
     ) -> Result<HeartbeatOut, HeartbeatError> {
         let id = &request.member_id;
-        if id.is_empty() || id.len() > MEMBER_ID_BYTES_MAX {
+        if id.is_empty() || id.len() > GROUP_MEMBER_ID_BYTES_MAX {
             return Err(HeartbeatError::InvalidRequest(
                 "MemberId can't be empty.".to_string(),
             ));
@@ -456,7 +453,7 @@ impl Consumer848Group {
                             rebalance_timeout_ms: request.rebalance_timeout_ms,
                             assigned: BTreeSet::new(),
                             pending_revocation: BTreeSet::new(),
-                            session_deadline_ms: now_ms + SESSION_TIMEOUT_MS,
+                            session_deadline_ms: now_ms + CONSUMER_GROUP_SESSION_TIMEOUT_MS,
                             revocation_deadline_ms: None,
                         },
                     );
@@ -494,7 +491,7 @@ impl Consumer848Group {
         let member = self.members.get_mut(id).expect("member exists here");
         let previous_assignment = member.assigned.clone();
         let previous_epoch = member.member_epoch;
-        member.session_deadline_ms = now_ms + SESSION_TIMEOUT_MS;
+        member.session_deadline_ms = now_ms + CONSUMER_GROUP_SESSION_TIMEOUT_MS;
         if request.rebalance_timeout_ms >= 0 {
             member.rebalance_timeout_ms = request.rebalance_timeout_ms;
         }
@@ -532,7 +529,7 @@ impl Consumer848Group {
         Ok(HeartbeatOut {
             member_id: id.clone(),
             member_epoch: member.member_epoch,
-            heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+            heartbeat_interval_ms: CONSUMER_GROUP_HEARTBEAT_INTERVAL_MS,
             assignment: (joining || full || changed).then(|| member.assigned.clone()),
         })
     }

@@ -159,7 +159,10 @@ fn sessions_and_revocations_expire() {
     // b, silent, is removed after the session timeout first.
     g.heartbeat(&beat("a", 1, &a.assignment.unwrap()), &t, 10)
         .unwrap();
-    assert_eq!(g.expire(SESSION_TIMEOUT_MS), vec!["b".to_string()]);
+    assert_eq!(
+        g.expire(CONSUMER_GROUP_SESSION_TIMEOUT_MS),
+        vec!["b".to_string()]
+    );
     assert_eq!(g.expire(10 + 300_000), vec!["a".to_string()]);
     assert!(g.is_empty());
     assert_eq!(group_state_name(&g), "Empty");
@@ -296,7 +299,7 @@ fn run_model(seed: u64, steps: usize) {
             }
             19 => {
                 // Time passes beyond a session: every silent member is removed.
-                now += SESSION_TIMEOUT_MS;
+                now += CONSUMER_GROUP_SESSION_TIMEOUT_MS;
                 let gone = g.expire(now);
                 for id in gone {
                     clients.remove(&id);
