@@ -34,8 +34,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 
 use super::limits;
 
-/// Kafka's UNSUPPORTED_VERSION, which an old broker answers to ApiVersions v3.
-const UNSUPPORTED_VERSION: i16 = 35;
+// An old broker answers ApiVersions v3 with UNSUPPORTED_VERSION.
+use super::code::UNSUPPORTED_VERSION;
 
 /// What went wrong, in three kinds: the network, the bytes, or the broker said no.
 #[derive(Debug)]

@@ -37,6 +37,79 @@ pub mod transactions;
 
 pub use connection::{ApiCall, ClientError, Connection, Result};
 
+/// The Kafka error codes the client decides on, in one place (Kafka's `Errors.java` numbers;
+/// a test pins them to `kafka_protocol::ResponseError`).
+pub mod code {
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_COORDINATOR: i16 = 16;
+    /// What a broker with KIP-890 part 1 answers a transactional Produce while the
+    /// transaction is still completing (Kafka's mapping of CONCURRENT_TRANSACTIONS).
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    pub const PRODUCER_FENCED: i16 = 90;
+    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+    pub const FENCED_MEMBER_EPOCH: i16 = 110;
+    pub const SHARE_SESSION_NOT_FOUND: i16 = 122;
+    pub const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
+
+    #[cfg(test)]
+    mod tests {
+        use kafka_protocol::ResponseError as E;
+
+        #[test]
+        fn codes_are_kafkas() {
+            for (code, error) in [
+                (super::NOT_LEADER_OR_FOLLOWER, E::NotLeaderOrFollower),
+                (super::REQUEST_TIMED_OUT, E::RequestTimedOut),
+                (
+                    super::COORDINATOR_LOAD_IN_PROGRESS,
+                    E::CoordinatorLoadInProgress,
+                ),
+                (super::COORDINATOR_NOT_AVAILABLE, E::CoordinatorNotAvailable),
+                (super::NOT_COORDINATOR, E::NotCoordinator),
+                (super::NOT_ENOUGH_REPLICAS, E::NotEnoughReplicas),
+                (super::UNKNOWN_MEMBER_ID, E::UnknownMemberId),
+                (super::UNSUPPORTED_VERSION, E::UnsupportedVersion),
+                (super::INVALID_REQUEST, E::InvalidRequest),
+                (super::INVALID_PRODUCER_EPOCH, E::InvalidProducerEpoch),
+                (super::INVALID_TXN_STATE, E::InvalidTxnState),
+                (
+                    super::INVALID_PRODUCER_ID_MAPPING,
+                    E::InvalidProducerIdMapping,
+                ),
+                (super::CONCURRENT_TRANSACTIONS, E::ConcurrentTransactions),
+                (
+                    super::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    E::TransactionalIdAuthorizationFailed,
+                ),
+                (super::PRODUCER_FENCED, E::ProducerFenced),
+                (
+                    super::TRANSACTIONAL_ID_NOT_FOUND,
+                    E::TransactionalIdNotFound,
+                ),
+                (super::FENCED_MEMBER_EPOCH, E::FencedMemberEpoch),
+                (super::SHARE_SESSION_NOT_FOUND, E::ShareSessionNotFound),
+                (
+                    super::INVALID_SHARE_SESSION_EPOCH,
+                    E::InvalidShareSessionEpoch,
+                ),
+            ] {
+                assert_eq!(code, error.code(), "{error:?}");
+            }
+        }
+    }
+}
+
 /// Every limit of the client in one place (units in the names).
 pub mod limits {
     use std::time::Duration;

@@ -17,8 +17,7 @@ use super::connection::{ClientError, NodePool, Result};
 
 /// Produce versions this client implements (v3–v12 address topics by name; v13 by id).
 pub const PRODUCE_VERSIONS: (i16, i16) = (3, 12);
-/// Kafka's NOT_LEADER_OR_FOLLOWER.
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+use super::code::NOT_LEADER_OR_FOLLOWER;
 
 /// A record to produce.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -61,22 +61,7 @@ pub const ADD_PARTITIONS_TO_TXN_VERSIONS: (i16, i16) = (3, 3);
 pub const END_TXN_VERSIONS: (i16, i16) = (3, 3);
 
 /// Kafka error codes this module decides on.
-pub mod code {
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    /// What a broker with KIP-890 part 1 answers a transactional Produce while the
-    /// transaction is still completing (Kafka's mapping of CONCURRENT_TRANSACTIONS).
-    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-    pub const PRODUCER_FENCED: i16 = 90;
-}
+pub use super::code;
 
 /// Where the producer is (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

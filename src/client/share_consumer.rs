@@ -74,16 +74,7 @@ const MEMBER_ID_BYTES_MAX: usize = 256;
 /// ShareGroupHeartbeat / ShareFetch / ShareAcknowledge versions this client implements.
 pub const SHARE_API_VERSIONS: (i16, i16) = (1, 1);
 
-/// Kafka error codes this module reacts to.
-mod code {
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const FENCED_MEMBER_EPOCH: i16 = 110;
-    pub const SHARE_SESSION_NOT_FOUND: i16 = 122;
-    pub const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
-}
+use super::code;
 
 /// How a record is acknowledged (Kafka's `AcknowledgeType`, same wire values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -39,15 +39,7 @@ use crate::protocol::share_txn::{
 pub use crate::share_txn::TxnState;
 
 /// Kafka error codes this module reacts to.
-pub mod code {
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-}
+pub use super::code;
 
 /// Kafka's name of an error code in its constant spelling (`INVALID_TXN_STATE`), or
 /// `UNKNOWN_CODE_<n>`.
