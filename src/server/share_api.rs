@@ -639,33 +639,33 @@ async fn wait_for_data<B: Bus>(
     }
 }
 
-/// ShareFetch v1–v2. v2 (KIP-1222, KIP-1206): acknowledgements may RENEW; `IsRenewAck`
-/// marks a request that only acknowledges (Kafka refuses it with INVALID_REQUEST unless
-/// MaxBytes, MinBytes, MaxRecords and MaxWaitMs are all 0, and fetches nothing for it);
-/// `ShareAcquireMode` 1 (record_limit, KIP-1206) makes MaxRecords a strict limit (0,
-/// batch_optimized, rounds new records up to the end of a log batch); another mode is
-/// UNKNOWN_SERVER_ERROR, as Kafka 4.4 answers it.
-pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
-    let decoded: ShareFetchRequest = match decode_body(request) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Close(e.to_string()),
-    };
+/// The request-level checks of a ShareFetch, before anything is applied: a renew
+/// acknowledgement fetch with limits, an unknown acquire mode, too many partitions, no group or
+/// member id. Returns the group and member ids, or the answer that refuses the request.
+fn check_share_fetch(
+    request: &Request,
+    decoded: &ShareFetchRequest,
+) -> Result<(String, String), Outcome> {
     if decoded.is_renew_ack
         && (decoded.max_bytes != 0
             || decoded.min_bytes != 0
             || decoded.max_records != 0
             || decoded.max_wait_ms != 0)
     {
-        return top_level_error_fetch(
+        return Err(top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
             Some("a renew acknowledgement fetch must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0"),
-        );
+        ));
     }
     // Kafka 4.4 answers an unknown mode with UNKNOWN_SERVER_ERROR and no message (its
     // ShareAcquireMode.forId throws), observed on the wire; Lockstep matches it.
     if !(0..=SHARE_ACQUIRE_MODE_RECORD_LIMIT).contains(&decoded.share_acquire_mode) {
-        return top_level_error_fetch(request, ResponseError::UnknownServerError.code(), None);
+        return Err(top_level_error_fetch(
+            request,
+            ResponseError::UnknownServerError.code(),
+            None,
+        ));
     }
     let named_count: usize = decoded
         .topics
@@ -677,18 +677,60 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .iter()
             .map(|t| t.partitions.len())
             .sum::<usize>();
-    if let Err(refused) = super::check_count("partitions", named_count, REQUEST_PARTITIONS_MAX) {
-        return refused;
-    }
+    super::check_count("partitions", named_count, REQUEST_PARTITIONS_MAX)?;
     let group_id = decoded.group_id.clone().unwrap_or_default();
     let member_id = decoded.member_id.clone().unwrap_or_default();
     if group_id.is_empty() || member_id.is_empty() {
-        return top_level_error_fetch(
+        return Err(top_level_error_fetch(
             request,
             ResponseError::InvalidRequest.code(),
             Some("GroupId and MemberId must be set"),
-        );
+        ));
     }
+    Ok((group_id, member_id))
+}
+
+/// A ShareFetch's limits over `partitions` partitions: its MaxBytes (capped), the
+/// acquisition limits, and how long it may wait (capped).
+fn fetch_limits(decoded: &ShareFetchRequest, partitions: usize) -> (usize, FetchLimits, u64) {
+    let max_bytes = usize::try_from(decoded.max_bytes)
+        .unwrap_or(0)
+        .min(FETCH_RESPONSE_BYTES_MAX);
+    let max_records = u32::try_from(decoded.max_records)
+        .unwrap_or(0)
+        .clamp(1, SHARE_FETCH_RECORDS_MAX);
+    let limits = FetchLimits {
+        max_records,
+        // Kafka cuts at BatchSize; a client that sends none (0 or less) gets whole acquisitions.
+        batch_size: u32::try_from(decoded.batch_size)
+            .ok()
+            .filter(|b| *b > 0)
+            .unwrap_or(max_records),
+        record_limit: decoded.share_acquire_mode == SHARE_ACQUIRE_MODE_RECORD_LIMIT,
+        partition_max_bytes: partition_max_bytes(max_bytes, partitions),
+        min_bytes: usize::try_from(decoded.min_bytes).unwrap_or(0),
+    };
+    let wait_ms = u64::try_from(decoded.max_wait_ms)
+        .unwrap_or(0)
+        .min(FETCH_WAIT_MS_MAX);
+    (max_bytes, limits, wait_ms)
+}
+
+/// ShareFetch v1–v2. v2 (KIP-1222, KIP-1206): acknowledgements may RENEW; `IsRenewAck`
+/// marks a request that only acknowledges (Kafka refuses it with INVALID_REQUEST unless
+/// MaxBytes, MinBytes, MaxRecords and MaxWaitMs are all 0, and fetches nothing for it);
+/// `ShareAcquireMode` 1 (record_limit, KIP-1206) makes MaxRecords a strict limit (0,
+/// batch_optimized, rounds new records up to the end of a log batch); another mode is
+/// UNKNOWN_SERVER_ERROR, as Kafka 4.4 answers it.
+pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Request) -> Outcome {
+    let decoded: ShareFetchRequest = match decode_body(request) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let (group_id, member_id) = match check_share_fetch(request, &decoded) {
+        Ok(ids) => ids,
+        Err(refused) => return refused,
+    };
     let registry = bus.registry();
     let shards = bus.shard_count();
     let epoch = decoded.share_session_epoch;
@@ -782,26 +824,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         }
     }
     let order = rotate(&resolved, epoch);
-    let max_bytes = usize::try_from(decoded.max_bytes)
-        .unwrap_or(0)
-        .min(FETCH_RESPONSE_BYTES_MAX);
-    let max_records = u32::try_from(decoded.max_records)
-        .unwrap_or(0)
-        .clamp(1, SHARE_FETCH_RECORDS_MAX);
-    let limits = FetchLimits {
-        max_records,
-        // Kafka cuts at BatchSize; a client that sends none (0 or less) gets whole acquisitions.
-        batch_size: u32::try_from(decoded.batch_size)
-            .ok()
-            .filter(|b| *b > 0)
-            .unwrap_or(max_records),
-        record_limit: decoded.share_acquire_mode == SHARE_ACQUIRE_MODE_RECORD_LIMIT,
-        partition_max_bytes: partition_max_bytes(max_bytes, order.len()),
-        min_bytes: usize::try_from(decoded.min_bytes).unwrap_or(0),
-    };
-    let wait_ms = u64::try_from(decoded.max_wait_ms)
-        .unwrap_or(0)
-        .min(FETCH_WAIT_MS_MAX);
+    let (max_bytes, limits, wait_ms) = fetch_limits(&decoded, order.len());
     let deadline_ms = bus.now_ms() + wait_ms as i64;
     // The acknowledgements of shards acquisition does not call go alone, alongside; the first
     // call acquisition makes to a shard carries the acknowledgements there.
@@ -861,9 +884,29 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         acks.borrow().shards().is_empty(),
         "acknowledgements left unsent"
     );
-    let mut ack_results = acks.into_inner().results;
+    let ack_results = acks.into_inner().results;
 
-    // The response: every fetched partition, every acknowledged one, every unresolved one.
+    let lock_duration_ms = registry
+        .group_config(&group_id)
+        .share
+        .record_lock_duration_ms;
+    let mut response = share_fetch_response(fetched, unresolved, ack_results, lock_duration_ms);
+    response.node_endpoints = vec![node_endpoint(conn)];
+    let payloads = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().filter_map(|p| p.records.as_ref()));
+    respond_gathered(request, &response, payloads)
+}
+
+/// A ShareFetch's response: every fetched partition, every acknowledged one, every one that
+/// did not resolve, by topic and partition (node endpoints not yet set).
+fn share_fetch_response(
+    fetched: Vec<ShareFetchedPartition>,
+    unresolved: Vec<(Uuid, i32, i16)>,
+    ack_results: Vec<(Uuid, i32, AckOutcome)>,
+    lock_duration_ms: u64,
+) -> ShareFetchResponse {
     let mut by_topic: BTreeMap<Uuid, BTreeMap<i32, share_fetch_response::PartitionData>> =
         BTreeMap::new();
     let blank = |index: i32| {
@@ -903,7 +946,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             .or_insert_with(|| blank(partition));
         entry.error_code = code;
     }
-    for (topic_id, partition, (code, message)) in ack_results.drain(..) {
+    for (topic_id, partition, (code, message)) in ack_results {
         let entry = by_topic
             .entry(topic_id)
             .or_default()
@@ -913,11 +956,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
         entry.acknowledge_error_message = message;
     }
     let mut response = ShareFetchResponse::default();
-    response.acquisition_lock_timeout_ms = registry
-        .group_config(&group_id)
-        .share
-        .record_lock_duration_ms
-        .min(i32::MAX as u64) as i32;
+    response.acquisition_lock_timeout_ms = lock_duration_ms.min(i32::MAX as u64) as i32;
     response.responses = by_topic
         .into_iter()
         .map(|(topic_id, partitions)| {
@@ -927,12 +966,7 @@ pub async fn handle_share_fetch<B: Bus>(bus: &B, conn: &ConnInfo, request: &Requ
             t
         })
         .collect();
-    response.node_endpoints = vec![node_endpoint(conn)];
-    let payloads = response
-        .responses
-        .iter()
-        .flat_map(|t| t.partitions.iter().filter_map(|p| p.records.as_ref()));
-    respond_gathered(request, &response, payloads)
+    response
 }
 
 /// ShareAcknowledge v1–v2 (v2: AcknowledgeType RENEW, KIP-1222).
