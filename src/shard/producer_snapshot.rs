@@ -153,84 +153,86 @@ impl ProducerSnapshotFile {
         if crc32fast::hash(body) != stored {
             return Err(format!("body CRC mismatch at byte {HEADER_BYTES}"));
         }
-        let mut r = Reader { bytes: body, at: 0 };
-        let decoded = (|| {
-            let mut producers = Vec::new();
-            for _ in 0..r.u32()? {
-                let id = r.i64()?;
-                let epoch = r.i16()?;
-                let count = r.u16()? as usize;
-                let last_timestamp = r.i64()?;
-                if id < 0 || count > PRODUCER_BATCHES_REMEMBERED {
-                    return Err(format!(
-                        "producer {id} with {count} batches at body byte {}",
-                        r.at
-                    ));
-                }
-                let mut batches = VecDeque::with_capacity(count);
-                for _ in 0..count {
-                    let batch = BatchRecord {
-                        first_sequence: r.i32()?,
-                        last_sequence: r.i32()?,
-                        base_offset: r.i64()?,
-                        last_offset: r.i64()?,
-                        max_timestamp: r.i64()?,
-                    };
-                    if batch.base_offset > batch.last_offset || batch.last_offset as u64 >= offset {
-                        return Err(format!(
-                            "batch of producer {id} outside the snapshot at body byte {}",
-                            r.at
-                        ));
-                    }
-                    batches.push_back(batch);
-                }
-                producers.push((
-                    id,
-                    ProducerEntry {
-                        epoch,
-                        batches,
-                        last_timestamp,
-                    },
-                ));
-            }
-            let mut open_txns = Vec::new();
-            for _ in 0..r.u32()? {
-                open_txns.push((r.i64()?, r.i64()?, r.i16()?));
-            }
-            let mut aborted: Vec<AbortedTxn> = Vec::new();
-            for _ in 0..r.u32()? {
-                let entry = AbortedTxn {
-                    producer_id: r.i64()?,
-                    first_offset: r.i64()?,
-                    last_offset: r.i64()?,
-                };
-                if aborted
-                    .last()
-                    .is_some_and(|last| last.last_offset >= entry.last_offset)
-                {
-                    return Err(format!(
-                        "aborted transactions out of order at body byte {}",
-                        r.at
-                    ));
-                }
-                aborted.push(entry);
-            }
-            if r.at != body_len {
+        parse_body(offset, body)
+    }
+}
+
+/// The body of a snapshot at `offset` (its CRC already checked).
+fn parse_body(offset: u64, body: &[u8]) -> Result<ProducerSnapshotFile, String> {
+    let mut r = Reader { bytes: body, at: 0 };
+    let mut producers = Vec::new();
+    for _ in 0..r.u32()? {
+        let id = r.i64()?;
+        let epoch = r.i16()?;
+        let count = r.u16()? as usize;
+        let last_timestamp = r.i64()?;
+        if id < 0 || count > PRODUCER_BATCHES_REMEMBERED {
+            return Err(format!(
+                "producer {id} with {count} batches at body byte {}",
+                r.at
+            ));
+        }
+        let mut batches = VecDeque::with_capacity(count);
+        for _ in 0..count {
+            let batch = BatchRecord {
+                first_sequence: r.i32()?,
+                last_sequence: r.i32()?,
+                base_offset: r.i64()?,
+                last_offset: r.i64()?,
+                max_timestamp: r.i64()?,
+            };
+            if batch.base_offset > batch.last_offset || batch.last_offset as u64 >= offset {
                 return Err(format!(
-                    "{} bytes left over at body byte {}",
-                    body_len - r.at,
+                    "batch of producer {id} outside the snapshot at body byte {}",
                     r.at
                 ));
             }
-            Ok(ProducerSnapshotFile {
-                offset,
-                producers,
-                open_txns,
-                aborted,
-            })
-        })();
-        decoded
+            batches.push_back(batch);
+        }
+        producers.push((
+            id,
+            ProducerEntry {
+                epoch,
+                batches,
+                last_timestamp,
+            },
+        ));
     }
+    let mut open_txns = Vec::new();
+    for _ in 0..r.u32()? {
+        open_txns.push((r.i64()?, r.i64()?, r.i16()?));
+    }
+    let mut aborted: Vec<AbortedTxn> = Vec::new();
+    for _ in 0..r.u32()? {
+        let entry = AbortedTxn {
+            producer_id: r.i64()?,
+            first_offset: r.i64()?,
+            last_offset: r.i64()?,
+        };
+        if aborted
+            .last()
+            .is_some_and(|last| last.last_offset >= entry.last_offset)
+        {
+            return Err(format!(
+                "aborted transactions out of order at body byte {}",
+                r.at
+            ));
+        }
+        aborted.push(entry);
+    }
+    if r.at != body.len() {
+        return Err(format!(
+            "{} bytes left over at body byte {}",
+            body.len() - r.at,
+            r.at
+        ));
+    }
+    Ok(ProducerSnapshotFile {
+        offset,
+        producers,
+        open_txns,
+        aborted,
+    })
 }
 
 struct Reader<'a> {
@@ -312,14 +314,15 @@ pub struct Loaded {
 /// snapshots past it and leftover temporary files.
 pub fn load<S: Storage>(storage: &S, dir: &Path, log_end: u64) -> io::Result<Loaded> {
     let mut loaded = Loaded::default();
+    let mut offsets = Vec::new();
     for name in storage.list(dir)? {
-        if name.ends_with(TMP_SUFFIX)
-            && parse_snapshot_name(name.trim_end_matches(TMP_SUFFIX)).is_some()
-        {
+        if let Some(offset) = parse_snapshot_name(&name) {
+            offsets.push(offset);
+        } else if parse_snapshot_name(name.trim_end_matches(TMP_SUFFIX)).is_some() {
             storage.remove(&dir.join(&name))?;
         }
     }
-    let offsets = list(storage, dir)?;
+    offsets.sort_unstable();
     for &offset in offsets.iter().filter(|&&o| o > log_end) {
         storage.remove(&dir.join(snapshot_file_name(offset)))?;
         loaded.deleted_past_end += 1;
